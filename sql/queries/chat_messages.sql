@@ -1,0 +1,29 @@
+-- name: MessageInsert :one
+INSERT INTO chat_messages (chat_id, role, kind, visibility, content, structured_request_id, finish_reason, usage)
+VALUES (@chat_id, @role, @kind, @visibility, @content, sqlc.narg(structured_request_id), sqlc.narg(finish_reason), sqlc.narg(usage))
+RETURNING *;
+
+-- name: MessageListForClient :many
+-- What a client may see: not deleted, not model-only, ascending ids.
+SELECT * FROM chat_messages
+WHERE chat_id = @chat_id AND NOT deleted AND visibility IN ('user', 'both') AND id > @after_id
+ORDER BY id
+LIMIT @max_rows;
+
+-- name: MessageListForPrompt :many
+-- What the provider may see: ordinary messages, not deleted, not client-only.
+-- Receipts and controls are never replayed.
+SELECT * FROM chat_messages
+WHERE chat_id = @chat_id AND NOT deleted AND kind = 'message' AND visibility IN ('model', 'both')
+ORDER BY id;
+
+-- name: MessageGetLatestUserRequest :one
+-- The latest real user request: client-visible user input (not a model-only
+-- feedback row), which decides whether a structured request governs the turn.
+SELECT * FROM chat_messages
+WHERE chat_id = @chat_id AND NOT deleted AND kind = 'message' AND role = 'user' AND visibility IN ('user', 'both')
+ORDER BY id DESC
+LIMIT 1;
+
+-- name: MessageGetByID :one
+SELECT * FROM chat_messages WHERE id = @id;

@@ -1,0 +1,12 @@
+-- name: QueueInsert :one
+INSERT INTO chat_queued_messages (chat_id, content, structured_request_id)
+VALUES (@chat_id, @content, sqlc.narg(structured_request_id))
+RETURNING *;
+
+-- name: QueueList :many
+SELECT * FROM chat_queued_messages WHERE chat_id = @chat_id ORDER BY id;
+
+-- name: QueuePopHead :one
+DELETE FROM chat_queued_messages
+WHERE id = (SELECT min(q.id) FROM chat_queued_messages q WHERE q.chat_id = @chat_id)
+RETURNING *;

@@ -1,0 +1,83 @@
+-- name: ChatInsert :one
+INSERT INTO chats (owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status)
+VALUES (@owner_id, sqlc.narg(parent_chat_id), @title, @model, @system_prompt, @mode, @dynamic_tools, @status)
+RETURNING *;
+
+-- name: ChatGetForOwner :one
+SELECT * FROM chats WHERE id = @id AND owner_id = @owner_id;
+
+-- name: ChatGet :one
+SELECT * FROM chats WHERE id = @id;
+
+-- name: ChatListForOwner :many
+-- Newest activity first; keyset pagination on (updated_at, id).
+SELECT * FROM chats
+WHERE owner_id = @owner_id
+  AND (sqlc.narg(before_updated_at)::timestamptz IS NULL
+       OR (updated_at, id) < (sqlc.narg(before_updated_at)::timestamptz, sqlc.narg(before_id)::uuid))
+ORDER BY updated_at DESC, id DESC
+LIMIT @max_rows;
+
+-- name: ChatLockForOwner :one
+-- Takes the chat's row lock for an API transition. Writes that follow bump
+-- snapshot_version once (trigger), so this lock does not bump it itself.
+SELECT * FROM chats WHERE id = @id AND owner_id = @owner_id FOR UPDATE;
+
+-- name: ChatLockIfOwned :one
+-- Takes the chat's row lock for a worker commit, checking the fence inside the
+-- statement: the worker still owns the chat, history has not moved, the status
+-- is one the commit expects and, for commits that end a generation, the
+-- attempt is the one that generated. No row: the fence failed (an expected exit).
+SELECT * FROM chats
+WHERE id = @id
+  AND worker_id = @worker_id
+  AND history_version = @history_version
+  AND status = ANY (@statuses::text[])
+  AND (sqlc.narg(generation_attempt)::integer IS NULL OR generation_attempt = sqlc.narg(generation_attempt)::integer)
+FOR UPDATE;
+
+-- name: ChatClaimRunnable :one
+-- Claims one runnable chat that has no live owner. SKIP LOCKED lets many
+-- workers claim concurrently without waiting on each other.
+UPDATE chats
+SET worker_id = @worker_id, lease_expires_at = now() + make_interval(secs => @lease_seconds::float8)
+WHERE id = (
+    SELECT c.id FROM chats c
+    WHERE c.status IN ('running', 'interrupting')
+      AND (c.worker_id IS NULL OR c.lease_expires_at < now())
+    ORDER BY c.updated_at
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING *;
+
+-- name: ChatRenewLeaseIfOwned :one
+UPDATE chats SET lease_expires_at = now() + make_interval(secs => @lease_seconds::float8)
+WHERE id = @id AND worker_id = @worker_id
+RETURNING lease_expires_at;
+
+-- name: ChatReleaseIfOwned :execrows
+-- A worker that stops (shutdown) gives the chat back so another can claim it.
+UPDATE chats SET worker_id = NULL, lease_expires_at = NULL
+WHERE id = @id AND worker_id = @worker_id;
+
+-- name: ChatRecordAttemptIfOwned :one
+-- Counts one provider attempt for the current history before calling it.
+UPDATE chats SET generation_attempt = generation_attempt + 1
+WHERE id = @id AND worker_id = @worker_id AND history_version = @history_version AND status = 'running'
+RETURNING generation_attempt, snapshot_version, history_version;
+
+-- name: ChatSetState :one
+-- Sets the status after a lock taken in the same transaction. The owner is
+-- kept only while the chat stays runnable and the caller asks for it.
+UPDATE chats
+SET status = @status,
+    worker_id = CASE WHEN @keep_owner::boolean THEN worker_id END,
+    lease_expires_at = CASE WHEN @keep_owner::boolean THEN lease_expires_at END,
+    last_error = sqlc.narg(last_error),
+    requires_action_deadline = sqlc.narg(requires_action_deadline)
+WHERE id = @id
+RETURNING *;
+
+-- name: ChatCountByStatus :many
+SELECT status, count(*)::bigint AS chats FROM chats GROUP BY status;

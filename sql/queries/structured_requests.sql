@@ -1,0 +1,36 @@
+-- name: RequestInsert :one
+INSERT INTO structured_requests (request_id, chat_id, name, description, schema)
+VALUES (@request_id, @chat_id, @name, @description, @schema)
+RETURNING *;
+
+-- name: RequestGet :one
+SELECT * FROM structured_requests WHERE request_id = @request_id;
+
+-- name: RequestGetForOwner :one
+SELECT r.* FROM structured_requests r JOIN chats c ON c.id = r.chat_id
+WHERE r.request_id = @request_id AND c.owner_id = @owner_id;
+
+-- name: RequestRecordProgress :one
+-- Adds a step and/or a rejection to a pending request and, when asked, replaces
+-- or clears its candidate, in the transaction that commits the evidence.
+UPDATE structured_requests
+SET steps = steps + @add_steps::integer,
+    rejections = rejections + @add_rejections::integer,
+    validation_rejections = validation_rejections + @add_validation_rejections::integer,
+    candidate = CASE WHEN @set_candidate::boolean THEN sqlc.narg(candidate)::jsonb ELSE candidate END,
+    candidate_tool_call_id = CASE WHEN @set_candidate::boolean THEN sqlc.narg(candidate_tool_call_id)::text ELSE candidate_tool_call_id END
+WHERE request_id = @request_id AND status = 'pending'
+RETURNING *;
+
+-- name: RequestFinish :one
+-- Closes a pending request with its receipt (inserted earlier in the same
+-- transaction). The guard trigger refuses any other change to a finished row.
+UPDATE structured_requests
+SET status = @status,
+    receipt_message_id = @receipt_message_id,
+    error_code = sqlc.narg(error_code),
+    error_message = sqlc.narg(error_message),
+    candidate = NULL,
+    candidate_tool_call_id = NULL
+WHERE request_id = @request_id AND status = 'pending'
+RETURNING *;

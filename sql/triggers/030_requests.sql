@@ -1,0 +1,83 @@
+-- The structured-request ledger guard.
+--
+-- A request is born pending and moves once to succeeded, failed or
+-- cancelled. A finished row needs its receipt (inserted earlier in the same
+-- transaction) and never changes again. Its definition (name, description,
+-- schema) never changes. Counters only grow.
+
+CREATE OR REPLACE FUNCTION chatd_requests_guard() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        IF EXISTS (SELECT 1 FROM chats WHERE id = OLD.chat_id) THEN
+            RAISE EXCEPTION 'structured request % cannot be deleted while its chat exists', OLD.request_id
+                USING ERRCODE = 'check_violation';
+        END IF;
+        RETURN OLD;
+    END IF;
+
+    IF TG_OP = 'INSERT' THEN
+        IF NEW.status <> 'pending' OR NEW.rejections <> 0 OR NEW.steps <> 0 OR NEW.candidate IS NOT NULL THEN
+            RAISE EXCEPTION 'a structured request starts pending with no progress' USING ERRCODE = 'check_violation';
+        END IF;
+        PERFORM chatd_touch_chat(NEW.chat_id);
+        RETURN NEW;
+    END IF;
+
+    IF OLD.status <> 'pending' THEN
+        RAISE EXCEPTION 'structured request % is % and cannot change', OLD.request_id, OLD.status
+            USING ERRCODE = 'check_violation';
+    END IF;
+    IF NEW.request_id <> OLD.request_id OR NEW.chat_id <> OLD.chat_id OR NEW.name <> OLD.name
+       OR NEW.description <> OLD.description OR NEW.schema <> OLD.schema OR NEW.created_at <> OLD.created_at THEN
+        RAISE EXCEPTION 'the definition of structured request % cannot change', OLD.request_id
+            USING ERRCODE = 'check_violation';
+    END IF;
+    IF NEW.rejections < OLD.rejections OR NEW.validation_rejections < OLD.validation_rejections
+       OR NEW.steps < OLD.steps THEN
+        RAISE EXCEPTION 'structured request counters only grow' USING ERRCODE = 'check_violation';
+    END IF;
+    IF NEW.status <> 'pending' THEN
+        PERFORM 1 FROM chat_messages m
+         WHERE m.id = NEW.receipt_message_id AND m.kind = 'receipt'
+           AND m.structured_request_id = NEW.request_id;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'structured request % cannot become % without its receipt', NEW.request_id, NEW.status
+                USING ERRCODE = 'check_violation';
+        END IF;
+        NEW.finished_at := now();
+    END IF;
+    NEW.updated_at := now();
+    PERFORM chatd_touch_chat(NEW.chat_id);
+    RETURN NEW;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER chatd_requests_guard
+    BEFORE INSERT OR UPDATE OR DELETE ON structured_requests
+    FOR EACH ROW EXECUTE FUNCTION chatd_requests_guard();
+
+-- Queue changes are chat changes; the queue holds at most 20 messages.
+CREATE OR REPLACE FUNCTION chatd_queue_touch() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        IF EXISTS (SELECT 1 FROM chats WHERE id = OLD.chat_id) THEN
+            PERFORM chatd_touch_chat(OLD.chat_id);
+        END IF;
+        RETURN OLD;
+    END IF;
+    IF TG_OP = 'UPDATE' AND (NEW.id <> OLD.id OR NEW.chat_id <> OLD.chat_id) THEN
+        RAISE EXCEPTION 'queued message id and chat_id cannot change' USING ERRCODE = 'check_violation';
+    END IF;
+    PERFORM chatd_touch_chat(NEW.chat_id);
+    IF TG_OP = 'INSERT' AND (SELECT count(*) FROM chat_queued_messages q WHERE q.chat_id = NEW.chat_id) >= 20 THEN
+        RAISE EXCEPTION 'the queue of chat % is full (20 messages)', NEW.chat_id USING ERRCODE = 'CD001';
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER chatd_queue_touch
+    BEFORE INSERT OR UPDATE OR DELETE ON chat_queued_messages
+    FOR EACH ROW EXECUTE FUNCTION chatd_queue_touch();
