@@ -1,0 +1,46 @@
+SHELL := bash
+export GOFLAGS := -buildvcs=false
+
+# The test command CI runs (.ci/run) and the README shows.
+TEST_FLAGS ?= -race -count=1 -timeout 12m
+
+.PHONY: all build run mockllm test test-short fuzz generate check-generated vet lint pg-deps clean
+
+all: build
+
+build:
+	go build -o bin/chatd ./cmd/server
+	go build -o bin/mockllm ./cmd/mockllm
+
+## run: the server with its own local PostgreSQL, the example config (models
+## served by mockllm on 127.0.0.1:9999) and structured output enabled.
+run: build
+	bin/chatd server --config examples/chatd.json --experiments chat-structured-output --log-format text
+
+## mockllm: the local scriptable LLM the example config points at.
+mockllm: build
+	bin/mockllm
+
+## test: everything, against real PostgreSQL (each package starts its own).
+test: pg-deps
+	go test $(TEST_FLAGS) ./...
+
+generate:
+	go tool sqlc generate
+
+## check-generated: fails when the committed sqlc output is stale.
+check-generated:
+	go tool sqlc diff
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+	go vet ./...
+
+lint: vet
+
+pg-deps:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || \
+	  { echo "installing PostgreSQL server binaries"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
+
+clean:
+	rm -rf bin

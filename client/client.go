@@ -1,0 +1,150 @@
+// Package client is the Go client of the chatd HTTP API, and the home of its
+// wire types.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Client calls one chatd server with one bearer token.
+type Client struct {
+	baseURL string
+	token   string
+	http    *http.Client
+}
+
+// New returns a client for the server at baseURL (e.g. http://127.0.0.1:8080).
+// httpClient may be nil.
+func New(baseURL, token string, httpClient *http.Client) *Client {
+	if httpClient == nil {
+		httpClient = http.DefaultClient
+	}
+	return &Client{baseURL: strings.TrimRight(baseURL, "/"), token: token, http: httpClient}
+}
+
+// APIError is a non-2xx answer.
+type APIError struct {
+	StatusCode int
+	Body       Error
+}
+
+func (e *APIError) Error() string {
+	msg := fmt.Sprintf("chatd: HTTP %d: %s", e.StatusCode, e.Body.Message)
+	for _, v := range e.Body.Validations {
+		msg += fmt.Sprintf(" [%s: %s]", v.Field, v.Detail)
+	}
+	return msg
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.baseURL+path, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		e := &APIError{StatusCode: resp.StatusCode}
+		_ = json.NewDecoder(resp.Body).Decode(&e.Body)
+		return e
+	}
+	if out == nil || resp.StatusCode == http.StatusNoContent {
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// CreateChat creates a chat with its first message.
+func (c *Client) CreateChat(ctx context.Context, req CreateChatRequest) (CreateChatResponse, error) {
+	var out CreateChatResponse
+	return out, c.do(ctx, http.MethodPost, "/api/v1/chats", req, &out)
+}
+
+// ListChats lists the caller's chats, most recently active first.
+func (c *Client) ListChats(ctx context.Context) (ListChatsResponse, error) {
+	var out ListChatsResponse
+	return out, c.do(ctx, http.MethodGet, "/api/v1/chats", nil, &out)
+}
+
+// GetChat returns one chat.
+func (c *Client) GetChat(ctx context.Context, chat uuid.UUID) (Chat, error) {
+	var out Chat
+	return out, c.do(ctx, http.MethodGet, "/api/v1/chats/"+chat.String(), nil, &out)
+}
+
+// SendMessage sends a message; it is queued while a turn runs.
+func (c *Client) SendMessage(ctx context.Context, chat uuid.UUID, req SendMessageRequest) (SendMessageResponse, error) {
+	var out SendMessageResponse
+	return out, c.do(ctx, http.MethodPost, "/api/v1/chats/"+chat.String()+"/messages", req, &out)
+}
+
+// ListMessages returns client-visible messages with id > afterID (at most
+// limit; 0 means the server's default) and the queue.
+func (c *Client) ListMessages(ctx context.Context, chat uuid.UUID, afterID int64, limit int) (ListMessagesResponse, error) {
+	q := url.Values{}
+	if afterID > 0 {
+		q.Set("after_id", strconv.FormatInt(afterID, 10))
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	path := "/api/v1/chats/" + chat.String() + "/messages"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out ListMessagesResponse
+	return out, c.do(ctx, http.MethodGet, path, nil, &out)
+}
+
+// GetStructuredOutput looks a structured request up by its UUID. With
+// wait > 0 the server holds the call until the request is terminal or the
+// wait (at most 60s) passes.
+func (c *Client) GetStructuredOutput(ctx context.Context, requestID uuid.UUID, wait time.Duration) (StructuredOutputResult, error) {
+	path := "/api/v1/structured-outputs/" + requestID.String()
+	if wait > 0 {
+		path += "?wait=" + url.QueryEscape(wait.String())
+	}
+	var out StructuredOutputResult
+	return out, c.do(ctx, http.MethodGet, path, nil, &out)
+}
+
+// WaitStructuredOutput long-polls until the request is terminal or ctx ends.
+func (c *Client) WaitStructuredOutput(ctx context.Context, requestID uuid.UUID) (StructuredOutputResult, error) {
+	for {
+		res, err := c.GetStructuredOutput(ctx, requestID, 30*time.Second)
+		if err != nil || res.Status != OutputPending {
+			return res, err
+		}
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+	}
+}

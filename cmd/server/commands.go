@@ -1,0 +1,260 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/chatd/chatd/internal/config"
+	"github.com/chatd/chatd/internal/httpapi"
+	"github.com/chatd/chatd/internal/migrate"
+	"github.com/chatd/chatd/internal/notify"
+	"github.com/chatd/chatd/internal/provider"
+	"github.com/chatd/chatd/internal/runner"
+	"github.com/chatd/chatd/internal/store"
+)
+
+func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
+	f := newFlags("server", "chatd server [flags]", stderr)
+	listen := f.String("listen", "CHATD_LISTEN", "127.0.0.1:8080", "HTTP listen address")
+	db := addDatabaseFlags(f)
+	configPath := f.String("config", "CHATD_CONFIG", "", "JSON config file with providers and models")
+	experiments := f.String("experiments", "CHATD_EXPERIMENTS", "", "comma-separated experiments to enable (chat-structured-output)")
+	doMigrate := f.Bool("migrate", "CHATD_MIGRATE", false, "apply pending migrations at start-up (always done for the local cluster)")
+	workers := f.Int("workers", "CHATD_WORKERS", 4, "chats run concurrently by this process")
+	maxSteps := f.Int("max-steps", "CHATD_MAX_STEPS", 25, "provider steps allowed per turn")
+	logFormat := f.String("log-format", "CHATD_LOG_FORMAT", "json", "log format: json or text")
+	logLevel := f.String("log-level", "CHATD_LOG_LEVEL", "info", "log level: debug, info, warn, error")
+	if err := f.Parse(args); err != nil {
+		return err
+	}
+	if f.NArg() > 0 {
+		return fmt.Errorf("server: unexpected argument %q", f.Arg(0))
+	}
+	logger, err := newLogger(stderr, *logFormat, *logLevel)
+	if err != nil {
+		return err
+	}
+	if *workers < 0 || *workers > 1024 {
+		return errors.New("--workers must be from 0 to 1024")
+	}
+
+	cfg := &config.Config{}
+	if *configPath != "" {
+		if cfg, err = config.Load(*configPath); err != nil {
+			return err
+		}
+	} else {
+		logger.Warn("no --config given: no models are configured, so chats cannot be created")
+	}
+	exp := map[string]bool{}
+	for _, e := range strings.Split(*experiments, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			if e != httpapi.ExperimentStructuredOutput {
+				return fmt.Errorf("--experiments: unknown experiment %q (known: %s)", e, httpapi.ExperimentStructuredOutput)
+			}
+			exp[e] = true
+		}
+	}
+
+	d, err := openDatabase(ctx, db, int32(*workers*2+16), logger)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := ensureMigrated(ctx, d, *doMigrate, logger); err != nil {
+		return err
+	}
+
+	st := store.New(d.pool)
+	hub := notify.New(d.pool, logger)
+	models := provider.NewRegistry(cfg, nil)
+	api := httpapi.New(httpapi.Options{Store: st, Models: models, Hub: hub, Experiments: exp, Logger: logger})
+	run := runner.New(st, models, hub, runner.Options{Workers: *workers, MaxSteps: *maxSteps, Logger: logger})
+
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+
+	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBg()
+	var wg sync.WaitGroup
+	wg.Go(func() { hub.Run(bg) })
+	runCtx, stopRunner := context.WithCancel(bg)
+	if *workers > 0 {
+		wg.Go(func() { run.Run(runCtx) })
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	logger.Info("chatd listening", slog.String("addr", "http://"+ln.Addr().String()), slog.Int("workers", *workers),
+		slog.Bool("structured_output", exp[httpapi.ExperimentStructuredOutput]), slog.Bool("local_database", d.local))
+
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down")
+	case err := <-serveErr:
+		stopRunner()
+		stopBg()
+		wg.Wait()
+		return err
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	stopRunner() // no new claims; in-flight steps drain, then their chats are released
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		_ = srv.Close()
+	}
+	stopBg()
+	wg.Wait()
+	logger.Info("stopped")
+	return nil
+}
+
+// ensureMigrated migrates the local cluster, and for an external database
+// either migrates (--migrate) or refuses to run while work is pending.
+func ensureMigrated(ctx context.Context, d *database, force bool, logger *slog.Logger) error {
+	m, err := migrate.New(d.pool)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if d.local || force {
+		res, err := m.Up(ctx)
+		for _, r := range res {
+			logger.Info("migration applied", slog.Int64("version", r.Version), slog.String("name", r.Name))
+		}
+		return err
+	}
+	pending, err := m.Pending(ctx)
+	if err != nil {
+		return fmt.Errorf("check migrations: %w", err)
+	}
+	if pending {
+		return errors.New("the database has pending migrations: run `chatd migrate up --database-url ...` first, or start the server with --migrate")
+	}
+	return nil
+}
+
+func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newFlags("migrate", "chatd migrate up|down|status [flags]", stderr)
+	db := addDatabaseFlags(f)
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		if err := f.Parse(args); err != nil {
+			return err
+		}
+		f.Usage()
+		return &exitError{code: 2, err: errors.New("migrate: say up, down or status")}
+	}
+	verb := args[0]
+	if err := f.Parse(args[1:]); err != nil {
+		return err
+	}
+	if f.NArg() > 0 {
+		return fmt.Errorf("migrate: unexpected argument %q", f.Arg(0))
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	d, err := openDatabase(ctx, db, 4, logger)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	m, err := migrate.New(d.pool)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	switch verb {
+	case "up":
+		res, err := m.Up(ctx)
+		for _, r := range res {
+			fmt.Fprintf(stdout, "applied %d %s\n", r.Version, r.Name)
+		}
+		if err != nil {
+			return err
+		}
+		if len(res) == 0 {
+			fmt.Fprintln(stdout, "no migrations pending")
+		}
+		fmt.Fprintln(stdout, "trigger files applied")
+	case "down":
+		r, err := m.Down(ctx)
+		if err != nil {
+			return err
+		}
+		if r == nil {
+			fmt.Fprintln(stdout, "nothing to revert")
+		} else {
+			fmt.Fprintf(stdout, "reverted %d %s\n", r.Version, r.Name)
+		}
+	case "status":
+		st, triggersCurrent, err := m.Status(ctx)
+		if err != nil {
+			return err
+		}
+		pending := 0
+		for _, s := range st {
+			state := "applied"
+			if !s.Applied {
+				state = "pending"
+				pending++
+			}
+			fmt.Fprintf(stdout, "%-8s %5d %s\n", state, s.Version, s.Name)
+		}
+		if triggersCurrent {
+			fmt.Fprintln(stdout, "triggers current")
+		} else {
+			fmt.Fprintln(stdout, "triggers stale (run chatd migrate up)")
+		}
+		if pending > 0 || !triggersCurrent {
+			return &exitError{code: 3, err: errors.New("migrations pending")}
+		}
+	default:
+		return &exitError{code: 2, err: fmt.Errorf("migrate: unknown verb %q (up, down, status)", verb)}
+	}
+	return nil
+}
+
+func cmdToken(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newFlags("token", "chatd token create --user NAME [flags]", stderr)
+	userName := f.String("user", "CHATD_USER", "", "user name (created if it does not exist)")
+	db := addDatabaseFlags(f)
+	if len(args) == 0 || args[0] != "create" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			f.Usage()
+			return flag.ErrHelp
+		}
+		f.Usage()
+		return &exitError{code: 2, err: errors.New("token: say create")}
+	}
+	if err := f.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *userName == "" {
+		return &exitError{code: 2, err: errors.New("token create: --user is required")}
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	d, err := openDatabase(ctx, db, 2, logger)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := ensureMigrated(ctx, d, false, logger); err != nil {
+		return err
+	}
+	token, err := store.New(d.pool).CreateToken(ctx, *userName)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, token)
+	return nil
+}

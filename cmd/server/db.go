@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/chatd/chatd/internal/pglocal"
+)
+
+// database is an open pool plus, for a local cluster, the means to stop it.
+type database struct {
+	pool    *pgxpool.Pool
+	cluster *pglocal.Cluster
+	local   bool
+}
+
+func (d *database) Close() {
+	d.pool.Close()
+	if d.cluster != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = d.cluster.Stop(ctx)
+	}
+}
+
+// openDatabase connects to url, or starts (or reuses) the local cluster for
+// dataDir and its "chatd" database.
+func openDatabase(ctx context.Context, df databaseFlags, maxConns int32, logger *slog.Logger) (*database, error) {
+	d := &database{}
+	url := *df.url
+	if url == "" {
+		dir, err := pglocal.ClusterDir(*df.dataDir)
+		if err != nil {
+			return nil, err
+		}
+		c, err := pglocal.Start(ctx, pglocal.Options{Dir: dir, Logger: logger})
+		if err != nil {
+			return nil, fmt.Errorf("local PostgreSQL: %w", err)
+		}
+		d.cluster, d.local = c, true
+		if err := c.EnsureDatabase(ctx, "chatd"); err != nil {
+			d.Close()
+			return nil, fmt.Errorf("local PostgreSQL: %w", err)
+		}
+		url = c.URL("chatd")
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("--database-url: %w", err)
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	d.pool, err = pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		if d.cluster != nil {
+			_ = d.cluster.Stop(context.Background())
+		}
+		return nil, err
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := d.pool.Ping(pingCtx); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("connect to the database: %w", err)
+	}
+	return d, nil
+}

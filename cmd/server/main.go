@@ -1,0 +1,154 @@
+// Command chatd is the chatd server and its operator tools:
+//
+//	chatd server            run the HTTP API and the workers
+//	chatd migrate up|down|status
+//	chatd token create --user NAME
+//
+// Every flag has an environment twin (CHATD_*); see `chatd <command> --help`.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+const usage = `chatd: a durable agent-chat backend on PostgreSQL.
+
+Usage:
+  chatd server [flags]                 run the HTTP API and the workers
+  chatd migrate up|down|status [flags] manage the database schema
+  chatd token create --user NAME       create a user if needed and print a new API token
+
+Run "chatd <command> --help" for the flags of a command.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "chatd:", err)
+		}
+		os.Exit(exitCode(err))
+	}
+}
+
+// exitError carries a specific exit status.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func exitCode(err error) int {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 1
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return &exitError{code: 2, err: errors.New("a command is required")}
+	}
+	switch args[0] {
+	case "server":
+		return cmdServer(ctx, args[1:], stderr)
+	case "migrate":
+		return cmdMigrate(ctx, args[1:], stdout, stderr)
+	case "token":
+		return cmdToken(ctx, args[1:], stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return &exitError{code: 2, err: fmt.Errorf("unknown command %q", args[0])}
+}
+
+// flags wraps a FlagSet whose flags default to their CHATD_* environment twins.
+type flags struct {
+	*flag.FlagSet
+	envs []string
+}
+
+func newFlags(name, synopsis string, stderr io.Writer) *flags {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	f := &flags{FlagSet: fs}
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: %s\n\nFlags (each also read from the environment variable shown):\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return f
+}
+
+func (f *flags) String(name, env, def, help string) *string {
+	if v, ok := os.LookupEnv(env); ok {
+		def = v
+	}
+	return f.FlagSet.String(name, def, help+" (env "+env+")")
+}
+
+func (f *flags) Int(name, env string, def int, help string) *int {
+	if v, ok := os.LookupEnv(env); ok {
+		if n, err := strconv.Atoi(v); err == nil {
+			def = n
+		}
+	}
+	return f.FlagSet.Int(name, def, help+" (env "+env+")")
+}
+
+func (f *flags) Bool(name, env string, def bool, help string) *bool {
+	if v, ok := os.LookupEnv(env); ok {
+		if b, err := strconv.ParseBool(v); err == nil {
+			def = b
+		}
+	}
+	return f.FlagSet.Bool(name, def, help+" (env "+env+")")
+}
+
+// databaseFlags are shared by every command that opens the database.
+type databaseFlags struct {
+	url     *string
+	dataDir *string
+}
+
+func addDatabaseFlags(f *flags) databaseFlags {
+	return databaseFlags{
+		url: f.String("database-url", "CHATD_DATABASE_URL", "",
+			"PostgreSQL URL; when empty, chatd runs its own PostgreSQL under --data-dir"),
+		dataDir: f.String("data-dir", "CHATD_DATA_DIR", ".chatd", "directory for the local PostgreSQL cluster"),
+	}
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch strings.ToLower(format) {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be json or text, not %q", format)
+}

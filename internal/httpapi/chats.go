@@ -1,0 +1,411 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/dbgen"
+	"github.com/chatd/chatd/internal/jsonb"
+	"github.com/chatd/chatd/internal/store"
+	"github.com/chatd/chatd/internal/validate"
+)
+
+type createChatBody struct {
+	Model          *string              `json:"model"`
+	SystemPrompt   *string              `json:"system_prompt"`
+	Title          *string              `json:"title"`
+	Content        []client.MessagePart `json:"content"`
+	ResponseFormat json.RawMessage      `json:"response_format"`
+}
+
+type sendMessageBody struct {
+	Content        []client.MessagePart `json:"content"`
+	ResponseFormat json.RawMessage      `json:"response_format"`
+}
+
+const (
+	maxTitleBytes        = 256
+	maxSystemPromptBytes = 64 << 10
+)
+
+func (s *Server) createChat(w http.ResponseWriter, r *http.Request) error {
+	var body createChatBody
+	if err := decodeBody(w, r, s.maxBody, &body); err != nil {
+		return err
+	}
+	p := store.NewChat{OwnerID: currentUser(r).ID}
+	p.Model = s.models.Default()
+	if body.Model != nil {
+		p.Model = *body.Model
+	}
+	if p.Model == "" {
+		return badField("model", "no model given and the server has no default model")
+	}
+	if !s.models.Has(p.Model) {
+		return badField("model", fmt.Sprintf("unknown model %q; available: %s", p.Model, strings.Join(s.models.IDs(), ", ")))
+	}
+	if body.SystemPrompt != nil {
+		if len(*body.SystemPrompt) > maxSystemPromptBytes {
+			return badField("system_prompt", fmt.Sprintf("must be at most %d bytes", maxSystemPromptBytes))
+		}
+		p.SystemPrompt = *body.SystemPrompt
+	}
+	if body.Title != nil {
+		if len(*body.Title) > maxTitleBytes {
+			return badField("title", fmt.Sprintf("must be at most %d bytes", maxTitleBytes))
+		}
+		p.Title = *body.Title
+	}
+	content, err := inputParts(body.Content)
+	if err != nil {
+		return err
+	}
+	p.Content = content
+	if p.Request, err = s.admitFormat(body.ResponseFormat); err != nil {
+		return err
+	}
+	chat, msg, err := s.store.CreateChat(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	m, err := toMessage(msg)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/api/v1/chats/"+chat.ID.String())
+	writeJSON(w, http.StatusCreated, client.CreateChatResponse{Chat: toChat(chat), Messages: []client.ChatMessage{m}})
+	return nil
+}
+
+// admitFormat applies the response_format rules and the experiment gate,
+// before anything is persisted.
+func (s *Server) admitFormat(raw json.RawMessage) (*store.RequestSpec, error) {
+	if validate.IsAbsent(raw) {
+		return nil, nil
+	}
+	f, fe := validate.ParseResponseFormat(raw)
+	enabled := s.experiments[ExperimentStructuredOutput]
+	if !enabled && (f != nil || (fe != nil && strings.HasPrefix(fe.Field, "response_format.json_schema"))) {
+		return nil, badField("response_format", "structured output is disabled on this server (experiment "+ExperimentStructuredOutput+")")
+	}
+	if fe != nil {
+		return nil, fromFieldError(fe)
+	}
+	if f == nil {
+		return nil, nil
+	}
+	return &store.RequestSpec{Name: f.Name, Description: f.Description, Schema: f.Schema}, nil
+}
+
+// maxInputParts bounds the parts of one input message.
+const maxInputParts = 64
+
+// inputParts checks client input: text parts only, at least one.
+func inputParts(in []client.MessagePart) ([]jsonb.Part, error) {
+	if len(in) == 0 {
+		return nil, badField("content", "at least one content part is required")
+	}
+	if len(in) > maxInputParts {
+		return nil, badField("content", fmt.Sprintf("at most %d parts", maxInputParts))
+	}
+	out := make([]jsonb.Part, 0, len(in))
+	for i, p := range in {
+		field := "content." + strconv.Itoa(i)
+		if p.Type != "text" {
+			return nil, badField(field+".type", `must be "text"`)
+		}
+		extra := p
+		extra.Type, extra.Text = "", ""
+		if !isZeroPart(extra) {
+			return nil, badField(field, "a text part has only type and text")
+		}
+		out = append(out, jsonb.Text(p.Text))
+	}
+	return out, nil
+}
+
+func isZeroPart(p client.MessagePart) bool {
+	return p.Type == "" && p.Text == "" && p.ToolCallID == "" && p.ToolName == "" && len(p.Args) == 0 &&
+		len(p.Result) == 0 && !p.IsError && !p.ProviderExecuted && p.MediaType == "" && p.Name == "" &&
+		len(p.Data) == 0 && p.SourceID == "" && p.URL == "" && p.Title == ""
+}
+
+func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) error {
+	chatID, err := pathUUID(r, "chat")
+	if err != nil {
+		return err
+	}
+	var body sendMessageBody
+	if err := decodeBody(w, r, s.maxBody, &body); err != nil {
+		return err
+	}
+	content, err := inputParts(body.Content)
+	if err != nil {
+		return err
+	}
+	spec, err := s.admitFormat(body.ResponseFormat)
+	if err != nil {
+		return err
+	}
+	res, err := s.store.SendMessage(r.Context(), store.SendParams{
+		OwnerID: currentUser(r).ID, ChatID: chatID, Content: content, Request: spec,
+	})
+	if err != nil {
+		return err
+	}
+	out := client.SendMessageResponse{Queued: res.Queued != nil}
+	if res.Message != nil {
+		m, err := toMessage(*res.Message)
+		if err != nil {
+			return err
+		}
+		out.Message = &m
+	}
+	if res.Queued != nil {
+		q, err := toQueued(*res.Queued)
+		if err != nil {
+			return err
+		}
+		out.QueuedMessage = &q
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) listChats(w http.ResponseWriter, r *http.Request) error {
+	limit, err := queryInt(r, "limit", 50, 1, 200)
+	if err != nil {
+		return err
+	}
+	chats, err := s.store.ListChats(r.Context(), currentUser(r).ID, int32(limit), nil)
+	if err != nil {
+		return err
+	}
+	out := client.ListChatsResponse{Chats: make([]client.Chat, 0, len(chats))}
+	for _, c := range chats {
+		out.Chats = append(out.Chats, toChat(c))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) getChat(w http.ResponseWriter, r *http.Request) error {
+	chatID, err := pathUUID(r, "chat")
+	if err != nil {
+		return err
+	}
+	c, err := s.store.GetChat(r.Context(), currentUser(r).ID, chatID)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toChat(c))
+	return nil
+}
+
+func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) error {
+	chatID, err := pathUUID(r, "chat")
+	if err != nil {
+		return err
+	}
+	after, err := queryInt(r, "after_id", 0, 0, 1<<62)
+	if err != nil {
+		return err
+	}
+	limit, err := queryInt(r, "limit", 100, 1, 1000)
+	if err != nil {
+		return err
+	}
+	h, err := s.store.ListMessages(r.Context(), currentUser(r).ID, chatID, int64(after), int32(limit))
+	if err != nil {
+		return err
+	}
+	out := client.ListMessagesResponse{Messages: make([]client.ChatMessage, 0, len(h.Messages)),
+		QueuedMessages: make([]client.QueuedMessage, 0, len(h.Queue)), HasMore: h.HasMore}
+	for _, row := range h.Messages {
+		m, err := toMessage(row)
+		if err != nil {
+			return err
+		}
+		out.Messages = append(out.Messages, m)
+	}
+	for _, row := range h.Queue {
+		q, err := toQueued(row)
+		if err != nil {
+			return err
+		}
+		out.QueuedMessages = append(out.QueuedMessages, q)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// maxWait bounds long polls.
+const maxWait = 60 * time.Second
+
+func (s *Server) getStructuredOutput(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathUUID(r, "request_id")
+	if err != nil {
+		return err
+	}
+	var wait time.Duration
+	if v := r.URL.Query().Get("wait"); v != "" {
+		if wait, err = time.ParseDuration(v); err != nil || wait < 0 {
+			return badField("wait", "must be a duration such as 30s")
+		}
+		wait = min(wait, maxWait)
+	}
+	owner := currentUser(r).ID
+	st, err := s.store.GetRequest(r.Context(), owner, id)
+	if err != nil {
+		return err
+	}
+	if st.Request.Status == "pending" && wait > 0 {
+		// Subscribe before re-reading so no commit slips between the two.
+		sub := s.hub.Subscribe(st.Request.ChatID)
+		defer sub.Close()
+		deadline := time.NewTimer(wait)
+		defer deadline.Stop()
+		for st.Request.Status == "pending" {
+			if st, err = s.store.GetRequest(r.Context(), owner, id); err != nil {
+				return err
+			}
+			if st.Request.Status != "pending" {
+				break
+			}
+			select {
+			case <-sub.C():
+				sub.Next()
+			case <-deadline.C:
+				goto done
+			case <-r.Context().Done():
+				return r.Context().Err()
+			}
+		}
+	}
+done:
+	out, err := toResult(st)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func pathUUID(r *http.Request, name string) (uuid.UUID, error) {
+	id, err := uuid.Parse(r.PathValue(name))
+	if err != nil {
+		return uuid.Nil, errNotFound
+	}
+	return id, nil
+}
+
+func queryInt(r *http.Request, name string, def, lo, hi int) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, badField(name, fmt.Sprintf("must be an integer from %d to %d", lo, hi))
+	}
+	return n, nil
+}
+
+func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
+
+// Projection of rows to public types.
+
+func toChat(c dbgen.Chat) client.Chat {
+	return client.Chat{ID: c.ID, Title: c.Title, Status: c.Status, Model: c.Model, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
+}
+
+// publicParts drops internal parts and fields; a receipt's outcome is
+// returned separately.
+func publicParts(parts []jsonb.Part) ([]client.MessagePart, *jsonb.Outcome) {
+	out := make([]client.MessagePart, 0, len(parts))
+	var outcome *jsonb.Outcome
+	for _, p := range parts {
+		switch p.Type {
+		case jsonb.PartOutcome:
+			outcome = p.Outcome
+			continue
+		case jsonb.PartHookContext:
+			continue
+		}
+		out = append(out, client.MessagePart{
+			Type: string(p.Type), Text: p.Text, ToolCallID: p.ToolCallID, ToolName: p.ToolName,
+			Args: p.Args, Result: p.Result, IsError: p.IsError, ProviderExecuted: p.ProviderExecuted,
+			MediaType: p.MediaType, Name: p.Name, Data: p.Data, SourceID: p.SourceID, URL: p.URL, Title: p.Title,
+		})
+	}
+	return out, outcome
+}
+
+func toMessage(row dbgen.ChatMessage) (client.ChatMessage, error) {
+	parts, err := jsonb.ParseContent(row.Content)
+	if err != nil {
+		return client.ChatMessage{}, err
+	}
+	content, outcome := publicParts(parts)
+	m := client.ChatMessage{ID: row.ID, ChatID: row.ChatID, Role: row.Role, Content: content, CreatedAt: row.CreatedAt}
+	if row.StructuredRequestID.Valid && row.Kind == "message" && row.Role == "user" {
+		id := row.StructuredRequestID.UUID
+		m.StructuredOutputRequestID = &id
+	}
+	if row.Kind == "receipt" && outcome != nil {
+		m.StructuredOutput = toOutput(row.StructuredRequestID.UUID, outcome)
+	}
+	return m, nil
+}
+
+func toOutput(id uuid.UUID, o *jsonb.Outcome) *client.StructuredOutput {
+	out := &client.StructuredOutput{RequestID: id, Status: o.Status}
+	if o.Status == client.OutputSucceeded {
+		out.Value = o.Value
+		if len(out.Value) == 0 {
+			out.Value = json.RawMessage("null")
+		}
+	}
+	if o.Error != nil {
+		out.Error = &client.StructuredOutputError{Code: o.Error.Code, Message: o.Error.Message}
+	}
+	return out
+}
+
+func toQueued(row dbgen.ChatQueuedMessage) (client.QueuedMessage, error) {
+	parts, err := jsonb.ParseContent(row.Content)
+	if err != nil {
+		return client.QueuedMessage{}, err
+	}
+	content, _ := publicParts(parts)
+	q := client.QueuedMessage{ID: row.ID, ChatID: row.ChatID, Content: content, CreatedAt: row.CreatedAt}
+	if row.StructuredRequestID.Valid {
+		id := row.StructuredRequestID.UUID
+		q.StructuredOutputRequestID = &id
+	}
+	return q, nil
+}
+
+func toResult(st store.RequestState) (client.StructuredOutputResult, error) {
+	out := client.StructuredOutputResult{RequestID: st.Request.RequestID, ChatID: st.Request.ChatID, Status: st.Request.Status}
+	if st.Receipt == nil {
+		return out, nil
+	}
+	m, err := toMessage(*st.Receipt)
+	if err != nil {
+		return out, err
+	}
+	out.ReceiptMessageID = &st.Receipt.ID
+	if so := m.StructuredOutput; so != nil {
+		out.Value, out.Error = so.Value, so.Error
+	}
+	return out, nil
+}

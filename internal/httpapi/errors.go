@@ -1,0 +1,140 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/store"
+	"github.com/chatd/chatd/internal/validate"
+)
+
+// apiError is an error with an HTTP status and a client-safe message.
+type apiError struct {
+	status      int
+	message     string
+	validations []client.ValidationError
+}
+
+func (e *apiError) Error() string { return e.message }
+
+func errorf(status int, format string, args ...any) *apiError {
+	return &apiError{status: status, message: fmt.Sprintf(format, args...)}
+}
+
+// badField is a 400 naming the field at fault.
+func badField(field, detail string) *apiError {
+	return &apiError{status: http.StatusBadRequest, message: "Invalid request.",
+		validations: []client.ValidationError{{Field: field, Detail: detail}}}
+}
+
+func fromFieldError(fe *validate.FieldError) *apiError { return badField(fe.Field, fe.Detail) }
+
+var errNotFound = errorf(http.StatusNotFound, "Not found.")
+
+// handlerFunc is an HTTP handler that returns its error for render.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// render writes err as the one JSON error shape. Unknown errors are logged
+// and reported as 500 without their text.
+func (s *Server) render(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *apiError
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &ae):
+	case errors.As(err, &mbe):
+		ae = errorf(http.StatusRequestEntityTooLarge, "Request body exceeds %d bytes.", mbe.Limit)
+	case errors.Is(err, store.ErrNotFound):
+		ae = errNotFound
+	case errors.Is(err, store.ErrQueueFull):
+		ae = errorf(http.StatusConflict, "The chat's queue is full (20 messages); wait for the running turn or delete queued messages.")
+	case errors.Is(err, store.ErrConflict):
+		ae = errorf(http.StatusConflict, "%s", err.Error())
+	case errors.Is(err, r.Context().Err()) && r.Context().Err() != nil:
+		return // the client went away
+	default:
+		s.log.ErrorContext(r.Context(), "request failed", slog.String("method", r.Method),
+			slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+		ae = errorf(http.StatusInternalServerError, "Internal error.")
+	}
+	writeJSON(w, ae.status, client.Error{Message: ae.message, Validations: ae.validations})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// decodeBody decodes a JSON request body strictly: one value, no unknown
+// fields, no trailing data, within the size limit.
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, dst any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return errorf(http.StatusUnsupportedMediaType, "Content-Type must be application/json.")
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return jsonError(err)
+	}
+	var extra json.RawMessage
+	if err := dec.Decode(&extra); err == nil {
+		return badField("body", "unexpected data after the JSON object")
+	} else if !errors.Is(err, errEOF) {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return err
+		}
+		return badField("body", "unexpected data after the JSON object")
+	}
+	return nil
+}
+
+// jsonError turns a decoding error into a 400 naming the field.
+func jsonError(err error) error {
+	var mbe *http.MaxBytesError
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &mbe):
+		return err
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			field = "body"
+		}
+		return badField(field, fmt.Sprintf("must be %s", jsonType(te.Type.Kind().String())))
+	case errors.As(err, &se):
+		return badField("body", fmt.Sprintf("invalid JSON at byte %d: %s", se.Offset, se.Error()))
+	case errors.Is(err, errEOF):
+		return badField("body", "a JSON object is required")
+	}
+	msg := err.Error()
+	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+		return badField(strings.Trim(f, `"`), "unknown field")
+	}
+	return badField("body", strings.TrimPrefix(msg, "json: "))
+}
+
+func jsonType(kind string) string {
+	switch kind {
+	case "string":
+		return "a string"
+	case "slice", "array":
+		return "an array"
+	case "struct", "map":
+		return "an object"
+	case "bool":
+		return "a boolean"
+	case "int", "int32", "int64", "uint", "uint32", "uint64", "float64":
+		return "a number"
+	}
+	return "of another type"
+}

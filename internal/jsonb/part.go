@@ -1,0 +1,81 @@
+// Package jsonb owns the stored form of message content: the Part type and
+// the only functions that turn parts into JSON for a jsonb column and back.
+// Every write and read of chat_messages.content and
+// chat_queued_messages.content goes through MarshalParts and ParseContent.
+package jsonb
+
+import (
+	"encoding/json"
+)
+
+// PartType discriminates Part.
+type PartType string
+
+const (
+	PartText       PartType = "text"
+	PartReasoning  PartType = "reasoning"
+	PartToolCall   PartType = "tool-call"
+	PartToolResult PartType = "tool-result"
+	PartFile       PartType = "file"
+	PartSource     PartType = "source"
+	// PartHookContext is model-only context added by a stop hook.
+	PartHookContext PartType = "hook-context"
+	// PartHookNotice is the client-visible text of a control row.
+	PartHookNotice PartType = "hook-notice"
+	// PartOutcome is the internal terminal outcome of a structured request,
+	// carried by its receipt row. Clients see it as ChatMessage.structured_output.
+	PartOutcome PartType = "structured-output-outcome"
+)
+
+// Part is one element of a message's content array. It is the persistence
+// format; the HTTP layer projects it to the public type and drops internal
+// fields (ProviderMetadata, ArgsRejected, Outcome).
+type Part struct {
+	Type PartType `json:"type"`
+
+	// text, reasoning, hook-context, hook-notice
+	Text string `json:"text,omitempty"`
+
+	// tool-call, tool-result
+	ToolCallID       string          `json:"tool_call_id,omitempty"`
+	ToolName         string          `json:"tool_name,omitempty"`
+	Args             json.RawMessage `json:"args,omitempty"`
+	Result           json.RawMessage `json:"result,omitempty"`
+	IsError          bool            `json:"is_error,omitempty"`
+	ProviderExecuted bool            `json:"provider_executed,omitempty"`
+
+	// file
+	MediaType string `json:"media_type,omitempty"`
+	Name      string `json:"name,omitempty"`
+	Data      []byte `json:"data,omitempty"`
+
+	// source
+	SourceID string `json:"source_id,omitempty"`
+	URL      string `json:"url,omitempty"`
+	Title    string `json:"title,omitempty"`
+
+	// Internal: provider replay data (reasoning signatures, item ids).
+	ProviderMetadata json.RawMessage `json:"provider_metadata,omitempty"`
+	// Internal: set on a finalizer tool-call whose argument bytes were unsafe
+	// to store; Args then holds a placeholder that must never be executed.
+	ArgsRejected string `json:"args_rejected,omitempty"`
+	// Internal: the outcome carried by a receipt.
+	Outcome *Outcome `json:"outcome,omitempty"`
+}
+
+// Outcome is the terminal result of a structured request.
+type Outcome struct {
+	RequestID string          `json:"request_id"`
+	Status    string          `json:"status"`
+	Value     json.RawMessage `json:"value,omitempty"`
+	Error     *OutcomeError   `json:"error,omitempty"`
+}
+
+// OutcomeError explains a failed or cancelled request.
+type OutcomeError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Text returns a text part.
+func Text(s string) Part { return Part{Type: PartText, Text: s} }

@@ -1,0 +1,683 @@
+package mockllm
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"maps"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Limits that keep generation bounded for any input (the fuzz target relies
+// on them): nesting depth, total work, and the sizes we are willing to build.
+const (
+	maxDepth    = 32
+	softDepth   = 6 // below this, only what the schema demands: keeps recursive values small
+	maxSteps    = 50000
+	maxVariants = 64
+	maxLen      = 1 << 14 // longest string / largest collection we build
+	maxExponent = 400     // numbers like 1e999999999 would make big.Rat explode
+)
+
+var (
+	errTooComplex = errors.New("mockllm: schema too complex to generate a value for")
+	errTooDeep    = errors.New("mockllm: schema nested too deeply")
+)
+
+// GenerateValue returns a JSON value that satisfies the Draft-07 JSON schema,
+// on a best-effort basis: every candidate is checked by a small built-in
+// validator before it is returned, so an error means that no candidate the
+// generator knows how to build passed. See the package documentation for
+// what is and is not supported.
+func GenerateValue(schema json.RawMessage) (json.RawMessage, error) {
+	root, err := decodeJSON(schema)
+	if err != nil {
+		return nil, fmt.Errorf("mockllm: parse schema: %w", err)
+	}
+	g := newGenerator(root)
+	v, err := g.value(root, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	return encodeJSON(v)
+}
+
+// GenerateInvalid returns a JSON value that does NOT satisfy the schema,
+// preferring a realistic mistake (one nested property of the wrong type, a
+// missing required property) over a top-level value of the wrong type. It
+// fails for schemas that accept everything, such as {} or true.
+func GenerateInvalid(schema json.RawMessage) (json.RawMessage, error) {
+	root, err := decodeJSON(schema)
+	if err != nil {
+		return nil, fmt.Errorf("mockllm: parse schema: %w", err)
+	}
+	g := newGenerator(root)
+	v, err := g.invalid(root, 0)
+	if err != nil {
+		return nil, err
+	}
+	return encodeJSON(v)
+}
+
+// decodeJSON keeps numbers as json.Number so that they are compared exactly
+// and re-emitted verbatim (const and enum values in particular).
+func decodeJSON(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("trailing data after JSON value")
+	}
+	return v, nil
+}
+
+func encodeJSON(v any) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// generator holds per-call state: the root document (for "$ref"), a work
+// counter and a cache of compiled patterns.
+type generator struct {
+	root     any
+	steps    int
+	patterns map[string]*regexp.Regexp // nil entry: pattern Go cannot compile
+	// gaveUp records that valid hit a limit, so its "false" means "unknown".
+	gaveUp bool
+}
+
+func newGenerator(root any) *generator {
+	return &generator{root: root, patterns: map[string]*regexp.Regexp{}}
+}
+
+// tick charges one unit of work; past the budget every call fails fast so a
+// pathological schema unwinds instead of running for minutes.
+func (g *generator) tick(depth int) error {
+	g.steps++
+	if g.steps > maxSteps {
+		return errTooComplex
+	}
+	if depth > maxDepth {
+		return errTooDeep
+	}
+	return nil
+}
+
+// value returns the nth distinct candidate (0-based) that satisfies s. The
+// nth parameter is how uniqueItems gets different elements from one schema.
+func (g *generator) value(s any, depth, nth int) (any, error) {
+	if err := g.tick(depth); err != nil {
+		return nil, err
+	}
+	s, err := g.deref(s)
+	if err != nil {
+		return nil, err
+	}
+	if b, ok := s.(bool); ok {
+		if !b {
+			return nil, errors.New("mockllm: schema false accepts no value")
+		}
+		s = map[string]any{}
+	}
+	m, ok := s.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("mockllm: a schema must be an object or a boolean, not %T", s)
+	}
+	seen := map[string]bool{} // distinct valid candidates, by encoding
+	for _, v := range g.variants(m, depth) {
+		for c := range g.candidates(v, depth, nth) {
+			if err := g.tick(depth); err != nil {
+				return nil, err
+			}
+			if !g.valid(m, c, depth) {
+				continue
+			}
+			key, err := encodeJSON(c)
+			if err != nil || seen[string(key)] {
+				continue
+			}
+			seen[string(key)] = true
+			if len(seen) > nth {
+				return c, nil
+			}
+		}
+	}
+	if g.steps > maxSteps {
+		return nil, errTooComplex
+	}
+	return nil, errors.New("mockllm: found no value satisfying the schema")
+}
+
+// deref follows "$ref" (local JSON pointers only). In Draft-07 the siblings
+// of "$ref" are ignored, so returning the target alone is correct.
+func (g *generator) deref(s any) (any, error) {
+	for hops := 0; ; hops++ {
+		m, ok := s.(map[string]any)
+		if !ok {
+			return s, nil
+		}
+		ref, ok := m["$ref"].(string)
+		if !ok {
+			return s, nil
+		}
+		if hops == maxDepth {
+			return nil, fmt.Errorf("mockllm: $ref cycle at %q", ref)
+		}
+		target, err := resolvePointer(g.root, ref)
+		if err != nil {
+			return nil, err
+		}
+		s = target
+	}
+}
+
+func resolvePointer(root any, ref string) (any, error) {
+	frag, ok := strings.CutPrefix(ref, "#")
+	if !ok {
+		return nil, fmt.Errorf("mockllm: only local $ref (#/...) is supported, got %q", ref)
+	}
+	frag, err := url.PathUnescape(frag)
+	if err != nil {
+		return nil, fmt.Errorf("mockllm: bad $ref %q: %w", ref, err)
+	}
+	if frag == "" {
+		return root, nil
+	}
+	if !strings.HasPrefix(frag, "/") {
+		return nil, fmt.Errorf("mockllm: unsupported $ref %q", ref)
+	}
+	cur := root
+	for _, tok := range strings.Split(frag[1:], "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch c := cur.(type) {
+		case map[string]any:
+			if cur, ok = c[tok]; !ok {
+				return nil, fmt.Errorf("mockllm: $ref %q not found", ref)
+			}
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(c) {
+				return nil, fmt.Errorf("mockllm: $ref %q not found", ref)
+			}
+			cur = c[i]
+		default:
+			return nil, fmt.Errorf("mockllm: $ref %q not found", ref)
+		}
+	}
+	return cur, nil
+}
+
+// variants flattens allOf / anyOf / oneOf / if-then-else into plain schemas
+// to generate from. Merging is conservative and may be imprecise; that is
+// fine because every candidate is checked against the original schema.
+func (g *generator) variants(m map[string]any, depth int) []map[string]any {
+	base := map[string]any{}
+	for k, v := range m {
+		switch k {
+		case "allOf", "anyOf", "oneOf", "if", "then", "else":
+		default:
+			base[k] = v
+		}
+	}
+	out := []map[string]any{base}
+	if all, ok := m["allOf"].([]any); ok {
+		for _, sub := range all {
+			out = cross(out, g.branchVariants(sub, depth))
+		}
+	}
+	for _, kw := range []string{"anyOf", "oneOf"} {
+		if branches, ok := m[kw].([]any); ok {
+			var alts []map[string]any
+			for _, sub := range branches {
+				alts = append(alts, g.branchVariants(sub, depth)...)
+			}
+			out = cross(out, alts)
+		}
+	}
+	if cond, ok := m["if"]; ok {
+		then, ok := m["then"]
+		if !ok {
+			then = true
+		}
+		els, ok := m["else"]
+		if !ok {
+			els = true
+		}
+		alts := cross(g.branchVariants(cond, depth), g.branchVariants(then, depth))
+		out = cross(out, append(alts, g.branchVariants(els, depth)...))
+	}
+	return out
+}
+
+func (g *generator) branchVariants(s any, depth int) []map[string]any {
+	if g.tick(depth+1) != nil {
+		return nil
+	}
+	s, err := g.deref(s)
+	if err != nil {
+		return nil
+	}
+	switch s := s.(type) {
+	case bool:
+		if s {
+			return []map[string]any{{}}
+		}
+	case map[string]any:
+		return g.variants(s, depth+1)
+	}
+	return nil
+}
+
+func cross(a, b []map[string]any) []map[string]any {
+	var out []map[string]any
+	for _, x := range a {
+		for _, y := range b {
+			if len(out) == maxVariants {
+				return out
+			}
+			out = append(out, merge(x, y))
+		}
+	}
+	return out
+}
+
+// merge combines two flat schemas into one that (roughly) requires both.
+func merge(a, b map[string]any) map[string]any {
+	out := maps.Clone(a)
+	for k, bv := range b {
+		av, ok := out[k]
+		if !ok {
+			out[k] = bv
+			continue
+		}
+		switch k {
+		case "properties":
+			am, ok1 := av.(map[string]any)
+			bm, ok2 := bv.(map[string]any)
+			if !ok1 || !ok2 {
+				continue
+			}
+			pm := maps.Clone(am)
+			for pk, pv := range bm {
+				if x, ok := pm[pk]; ok {
+					pv = map[string]any{"allOf": []any{x, pv}}
+				}
+				pm[pk] = pv
+			}
+			out[k] = pm
+		case "required":
+			req := stringList(av)
+			for _, r := range stringList(bv) {
+				if !slices.Contains(req, r) {
+					req = append(req, r)
+				}
+			}
+			out[k] = toAnySlice(req)
+		case "type":
+			out[k] = intersectTypes(typeList(av), typeList(bv))
+		case "minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties":
+			if x, y, ok := bothRats(av, bv); ok && y.Cmp(x) > 0 {
+				out[k] = bv
+			}
+		case "maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties":
+			if x, y, ok := bothRats(av, bv); ok && y.Cmp(x) < 0 {
+				out[k] = bv
+			}
+		case "multipleOf":
+			if x, y, ok := bothRats(av, bv); ok && x.Sign() > 0 && y.Sign() > 0 {
+				out[k] = json.Number(ratString(ratLCM(x, y)))
+			}
+		case "items", "additionalItems", "additionalProperties", "contains", "propertyNames":
+			_, arr1 := av.([]any)
+			_, arr2 := bv.([]any)
+			if !arr1 && !arr2 {
+				out[k] = map[string]any{"allOf": []any{av, bv}}
+			}
+		case "not":
+			out[k] = map[string]any{"anyOf": []any{av, bv}}
+		case "uniqueItems":
+			out[k] = av == true || bv == true
+		}
+		// Anything else (enum, const, pattern, format, ...): keep the first;
+		// the final validity check rejects candidates that break the second.
+	}
+	return out
+}
+
+var allTypes = []string{"string", "integer", "number", "boolean", "null", "object", "array"}
+
+func typeList(t any) []string {
+	switch t := t.(type) {
+	case string:
+		return []string{t}
+	case []any:
+		return stringList(t)
+	}
+	return nil
+}
+
+func intersectTypes(a, b []string) []any {
+	out := []any{}
+	for _, t := range a {
+		switch {
+		case slices.Contains(b, t):
+			out = append(out, t)
+		case t == "integer" && slices.Contains(b, "number"), t == "number" && slices.Contains(b, "integer"):
+			out = append(out, "integer")
+		}
+	}
+	return out
+}
+
+// types lists the JSON types to try, declared ones first; without "type" the
+// keywords present hint at the intended type, then everything else follows.
+func types(v map[string]any) []string {
+	switch t := v["type"].(type) {
+	case string, []any:
+		return typeList(t)
+	}
+	hints := []struct {
+		typ string
+		kws []string
+	}{
+		{"object", []string{"properties", "required", "additionalProperties", "patternProperties", "minProperties", "maxProperties", "propertyNames", "dependencies"}},
+		{"array", []string{"items", "minItems", "maxItems", "uniqueItems", "contains", "additionalItems"}},
+		{"string", []string{"minLength", "maxLength", "pattern", "format"}},
+		{"number", []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}},
+	}
+	var out []string
+	for _, h := range hints {
+		for _, kw := range h.kws {
+			if _, ok := v[kw]; ok {
+				out = append(out, h.typ)
+				break
+			}
+		}
+	}
+	for _, t := range allTypes {
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// candidates yields values to try for a flat schema, lazily, so that the
+// expensive kinds (objects, arrays) are built only when cheaper ones failed.
+func (g *generator) candidates(v map[string]any, depth, nth int) iter.Seq[any] {
+	return func(yield func(any) bool) {
+		if c, ok := v["const"]; ok {
+			yield(c)
+			return
+		}
+		if e, ok := v["enum"].([]any); ok {
+			for _, c := range e {
+				if !yield(c) {
+					return
+				}
+			}
+			return
+		}
+		for _, t := range types(v) {
+			var cs iter.Seq[any]
+			switch t {
+			case "null":
+				cs = slices.Values([]any{nil})
+			case "boolean":
+				cs = slices.Values([]any{true, false})
+			case "integer", "number":
+				cs = slices.Values(numbers(v, t == "integer", nth))
+			case "string":
+				cs = g.strings(v, nth)
+			case "object":
+				cs = g.objects(v, depth, nth)
+			case "array":
+				cs = g.arrays(v, depth, nth)
+			default:
+				continue
+			}
+			for c := range cs {
+				if !yield(c) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// objects yields objects with every required property and every other
+// declared one (within maxProperties), padded up to minProperties.
+func (g *generator) objects(v map[string]any, depth, nth int) iter.Seq[any] {
+	return func(yield func(any) bool) {
+		props, _ := v["properties"].(map[string]any)
+		var keys []string
+		for _, k := range stringList(v["required"]) {
+			if !slices.Contains(keys, k) {
+				keys = append(keys, k)
+			}
+		}
+		nReq := len(keys)
+		for _, k := range slices.Sorted(maps.Keys(props)) {
+			if !slices.Contains(keys, k) {
+				keys = append(keys, k)
+			}
+		}
+		minP, maxP := min(minKw(v, "minProperties"), maxLen), maxKw(v, "maxProperties")
+		for j := 0; j <= nth; j++ {
+			obj, ok := g.object(v, keys, nReq, minP, maxP, depth, j)
+			if ok && !yield(obj) {
+				return
+			}
+		}
+	}
+}
+
+func (g *generator) object(v map[string]any, keys []string, nReq, minP, maxP, depth, nth int) (map[string]any, bool) {
+	obj := map[string]any{}
+	put := func(k string, required bool, n int) bool {
+		val, err := g.value(g.propSchema(v, k), depth+1, n)
+		if err != nil {
+			return !required && g.steps <= maxSteps
+		}
+		obj[k] = val
+		return true
+	}
+	for i, k := range keys {
+		required := i < nReq
+		if !required && (maxP >= 0 && len(obj) >= maxP || depth > softDepth) {
+			break
+		}
+		n := 0
+		if i == 0 {
+			n = nth // vary the first property to get distinct objects
+		}
+		if !put(k, required, n) {
+			return nil, false
+		}
+	}
+	if deps, ok := v["dependencies"].(map[string]any); ok {
+		for _, k := range slices.Sorted(maps.Keys(obj)) {
+			for _, d := range stringList(deps[k]) {
+				if !hasKey(obj, d) && !put(d, true, 0) {
+					return nil, false
+				}
+			}
+		}
+	}
+	if len(obj) < minP {
+		for k := range g.extraKeys(v, minP) {
+			if len(obj) >= minP {
+				break
+			}
+			if !hasKey(obj, k) {
+				put(k, false, 0)
+			}
+		}
+	}
+	return obj, true
+}
+
+// extraKeys proposes property names for padding up to minProperties: names
+// matching patternProperties first (the only ones allowed when
+// additionalProperties is false), then extra_1, extra_2, ...
+func (g *generator) extraKeys(v map[string]any, n int) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		if pats, ok := v["patternProperties"].(map[string]any); ok {
+			for _, p := range slices.Sorted(maps.Keys(pats)) {
+				if g.pattern(p) == nil {
+					continue
+				}
+				for k := range patternStrings(p, 1, n) {
+					if !yield(k) {
+						return
+					}
+				}
+			}
+		}
+		for i := 1; i <= 2*n; i++ {
+			if !yield(fmt.Sprintf("extra_%d", i)) {
+				return
+			}
+		}
+	}
+}
+
+// propSchema is the schema a property value must satisfy: its "properties"
+// entry and every matching "patternProperties" entry, or, failing both,
+// "additionalProperties".
+func (g *generator) propSchema(v map[string]any, key string) any {
+	var all []any
+	if props, ok := v["properties"].(map[string]any); ok {
+		if s, ok := props[key]; ok {
+			all = append(all, s)
+		}
+	}
+	if pp, ok := v["patternProperties"].(map[string]any); ok {
+		for _, p := range slices.Sorted(maps.Keys(pp)) {
+			if re := g.pattern(p); re != nil && re.MatchString(key) {
+				all = append(all, pp[p])
+			}
+		}
+	}
+	switch len(all) {
+	case 0:
+		if ap, ok := v["additionalProperties"]; ok {
+			return ap
+		}
+		return true
+	case 1:
+		return all[0]
+	}
+	return map[string]any{"allOf": all}
+}
+
+// arrays yields arrays of minItems elements (at least one, to be useful),
+// honouring tuple items, additionalItems, contains and uniqueItems.
+func (g *generator) arrays(v map[string]any, depth, nth int) iter.Seq[any] {
+	return func(yield func(any) bool) {
+		minI, maxI := minKw(v, "minItems"), maxKw(v, "maxItems")
+		tuple, isTuple := v["items"].([]any)
+		var items any = true
+		if s, ok := v["items"]; ok && !isTuple {
+			items = s
+		}
+		addl, ok := v["additionalItems"]
+		if !ok {
+			addl = true
+		}
+		contains, hasContains := v["contains"]
+		unique := v["uniqueItems"] == true
+
+		n := minI
+		if isTuple {
+			n = max(n, len(tuple))
+		} else if n == 0 && depth <= softDepth {
+			n = 1
+		}
+		if maxI >= 0 {
+			n = min(n, maxI)
+		}
+		if isTuple && addl == false {
+			n = min(n, len(tuple))
+		}
+		n = min(n, maxLen)
+		schemaAt := func(i int) (any, int) {
+			switch {
+			case !isTuple:
+				return items, i
+			case i < len(tuple):
+				return tuple[i], 0
+			}
+			return addl, i - len(tuple)
+		}
+		for j := 0; j <= nth; j++ {
+			arr := make([]any, 0, n)
+			for i := range n {
+				s, k := schemaAt(i)
+				if !unique {
+					k = 0 // k counts earlier elements drawn from the same schema
+				}
+				if i == 0 {
+					if j > 0 && unique {
+						k = n - 1 + j // vary past the values the other elements use
+					} else {
+						k += j
+					}
+					if hasContains {
+						s = map[string]any{"allOf": []any{s, contains}}
+					}
+				}
+				val, err := g.value(s, depth+1, k)
+				if err != nil {
+					break
+				}
+				arr = append(arr, val)
+			}
+			if len(arr) == n && !yield(arr) {
+				return
+			}
+		}
+		if minI == 0 && !hasContains {
+			yield([]any{}) // when the item schema is unsatisfiable
+		}
+	}
+}
+
+func stringList(v any) []string {
+	arr, _ := v.([]any)
+	var out []string
+	for _, x := range arr {
+		if s, ok := x.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func hasKey(m map[string]any, k string) bool {
+	_, ok := m[k]
+	return ok
+}
+
+func toAnySlice(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}

@@ -1,0 +1,165 @@
+package mockllm
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+)
+
+// Script is a sequence of canned responses, one Step per request, in order.
+// The Server keeps the position, so one Script may be shared by servers.
+type Script struct {
+	Steps []Step `json:"steps"`
+	// Then says what happens after the last step: ThenUnscripted (the
+	// default, also for "") or ThenRepeat (the last step forever).
+	Then string `json:"then,omitempty"`
+}
+
+// Values of Script.Then.
+const (
+	ThenUnscripted = "unscripted"
+	ThenRepeat     = "repeat"
+)
+
+// Step describes one response. An empty step {} gives the unscripted answer
+// (still honouring delays, finish_reason and truncate). Precedence: error,
+// then text_only, then explicit tool_calls / value / invalid.
+type Step struct {
+	// Text is the assistant text. Alone it is the whole answer; next to tool
+	// calls it is sent before them.
+	Text string `json:"text,omitempty"`
+	// ToolCalls are sent as given.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// Value is shorthand for one coder_structured_output call whose
+	// arguments are {"output": Value}, Value kept byte for byte.
+	Value json.RawMessage `json:"value,omitempty"`
+	// Invalid asks for one coder_structured_output call whose output is
+	// generated to violate the schema offered in the request.
+	Invalid bool `json:"invalid,omitempty"`
+	// TextOnly forces a text answer even when the finalizer is offered.
+	TextOnly bool `json:"text_only,omitempty"`
+	// Reasoning is streamed as delta.reasoning_content before anything else
+	// (non-streaming: message.reasoning_content), which fantasy's
+	// openaicompat provider surfaces as reasoning.
+	Reasoning string `json:"reasoning,omitempty"`
+	// FinishReason overrides the finish reason: stop, length,
+	// content_filter or tool_calls.
+	FinishReason string `json:"finish_reason,omitempty"`
+	// Error answers with an HTTP error instead of a completion.
+	Error *ErrorSpec `json:"error,omitempty"`
+	// DelayMS waits before responding (added to Options.Latency).
+	DelayMS int `json:"delay_ms,omitempty"`
+	// ChunkDelayMS overrides Options.ChunkDelay for this response.
+	ChunkDelayMS int `json:"chunk_delay_ms,omitempty"`
+	// Truncate ends the response half-way: a stream stops without a
+	// finish_reason, usage chunk or [DONE]; a JSON body is cut in half.
+	Truncate bool `json:"truncate,omitempty"`
+}
+
+// ToolCall is one scripted tool call.
+type ToolCall struct {
+	// ID defaults to a fresh "call_..." id.
+	ID   string `json:"id,omitempty"`
+	Name string `json:"name"`
+	// Arguments is sent verbatim, even if it is not valid JSON.
+	Arguments string `json:"arguments,omitempty"`
+	// Value, if set, makes the arguments {"output": Value}.
+	Value json.RawMessage `json:"value,omitempty"`
+}
+
+// ErrorSpec is an HTTP error response in OpenAI's shape:
+// {"error":{"message","type","param","code"}}.
+type ErrorSpec struct {
+	// Status defaults to 500.
+	Status  int    `json:"status,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Type defaults from the status: server_error, requests (429) or
+	// invalid_request_error.
+	Type string `json:"type,omitempty"`
+	Code string `json:"code,omitempty"`
+	// RetryAfter, in seconds, is sent as the Retry-After header.
+	RetryAfter float64 `json:"retry_after,omitempty"`
+	// ShouldRetry, if set, is sent as the x-should-retry header, which the
+	// openai-go SDK obeys in place of its own retry policy (retry 408, 409,
+	// 429 and 5xx twice) when its retries are on; fantasy turns them off.
+	ShouldRetry *bool `json:"should_retry,omitempty"`
+}
+
+// LoadScript reads a script from a JSON file.
+func LoadScript(path string) (*Script, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("mockllm: %w", err)
+	}
+	s, err := ParseScript(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w (in %s)", err, path)
+	}
+	return s, nil
+}
+
+// ParseScript decodes and checks a script. Unknown fields are rejected, so
+// that a misspelt key fails loudly instead of being ignored.
+func ParseScript(data []byte) (*Script, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var s Script
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("mockllm: parse script: %w", err)
+	}
+	if err := s.validate(); err != nil {
+		return nil, fmt.Errorf("mockllm: invalid script: %w", err)
+	}
+	return &s, nil
+}
+
+func (s *Script) validate() error {
+	switch s.Then {
+	case "", ThenUnscripted, ThenRepeat:
+	default:
+		return fmt.Errorf("then must be %q or %q, not %q", ThenUnscripted, ThenRepeat, s.Then)
+	}
+	for i, st := range s.Steps {
+		if err := st.validate(); err != nil {
+			return fmt.Errorf("step %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func (st *Step) validate() error {
+	switch st.FinishReason {
+	case "", "stop", "length", "content_filter", "tool_calls":
+	default:
+		return fmt.Errorf("unknown finish_reason %q", st.FinishReason)
+	}
+	n := 0
+	for _, set := range []bool{len(st.ToolCalls) > 0, st.Value != nil, st.Invalid, st.TextOnly} {
+		if set {
+			n++
+		}
+	}
+	if n > 1 {
+		return errors.New("tool_calls, value, invalid and text_only are mutually exclusive")
+	}
+	if st.Value != nil && !json.Valid(st.Value) {
+		return errors.New("value is not valid JSON")
+	}
+	for j, tc := range st.ToolCalls {
+		if tc.Name == "" {
+			return fmt.Errorf("tool_calls[%d]: name is required", j)
+		}
+		if tc.Value != nil && tc.Arguments != "" {
+			return fmt.Errorf("tool_calls[%d]: arguments and value are mutually exclusive", j)
+		}
+	}
+	if e := st.Error; e != nil && e.Status != 0 && (e.Status < 400 || e.Status > 599) {
+		return fmt.Errorf("error.status must be 4xx or 5xx, not %d", e.Status)
+	}
+	if st.DelayMS < 0 || st.ChunkDelayMS < 0 || st.Error != nil && st.Error.RetryAfter < 0 {
+		return errors.New("delays must not be negative")
+	}
+	return nil
+}

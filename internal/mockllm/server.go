@@ -1,0 +1,450 @@
+package mockllm
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// FinalizerTool is the name of chatd's server-side finalizer tool. Its
+// parameters are {"type":"object","properties":{"output":<schema>},
+// "required":["output"],"additionalProperties":false}.
+const FinalizerTool = "coder_structured_output"
+
+// Values of Options.Mode, which shapes unscripted answers.
+const (
+	ModeValid   = "valid"   // call the finalizer with a valid value (default, also "")
+	ModeInvalid = "invalid" // call the finalizer with a value that violates the schema
+	ModeText    = "text"    // answer with text only, never call the finalizer
+)
+
+// maxBody bounds request bodies; real prompts with tool schemas stay far below.
+const maxBody = 32 << 20
+
+// Options configures a Server. The zero value is a working unscripted server.
+type Options struct {
+	// Script, if set, is consumed one step per chat completion request.
+	Script *Script
+	// Mode shapes unscripted answers: "", ModeValid, ModeInvalid or ModeText.
+	Mode string
+	// ChunkDelay is waited between stream chunks.
+	ChunkDelay time.Duration
+	// Latency is waited before every response.
+	Latency time.Duration
+	// Logger receives one line per request; nil discards.
+	Logger *slog.Logger
+	// BeforeRespond is a test hook called for every chat completion request
+	// after it was decoded and recorded (so Requests already includes it)
+	// and before a script step is taken or any byte is written. ctx is the
+	// request's context, cancelled when the client goes away, so the hook
+	// may block on it to hold a request in flight. A non-nil error is sent
+	// as a 500 server_error with the error text as message, and no script
+	// step is consumed. A client that retries 5xx responses runs the hook
+	// once per attempt (the bare openai-go SDK retries twice by default;
+	// fantasy turns that off and retries in its agent instead). It may be
+	// called concurrently.
+	BeforeRespond func(ctx context.Context, req *Request) error
+}
+
+// Request is a chat completion request as received.
+type Request struct {
+	Model    string
+	Messages []Message
+	Tools    []Tool
+	// ToolChoice is the raw tool_choice ("auto", {"type":"function",...}),
+	// nil when absent.
+	ToolChoice   json.RawMessage
+	Stream       bool
+	IncludeUsage bool
+	// Body is the raw request body.
+	Body []byte
+}
+
+// Message is one prompt message; Content flattens text parts.
+type Message struct {
+	Role       string
+	Content    string
+	ToolCallID string
+	ToolCalls  []MessageToolCall
+	Raw        json.RawMessage
+}
+
+// MessageToolCall is a tool call made by an earlier assistant message.
+type MessageToolCall struct {
+	ID        string
+	Name      string
+	Arguments string
+}
+
+// Tool is one offered function tool; Parameters are the bytes as sent.
+type Tool struct {
+	Name        string
+	Description string
+	Parameters  json.RawMessage
+}
+
+// Tool returns the offered tool with that name, or nil.
+func (r *Request) Tool(name string) *Tool {
+	i := slices.IndexFunc(r.Tools, func(t Tool) bool { return t.Name == name })
+	if i < 0 {
+		return nil
+	}
+	return &r.Tools[i]
+}
+
+// Server is an http.Handler speaking the OpenAI Chat Completions protocol.
+type Server struct {
+	opts Options
+	log  *slog.Logger
+	mux  *http.ServeMux
+
+	mu       sync.Mutex
+	requests []Request
+	next     int // index of the next script step
+}
+
+// New returns a Server; see Options.
+func New(opts Options) *Server {
+	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	switch opts.Mode {
+	case "", ModeValid, ModeInvalid, ModeText:
+	default:
+		s.log.Warn("unknown mode, using valid", "mode", opts.Mode)
+		s.opts.Mode = ModeValid
+	}
+	// Clients are configured with a base URL either with or without /v1.
+	for _, prefix := range []string{"/v1", ""} {
+		s.mux.HandleFunc("POST "+prefix+"/chat/completions", s.chat)
+		s.mux.HandleFunc("GET "+prefix+"/models", s.models)
+		s.mux.HandleFunc("GET "+prefix+"/models/{model}", s.model)
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, ErrorSpec{
+			Status:  http.StatusNotFound,
+			Message: fmt.Sprintf("Unknown request URL: %s %s.", r.Method, r.URL.Path),
+			Code:    "unknown_url",
+		})
+	})
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Request-Id", "req_"+rand.Text())
+	s.mux.ServeHTTP(w, r)
+}
+
+// Requests returns every chat completion request received so far, oldest
+// first. The slice is a copy; the requests in it must not be modified.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.requests)
+}
+
+// Reset forgets the recorded requests and rewinds the script.
+func (s *Server) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests = nil
+	s.next = 0
+}
+
+// nextStep takes the next script step; index is -1 for an unscripted answer.
+func (s *Server) nextStep() (st Step, index int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sc := s.opts.Script
+	if sc == nil || len(sc.Steps) == 0 {
+		return Step{}, -1
+	}
+	if s.next < len(sc.Steps) {
+		s.next++
+		return sc.Steps[s.next-1], s.next - 1
+	}
+	if sc.Then == ThenRepeat {
+		return sc.Steps[len(sc.Steps)-1], len(sc.Steps) - 1
+	}
+	return Step{}, -1
+}
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		writeError(w, ErrorSpec{Status: http.StatusBadRequest, Message: "could not read the request body: " + err.Error()})
+		return
+	}
+	req, err := parseRequest(body)
+	if err != nil {
+		s.log.Warn("bad chat completion request", "error", err)
+		writeError(w, ErrorSpec{Status: http.StatusBadRequest, Message: err.Error()})
+		return
+	}
+	s.mu.Lock()
+	s.requests = append(s.requests, req)
+	s.mu.Unlock()
+
+	ctx := r.Context()
+	log := s.log.With("model", req.Model, "stream", req.Stream, "tools", len(req.Tools))
+	if hook := s.opts.BeforeRespond; hook != nil {
+		if err := hook(ctx, &req); err != nil {
+			log.Info("chat completion failed by hook", "error", err)
+			writeError(w, ErrorSpec{Status: http.StatusInternalServerError, Message: err.Error()})
+			return
+		}
+	}
+	st, index := s.nextStep()
+	log = log.With("script_step", index)
+	if !sleep(ctx, s.opts.Latency+time.Duration(st.DelayMS)*time.Millisecond) {
+		log.Info("client gone before response")
+		return
+	}
+	if st.Error != nil {
+		log.Info("chat completion scripted error", "status", cmp.Or(st.Error.Status, 500))
+		writeError(w, *st.Error)
+		return
+	}
+	rep, err := s.plan(&req, st)
+	if err != nil {
+		// Our own failure: tell the client not to retry, it would fail again.
+		log.Error("chat completion cannot be answered", "error", err)
+		no := false
+		writeError(w, ErrorSpec{Status: http.StatusInternalServerError, Type: "mockllm_error", Message: err.Error(), ShouldRetry: &no})
+		return
+	}
+	chunkDelay := s.opts.ChunkDelay
+	if st.ChunkDelayMS > 0 {
+		chunkDelay = time.Duration(st.ChunkDelayMS) * time.Millisecond
+	}
+	if req.Stream {
+		writeStream(ctx, w, &req, rep, chunkDelay)
+	} else {
+		writeCompletion(w, &req, rep)
+	}
+	log.Info("chat completion", "finish_reason", rep.finish, "tool_calls", len(rep.calls),
+		"text_bytes", len(rep.text), "truncated", rep.truncate, "duration_ms", time.Since(start).Milliseconds())
+}
+
+// reply is what the model "says", independent of the wire format.
+type reply struct {
+	reasoning string
+	text      string
+	calls     []call
+	finish    string
+	truncate  bool
+}
+
+type call struct{ id, name, args string }
+
+func (s *Server) plan(req *Request, st Step) (reply, error) {
+	rep := reply{reasoning: st.Reasoning, text: st.Text, truncate: st.Truncate}
+	var err error
+	switch {
+	case st.TextOnly:
+		rep.text = cmp.Or(rep.text, echo(req))
+	case len(st.ToolCalls) > 0:
+		for _, tc := range st.ToolCalls {
+			args := tc.Arguments
+			if tc.Value != nil {
+				args = wrapOutput(tc.Value)
+			}
+			rep.calls = append(rep.calls, call{id: cmp.Or(tc.ID, newCallID()), name: tc.Name, args: args})
+		}
+	case st.Value != nil:
+		rep.calls = []call{{id: newCallID(), name: FinalizerTool, args: wrapOutput(st.Value)}}
+	case st.Invalid:
+		rep.calls, err = finalizerCall(req, true)
+	case st.Text != "":
+	case s.opts.Mode == ModeText || req.Tool(FinalizerTool) == nil:
+		rep.text = echo(req)
+	default:
+		rep.calls, err = finalizerCall(req, s.opts.Mode == ModeInvalid)
+	}
+	rep.finish = st.FinishReason
+	if rep.finish == "" {
+		rep.finish = "stop"
+		if len(rep.calls) > 0 {
+			rep.finish = "tool_calls"
+		}
+	}
+	return rep, err
+}
+
+// finalizerCall generates the arguments against the offered tool's whole
+// parameters schema, which yields {"output": V} (or, for an invalid value,
+// usually {"output": V'} with V' violating the output schema).
+func finalizerCall(req *Request, invalid bool) ([]call, error) {
+	tool := req.Tool(FinalizerTool)
+	args := json.RawMessage(`{}`) // no schema to violate: omit the required output
+	var err error
+	switch {
+	case tool != nil && invalid:
+		args, err = GenerateInvalid(tool.Parameters)
+	case tool != nil:
+		args, err = GenerateValue(tool.Parameters)
+	case !invalid:
+		return nil, fmt.Errorf("request does not offer the %s tool", FinalizerTool)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s arguments: %w", FinalizerTool, err)
+	}
+	return []call{{id: newCallID(), name: FinalizerTool, args: string(args)}}, nil
+}
+
+// wrapOutput builds {"output": value} by concatenation so that the value's
+// bytes are sent exactly as scripted.
+func wrapOutput(v json.RawMessage) string { return `{"output":` + string(v) + `}` }
+
+// echo is the unscripted text answer: a bounded echo of the last user text.
+func echo(req *Request) string {
+	text := "(no user message)"
+	for _, m := range slices.Backward(req.Messages) {
+		if m.Role == "user" {
+			text = strings.Join(strings.Fields(m.Content), " ")
+			break
+		}
+	}
+	const limit = 200
+	if len(text) > limit {
+		cut := limit
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		text = text[:cut]
+	}
+	return "mockllm: " + text
+}
+
+func newCallID() string { return "call_" + rand.Text() }
+
+// sleep waits d or until ctx is done, reporting whether to carry on.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{modelObject("mock-1")}})
+}
+
+// model answers for any id: the mock accepts every model name.
+func (s *Server) model(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, modelObject(r.PathValue("model")))
+}
+
+func modelObject(id string) map[string]any {
+	return map[string]any{"id": id, "object": "model", "created": 1700000000, "owned_by": "mockllm"}
+}
+
+// parseRequest decodes what we need and keeps raw bytes where tests want to
+// compare exactly (tool parameters, messages).
+func parseRequest(body []byte) (Request, error) {
+	var wire struct {
+		Model      string            `json:"model"`
+		Messages   []json.RawMessage `json:"messages"`
+		Tools      []json.RawMessage `json:"tools"`
+		ToolChoice json.RawMessage   `json:"tool_choice"`
+		Stream     bool              `json:"stream"`
+		Options    *struct {
+			IncludeUsage bool `json:"include_usage"`
+		} `json:"stream_options"`
+	}
+	if err := json.Unmarshal(body, &wire); err != nil {
+		return Request{}, fmt.Errorf("we could not parse the JSON body of your request: %w", err)
+	}
+	if wire.Model == "" {
+		return Request{}, errors.New("you must provide a model parameter")
+	}
+	if len(wire.Messages) == 0 {
+		return Request{}, errors.New("messages must be a non-empty array")
+	}
+	req := Request{
+		Model:      wire.Model,
+		ToolChoice: wire.ToolChoice,
+		Stream:     wire.Stream,
+		Body:       body,
+	}
+	req.IncludeUsage = wire.Options != nil && wire.Options.IncludeUsage
+	for i, raw := range wire.Messages {
+		var m struct {
+			Role       string          `json:"role"`
+			Content    json.RawMessage `json:"content"`
+			ToolCallID string          `json:"tool_call_id"`
+			ToolCalls  []struct {
+				ID       string `json:"id"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		}
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return Request{}, fmt.Errorf("messages[%d]: %w", i, err)
+		}
+		msg := Message{Role: m.Role, Content: flattenContent(m.Content), ToolCallID: m.ToolCallID, Raw: raw}
+		for _, tc := range m.ToolCalls {
+			msg.ToolCalls = append(msg.ToolCalls, MessageToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		}
+		req.Messages = append(req.Messages, msg)
+	}
+	for i, raw := range wire.Tools {
+		var t struct {
+			Type     string `json:"type"`
+			Function struct {
+				Name        string          `json:"name"`
+				Description string          `json:"description"`
+				Parameters  json.RawMessage `json:"parameters"`
+			} `json:"function"`
+		}
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return Request{}, fmt.Errorf("tools[%d]: %w", i, err)
+		}
+		if t.Type != "function" || t.Function.Name == "" {
+			return Request{}, fmt.Errorf("tools[%d]: only function tools with a name are supported", i)
+		}
+		req.Tools = append(req.Tools, Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
+	}
+	return req, nil
+}
+
+// flattenContent turns a string or an array of content parts into text.
+func flattenContent(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(raw, &parts) // anything else (null, images) has no text
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}

@@ -1,0 +1,287 @@
+package mockllm
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// The shapes below follow recorded OpenAI traffic (fantasy's
+// providertests/testdata/TestOpenAICommon cassettes).
+
+const fingerprint = "fp_mockllm"
+
+type completion struct {
+	ID                string             `json:"id"`
+	Object            string             `json:"object"`
+	Created           int64              `json:"created"`
+	Model             string             `json:"model"`
+	Choices           []completionChoice `json:"choices"`
+	Usage             *usage             `json:"usage"`
+	ServiceTier       string             `json:"service_tier"`
+	SystemFingerprint string             `json:"system_fingerprint"`
+}
+
+type completionChoice struct {
+	Index        int            `json:"index"`
+	Message      map[string]any `json:"message"`
+	Logprobs     any            `json:"logprobs"`
+	FinishReason string         `json:"finish_reason"`
+}
+
+type chunk struct {
+	ID                string        `json:"id"`
+	Object            string        `json:"object"`
+	Created           int64         `json:"created"`
+	Model             string        `json:"model"`
+	ServiceTier       string        `json:"service_tier"`
+	SystemFingerprint string        `json:"system_fingerprint"`
+	Choices           []chunkChoice `json:"choices"`
+	// Usage is null on every chunk but the last when the client asked for
+	// usage, and absent otherwise, as OpenAI does.
+	Usage any `json:"usage,omitempty"`
+}
+
+type chunkChoice struct {
+	Index        int            `json:"index"`
+	Delta        map[string]any `json:"delta"`
+	Logprobs     any            `json:"logprobs"`
+	FinishReason *string        `json:"finish_reason"`
+}
+
+type usage struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	TotalTokens         int `json:"total_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+		AudioTokens  int `json:"audio_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails struct {
+		ReasoningTokens          int `json:"reasoning_tokens"`
+		AudioTokens              int `json:"audio_tokens"`
+		AcceptedPredictionTokens int `json:"accepted_prediction_tokens"`
+		RejectedPredictionTokens int `json:"rejected_prediction_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+// tokens is a rough count: about four bytes of English per token.
+func tokens(n int) int { return max(1, (n+3)/4) }
+
+func usageFor(req *Request, rep reply) *usage {
+	out := len(rep.text) + len(rep.reasoning)
+	for _, c := range rep.calls {
+		out += len(c.name) + len(c.args)
+	}
+	u := &usage{PromptTokens: tokens(len(req.Body)), CompletionTokens: tokens(out)}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	if rep.reasoning != "" {
+		u.CompletionTokensDetails.ReasoningTokens = tokens(len(rep.reasoning))
+	}
+	return u
+}
+
+func writeCompletion(w http.ResponseWriter, req *Request, rep reply) {
+	msg := map[string]any{"role": "assistant", "content": nil, "refusal": nil, "annotations": []any{}}
+	if rep.text != "" {
+		msg["content"] = rep.text
+	}
+	if rep.reasoning != "" {
+		msg["reasoning_content"] = rep.reasoning
+	}
+	if len(rep.calls) > 0 {
+		calls := make([]any, len(rep.calls))
+		for i, c := range rep.calls {
+			calls[i] = map[string]any{"id": c.id, "type": "function", "function": map[string]any{"name": c.name, "arguments": c.args}}
+		}
+		msg["tool_calls"] = calls
+	}
+	body, err := json.Marshal(completion{
+		ID:                "chatcmpl-" + rand.Text(),
+		Object:            "chat.completion",
+		Created:           time.Now().Unix(),
+		Model:             req.Model,
+		Choices:           []completionChoice{{Message: msg, FinishReason: rep.finish}},
+		Usage:             usageFor(req, rep),
+		ServiceTier:       "default",
+		SystemFingerprint: fingerprint,
+	})
+	if err != nil { // cannot happen with these types; fail loudly if it does
+		writeError(w, ErrorSpec{Message: err.Error()})
+		return
+	}
+	if rep.truncate {
+		body = body[:len(body)/2]
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
+// writeStream sends the reply as server-sent events: a role chunk, then
+// reasoning, text and tool-call deltas in small pieces, the finish_reason
+// chunk, the usage chunk (empty choices) and [DONE].
+func writeStream(ctx context.Context, w http.ResponseWriter, req *Request, rep reply, delay time.Duration) {
+	deltas := streamDeltas(rep)
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	_ = rc.Flush() // headers first, as a real server does before the model speaks
+
+	base := chunk{
+		ID:                "chatcmpl-" + rand.Text(),
+		Object:            "chat.completion.chunk",
+		Created:           time.Now().Unix(),
+		Model:             req.Model,
+		ServiceTier:       "default",
+		SystemFingerprint: fingerprint,
+	}
+	if req.IncludeUsage {
+		base.Usage = json.RawMessage("null")
+	}
+	sent := 0
+	send := func(data []byte) bool {
+		if sent > 0 && !sleep(ctx, delay) {
+			return false
+		}
+		sent++
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", data); err != nil {
+			return false
+		}
+		return rc.Flush() == nil && ctx.Err() == nil
+	}
+	sendChunk := func(c chunk) bool {
+		data, err := json.Marshal(c)
+		return err == nil && send(data)
+	}
+
+	if rep.truncate {
+		deltas = deltas[:(len(deltas)+1)/2]
+	}
+	for _, d := range deltas {
+		c := base
+		c.Choices = []chunkChoice{{Delta: d}}
+		if !sendChunk(c) {
+			return
+		}
+	}
+	if rep.truncate {
+		return // no finish_reason, no usage, no [DONE]: the stream just ends
+	}
+	c := base
+	c.Choices = []chunkChoice{{Delta: map[string]any{}, FinishReason: &rep.finish}}
+	if !sendChunk(c) {
+		return
+	}
+	if req.IncludeUsage {
+		c := base
+		c.Choices = []chunkChoice{}
+		c.Usage = usageFor(req, rep)
+		if !sendChunk(c) {
+			return
+		}
+	}
+	send([]byte("[DONE]"))
+}
+
+func streamDeltas(rep reply) []map[string]any {
+	var deltas []map[string]any
+	// Like OpenAI: a separate role chunk before text, but the role rides on
+	// the first tool call when the answer is only tool calls.
+	preamble := rep.reasoning != "" || rep.text != "" || len(rep.calls) == 0
+	if preamble {
+		deltas = append(deltas, map[string]any{"role": "assistant", "content": "", "refusal": nil})
+	}
+	for _, p := range pieces(rep.reasoning) {
+		deltas = append(deltas, map[string]any{"reasoning_content": p})
+	}
+	for _, p := range pieces(rep.text) {
+		deltas = append(deltas, map[string]any{"content": p})
+	}
+	for i, c := range rep.calls {
+		head := map[string]any{"tool_calls": []any{map[string]any{
+			"index": i, "id": c.id, "type": "function",
+			"function": map[string]any{"name": c.name, "arguments": ""},
+		}}}
+		if i == 0 && !preamble {
+			head["role"], head["content"], head["refusal"] = "assistant", nil, nil
+		}
+		deltas = append(deltas, head)
+		for _, p := range pieces(c.args) {
+			deltas = append(deltas, map[string]any{"tool_calls": []any{map[string]any{
+				"index": i, "function": map[string]any{"arguments": p},
+			}}})
+		}
+	}
+	return deltas
+}
+
+// pieces splits s into fragments of at most 16 bytes, on rune boundaries so
+// that every fragment survives JSON encoding intact.
+func pieces(s string) []string {
+	const size = 16
+	var out []string
+	for len(s) > 0 {
+		n := min(size, len(s))
+		for n < len(s) && n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		if n == 0 { // a rune longer than size cannot happen, but never loop forever
+			n = min(size, len(s))
+		}
+		out = append(out, s[:n])
+		s = s[n:]
+	}
+	return out
+}
+
+func writeError(w http.ResponseWriter, e ErrorSpec) {
+	status := cmp.Or(e.Status, http.StatusInternalServerError)
+	typ := e.Type
+	if typ == "" {
+		switch {
+		case status == http.StatusTooManyRequests:
+			typ = "requests"
+		case status >= 500:
+			typ = "server_error"
+		default:
+			typ = "invalid_request_error"
+		}
+	}
+	code := any(nil)
+	if e.Code != "" {
+		code = e.Code
+	} else if status == http.StatusTooManyRequests {
+		code = "rate_limit_exceeded"
+	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatFloat(e.RetryAfter, 'f', -1, 64))
+	}
+	if e.ShouldRetry != nil {
+		w.Header().Set("X-Should-Retry", strconv.FormatBool(*e.ShouldRetry))
+	}
+	writeJSON(w, status, map[string]any{"error": map[string]any{
+		"message": cmp.Or(e.Message, http.StatusText(status)),
+		"type":    typ,
+		"param":   nil,
+		"code":    code,
+	}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}

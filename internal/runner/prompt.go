@@ -1,0 +1,177 @@
+package runner
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"charm.land/fantasy"
+
+	"github.com/chatd/chatd/internal/dbgen"
+	"github.com/chatd/chatd/internal/jsonb"
+)
+
+// FinalizerName is the server-owned tool through which a structured request
+// is answered.
+const FinalizerName = "coder_structured_output"
+
+// parsed is a prompt row with its decoded content.
+type parsed struct {
+	row   dbgen.ChatMessage
+	parts []jsonb.Part
+}
+
+func parseRows(rows []dbgen.ChatMessage) ([]parsed, error) {
+	out := make([]parsed, 0, len(rows))
+	for _, r := range rows {
+		parts, err := jsonb.ParseContent(r.Content)
+		if err != nil {
+			return nil, fmt.Errorf("message %d: %w", r.ID, err)
+		}
+		out = append(out, parsed{row: r, parts: parts})
+	}
+	return out, nil
+}
+
+// buildPrompt converts model-visible history into a provider prompt. The
+// rows were selected by MessageListForPrompt: no receipts, no controls, no
+// client-only rows.
+func buildPrompt(system string, msgs []parsed) fantasy.Prompt {
+	var prompt fantasy.Prompt
+	if strings.TrimSpace(system) != "" {
+		prompt = append(prompt, fantasy.NewSystemMessage(system))
+	}
+	for _, m := range msgs {
+		var content []fantasy.MessagePart
+		for _, p := range m.parts {
+			if mp := messagePart(m.row.Role, p); mp != nil {
+				content = append(content, mp)
+			}
+		}
+		if len(content) == 0 {
+			continue
+		}
+		prompt = append(prompt, fantasy.Message{Role: fantasy.MessageRole(m.row.Role), Content: content})
+	}
+	return prompt
+}
+
+func messagePart(role string, p jsonb.Part) fantasy.MessagePart {
+	switch p.Type {
+	case jsonb.PartText, jsonb.PartHookContext:
+		if strings.TrimSpace(p.Text) == "" {
+			return nil // some providers reject blank text blocks
+		}
+		return fantasy.TextPart{Text: p.Text}
+	case jsonb.PartReasoning:
+		if role != "assistant" {
+			return nil
+		}
+		return fantasy.ReasoningPart{Text: p.Text, ProviderOptions: options(p.ProviderMetadata)}
+	case jsonb.PartFile:
+		return fantasy.FilePart{Filename: p.Name, Data: p.Data, MediaType: p.MediaType}
+	case jsonb.PartToolCall:
+		return fantasy.ToolCallPart{ToolCallID: p.ToolCallID, ToolName: p.ToolName, Input: string(p.Args),
+			ProviderExecuted: p.ProviderExecuted, ProviderOptions: options(p.ProviderMetadata)}
+	case jsonb.PartToolResult:
+		text := resultText(p.Result)
+		var out fantasy.ToolResultOutputContent = fantasy.ToolResultOutputContentText{Text: text}
+		if p.IsError {
+			out = fantasy.ToolResultOutputContentError{Error: errorText(text)}
+		}
+		return fantasy.ToolResultPart{ToolCallID: p.ToolCallID, Output: out, ProviderExecuted: p.ProviderExecuted}
+	}
+	return nil
+}
+
+type errorText string
+
+func (e errorText) Error() string { return string(e) }
+
+// resultText renders a stored tool result for the provider: a JSON string is
+// sent as its text, anything else as JSON.
+func resultText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
+}
+
+func options(md json.RawMessage) fantasy.ProviderOptions {
+	if len(md) == 0 {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(md, &m) != nil {
+		return nil
+	}
+	opts, err := fantasy.UnmarshalProviderOptions(m)
+	if err != nil {
+		return nil
+	}
+	return opts
+}
+
+// finalizerTool builds the finalizer definition for a request: parameters
+// {"output": <caller schema>} with additionalProperties false at the wrapper
+// root. The caller's schema is decoded afresh for every call, numbers kept as
+// written, and never rewritten.
+func finalizerTool(req *dbgen.StructuredRequest) (fantasy.FunctionTool, error) {
+	dec := json.NewDecoder(bytes.NewReader(req.Schema))
+	dec.UseNumber()
+	var schema map[string]any
+	if err := dec.Decode(&schema); err != nil {
+		return fantasy.FunctionTool{}, fmt.Errorf("decode stored schema: %w", err)
+	}
+	exactNumbers(schema)
+	desc := "Submit the final result of this request as {\"output\": <value>}, where the value satisfies the " +
+		"schema \"" + req.Name + "\". Call this tool exactly once, alone (no other tool calls in the same message), " +
+		"when your work is done."
+	if req.Description != "" {
+		desc += " The result: " + req.Description
+	}
+	return fantasy.FunctionTool{
+		Name:        FinalizerName,
+		Description: desc,
+		InputSchema: map[string]any{
+			"type":                 "object",
+			"properties":           map[string]any{"output": schema},
+			"required":             []string{"output"},
+			"additionalProperties": false,
+		},
+	}, nil
+}
+
+// structuredInstruction is appended to the system prompt while a structured
+// request governs the turn.
+func structuredInstruction(req *dbgen.StructuredRequest) string {
+	return "This request must end with a structured result named \"" + req.Name + "\". Use any tools you need first. " +
+		"Then call " + FinalizerName + " exactly once, alone, with {\"output\": <value>} where the value satisfies its schema. " +
+		"A plain-text answer does not complete the request."
+}
+
+// exactNumber carries a number literal as written. The provider SDKs encode
+// tool parameters with their own JSON encoders, which treat
+// encoding/json.Number as a string but honour MarshalJSON.
+type exactNumber string
+
+func (n exactNumber) MarshalJSON() ([]byte, error) { return []byte(n), nil }
+
+// exactNumbers replaces json.Number values in a decoded document, in place.
+func exactNumbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		return exactNumber(x)
+	case map[string]any:
+		for k, e := range x {
+			x[k] = exactNumbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = exactNumbers(e)
+		}
+	}
+	return v
+}

@@ -1,0 +1,204 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/google/uuid"
+
+	"github.com/chatd/chatd/internal/dbgen"
+	"github.com/chatd/chatd/internal/jsonb"
+	"github.com/chatd/chatd/internal/store"
+	"github.com/chatd/chatd/internal/validate"
+)
+
+// maxFeedbackBytes bounds validation feedback sent back to the model.
+const maxFeedbackBytes = 4096
+
+const finalizerAccepted = "Accepted: the value is recorded as the final result. Do not call any more tools; end your turn."
+
+// runTools answers the pending calls of the last assistant step in one
+// commit. Within a structured request the finalizer must be the only call of
+// its batch; its value is validated here, by the server, and a valid value
+// becomes the request's candidate in the same transaction as its result.
+func (a *action) runTools(ctx context.Context, step *parsed, calls []jsonb.Part) (bool, error) {
+	req := a.turn.Request
+	var results []jsonb.Part
+	progress := (*store.Progress)(nil)
+	if req != nil {
+		progress = &store.Progress{RequestID: req.RequestID}
+	}
+	reject := func(validation bool) {
+		progress.Rejections = 1
+		if validation {
+			progress.ValidationRejections = 1
+		}
+	}
+
+	finalizers := 0
+	if req != nil {
+		for _, c := range calls {
+			if c.ToolName == FinalizerName {
+				finalizers++
+			}
+		}
+	}
+	switch {
+	case finalizers > 0 && len(calls) > 1:
+		// Invalid batch: nothing in it runs.
+		for _, c := range calls {
+			results = append(results, errorResult(c, "Not run: "+FinalizerName+" must be the only tool call in its message. "+
+				"Run any other tools first, then call "+FinalizerName+" alone."))
+		}
+		reject(false)
+	default:
+		for _, c := range calls {
+			if req != nil && c.ToolName == FinalizerName {
+				res, candidate, validationFailed := a.finalize(step, c, req)
+				results = append(results, res)
+				if candidate != nil {
+					progress.SetCandidate, progress.Candidate, progress.CandidateCallID = true, candidate, c.ToolCallID
+				} else {
+					reject(validationFailed)
+				}
+				continue
+			}
+			results = append(results, errorResult(c, fmt.Sprintf("Unknown tool %q.", c.ToolName)))
+		}
+	}
+
+	commit := store.Commit{
+		Messages: []store.NewMessage{{Role: "tool", Parts: results, RequestID: a.requestID()}},
+		Progress: progress,
+	}
+	if progress != nil && progress.Rejections > 0 && req.Rejections+1 >= MaxRejections {
+		code := CodeNotProduced
+		if req.ValidationRejections+progress.ValidationRejections > 0 {
+			code = CodeValidationExhausted
+		}
+		commit.Outcomes = []store.Outcome{{RequestID: req.RequestID, Status: "failed", Code: code,
+			Message: fmt.Sprintf("no valid result after %d attempts: %s", MaxRejections, lastFeedback(results))}}
+		commit.End = store.EndTurn
+	}
+	return a.commit(ctx, commit)
+}
+
+// finalize executes one finalizer call: the step must have ended normally,
+// the arguments must be exactly {"output": <value>}, and the value must
+// satisfy the request's schema. It returns the tool result and, when valid,
+// the candidate value; validationFailed says a value was rejected by the
+// schema (rather than malformed or ineligible).
+func (a *action) finalize(step *parsed, call jsonb.Part, req *dbgen.StructuredRequest) (jsonb.Part, json.RawMessage, bool) {
+	if call.ArgsRejected != "" {
+		return errorResult(call, "Rejected: "+call.ArgsRejected+". Call "+FinalizerName+" again with {\"output\": <value>}."), nil, false
+	}
+	if fr := ptrString(step.row.FinishReason); fr != "tool-calls" && fr != "stop" {
+		return errorResult(call, fmt.Sprintf("Rejected: the step ended with finish reason %q, so its arguments may be incomplete. Call %s again.", fr, FinalizerName)), nil, false
+	}
+	value, err := outputOf(call.Args)
+	if err != nil {
+		return errorResult(call, "Rejected: "+err.Error()+". Call "+FinalizerName+" again with {\"output\": <value>}."), nil, false
+	}
+	schema, err := a.t.w.r.schemas.get(req)
+	if err != nil {
+		return errorResult(call, "Rejected: the request's schema cannot be used."), nil, false
+	}
+	res := schema.Validate(value)
+	if !res.Valid() {
+		msg := "The value does not satisfy the schema: " + res.Summary()
+		if len(msg) > maxFeedbackBytes {
+			msg = msg[:maxFeedbackBytes] + "…"
+		}
+		return errorResult(call, msg+" Fix the value and call "+FinalizerName+" again."), nil, true
+	}
+	return textResult(call, finalizerAccepted), value, false
+}
+
+// screenFinalizerArgs checks a finalizer call's raw argument bytes before
+// the step is committed: JSONB would erase duplicate keys and cannot hold
+// every number or escape, so unsafe bytes are replaced by a placeholder and
+// a server-only marker, and never stored.
+func screenFinalizerArgs(parts []jsonb.Part) {
+	for i, p := range parts {
+		if p.Type != jsonb.PartToolCall || p.ToolName != FinalizerName || p.ArgsRejected != "" {
+			continue
+		}
+		if _, err := validate.Decode(p.Args, finalizerArgLimits); err != nil {
+			parts[i].Args = json.RawMessage(`{}`)
+			parts[i].ArgsRejected = "the arguments are not acceptable JSON (" + err.Error() + ")"
+		}
+	}
+}
+
+// finalizerArgLimits are the value limits plus the {"output": ...} wrapper.
+var finalizerArgLimits = validate.Limits{
+	MaxBytes: validate.ValueLimits.MaxBytes + 64, MaxDepth: validate.ValueLimits.MaxDepth + 1,
+	MaxNodes: validate.ValueLimits.MaxNodes + 1, MaxKeyBytes: validate.ValueLimits.MaxKeyBytes,
+	MaxNumberLen: validate.ValueLimits.MaxNumberLen,
+}
+
+// outputOf extracts the raw output value from {"output": <value>}.
+func outputOf(args json.RawMessage) (json.RawMessage, error) {
+	if _, err := validate.Decode(args, finalizerArgLimits); err != nil {
+		return nil, fmt.Errorf("the arguments are not acceptable JSON: %v", err)
+	}
+	var wrapper map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(args))
+	if err := dec.Decode(&wrapper); err != nil || wrapper == nil {
+		return nil, fmt.Errorf(`the arguments must be an object {"output": <value>}`)
+	}
+	out, ok := wrapper["output"]
+	if !ok || len(wrapper) != 1 {
+		return nil, fmt.Errorf(`the arguments must be exactly {"output": <value>}`)
+	}
+	return out, nil
+}
+
+func lastFeedback(results []jsonb.Part) string {
+	for i := len(results) - 1; i >= 0; i-- {
+		if results[i].IsError {
+			s := resultText(results[i].Result)
+			if len(s) > 1024 {
+				s = s[:1024] + "…"
+			}
+			return s
+		}
+	}
+	return "the model did not submit a value"
+}
+
+func ptrString(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// schemaCache keeps compiled request schemas; they never change.
+type schemaCache struct {
+	mu sync.Mutex
+	m  map[uuid.UUID]*validate.Schema
+}
+
+func (c *schemaCache) get(req *dbgen.StructuredRequest) (*validate.Schema, error) {
+	c.mu.Lock()
+	s, ok := c.m[req.RequestID]
+	c.mu.Unlock()
+	if ok {
+		return s, nil
+	}
+	s, err := validate.Compile(req.Schema)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) > 1024 {
+		c.m = map[uuid.UUID]*validate.Schema{}
+	}
+	c.m[req.RequestID] = s
+	return s, nil
+}

@@ -1,0 +1,443 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"charm.land/fantasy"
+	"github.com/google/uuid"
+
+	"github.com/chatd/chatd/internal/jsonb"
+	"github.com/chatd/chatd/internal/notify"
+	"github.com/chatd/chatd/internal/store"
+)
+
+// MaxRejections fails a structured request on its third rejected
+// finalization batch: the first try plus two repairs.
+const MaxRejections = 3
+
+// Error codes of failed and cancelled requests.
+const (
+	CodeValidationExhausted = "validation_exhausted"
+	CodeNotProduced         = "not_produced"
+	CodeConfiguration       = "configuration_error"
+	CodeProviderError       = "provider_error"
+	CodeRefused             = "refused"
+	CodeInterrupted         = "interrupted"
+)
+
+// turnRunner holds what one worker knows about the chat it runs between
+// passes: only the partial output of a step that was cut short.
+type turnRunner struct {
+	w       *worker
+	sub     *notify.Sub
+	log     *slog.Logger
+	partial []jsonb.Part
+}
+
+// pass reads the chat and performs one action. done reports that the chat
+// is no longer this worker's to run.
+func (t *turnRunner) pass(ctx context.Context, chatID uuid.UUID) (bool, error) {
+	st := t.w.r.store
+	turn, err := st.LoadTurn(ctx, chatID)
+	if err != nil {
+		return false, err
+	}
+	if !turn.Chat.WorkerID.Valid || turn.Chat.WorkerID.UUID != t.w.id {
+		return true, nil
+	}
+	msgs, err := parseRows(turn.Prompt)
+	if err != nil {
+		return false, err
+	}
+	fence := store.Fence{ChatID: chatID, WorkerID: t.w.id, HistoryVersion: turn.Chat.HistoryVersion}
+	a := action{t: t, turn: turn, msgs: msgs, fence: fence}
+
+	switch turn.Chat.Status {
+	case "interrupting":
+		return a.finishInterruption(ctx)
+	case "running":
+	default:
+		return true, nil
+	}
+	t.partial = nil
+
+	last := lastAssistant(msgs)
+	if calls := unresolvedCalls(msgs); len(calls) > 0 {
+		return a.runTools(ctx, last, calls)
+	}
+	req := turn.Request
+	if req != nil && req.Candidate != nil {
+		return a.succeed(ctx)
+	}
+	if len(msgs) > 0 && msgs[len(msgs)-1].row.Role == "assistant" {
+		if req == nil {
+			return a.commit(ctx, store.Commit{End: store.EndTurn})
+		}
+		return a.rejectTextOnly(ctx)
+	}
+	if steps := a.steps(); steps >= t.w.r.opts.MaxSteps {
+		if req == nil {
+			return a.commit(ctx, store.Commit{End: store.EndTurn})
+		}
+		code := CodeNotProduced
+		if req.ValidationRejections > 0 {
+			code = CodeValidationExhausted
+		}
+		return a.fail(ctx, code, fmt.Sprintf("no valid result within the limit of %d steps", t.w.r.opts.MaxSteps), store.EndTurn)
+	}
+	return a.generate(ctx)
+}
+
+// action is one decision over one read of the chat.
+type action struct {
+	t     *turnRunner
+	turn  store.Turn
+	msgs  []parsed
+	fence store.Fence
+}
+
+// commit applies c behind the action's fence; done when the chat is no
+// longer ours (finished, waiting for the client).
+func (a *action) commit(ctx context.Context, c store.Commit) (bool, error) {
+	c.Fence = a.fence
+	if c.Fence.Statuses == nil {
+		c.Fence.Statuses = []string{"running"}
+	}
+	res, err := a.t.w.r.store.Apply(ctx, c)
+	if err != nil {
+		return false, err
+	}
+	mine := res.Chat.WorkerID.Valid && res.Chat.WorkerID.UUID == a.t.w.id
+	return !mine || (res.Chat.Status != "running" && res.Chat.Status != "interrupting"), nil
+}
+
+func (a *action) requestID() uuid.NullUUID {
+	if a.turn.Request == nil {
+		return uuid.NullUUID{}
+	}
+	return uuid.NullUUID{UUID: a.turn.Request.RequestID, Valid: true}
+}
+
+// steps counts provider steps of the turn: the ledger's count for a
+// structured request (it survives compaction), otherwise assistant rows since
+// the latest user request.
+func (a *action) steps() int {
+	if a.turn.Request != nil {
+		return int(a.turn.Request.Steps)
+	}
+	n := 0
+	for i := len(a.msgs) - 1; i >= 0; i-- {
+		m := a.msgs[i].row
+		if m.Role == "user" && m.Visibility != "model" {
+			break
+		}
+		if m.Role == "assistant" {
+			n++
+		}
+	}
+	return n
+}
+
+// fail ends the turn: a failed receipt for the governing request (if any)
+// and the given end.
+func (a *action) fail(ctx context.Context, code, message string, end store.End, extra ...store.NewMessage) (bool, error) {
+	c := store.Commit{Messages: extra, End: end}
+	if req := a.turn.Request; req != nil {
+		c.Outcomes = []store.Outcome{{RequestID: req.RequestID, Status: "failed", Code: code, Message: message}}
+	}
+	if end == store.EndError {
+		c.LastError, _ = json.Marshal(map[string]string{"code": code, "message": message})
+	}
+	return a.commit(ctx, c)
+}
+
+// succeed publishes the current candidate: receipt, ledger, end of turn and
+// queue promotion in one transaction.
+func (a *action) succeed(ctx context.Context) (bool, error) {
+	req := a.turn.Request
+	return a.commit(ctx, store.Commit{
+		Outcomes: []store.Outcome{{RequestID: req.RequestID, Status: "succeeded", Value: req.Candidate}},
+		End:      store.EndTurn,
+	})
+}
+
+const textOnlyFeedback = "You ended your turn without calling " + FinalizerName + ". This request is complete only when you call " +
+	FinalizerName + " with {\"output\": <value>} matching its schema. Call it now."
+
+// rejectTextOnly counts a text-only ending as one rejection and asks again,
+// or fails the request when the budget is spent.
+func (a *action) rejectTextOnly(ctx context.Context) (bool, error) {
+	req := a.turn.Request
+	if req.Rejections+1 >= MaxRejections {
+		code := CodeNotProduced
+		if req.ValidationRejections > 0 {
+			code = CodeValidationExhausted
+		}
+		c := store.Commit{
+			Progress: &store.Progress{RequestID: req.RequestID, Rejections: 1},
+			Outcomes: []store.Outcome{{RequestID: req.RequestID, Status: "failed", Code: code,
+				Message: "the model ended without submitting a valid result after 3 attempts"}},
+			End: store.EndTurn,
+		}
+		return a.commit(ctx, c)
+	}
+	return a.commit(ctx, store.Commit{
+		Messages: []store.NewMessage{{Role: "user", Visibility: "model", Parts: []jsonb.Part{{Type: jsonb.PartHookContext, Text: textOnlyFeedback}},
+			RequestID: a.requestID()}},
+		Progress: &store.Progress{RequestID: req.RequestID, Rejections: 1},
+	})
+}
+
+// generate makes one provider step and commits it.
+func (a *action) generate(ctx context.Context) (bool, error) {
+	r := a.t.w.r
+	chat := a.turn.Chat
+	model, err := r.models.Model(ctx, chat.Model)
+	if err != nil {
+		a.t.log.Warn("model unavailable", slog.String("model", chat.Model), slog.String("error", err.Error()))
+		return a.fail(ctx, CodeConfiguration, fmt.Sprintf("model %q is not available on this server", chat.Model), store.EndError)
+	}
+	req := a.turn.Request
+	system := chat.SystemPrompt
+	var tools []fantasy.Tool
+	if req != nil {
+		fin, err := finalizerTool(req)
+		if err != nil {
+			return a.fail(ctx, CodeConfiguration, "the stored schema cannot be used", store.EndError)
+		}
+		tools = append(tools, fin)
+		system = strings.TrimSpace(system + "\n\n" + structuredInstruction(req))
+	}
+
+	attempt, err := r.store.RecordAttempt(ctx, a.fence)
+	if err != nil {
+		return false, err
+	}
+	auto := fantasy.ToolChoiceAuto
+	call := fantasy.Call{Prompt: buildPrompt(system, a.msgs), Tools: tools}
+	if len(tools) > 0 {
+		call.ToolChoice = &auto
+	}
+	if n := model.Config.MaxOutputTokens; n > 0 {
+		call.MaxOutputTokens = &n
+	}
+
+	stepCtx, cancelStep := context.WithCancelCause(ctx)
+	defer cancelStep(nil)
+	stopWatch := a.watch(stepCtx, cancelStep)
+	defer stopWatch()
+
+	chatID := chat.ID.String()
+	var seq int64
+	start := time.Now()
+	res := streamStep(stepCtx, model.LM, call, func(d Delta) {
+		seq++
+		d.HistoryVersion, d.Attempt, d.Seq = a.fence.HistoryVersion, attempt, seq
+		r.opts.Preview.Delta(chatID, d)
+	})
+	r.opts.Preview.Reset(chatID, a.fence.HistoryVersion, attempt)
+
+	if res.Err != nil {
+		if cause := context.Cause(stepCtx); errors.Is(cause, errChatChanged) || ctx.Err() != nil {
+			// Interrupted or edited: keep what was produced for an interruption.
+			a.t.partial = res.Parts
+			return false, nil
+		}
+		return a.providerError(ctx, attempt, res.Err)
+	}
+	a.t.log.Debug("provider step", slog.Int("attempt", int(attempt)), slog.String("finish_reason", string(res.FinishReason)),
+		slog.Duration("took", time.Since(start)))
+
+	usage, _ := json.Marshal(res.Usage)
+	parts := res.Parts
+	if req != nil {
+		screenFinalizerArgs(parts)
+	}
+	if len(parts) == 0 {
+		parts = []jsonb.Part{} // an empty answer is still a (text-only) ending
+	}
+	c := store.Commit{
+		Messages: []store.NewMessage{{Role: "assistant", Parts: parts, RequestID: a.requestID(),
+			FinishReason: string(res.FinishReason), Usage: usage}},
+	}
+	if req != nil {
+		c.Progress = &store.Progress{RequestID: req.RequestID, Steps: 1}
+	}
+	a.fence.Attempt = &attempt
+	return a.commit(ctx, c)
+}
+
+// errChatChanged cancels a step whose chat moved (interrupt, edit).
+var errChatChanged = errors.New("chat changed")
+
+// watch cancels the step when the chat's status, owner or history moves.
+func (a *action) watch(ctx context.Context, cancel context.CancelCauseFunc) func() {
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-done:
+				return
+			case <-a.t.sub.C():
+				a.t.sub.Next()
+				c, err := a.t.w.r.store.Queries().ChatGet(ctx, a.t.w.r.store.Pool(), a.fence.ChatID)
+				if err != nil {
+					continue
+				}
+				if c.Status != "running" || c.HistoryVersion != a.fence.HistoryVersion ||
+					!c.WorkerID.Valid || c.WorkerID.UUID != a.t.w.id {
+					cancel(errChatChanged)
+					return
+				}
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// providerError retries transient failures with backoff within the attempt
+// budget and ends the turn on terminal ones, with a sanitized message.
+func (a *action) providerError(ctx context.Context, attempt int32, err error) (bool, error) {
+	r := a.t.w.r
+	var pe *fantasy.ProviderError
+	retryable := fantasy.IsTransportError(err) || errors.Is(err, context.DeadlineExceeded)
+	status := 0
+	var floor time.Duration
+	if errors.As(err, &pe) {
+		retryable = pe.IsRetryable()
+		status = pe.StatusCode
+		floor = retryAfter(pe.ResponseHeaders)
+	}
+	a.t.log.Warn("provider error", slog.Int("attempt", int(attempt)), slog.Int("status", status),
+		slog.Bool("retryable", retryable), slog.String("error", err.Error()))
+	if retryable && int(attempt) < r.opts.MaxAttempts {
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(r.backoff(attempt, floor)):
+		}
+		return false, nil
+	}
+	msg := "the model provider failed"
+	if status != 0 {
+		msg = fmt.Sprintf("the model provider failed (HTTP %d)", status)
+	}
+	if retryable {
+		msg += fmt.Sprintf(" after %d attempts", attempt)
+	}
+	a.fence.Attempt = &attempt
+	return a.fail(ctx, CodeProviderError, msg, store.EndError)
+}
+
+// finishInterruption keeps the partial output, closes dangling tool calls,
+// cancels the governing request and lets the queue move on.
+func (a *action) finishInterruption(ctx context.Context) (bool, error) {
+	var msgs []store.NewMessage
+	var kept []jsonb.Part
+	for _, p := range a.t.partial {
+		if p.Type == jsonb.PartText || p.Type == jsonb.PartReasoning {
+			kept = append(kept, p)
+		}
+	}
+	a.t.partial = nil
+	if len(kept) > 0 {
+		msgs = append(msgs, store.NewMessage{Role: "assistant", Parts: kept, RequestID: a.requestID(), FinishReason: "interrupted"})
+	}
+	if calls := unresolvedCalls(a.msgs); len(calls) > 0 {
+		var results []jsonb.Part
+		for _, c := range calls {
+			results = append(results, errorResult(c, "the turn was interrupted before this tool ran"))
+		}
+		msgs = append(msgs, store.NewMessage{Role: "tool", Parts: results, RequestID: a.requestID()})
+	}
+	c := store.Commit{Messages: msgs, End: store.EndTurn}
+	c.Fence.Statuses = []string{"interrupting"}
+	if req := a.turn.Request; req != nil {
+		c.Outcomes = []store.Outcome{{RequestID: req.RequestID, Status: "cancelled", Code: CodeInterrupted,
+			Message: "the turn was interrupted"}}
+	}
+	return a.commit(ctx, c)
+}
+
+func lastAssistant(msgs []parsed) *parsed {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].row.Role == "assistant" {
+			return &msgs[i]
+		}
+	}
+	return nil
+}
+
+// unresolvedCalls are the tool calls of the last assistant message that no
+// later tool message answers (provider-executed calls are answered upstream).
+func unresolvedCalls(msgs []parsed) []jsonb.Part {
+	idx := -1
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].row.Role == "assistant" {
+			idx = i
+			break
+		}
+	}
+	if idx < 0 {
+		return nil
+	}
+	answered := map[string]bool{}
+	for _, m := range msgs[idx+1:] {
+		for _, p := range m.parts {
+			if p.Type == jsonb.PartToolResult {
+				answered[p.ToolCallID] = true
+			}
+		}
+	}
+	for _, p := range msgs[idx].parts {
+		if p.Type == jsonb.PartToolResult {
+			answered[p.ToolCallID] = true
+		}
+	}
+	var out []jsonb.Part
+	for _, p := range msgs[idx].parts {
+		if p.Type == jsonb.PartToolCall && !p.ProviderExecuted && !answered[p.ToolCallID] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func errorResult(call jsonb.Part, msg string) jsonb.Part {
+	return jsonb.Part{Type: jsonb.PartToolResult, ToolCallID: call.ToolCallID, ToolName: call.ToolName, Result: jsonString(msg), IsError: true}
+}
+
+func textResult(call jsonb.Part, msg string) jsonb.Part {
+	return jsonb.Part{Type: jsonb.PartToolResult, ToolCallID: call.ToolCallID, ToolName: call.ToolName, Result: jsonString(msg)}
+}
+
+// jsonString encodes s as a JSON string without HTML escaping.
+func jsonString(s string) json.RawMessage {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return bytes.TrimRight(b.Bytes(), "\n")
+}
+
+// retryAfter reads a Retry-After header (seconds) from provider headers.
+func retryAfter(h map[string]string) time.Duration {
+	for k, v := range h {
+		if strings.EqualFold(k, "retry-after") {
+			var secs float64
+			if _, err := fmt.Sscanf(v, "%g", &secs); err == nil && secs > 0 {
+				return min(time.Duration(secs*float64(time.Second)), 5*time.Minute)
+			}
+		}
+	}
+	return 0
+}

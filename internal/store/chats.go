@@ -1,0 +1,241 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/chatd/chatd/internal/dbgen"
+	"github.com/chatd/chatd/internal/jsonb"
+)
+
+// RequestSpec is an admitted structured response format to persist.
+type RequestSpec struct {
+	Name        string
+	Description string
+	Schema      json.RawMessage
+}
+
+// NewChat describes a chat to create with its first user message.
+type NewChat struct {
+	OwnerID      uuid.UUID
+	Model        string
+	SystemPrompt string
+	Title        string
+	Mode         string
+	ParentChatID uuid.NullUUID
+	DynamicTools json.RawMessage
+	Content      []jsonb.Part
+	Request      *RequestSpec
+}
+
+// CreateChat inserts the chat (running), its ledger row when structured, and
+// the first user message, in one transaction.
+func (s *Store) CreateChat(ctx context.Context, p NewChat) (dbgen.Chat, dbgen.ChatMessage, error) {
+	var chat dbgen.Chat
+	var msg dbgen.ChatMessage
+	content, err := jsonb.MarshalParts(p.Content)
+	if err != nil {
+		return chat, msg, err
+	}
+	if p.Mode == "" {
+		p.Mode = "normal"
+	}
+	if p.Title == "" {
+		p.Title = titleFrom(p.Content)
+	}
+	if len(p.DynamicTools) == 0 {
+		p.DynamicTools = json.RawMessage("[]")
+	}
+	err = s.tx(ctx, func(tx pgx.Tx) error {
+		var err error
+		chat, err = s.q.ChatInsert(ctx, tx, dbgen.ChatInsertParams{
+			OwnerID: p.OwnerID, ParentChatID: p.ParentChatID, Title: p.Title, Model: p.Model,
+			SystemPrompt: p.SystemPrompt, Mode: p.Mode, DynamicTools: p.DynamicTools, Status: "running",
+		})
+		if err != nil {
+			return err
+		}
+		reqID, err := s.insertRequest(ctx, tx, chat.ID, p.Request)
+		if err != nil {
+			return err
+		}
+		msg, err = s.q.MessageInsert(ctx, tx, dbgen.MessageInsertParams{
+			ChatID: chat.ID, Role: "user", Kind: "message", Visibility: "both",
+			Content: content, StructuredRequestID: reqID,
+		})
+		if err != nil {
+			return err
+		}
+		chat, err = s.q.ChatGet(ctx, tx, chat.ID)
+		return err
+	})
+	return chat, msg, err
+}
+
+func (s *Store) insertRequest(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, spec *RequestSpec) (uuid.NullUUID, error) {
+	if spec == nil {
+		return uuid.NullUUID{}, nil
+	}
+	id := uuid.New()
+	_, err := s.q.RequestInsert(ctx, tx, dbgen.RequestInsertParams{
+		RequestID: id, ChatID: chatID, Name: spec.Name, Description: spec.Description, Schema: spec.Schema,
+	})
+	return uuid.NullUUID{UUID: id, Valid: true}, err
+}
+
+// titleFrom derives a chat title from the first line of the first text part.
+func titleFrom(parts []jsonb.Part) string {
+	for _, p := range parts {
+		if p.Type != jsonb.PartText {
+			continue
+		}
+		line, _, _ := strings.Cut(strings.TrimSpace(p.Text), "\n")
+		line = strings.ToValidUTF8(strings.ReplaceAll(line, "\x00", ""), "")
+		if utf8.RuneCountInString(line) > 80 {
+			r := []rune(line)
+			line = string(r[:79]) + "…"
+		}
+		return line
+	}
+	return ""
+}
+
+// SendParams describe a user message sent to an existing chat.
+type SendParams struct {
+	OwnerID uuid.UUID
+	ChatID  uuid.UUID
+	Content []jsonb.Part
+	Request *RequestSpec
+	// Check repeats cheap state-dependent admission checks under the chat
+	// lock; an error aborts the transaction unchanged.
+	Check func(dbgen.Chat) error
+}
+
+// SendResult says where the message went.
+type SendResult struct {
+	Chat    dbgen.Chat
+	Message *dbgen.ChatMessage
+	Queued  *dbgen.ChatQueuedMessage
+}
+
+// SendMessage puts the message into history when the chat is idle (waiting
+// or error) and starts a turn, or queues it behind the running turn.
+func (s *Store) SendMessage(ctx context.Context, p SendParams) (SendResult, error) {
+	var res SendResult
+	content, err := jsonb.MarshalParts(p.Content)
+	if err != nil {
+		return res, err
+	}
+	err = s.tx(ctx, func(tx pgx.Tx) error {
+		chat, err := s.q.ChatLockForOwner(ctx, tx, dbgen.ChatLockForOwnerParams{ID: p.ChatID, OwnerID: p.OwnerID})
+		if err != nil {
+			return err
+		}
+		if p.Check != nil {
+			if err := p.Check(chat); err != nil {
+				return err
+			}
+		}
+		reqID, err := s.insertRequest(ctx, tx, chat.ID, p.Request)
+		if err != nil {
+			return err
+		}
+		if chat.Status == "waiting" || chat.Status == "error" {
+			msg, err := s.q.MessageInsert(ctx, tx, dbgen.MessageInsertParams{
+				ChatID: chat.ID, Role: "user", Kind: "message", Visibility: "both",
+				Content: content, StructuredRequestID: reqID,
+			})
+			if err != nil {
+				return err
+			}
+			res.Message = &msg
+			res.Chat, err = s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: chat.ID, Status: "running"})
+			return err
+		}
+		q, err := s.q.QueueInsert(ctx, tx, dbgen.QueueInsertParams{ChatID: chat.ID, Content: content, StructuredRequestID: reqID})
+		if err != nil {
+			return err
+		}
+		res.Queued = &q
+		res.Chat, err = s.q.ChatGet(ctx, tx, chat.ID)
+		return err
+	})
+	return res, err
+}
+
+// GetChat returns the owner's chat.
+func (s *Store) GetChat(ctx context.Context, owner, id uuid.UUID) (dbgen.Chat, error) {
+	c, err := s.q.ChatGetForOwner(ctx, s.pool, dbgen.ChatGetForOwnerParams{ID: id, OwnerID: owner})
+	return c, mapError(err)
+}
+
+// ListChats returns the owner's chats, most recently active first.
+func (s *Store) ListChats(ctx context.Context, owner uuid.UUID, limit int32, before *dbgen.Chat) ([]dbgen.Chat, error) {
+	p := dbgen.ChatListForOwnerParams{OwnerID: owner, MaxRows: limit}
+	if before != nil {
+		t := before.UpdatedAt
+		p.BeforeUpdatedAt = &t
+		p.BeforeID = uuid.NullUUID{UUID: before.ID, Valid: true}
+	}
+	cs, err := s.q.ChatListForOwner(ctx, s.pool, p)
+	return cs, mapError(err)
+}
+
+// History is a page of client-visible messages plus the queue.
+type History struct {
+	Messages []dbgen.ChatMessage
+	Queue    []dbgen.ChatQueuedMessage
+	HasMore  bool
+}
+
+// ListMessages returns client-visible messages with id > afterID, and the
+// queue, read in one snapshot under the chat's share lock.
+func (s *Store) ListMessages(ctx context.Context, owner, chatID uuid.UUID, afterID int64, limit int32) (History, error) {
+	var h History
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if _, err := s.q.ChatGetForOwner(ctx, tx, dbgen.ChatGetForOwnerParams{ID: chatID, OwnerID: owner}); err != nil {
+			return err
+		}
+		msgs, err := s.q.MessageListForClient(ctx, tx, dbgen.MessageListForClientParams{ChatID: chatID, AfterID: afterID, MaxRows: limit + 1})
+		if err != nil {
+			return err
+		}
+		if int32(len(msgs)) > limit {
+			h.HasMore = true
+			msgs = msgs[:limit]
+		}
+		h.Messages = msgs
+		h.Queue, err = s.q.QueueList(ctx, tx, chatID)
+		return err
+	})
+	return h, mapError(err)
+}
+
+// RequestState is a ledger row with its receipt, if finished.
+type RequestState struct {
+	Request dbgen.StructuredRequest
+	Receipt *dbgen.ChatMessage
+}
+
+// GetRequest returns the owner's structured request and its receipt.
+func (s *Store) GetRequest(ctx context.Context, owner, requestID uuid.UUID) (RequestState, error) {
+	var st RequestState
+	r, err := s.q.RequestGetForOwner(ctx, s.pool, dbgen.RequestGetForOwnerParams{RequestID: requestID, OwnerID: owner})
+	if err != nil {
+		return st, mapError(err)
+	}
+	st.Request = r
+	if r.ReceiptMessageID != nil {
+		m, err := s.q.MessageGetByID(ctx, s.pool, *r.ReceiptMessageID)
+		if err != nil {
+			return st, mapError(err)
+		}
+		st.Receipt = &m
+	}
+	return st, nil
+}

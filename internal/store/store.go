@@ -1,0 +1,121 @@
+// Package store is the database seam: every state transition of a chat is a
+// method here, run as one transaction whose first statement takes the chat's
+// row lock and checks the transition's guard. Errors from PostgreSQL are
+// mapped once, here, to the sentinel errors below.
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/chatd/chatd/internal/dbgen"
+)
+
+var (
+	// ErrNotFound: no such row, or not the caller's.
+	ErrNotFound = errors.New("not found")
+	// ErrQueueFull: the chat's queue already holds its maximum.
+	ErrQueueFull = errors.New("queue full")
+	// ErrFenceMiss: a worker's guard failed (lost ownership, history moved,
+	// status changed). An expected exit for the worker, not a failure.
+	ErrFenceMiss = errors.New("fence miss")
+	// ErrConflict: the chat's state does not allow the operation.
+	ErrConflict = errors.New("conflict")
+)
+
+// ConflictError explains an ErrConflict.
+type ConflictError struct{ Detail string }
+
+func (e *ConflictError) Error() string { return e.Detail }
+func (e *ConflictError) Unwrap() error { return ErrConflict }
+
+// Store runs transitions against one database.
+type Store struct {
+	pool *pgxpool.Pool
+	q    *dbgen.Queries
+}
+
+// New returns a Store on pool.
+func New(pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool, q: dbgen.New()}
+}
+
+// Pool returns the underlying pool.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Queries returns the generated queries, for reads.
+func (s *Store) Queries() *dbgen.Queries { return s.q }
+
+// tx runs fn in a transaction, mapping errors.
+func (s *Store) tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return mapError(pgx.BeginFunc(ctx, s.pool, fn))
+}
+
+// mapError translates database errors into the package's sentinels.
+func mapError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "CD001" {
+		return fmt.Errorf("%w: %s", ErrQueueFull, pgErr.Message)
+	}
+	return err
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+
+// TokenPrefix starts every API token.
+const TokenPrefix = "chatd_"
+
+// HashToken is how tokens are stored: a SHA-256 digest. Tokens carry 256
+// bits of randomness, so a fast hash is enough.
+func HashToken(token string) []byte {
+	sum := sha256.Sum256([]byte(token))
+	return sum[:]
+}
+
+// CreateToken creates the user if needed and a new token for them. The
+// token is returned once; only its digest is stored.
+func (s *Store) CreateToken(ctx context.Context, userName string) (string, error) {
+	var secret [32]byte
+	if _, err := rand.Read(secret[:]); err != nil {
+		return "", err
+	}
+	token := TokenPrefix + base64.RawURLEncoding.EncodeToString(secret[:])
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		u, err := s.q.UserUpsertByName(ctx, tx, userName)
+		if err != nil {
+			return err
+		}
+		_, err = s.q.TokenInsert(ctx, tx, dbgen.TokenInsertParams{UserID: u.ID, TokenHash: HashToken(token)})
+		return err
+	})
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23514" && strings.Contains(pgErr.ConstraintName, "name") {
+			return "", fmt.Errorf("user name %q: use 1-64 letters, digits, '_', '.', '@' or '-'", userName)
+		}
+		return "", err
+	}
+	return token, nil
+}
+
+// Authenticate resolves a bearer token to its user.
+func (s *Store) Authenticate(ctx context.Context, token string) (dbgen.TokenAuthenticateRow, error) {
+	row, err := s.q.TokenAuthenticate(ctx, s.pool, HashToken(token))
+	return row, mapError(err)
+}

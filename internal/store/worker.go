@@ -1,0 +1,356 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/chatd/chatd/internal/dbgen"
+	"github.com/chatd/chatd/internal/jsonb"
+)
+
+// Claim takes ownership of one runnable chat without a live owner, or
+// returns ErrNotFound when there is none.
+func (s *Store) Claim(ctx context.Context, worker uuid.UUID, lease time.Duration) (dbgen.Chat, error) {
+	c, err := s.q.ChatClaimRunnable(ctx, s.pool, dbgen.ChatClaimRunnableParams{
+		WorkerID: uuid.NullUUID{UUID: worker, Valid: true}, LeaseSeconds: lease.Seconds(),
+	})
+	return c, mapError(err)
+}
+
+// RenewLease extends the worker's lease; ErrFenceMiss if it lost the chat.
+func (s *Store) RenewLease(ctx context.Context, chatID, worker uuid.UUID, lease time.Duration) error {
+	_, err := s.q.ChatRenewLeaseIfOwned(ctx, s.pool, dbgen.ChatRenewLeaseIfOwnedParams{
+		ID: chatID, WorkerID: uuid.NullUUID{UUID: worker, Valid: true}, LeaseSeconds: lease.Seconds(),
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrFenceMiss
+	}
+	return err
+}
+
+// Release gives a chat back (the worker is stopping).
+func (s *Store) Release(ctx context.Context, chatID, worker uuid.UUID) error {
+	_, err := s.q.ChatReleaseIfOwned(ctx, s.pool, dbgen.ChatReleaseIfOwnedParams{
+		ID: chatID, WorkerID: uuid.NullUUID{UUID: worker, Valid: true},
+	})
+	return err
+}
+
+// Turn is what a worker reads to decide its next action.
+type Turn struct {
+	Chat dbgen.Chat
+	// Prompt is the model-visible history, in order.
+	Prompt []dbgen.ChatMessage
+	// Request governs the turn when the latest real user request asked for
+	// structured output and is still pending.
+	Request *dbgen.StructuredRequest
+}
+
+// LoadTurn reads the chat, its prompt history and its governing request in
+// one snapshot.
+func (s *Store) LoadTurn(ctx context.Context, chatID uuid.UUID) (Turn, error) {
+	var t Turn
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var err error
+		if t.Chat, err = s.q.ChatGet(ctx, tx, chatID); err != nil {
+			return err
+		}
+		if t.Prompt, err = s.q.MessageListForPrompt(ctx, tx, chatID); err != nil {
+			return err
+		}
+		latest, err := s.q.MessageGetLatestUserRequest(ctx, tx, chatID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !latest.StructuredRequestID.Valid {
+			return nil
+		}
+		r, err := s.q.RequestGet(ctx, tx, latest.StructuredRequestID.UUID)
+		if err != nil {
+			return err
+		}
+		if r.Status == "pending" {
+			t.Request = &r
+		}
+		return nil
+	})
+	return t, mapError(err)
+}
+
+// Fence is a worker's guard: the chat it owns, at the history it read.
+type Fence struct {
+	ChatID         uuid.UUID
+	WorkerID       uuid.UUID
+	HistoryVersion int64
+	// Statuses the commit accepts (default: running).
+	Statuses []string
+	// Attempt, when set, must still be the chat's generation_attempt: the
+	// commit ends a generation made under that attempt.
+	Attempt *int32
+}
+
+// RecordAttempt counts a provider attempt before making it.
+func (s *Store) RecordAttempt(ctx context.Context, f Fence) (int32, error) {
+	row, err := s.q.ChatRecordAttemptIfOwned(ctx, s.pool, dbgen.ChatRecordAttemptIfOwnedParams{
+		ID: f.ChatID, WorkerID: uuid.NullUUID{UUID: f.WorkerID, Valid: true}, HistoryVersion: f.HistoryVersion,
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, ErrFenceMiss
+	}
+	return row.GenerationAttempt, err
+}
+
+// NewMessage is a row to insert.
+type NewMessage struct {
+	Role         string
+	Kind         string // default "message"
+	Visibility   string // default "both"
+	Parts        []jsonb.Part
+	RequestID    uuid.NullUUID
+	FinishReason string
+	Usage        json.RawMessage
+}
+
+// Progress updates the governing request with the evidence committed beside it.
+type Progress struct {
+	RequestID            uuid.UUID
+	Steps                int32
+	Rejections           int32
+	ValidationRejections int32
+	// SetCandidate replaces the candidate with Candidate (nil clears it).
+	SetCandidate    bool
+	Candidate       json.RawMessage
+	CandidateCallID string
+}
+
+// Outcome finishes a pending request: a receipt row plus the ledger update.
+type Outcome struct {
+	RequestID uuid.UUID
+	Status    string // succeeded, failed, cancelled
+	Value     json.RawMessage
+	Code      string
+	Message   string
+}
+
+// End says how a commit leaves the chat.
+type End int
+
+const (
+	// EndNone keeps the turn going.
+	EndNone End = iota
+	// EndTurn finishes the turn: promote the queue head or go idle.
+	EndTurn
+	// EndError finishes the turn with an error: promote the queue head, or
+	// stay in the error status with LastError.
+	EndError
+	// EndRequiresAction waits for client tool results.
+	EndRequiresAction
+)
+
+// Commit is one fenced worker transaction.
+type Commit struct {
+	Fence     Fence
+	Messages  []NewMessage
+	Progress  *Progress
+	Outcomes  []Outcome
+	End       End
+	LastError json.RawMessage
+	// Deadline applies to EndRequiresAction.
+	Deadline *time.Time
+}
+
+// Committed reports what a commit wrote.
+type Committed struct {
+	Chat     dbgen.Chat
+	Messages []dbgen.ChatMessage // in insertion order, receipts and promoted input included
+	Request  *dbgen.StructuredRequest
+	Promoted bool
+}
+
+// Apply runs c in one transaction: lock behind the fence (ErrFenceMiss if it
+// fails), insert the messages, record progress, write receipts and finish
+// their requests, then end the turn (promoting the queue head).
+func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
+	var out Committed
+	statuses := c.Fence.Statuses
+	if len(statuses) == 0 {
+		statuses = []string{"running"}
+	}
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		out = Committed{}
+		_, err := s.q.ChatLockIfOwned(ctx, tx, dbgen.ChatLockIfOwnedParams{
+			ID: c.Fence.ChatID, WorkerID: uuid.NullUUID{UUID: c.Fence.WorkerID, Valid: true},
+			HistoryVersion: c.Fence.HistoryVersion, Statuses: statuses, GenerationAttempt: c.Fence.Attempt,
+		})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrFenceMiss
+		}
+		if err != nil {
+			return err
+		}
+		for _, m := range c.Messages {
+			row, err := s.insertMessage(ctx, tx, c.Fence.ChatID, m)
+			if err != nil {
+				return err
+			}
+			out.Messages = append(out.Messages, row)
+		}
+		if p := c.Progress; p != nil {
+			r, err := s.q.RequestRecordProgress(ctx, tx, dbgen.RequestRecordProgressParams{
+				RequestID: p.RequestID, AddSteps: p.Steps, AddRejections: p.Rejections,
+				AddValidationRejections: p.ValidationRejections, SetCandidate: p.SetCandidate,
+				Candidate: p.Candidate, CandidateToolCallID: nullString(p.CandidateCallID),
+			})
+			if err != nil {
+				return fmt.Errorf("record progress of request %s: %w", p.RequestID, err)
+			}
+			out.Request = &r
+		}
+		for _, o := range c.Outcomes {
+			rows, r, err := s.finishRequest(ctx, tx, c.Fence.ChatID, o)
+			if err != nil {
+				return err
+			}
+			out.Messages = append(out.Messages, rows...)
+			out.Request = &r
+		}
+		chat, promoted, err := s.end(ctx, tx, c.Fence.ChatID, c.End, c.LastError, c.Deadline)
+		if err != nil {
+			return err
+		}
+		if promoted != nil {
+			out.Messages = append(out.Messages, *promoted)
+			out.Promoted = true
+		}
+		out.Chat = chat
+		return nil
+	})
+	return out, err
+}
+
+func (s *Store) insertMessage(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, m NewMessage) (dbgen.ChatMessage, error) {
+	content, err := jsonb.MarshalParts(m.Parts)
+	if err != nil {
+		return dbgen.ChatMessage{}, err
+	}
+	kind, vis := m.Kind, m.Visibility
+	if kind == "" {
+		kind = "message"
+	}
+	if vis == "" {
+		vis = "both"
+	}
+	return s.q.MessageInsert(ctx, tx, dbgen.MessageInsertParams{
+		ChatID: chatID, Role: m.Role, Kind: kind, Visibility: vis, Content: content,
+		StructuredRequestID: m.RequestID, FinishReason: nullString(m.FinishReason), Usage: m.Usage,
+	})
+}
+
+// finishRequest writes a receipt and closes its ledger row. A request that
+// is already finished (an ambiguous earlier commit, a recovered worker) is
+// left alone: the receipt that exists is the one outcome.
+func (s *Store) finishRequest(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, o Outcome) ([]dbgen.ChatMessage, dbgen.StructuredRequest, error) {
+	r, err := s.q.RequestGet(ctx, tx, o.RequestID)
+	if err != nil {
+		return nil, r, fmt.Errorf("finish request %s: %w", o.RequestID, err)
+	}
+	if r.Status != "pending" {
+		return nil, r, nil
+	}
+	receipt, err := s.insertMessage(ctx, tx, chatID, NewMessage{
+		Role: "assistant", Kind: "receipt", Visibility: "user",
+		Parts:     ReceiptParts(o),
+		RequestID: uuid.NullUUID{UUID: o.RequestID, Valid: true},
+	})
+	if err != nil {
+		return nil, r, fmt.Errorf("insert receipt for %s: %w", o.RequestID, err)
+	}
+	r, err = s.q.RequestFinish(ctx, tx, dbgen.RequestFinishParams{
+		RequestID: o.RequestID, Status: o.Status, ReceiptMessageID: &receipt.ID,
+		ErrorCode: nullString(o.Code), ErrorMessage: nullString(o.Message),
+	})
+	if err != nil {
+		return nil, r, fmt.Errorf("finish request %s: %w", o.RequestID, err)
+	}
+	return []dbgen.ChatMessage{receipt}, r, nil
+}
+
+// ReceiptParts is a receipt's content: a text fallback for clients that do
+// not know structured_output, and the internal outcome part.
+func ReceiptParts(o Outcome) []jsonb.Part {
+	out := &jsonb.Outcome{RequestID: o.RequestID.String(), Status: o.Status}
+	var text string
+	switch o.Status {
+	case "succeeded":
+		out.Value = o.Value
+		text = string(o.Value)
+	case "cancelled":
+		out.Error = &jsonb.OutcomeError{Code: o.Code, Message: o.Message}
+		text = fmt.Sprintf("Structured output request cancelled (%s): %s", o.Code, o.Message)
+	default:
+		out.Error = &jsonb.OutcomeError{Code: o.Code, Message: o.Message}
+		text = fmt.Sprintf("Structured output failed (%s): %s", o.Code, o.Message)
+	}
+	return []jsonb.Part{jsonb.Text(text), {Type: jsonb.PartOutcome, Outcome: out}}
+}
+
+// end applies the end of a commit to the chat row.
+func (s *Store) end(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, e End, lastError json.RawMessage, deadline *time.Time) (dbgen.Chat, *dbgen.ChatMessage, error) {
+	switch e {
+	case EndNone:
+		c, err := s.q.ChatGet(ctx, tx, chatID)
+		return c, nil, err
+	case EndRequiresAction:
+		c, err := s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: chatID, Status: "requires_action", RequiresActionDeadline: deadline})
+		return c, nil, err
+	}
+	promoted, err := s.promote(ctx, tx, chatID)
+	if err != nil {
+		return dbgen.Chat{}, nil, err
+	}
+	p := dbgen.ChatSetStateParams{ID: chatID, Status: "waiting"}
+	switch {
+	case promoted != nil:
+		// The next turn starts at once; the worker keeps the chat.
+		p.Status, p.KeepOwner = "running", true
+	case e == EndError:
+		p.Status, p.LastError = "error", lastError
+	}
+	c, err := s.q.ChatSetState(ctx, tx, p)
+	return c, promoted, err
+}
+
+// promote moves the queue head into history as the next user message.
+func (s *Store) promote(ctx context.Context, tx pgx.Tx, chatID uuid.UUID) (*dbgen.ChatMessage, error) {
+	head, err := s.q.QueuePopHead(ctx, tx, chatID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	msg, err := s.q.MessageInsert(ctx, tx, dbgen.MessageInsertParams{
+		ChatID: chatID, Role: "user", Kind: "message", Visibility: "both",
+		Content: head.Content, StructuredRequestID: head.StructuredRequestID,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &msg, nil
+}
+
+func nullString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

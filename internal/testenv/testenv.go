@@ -1,0 +1,166 @@
+// Package testenv assembles a whole chatd in-process for integration tests:
+// a database of the test's own (internal/dbtest), the notification hub, the
+// runner, the HTTP API on an httptest server, and a mockllm provider speaking
+// the OpenAI wire format through the real fantasy client. Test code only.
+package testenv
+
+import (
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/config"
+	"github.com/chatd/chatd/internal/dbtest"
+	"github.com/chatd/chatd/internal/httpapi"
+	"github.com/chatd/chatd/internal/mockllm"
+	"github.com/chatd/chatd/internal/notify"
+	"github.com/chatd/chatd/internal/provider"
+	"github.com/chatd/chatd/internal/runner"
+	"github.com/chatd/chatd/internal/store"
+)
+
+// Options shape an Env.
+type Options struct {
+	// Mock configures the provider; its zero value answers unscripted.
+	Mock mockllm.Options
+	// StructuredOutputOff leaves the experiment disabled.
+	StructuredOutputOff bool
+	// NoRunner starts no workers (StartRunner can start them later).
+	NoRunner bool
+	// Runner overrides runner options (fast retries are the default here).
+	Runner runner.Options
+}
+
+// Env is one running chatd.
+type Env struct {
+	t       testing.TB
+	Pool    *pgxpool.Pool
+	Store   *store.Store
+	Hub     *notify.Hub
+	Mock    *mockllm.Server
+	MockURL string
+	API     *httptest.Server
+	Models  *provider.Registry
+	Logger  *slog.Logger
+
+	runnerOpts runner.Options
+	mu         sync.Mutex
+	stopRunner func()
+}
+
+// New starts an Env; everything stops when the test ends.
+func New(t testing.TB, o Options) *Env {
+	t.Helper()
+	e := &Env{t: t, Pool: dbtest.New(t)}
+	e.Logger = slog.New(slog.DiscardHandler)
+	if os.Getenv("CHATD_TEST_LOG") != "" {
+		e.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	e.Store = store.New(e.Pool)
+
+	e.Mock = mockllm.New(o.Mock)
+	mockSrv := httptest.NewServer(e.Mock)
+	t.Cleanup(mockSrv.Close)
+	e.MockURL = mockSrv.URL + "/v1"
+
+	cfg, err := config.Parse([]byte(`{"providers":[{"name":"mock","type":"openai-compatible","base_url":"` + e.MockURL + `"}],` +
+		`"models":[{"id":"mock/model","provider":"mock","model":"mock-1"}],"default_model":"mock/model"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Models = provider.NewRegistry(cfg, nil)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	e.Hub = notify.New(e.Pool, e.Logger)
+	var wg sync.WaitGroup
+	wg.Go(func() { e.Hub.Run(ctx) })
+	t.Cleanup(func() {
+		e.StopRunner()
+		cancel()
+		wg.Wait()
+	})
+	select {
+	case <-e.Hub.Ready():
+	case <-time.After(30 * time.Second):
+		t.Fatal("testenv: notification hub did not start")
+	}
+
+	exp := map[string]bool{httpapi.ExperimentStructuredOutput: !o.StructuredOutputOff}
+	api := httpapi.New(httpapi.Options{Store: e.Store, Models: e.Models, Hub: e.Hub, Experiments: exp, Logger: e.Logger})
+	e.API = httptest.NewServer(api)
+	t.Cleanup(e.API.Close)
+
+	e.runnerOpts = o.Runner
+	if e.runnerOpts.RetryBase == 0 {
+		e.runnerOpts.RetryBase = 5 * time.Millisecond
+	}
+	if e.runnerOpts.RetryMax == 0 {
+		e.runnerOpts.RetryMax = 50 * time.Millisecond
+	}
+	if e.runnerOpts.Workers == 0 {
+		e.runnerOpts.Workers = 2
+	}
+	e.runnerOpts.Logger = e.Logger
+	if !o.NoRunner {
+		e.StartRunner()
+	}
+	return e
+}
+
+// StartRunner starts workers (a "server start").
+func (e *Env) StartRunner() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopRunner != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := runner.New(e.Store, e.Models, e.Hub, e.runnerOpts)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Run(ctx)
+	}()
+	e.stopRunner = func() {
+		cancel()
+		<-done
+	}
+}
+
+// StopRunner stops the workers and waits for them (a graceful "server stop").
+func (e *Env) StopRunner() {
+	e.mu.Lock()
+	stop := e.stopRunner
+	e.stopRunner = nil
+	e.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// Client returns an API client for a user (created on first use).
+func (e *Env) Client(userName string) *client.Client {
+	e.t.Helper()
+	token, err := e.Store.CreateToken(context.Background(), userName)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return client.New(e.API.URL, token, e.API.Client())
+}
+
+// Token returns a fresh token for a user.
+func (e *Env) Token(userName string) string {
+	e.t.Helper()
+	token, err := e.Store.CreateToken(context.Background(), userName)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return token
+}

@@ -1,0 +1,143 @@
+package validate
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+)
+
+// Format is an admitted structured response format.
+type Format struct {
+	Name        string
+	Description string
+	// Schema is the caller's schema document as received (validated).
+	Schema   json.RawMessage
+	Compiled *Schema
+}
+
+// FieldError names the request field at fault.
+type FieldError struct {
+	Field  string `json:"field"`
+	Detail string `json:"detail"`
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Detail }
+
+// MaxDescriptionBytes bounds json_schema.description.
+const MaxDescriptionBytes = 1024
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// envelopeLimits bound the whole response_format member (schema included).
+var envelopeLimits = Limits{MaxBytes: SchemaLimits.MaxBytes + 4096, MaxDepth: SchemaLimits.MaxDepth + 2,
+	MaxNodes: SchemaLimits.MaxNodes + 16, MaxKeyBytes: SchemaLimits.MaxKeyBytes, MaxNumberLen: SchemaLimits.MaxNumberLen}
+
+// IsAbsent reports whether a response_format member was omitted or null.
+func IsAbsent(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) == 0 || string(t) == "null"
+}
+
+// ParseResponseFormat admits the raw value of a request's response_format
+// member. It returns (nil, nil) for text behaviour: omitted, null or
+// {"type":"text"}.
+func ParseResponseFormat(raw json.RawMessage) (*Format, *FieldError) {
+	const field = "response_format"
+	if IsAbsent(raw) {
+		return nil, nil
+	}
+	doc, err := Decode(raw, envelopeLimits)
+	if err != nil {
+		return nil, &FieldError{Field: field, Detail: err.Error()}
+	}
+	obj, ok := doc.(map[string]any)
+	if !ok {
+		return nil, &FieldError{Field: field, Detail: "must be an object or null"}
+	}
+	if err := onlyKeys(obj, field, "type", "json_schema"); err != nil {
+		return nil, err
+	}
+	typ, present := obj["type"]
+	if !present {
+		return nil, &FieldError{Field: field + ".type", Detail: `is required: "text" or "json_schema"`}
+	}
+	switch typ {
+	case "text":
+		if _, has := obj["json_schema"]; has {
+			return nil, &FieldError{Field: field + ".json_schema", Detail: `must not accompany type "text"`}
+		}
+		return nil, nil
+	case "json_schema":
+	default:
+		return nil, &FieldError{Field: field + ".type", Detail: `must be "text" or "json_schema"`}
+	}
+
+	js, ok := obj["json_schema"].(map[string]any)
+	if !ok {
+		return nil, &FieldError{Field: field + ".json_schema", Detail: "is required and must be an object"}
+	}
+	jf := field + ".json_schema"
+	if err := onlyKeys(js, jf, "name", "description", "schema"); err != nil {
+		return nil, err
+	}
+	name, ok := js["name"].(string)
+	if !ok || !nameRE.MatchString(name) {
+		return nil, &FieldError{Field: jf + ".name", Detail: "is required and must match ^[A-Za-z0-9_-]{1,64}$"}
+	}
+	f := &Format{Name: name}
+	if d, has := js["description"]; has {
+		s, ok := d.(string)
+		if !ok {
+			return nil, &FieldError{Field: jf + ".description", Detail: "must be a string"}
+		}
+		if len(s) > MaxDescriptionBytes {
+			return nil, &FieldError{Field: jf + ".description", Detail: fmt.Sprintf("must be at most %d UTF-8 bytes", MaxDescriptionBytes)}
+		}
+		f.Description = s
+	}
+	if _, has := js["schema"]; !has {
+		return nil, &FieldError{Field: jf + ".schema", Detail: "is required"}
+	}
+	if _, ok := js["schema"].(map[string]any); !ok {
+		return nil, &FieldError{Field: jf + ".schema", Detail: "must be a JSON object (the value it describes may be any JSON type)"}
+	}
+	// Re-extract the raw schema bytes: the decoded tree lost nothing we need,
+	// but the stored document should be the caller's.
+	var env struct {
+		JSONSchema struct {
+			Schema json.RawMessage `json:"schema"`
+		} `json:"json_schema"`
+	}
+	if err := json.Unmarshal(raw, &env); err != nil {
+		return nil, &FieldError{Field: jf + ".schema", Detail: err.Error()}
+	}
+	compiled, err := Compile(env.JSONSchema.Schema)
+	if err != nil {
+		return nil, &FieldError{Field: jf + ".schema", Detail: err.Error()}
+	}
+	f.Schema = env.JSONSchema.Schema
+	f.Compiled = compiled
+	return f, nil
+}
+
+func onlyKeys(obj map[string]any, field string, allowed ...string) *FieldError {
+	var unknown []string
+	for k := range obj {
+		ok := false
+		for _, a := range allowed {
+			if k == a {
+				ok = true
+			}
+		}
+		if !ok {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	sort.Strings(unknown)
+	return &FieldError{Field: field + "." + unknown[0], Detail: "unknown field"}
+}
