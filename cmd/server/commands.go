@@ -156,6 +156,9 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return &exitError{code: 2, err: errors.New("migrate: say up, down or status")}
 	}
 	verb := args[0]
+	if verb != "up" && verb != "down" && verb != "status" {
+		return &exitError{code: 2, err: fmt.Errorf("migrate: unknown verb %q (up, down, status)", verb)}
+	}
 	if err := f.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -218,8 +221,6 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if pending > 0 || !triggersCurrent {
 			return &exitError{code: 3, err: errors.New("migrations pending")}
 		}
-	default:
-		return &exitError{code: 2, err: fmt.Errorf("migrate: unknown verb %q (up, down, status)", verb)}
 	}
 	return nil
 }

@@ -1,0 +1,264 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xeipuuv/gojsonschema"
+
+	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/dbtest"
+	"github.com/chatd/chatd/internal/mockllm"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// runCmd runs the chatd command line in-process.
+func runCmd(ctx context.Context, args ...string) (string, string, error) {
+	var out, errOut bytes.Buffer
+	err := run(ctx, args, &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+// TestWalkthrough follows the README: a server with its own PostgreSQL,
+// mockllm, a token, a structured request, and a succeeded receipt whose value
+// validates against the schema sent.
+func TestWalkthrough(t *testing.T) {
+	t.Parallel()
+	mock := httptest.NewServer(mockllm.New(mockllm.Options{}))
+	defer mock.Close()
+
+	dataDir, err := os.MkdirTemp("", "chatd-walkthrough-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dataDir) })
+	_ = os.Chmod(dataDir, 0o755)
+	configPath := filepath.Join(dataDir, "chatd.json")
+	cfg := fmt.Sprintf(`{"providers":[{"name":"local","type":"openai-compatible","base_url":%q,"api_key_env":"LOCAL_KEY"}],
+		"models":[{"id":"local/mock","provider":"local","model":"mock-1"}],"default_model":"local/mock"}`, mock.URL+"/v1")
+	if err := os.WriteFile(configPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var serverErr error
+	var serverLog bytes.Buffer
+	wg.Go(func() {
+		serverErr = run(ctx, []string{"server", "--listen", addr, "--data-dir", dataDir, "--config", configPath,
+			"--experiments", "chat-structured-output", "--log-format", "text"}, io.Discard, &syncWriter{w: &serverLog})
+	})
+	stopped := false
+	shutdown := func() {
+		if !stopped {
+			stopped = true
+			stop()
+			wg.Wait()
+		}
+	}
+	defer shutdown()
+
+	base := "http://" + addr
+	waitReady(t, base)
+
+	token, errOut, err := runCmd(context.Background(), "token", "create", "--user", "alice", "--data-dir", dataDir)
+	if err != nil {
+		t.Fatalf("token create: %v %s", err, errOut)
+	}
+	token = strings.TrimSpace(token)
+	if !strings.HasPrefix(token, "chatd_") || strings.Contains(token, "\n") {
+		t.Fatalf("token create printed %q; want only the token", token)
+	}
+
+	schema := `{"type":"object","properties":{"command":{"type":"string"}},"required":["command"],"additionalProperties":false}`
+	body := `{"content":[{"type":"text","text":"Inspect the project and report its test command."}],
+		"response_format":{"type":"json_schema","json_schema":{"name":"project_report","schema":` + schema + `}}}`
+	req, _ := http.NewRequest("POST", base+"/api/v1/chats", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created client.CreateChatResponse
+	if err := json.NewDecoder(resp.Body).Decode(&created); err != nil || resp.StatusCode != 201 {
+		t.Fatalf("create: %d %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+
+	c := client.New(base, token, nil)
+	waitCtx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := c.WaitStructuredOutput(waitCtx, *created.Messages[0].StructuredOutputRequestID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != client.OutputSucceeded {
+		t.Fatalf("result %+v", res)
+	}
+	v, err := gojsonschema.Validate(gojsonschema.NewStringLoader(schema), gojsonschema.NewBytesLoader(res.Value))
+	if err != nil || !v.Valid() {
+		t.Fatalf("value %s does not validate: %v", res.Value, err)
+	}
+
+	// Without a token: 401; another user's chat: 404.
+	if _, err := client.New(base, "", nil).GetChat(waitCtx, created.Chat.ID); !isStatus(err, 401) {
+		t.Fatalf("no token: %v", err)
+	}
+	bob, _, err := runCmd(context.Background(), "token", "create", "--user", "bob", "--data-dir", dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.New(base, strings.TrimSpace(bob), nil).GetChat(waitCtx, created.Chat.ID); !isStatus(err, 404) {
+		t.Fatalf("another user's chat: %v", err)
+	}
+
+	shutdown()
+	if serverErr != nil {
+		t.Fatalf("server: %v\n%s", serverErr, serverLog.String())
+	}
+	// The server stopped its PostgreSQL on exit.
+	pidFile := filepath.Join(dataDir, "pg", "data", "postmaster.pid")
+	if _, err := os.Stat(pidFile); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("postmaster still running after the server stopped (%v)\n%s", err, serverLog.String())
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+func isStatus(err error, code int) bool {
+	var ae *client.APIError
+	return errors.As(err, &ae) && ae.StatusCode == code
+}
+
+func waitReady(t *testing.T, base string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // polling a process we started, not synchronising goroutines
+	}
+	t.Fatal("server not ready within 60s")
+}
+
+func TestMigrationsForOperators(t *testing.T) {
+	t.Parallel()
+	url := dbtest.EmptyURL(t)
+	ctx := context.Background()
+
+	out, _, err := runCmd(ctx, "migrate", "status", "--database-url", url)
+	if exitCode(err) != 3 || !strings.Contains(out, "pending") {
+		t.Fatalf("status on an empty database: exit %d, %q", exitCode(err), out)
+	}
+	// The server refuses to start, naming the command to run.
+	_, _, err = runCmd(ctx, "server", "--database-url", url, "--listen", freeAddr(t))
+	if err == nil || !strings.Contains(err.Error(), "chatd migrate up") {
+		t.Fatalf("server with pending migrations: %v", err)
+	}
+
+	out, _, err = runCmd(ctx, "migrate", "up", "--database-url", url)
+	if err != nil || !strings.Contains(out, "applied 1 00001_init.sql") || !strings.Contains(out, "trigger files applied") {
+		t.Fatalf("migrate up: %v %q", err, out)
+	}
+	out, _, err = runCmd(ctx, "migrate", "up", "--database-url", url)
+	if err != nil || !strings.Contains(out, "no migrations pending") {
+		t.Fatalf("second migrate up: %v %q", err, out)
+	}
+	out, _, err = runCmd(ctx, "migrate", "status", "--database-url", url)
+	if err != nil || !strings.Contains(out, "triggers current") {
+		t.Fatalf("status after up: %v %q", err, out)
+	}
+	out, _, err = runCmd(ctx, "migrate", "down", "--database-url", url)
+	if err != nil || !strings.Contains(out, "reverted 1") {
+		t.Fatalf("migrate down: %v %q", err, out)
+	}
+	if _, _, err = runCmd(ctx, "migrate", "status", "--database-url", url); exitCode(err) != 3 {
+		t.Fatalf("status after down: exit %d", exitCode(err))
+	}
+	// Up again works after a full down (trigger functions re-created).
+	if out, _, err = runCmd(ctx, "migrate", "up", "--database-url", url); err != nil {
+		t.Fatalf("migrate up after down: %v %q", err, out)
+	}
+
+	// --migrate lets the server apply pending work itself: revert, then start
+	// with --migrate and stop at once.
+	if _, _, err = runCmd(ctx, "migrate", "down", "--database-url", url); err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	addr := freeAddr(t)
+	go func() {
+		done <- run(sctx, []string{"server", "--database-url", url, "--listen", addr, "--migrate", "--workers", "0"}, io.Discard, io.Discard)
+	}()
+	waitReady(t, "http://"+addr)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err = runCmd(ctx, "migrate", "status", "--database-url", url); err != nil {
+		t.Fatalf("status after server --migrate: %v", err)
+	}
+}
+
+func TestCommandLine(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, 2, "a command is required"},
+		{[]string{"nope"}, 2, "unknown command"},
+		{[]string{"server", "--help"}, 0, ""},
+		{[]string{"migrate", "sideways", "--database-url", "postgres://x"}, 2, "unknown verb"},
+		{[]string{"token", "create"}, 2, "--user is required"},
+		{[]string{"server", "--experiments", "bogus"}, 1, "unknown experiment"},
+		{[]string{"server", "--config", "/nonexistent.json"}, 1, "read config"},
+	} {
+		_, _, err := runCmd(ctx, tc.args...)
+		if exitCode(err) != tc.code || (tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want))) {
+			t.Errorf("chatd %v: exit %d err %v; want exit %d with %q", tc.args, exitCode(err), err, tc.code, tc.want)
+		}
+	}
+}
