@@ -148,3 +148,41 @@ func (c *Client) WaitStructuredOutput(ctx context.Context, requestID uuid.UUID) 
 		}
 	}
 }
+
+// UpdateChat changes a chat's title or plan mode.
+func (c *Client) UpdateChat(ctx context.Context, chat uuid.UUID, req UpdateChatRequest) (Chat, error) {
+	var out Chat
+	return out, c.do(ctx, http.MethodPatch, "/api/v1/chats/"+chat.String(), req, &out)
+}
+
+// EditMessage replaces a user message and discards what followed it.
+func (c *Client) EditMessage(ctx context.Context, chat uuid.UUID, message int64, req EditMessageRequest) (EditMessageResponse, error) {
+	var out EditMessageResponse
+	path := "/api/v1/chats/" + chat.String() + "/messages/" + strconv.FormatInt(message, 10)
+	return out, c.do(ctx, http.MethodPatch, path, req, &out)
+}
+
+// DeleteQueued removes a queued message (a structured one gets a cancelled receipt).
+func (c *Client) DeleteQueued(ctx context.Context, chat uuid.UUID, queued int64) (DeleteQueuedResponse, error) {
+	var out DeleteQueuedResponse
+	path := "/api/v1/chats/" + chat.String() + "/queue/" + strconv.FormatInt(queued, 10)
+	return out, c.do(ctx, http.MethodDelete, path, nil, &out)
+}
+
+// Interrupt stops the running turn.
+func (c *Client) Interrupt(ctx context.Context, chat uuid.UUID) (Chat, error) {
+	var out Chat
+	return out, c.do(ctx, http.MethodPost, "/api/v1/chats/"+chat.String()+"/interrupt", nil, &out)
+}
+
+// ToolResultsResponse answers SubmitToolResults.
+type ToolResultsResponse struct {
+	Chat    Chat        `json:"chat"`
+	Message ChatMessage `json:"message"`
+}
+
+// SubmitToolResults answers every pending client tool call.
+func (c *Client) SubmitToolResults(ctx context.Context, chat uuid.UUID, req ToolResultsRequest) (ToolResultsResponse, error) {
+	var out ToolResultsResponse
+	return out, c.do(ctx, http.MethodPost, "/api/v1/chats/"+chat.String()+"/tool-results", req, &out)
+}

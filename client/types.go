@@ -24,14 +24,41 @@ const (
 	OutputCancelled = "cancelled"
 )
 
+// Chat modes.
+const (
+	ModeNormal = "normal"
+	ModePlan   = "plan"
+	ModeChild  = "child"
+)
+
 // Chat is a conversation owned by one user.
 type Chat struct {
-	ID        uuid.UUID `json:"id"`
-	Title     string    `json:"title"`
-	Status    string    `json:"status"`
-	Model     string    `json:"model"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	ID     uuid.UUID `json:"id"`
+	Title  string    `json:"title"`
+	Status string    `json:"status"`
+	Model  string    `json:"model"`
+	// Mode is normal, plan or child.
+	Mode         string     `json:"mode"`
+	ParentChatID *uuid.UUID `json:"parent_chat_id,omitempty"`
+	// PendingToolCalls are the client tool calls to answer while the chat
+	// is requires_action.
+	PendingToolCalls []ToolCall `json:"pending_tool_calls,omitempty"`
+	CreatedAt        time.Time  `json:"created_at"`
+	UpdatedAt        time.Time  `json:"updated_at"`
+}
+
+// ToolCall is a pending call of a client-executed tool.
+type ToolCall struct {
+	ToolCallID string          `json:"tool_call_id"`
+	ToolName   string          `json:"tool_name"`
+	Args       json.RawMessage `json:"args"`
+}
+
+// DynamicTool is a client-executed tool declared on a chat.
+type DynamicTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
 }
 
 // MessagePart is one element of a message's content.
@@ -117,7 +144,17 @@ type CreateChatRequest struct {
 	Title          string          `json:"title,omitempty"`
 	Content        []MessagePart   `json:"content"`
 	ResponseFormat *ResponseFormat `json:"response_format,omitempty"`
+	PlanMode       bool            `json:"plan_mode,omitempty"`
+	// ParentChatID makes a child chat of one of the caller's chats.
+	ParentChatID *uuid.UUID    `json:"parent_chat_id,omitempty"`
+	DynamicTools []DynamicTool `json:"dynamic_tools,omitempty"`
 }
+
+// Busy behaviours of SendMessageRequest.
+const (
+	BusyQueue     = "queue"
+	BusyInterrupt = "interrupt"
+)
 
 // CreateChatResponse answers POST /api/v1/chats.
 type CreateChatResponse struct {
@@ -129,6 +166,54 @@ type CreateChatResponse struct {
 type SendMessageRequest struct {
 	Content        []MessagePart   `json:"content"`
 	ResponseFormat *ResponseFormat `json:"response_format,omitempty"`
+	// BusyBehavior says what happens while a turn runs: queue (default)
+	// or interrupt.
+	BusyBehavior string `json:"busy_behavior,omitempty"`
+	// PlanMode switches the chat's plan mode before the message is taken.
+	PlanMode *bool `json:"plan_mode,omitempty"`
+}
+
+// UpdateChatRequest is the body of PATCH /api/v1/chats/{chat}.
+type UpdateChatRequest struct {
+	Title    *string `json:"title,omitempty"`
+	PlanMode *bool   `json:"plan_mode,omitempty"`
+}
+
+// EditMessageRequest is the body of PATCH /api/v1/chats/{chat}/messages/{message}.
+// An omitted or null ResponseFormat keeps the edited message's format,
+// {"type":"text"} clears it, and a json_schema format replaces it.
+type EditMessageRequest struct {
+	Content        []MessagePart   `json:"content"`
+	ResponseFormat *ResponseFormat `json:"response_format,omitempty"`
+}
+
+// EditMessageResponse answers an edit.
+type EditMessageResponse struct {
+	// Message is the replacement.
+	Message ChatMessage `json:"message"`
+	// Messages are every client-visible row the edit inserted, in id order:
+	// cancellation receipts of discarded requests, then the replacement.
+	Messages          []ChatMessage `json:"messages"`
+	DeletedMessageIDs []int64       `json:"deleted_message_ids"`
+}
+
+// DeleteQueuedResponse answers DELETE /api/v1/chats/{chat}/queue/{queued}.
+type DeleteQueuedResponse struct {
+	QueuedMessageID int64 `json:"queued_message_id"`
+	// Messages holds the cancelled receipt of a structured queued request.
+	Messages []ChatMessage `json:"messages"`
+}
+
+// ToolResultsRequest answers every pending client tool call.
+type ToolResultsRequest struct {
+	Results []ToolResult `json:"results"`
+}
+
+// ToolResult is the output of one client tool call (any JSON value).
+type ToolResult struct {
+	ToolCallID string          `json:"tool_call_id"`
+	Output     json.RawMessage `json:"output"`
+	IsError    bool            `json:"is_error,omitempty"`
 }
 
 // SendMessageResponse answers POST /api/v1/chats/{chat}/messages.

@@ -37,6 +37,36 @@ func (q *Queries) MessageGetByID(ctx context.Context, db DBTX, id int64) (ChatMe
 	return i, err
 }
 
+const messageGetInChat = `-- name: MessageGetInChat :one
+SELECT id, chat_id, role, kind, visibility, content, structured_request_id, finish_reason, usage, compressed, deleted, revision, created_at FROM chat_messages WHERE chat_id = $1 AND id = $2
+`
+
+type MessageGetInChatParams struct {
+	ChatID uuid.UUID
+	ID     int64
+}
+
+func (q *Queries) MessageGetInChat(ctx context.Context, db DBTX, arg MessageGetInChatParams) (ChatMessage, error) {
+	row := db.QueryRow(ctx, messageGetInChat, arg.ChatID, arg.ID)
+	var i ChatMessage
+	err := row.Scan(
+		&i.ID,
+		&i.ChatID,
+		&i.Role,
+		&i.Kind,
+		&i.Visibility,
+		&i.Content,
+		&i.StructuredRequestID,
+		&i.FinishReason,
+		&i.Usage,
+		&i.Compressed,
+		&i.Deleted,
+		&i.Revision,
+		&i.CreatedAt,
+	)
+	return i, err
+}
+
 const messageGetLatestUserRequest = `-- name: MessageGetLatestUserRequest :one
 SELECT id, chat_id, role, kind, visibility, content, structured_request_id, finish_reason, usage, compressed, deleted, revision, created_at FROM chat_messages
 WHERE chat_id = $1 AND NOT deleted AND kind = 'message' AND role = 'user' AND visibility IN ('user', 'both')
@@ -194,6 +224,44 @@ func (q *Queries) MessageListForPrompt(ctx context.Context, db DBTX, chatID uuid
 			&i.Revision,
 			&i.CreatedAt,
 		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const messageSoftDeleteFrom = `-- name: MessageSoftDeleteFrom :many
+UPDATE chat_messages SET deleted = true
+WHERE chat_id = $1 AND id >= $2 AND NOT deleted AND kind <> 'receipt'
+RETURNING id, visibility
+`
+
+type MessageSoftDeleteFromParams struct {
+	ChatID uuid.UUID
+	FromID int64
+}
+
+type MessageSoftDeleteFromRow struct {
+	ID         int64
+	Visibility string
+}
+
+// Discards history from a message on (an edit). Receipts stay: they are the
+// durable record of requests that already finished, and are immutable.
+func (q *Queries) MessageSoftDeleteFrom(ctx context.Context, db DBTX, arg MessageSoftDeleteFromParams) ([]MessageSoftDeleteFromRow, error) {
+	rows, err := db.Query(ctx, messageSoftDeleteFrom, arg.ChatID, arg.FromID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MessageSoftDeleteFromRow
+	for rows.Next() {
+		var i MessageSoftDeleteFromRow
+		if err := rows.Scan(&i.ID, &i.Visibility); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -12,6 +12,71 @@ import (
 	"github.com/google/uuid"
 )
 
+const queueClear = `-- name: QueueClear :many
+DELETE FROM chat_queued_messages WHERE chat_id = $1
+RETURNING id, chat_id, content, structured_request_id, created_at
+`
+
+func (q *Queries) QueueClear(ctx context.Context, db DBTX, chatID uuid.UUID) ([]ChatQueuedMessage, error) {
+	rows, err := db.Query(ctx, queueClear, chatID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ChatQueuedMessage
+	for rows.Next() {
+		var i ChatQueuedMessage
+		if err := rows.Scan(
+			&i.ID,
+			&i.ChatID,
+			&i.Content,
+			&i.StructuredRequestID,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const queueCount = `-- name: QueueCount :one
+SELECT count(*)::integer FROM chat_queued_messages WHERE chat_id = $1
+`
+
+func (q *Queries) QueueCount(ctx context.Context, db DBTX, chatID uuid.UUID) (int32, error) {
+	row := db.QueryRow(ctx, queueCount, chatID)
+	var column_1 int32
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
+const queueDelete = `-- name: QueueDelete :one
+DELETE FROM chat_queued_messages WHERE chat_id = $1 AND id = $2
+RETURNING id, chat_id, content, structured_request_id, created_at
+`
+
+type QueueDeleteParams struct {
+	ChatID uuid.UUID
+	ID     int64
+}
+
+func (q *Queries) QueueDelete(ctx context.Context, db DBTX, arg QueueDeleteParams) (ChatQueuedMessage, error) {
+	row := db.QueryRow(ctx, queueDelete, arg.ChatID, arg.ID)
+	var i ChatQueuedMessage
+	err := row.Scan(
+		&i.ID,
+		&i.ChatID,
+		&i.Content,
+		&i.StructuredRequestID,
+		&i.CreatedAt,
+	)
+	return i, err
+}
+
 const queueInsert = `-- name: QueueInsert :one
 INSERT INTO chat_queued_messages (chat_id, content, structured_request_id)
 VALUES ($1, $2, $3)

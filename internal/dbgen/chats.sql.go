@@ -214,6 +214,34 @@ func (q *Queries) ChatInsert(ctx context.Context, db DBTX, arg ChatInsertParams)
 	return i, err
 }
 
+const chatListExpiredActions = `-- name: ChatListExpiredActions :many
+SELECT id FROM chats
+WHERE status = 'requires_action' AND requires_action_deadline < now()
+ORDER BY requires_action_deadline
+LIMIT $1
+`
+
+// Chats whose client tool results are overdue.
+func (q *Queries) ChatListExpiredActions(ctx context.Context, db DBTX, maxRows int32) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, chatListExpiredActions, maxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const chatListForOwner = `-- name: ChatListForOwner :many
 SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at FROM chats
 WHERE owner_id = $1
@@ -275,6 +303,40 @@ func (q *Queries) ChatListForOwner(ctx context.Context, db DBTX, arg ChatListFor
 		return nil, err
 	}
 	return items, nil
+}
+
+const chatLockExpiredAction = `-- name: ChatLockExpiredAction :one
+SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at FROM chats
+WHERE id = $1 AND status = 'requires_action' AND requires_action_deadline < now()
+FOR UPDATE SKIP LOCKED
+`
+
+func (q *Queries) ChatLockExpiredAction(ctx context.Context, db DBTX, id uuid.UUID) (Chat, error) {
+	row := db.QueryRow(ctx, chatLockExpiredAction, id)
+	var i Chat
+	err := row.Scan(
+		&i.ID,
+		&i.OwnerID,
+		&i.ParentChatID,
+		&i.Title,
+		&i.Model,
+		&i.SystemPrompt,
+		&i.Mode,
+		&i.DynamicTools,
+		&i.Status,
+		&i.WorkerID,
+		&i.LeaseExpiresAt,
+		&i.SnapshotVersion,
+		&i.SnapshotXact,
+		&i.HistoryVersion,
+		&i.GenerationAttempt,
+		&i.LastError,
+		&i.RequiresActionDeadline,
+		&i.CompactionRequestedAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
 }
 
 const chatLockForOwner = `-- name: ChatLockForOwner :one
@@ -436,23 +498,64 @@ func (q *Queries) ChatRenewLeaseIfOwned(ctx context.Context, db DBTX, arg ChatRe
 	return lease_expires_at, err
 }
 
+const chatSetSettings = `-- name: ChatSetSettings :one
+UPDATE chats SET mode = $1, title = $2
+WHERE id = $3
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at
+`
+
+type ChatSetSettingsParams struct {
+	Mode  string
+	Title string
+	ID    uuid.UUID
+}
+
+func (q *Queries) ChatSetSettings(ctx context.Context, db DBTX, arg ChatSetSettingsParams) (Chat, error) {
+	row := db.QueryRow(ctx, chatSetSettings, arg.Mode, arg.Title, arg.ID)
+	var i Chat
+	err := row.Scan(
+		&i.ID,
+		&i.OwnerID,
+		&i.ParentChatID,
+		&i.Title,
+		&i.Model,
+		&i.SystemPrompt,
+		&i.Mode,
+		&i.DynamicTools,
+		&i.Status,
+		&i.WorkerID,
+		&i.LeaseExpiresAt,
+		&i.SnapshotVersion,
+		&i.SnapshotXact,
+		&i.HistoryVersion,
+		&i.GenerationAttempt,
+		&i.LastError,
+		&i.RequiresActionDeadline,
+		&i.CompactionRequestedAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
 const chatSetState = `-- name: ChatSetState :one
 UPDATE chats
 SET status = $1,
     worker_id = CASE WHEN $2::boolean THEN worker_id END,
     lease_expires_at = CASE WHEN $2::boolean THEN lease_expires_at END,
     last_error = $3,
-    requires_action_deadline = $4
+    requires_action_deadline = CASE WHEN $1 = 'requires_action'
+        THEN now() + make_interval(secs => $4::float8) END
 WHERE id = $5
 RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at
 `
 
 type ChatSetStateParams struct {
-	Status                 string
-	KeepOwner              bool
-	LastError              json.RawMessage
-	RequiresActionDeadline *time.Time
-	ID                     uuid.UUID
+	Status               string
+	KeepOwner            bool
+	LastError            json.RawMessage
+	ActionTimeoutSeconds float64
+	ID                   uuid.UUID
 }
 
 // Sets the status after a lock taken in the same transaction. The owner is
@@ -462,7 +565,7 @@ func (q *Queries) ChatSetState(ctx context.Context, db DBTX, arg ChatSetStatePar
 		arg.Status,
 		arg.KeepOwner,
 		arg.LastError,
-		arg.RequiresActionDeadline,
+		arg.ActionTimeoutSeconds,
 		arg.ID,
 	)
 	var i Chat

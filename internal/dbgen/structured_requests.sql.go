@@ -174,6 +174,103 @@ func (q *Queries) RequestInsert(ctx context.Context, db DBTX, arg RequestInsertP
 	return i, err
 }
 
+const requestListPendingForChat = `-- name: RequestListPendingForChat :many
+SELECT request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at FROM structured_requests WHERE chat_id = $1 AND status = 'pending' ORDER BY created_at, request_id
+`
+
+func (q *Queries) RequestListPendingForChat(ctx context.Context, db DBTX, chatID uuid.UUID) ([]StructuredRequest, error) {
+	rows, err := db.Query(ctx, requestListPendingForChat, chatID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []StructuredRequest
+	for rows.Next() {
+		var i StructuredRequest
+		if err := rows.Scan(
+			&i.RequestID,
+			&i.ChatID,
+			&i.Name,
+			&i.Description,
+			&i.Schema,
+			&i.Status,
+			&i.Rejections,
+			&i.ValidationRejections,
+			&i.Steps,
+			&i.Candidate,
+			&i.CandidateToolCallID,
+			&i.ErrorCode,
+			&i.ErrorMessage,
+			&i.ReceiptMessageID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.FinishedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const requestListPendingFrom = `-- name: RequestListPendingFrom :many
+SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at FROM structured_requests r
+WHERE r.chat_id = $1 AND r.status = 'pending'
+  AND (EXISTS (SELECT 1 FROM chat_messages m
+               WHERE m.structured_request_id = r.request_id AND m.kind = 'message' AND m.role = 'user'
+                 AND NOT m.deleted AND m.id >= $2)
+       OR EXISTS (SELECT 1 FROM chat_queued_messages q WHERE q.structured_request_id = r.request_id))
+ORDER BY r.created_at, r.request_id
+`
+
+type RequestListPendingFromParams struct {
+	ChatID uuid.UUID
+	FromID int64
+}
+
+// Pending requests an edit from message @from_id discards: those whose input
+// is at or after it in history, and those still queued. Oldest first.
+func (q *Queries) RequestListPendingFrom(ctx context.Context, db DBTX, arg RequestListPendingFromParams) ([]StructuredRequest, error) {
+	rows, err := db.Query(ctx, requestListPendingFrom, arg.ChatID, arg.FromID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []StructuredRequest
+	for rows.Next() {
+		var i StructuredRequest
+		if err := rows.Scan(
+			&i.RequestID,
+			&i.ChatID,
+			&i.Name,
+			&i.Description,
+			&i.Schema,
+			&i.Status,
+			&i.Rejections,
+			&i.ValidationRejections,
+			&i.Steps,
+			&i.Candidate,
+			&i.CandidateToolCallID,
+			&i.ErrorCode,
+			&i.ErrorMessage,
+			&i.ReceiptMessageID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.FinishedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const requestRecordProgress = `-- name: RequestRecordProgress :one
 UPDATE structured_requests
 SET steps = steps + $1::integer,

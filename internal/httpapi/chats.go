@@ -24,11 +24,16 @@ type createChatBody struct {
 	Title          *string              `json:"title"`
 	Content        []client.MessagePart `json:"content"`
 	ResponseFormat json.RawMessage      `json:"response_format"`
+	PlanMode       *bool                `json:"plan_mode"`
+	ParentChatID   *string              `json:"parent_chat_id"`
+	DynamicTools   []client.DynamicTool `json:"dynamic_tools"`
 }
 
 type sendMessageBody struct {
 	Content        []client.MessagePart `json:"content"`
 	ResponseFormat json.RawMessage      `json:"response_format"`
+	BusyBehavior   *string              `json:"busy_behavior"`
+	PlanMode       *bool                `json:"plan_mode"`
 }
 
 const (
@@ -69,10 +74,35 @@ func (s *Server) createChat(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p.Content = content
+	if body.PlanMode != nil && *body.PlanMode {
+		p.Mode = client.ModePlan
+	}
+	if body.ParentChatID != nil {
+		id, err := uuid.Parse(*body.ParentChatID)
+		if err != nil {
+			return badField("parent_chat_id", "must be a chat id")
+		}
+		if p.Mode == client.ModePlan {
+			return badField("plan_mode", "a child chat cannot be in plan mode")
+		}
+		p.ParentChatID = uuid.NullUUID{UUID: id, Valid: true}
+		p.Mode = client.ModeChild
+	}
+	tools, err := dynamicTools(body.DynamicTools)
+	if err != nil {
+		return err
+	}
+	p.DynamicTools = tools
 	if p.Request, err = s.admitFormat(body.ResponseFormat); err != nil {
 		return err
 	}
+	if err := checkStructured(p.Request, p.Mode, tools); err != nil {
+		return err
+	}
 	chat, msg, err := s.store.CreateChat(r.Context(), p)
+	if errors.Is(err, store.ErrUnknownParent) {
+		return badField("parent_chat_id", "no such chat of yours (child chats cannot have children)")
+	}
 	if err != nil {
 		return err
 	}
@@ -151,12 +181,29 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	interrupt := false
+	if body.BusyBehavior != nil {
+		switch *body.BusyBehavior {
+		case client.BusyQueue:
+		case client.BusyInterrupt:
+			interrupt = true
+		default:
+			return badField("busy_behavior", `must be "queue" or "interrupt"`)
+		}
+	}
 	spec, err := s.admitFormat(body.ResponseFormat)
 	if err != nil {
 		return err
 	}
+	if spec != nil && body.PlanMode != nil && *body.PlanMode {
+		return badField("response_format", "structured output is not available in plan mode")
+	}
 	res, err := s.store.SendMessage(r.Context(), store.SendParams{
 		OwnerID: currentUser(r).ID, ChatID: chatID, Content: content, Request: spec,
+		Interrupt: interrupt, PlanMode: body.PlanMode,
+		Check: func(chat dbgen.Chat, mode string) error {
+			return checkStructured(spec, mode, chat.DynamicTools)
+		},
 	})
 	if err != nil {
 		return err
@@ -206,7 +253,15 @@ func (s *Server) getChat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, toChat(c))
+	out := toChat(c)
+	pending, err := s.store.PendingToolCalls(r.Context(), c)
+	if err != nil {
+		return err
+	}
+	for _, p := range pending {
+		out.PendingToolCalls = append(out.PendingToolCalls, client.ToolCall{ToolCallID: p.ToolCallID, ToolName: p.ToolName, Args: p.Args})
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -324,7 +379,13 @@ func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
 // Projection of rows to public types.
 
 func toChat(c dbgen.Chat) client.Chat {
-	return client.Chat{ID: c.ID, Title: c.Title, Status: c.Status, Model: c.Model, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
+	out := client.Chat{ID: c.ID, Title: c.Title, Status: c.Status, Model: c.Model, Mode: c.Mode,
+		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
+	if c.ParentChatID.Valid {
+		id := c.ParentChatID.UUID
+		out.ParentChatID = &id
+	}
+	return out
 }
 
 // publicParts drops internal parts and fields; a receipt's outcome is

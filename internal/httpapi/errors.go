@@ -54,6 +54,10 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, err error) {
 		ae = errorf(http.StatusConflict, "The chat's queue is full (20 messages); wait for the running turn or delete queued messages.")
 	case errors.Is(err, store.ErrConflict):
 		ae = errorf(http.StatusConflict, "%s", err.Error())
+		var pm *store.PlanModeConflictError
+		if errors.As(err, &pm) {
+			ae.validations = []client.ValidationError{{Field: "plan_mode", Detail: "structured request " + pm.RequestID.String() + " is active or queued"}}
+		}
 	case errors.Is(err, r.Context().Err()) && r.Context().Err() != nil:
 		return // the client went away
 	default:

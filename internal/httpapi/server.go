@@ -75,8 +75,13 @@ func (s *Server) routeTable() []route {
 		{"POST", "/api/v1/chats", true, s.createChat},
 		{"GET", "/api/v1/chats", true, s.listChats},
 		{"GET", "/api/v1/chats/{chat}", true, s.getChat},
+		{"PATCH", "/api/v1/chats/{chat}", true, s.updateChat},
 		{"GET", "/api/v1/chats/{chat}/messages", true, s.listMessages},
 		{"POST", "/api/v1/chats/{chat}/messages", true, s.sendMessage},
+		{"PATCH", "/api/v1/chats/{chat}/messages/{message}", true, s.editMessage},
+		{"DELETE", "/api/v1/chats/{chat}/queue/{queued}", true, s.deleteQueued},
+		{"POST", "/api/v1/chats/{chat}/interrupt", true, s.interrupt},
+		{"POST", "/api/v1/chats/{chat}/tool-results", true, s.toolResults},
 		{"GET", "/api/v1/structured-outputs/{request_id}", true, s.getStructuredOutput},
 	}
 }

@@ -79,3 +79,34 @@ type OutcomeError struct {
 
 // Text returns a text part.
 func Text(s string) Part { return Part{Type: PartText, Text: s} }
+
+// Unresolved returns the tool calls of the last assistant message that no
+// later tool result answers. roles[i] and contents[i] describe message i, in
+// order. Calls the provider executed are answered upstream.
+func Unresolved(roles []string, contents [][]Part) []Part {
+	idx := -1
+	for i := len(roles) - 1; i >= 0; i-- {
+		if roles[i] == "assistant" {
+			idx = i
+			break
+		}
+	}
+	if idx < 0 {
+		return nil
+	}
+	answered := map[string]bool{}
+	for _, parts := range contents[idx:] {
+		for _, p := range parts {
+			if p.Type == PartToolResult {
+				answered[p.ToolCallID] = true
+			}
+		}
+	}
+	var out []Part
+	for _, p := range contents[idx] {
+		if p.Type == PartToolCall && !p.ProviderExecuted && !answered[p.ToolCallID] {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -144,6 +144,31 @@ func finalizerTool(req *dbgen.StructuredRequest) (fantasy.FunctionTool, error) {
 	}, nil
 }
 
+// planInstruction is appended to the system prompt of a chat in plan mode.
+const planInstruction = "You are in plan mode: investigate and propose a plan for the request. Do not make changes; describe what you would do."
+
+// clientTools are the chat's client-executed tools, offered as function tools.
+func clientTools(chat dbgen.Chat) ([]fantasy.Tool, error) {
+	decl, err := parseDynamicTools(chat.DynamicTools)
+	if err != nil {
+		return nil, err
+	}
+	tools := make([]fantasy.Tool, 0, len(decl)+1)
+	for _, d := range decl {
+		schema := map[string]any{"type": "object"}
+		if len(d.InputSchema) > 0 {
+			dec := json.NewDecoder(bytes.NewReader(d.InputSchema))
+			dec.UseNumber()
+			if err := dec.Decode(&schema); err != nil {
+				return nil, err
+			}
+			exactNumbers(schema)
+		}
+		tools = append(tools, fantasy.FunctionTool{Name: d.Name, Description: d.Description, InputSchema: schema})
+	}
+	return tools, nil
+}
+
 // structuredInstruction is appended to the system prompt while a structured
 // request governs the turn.
 func structuredInstruction(req *dbgen.StructuredRequest) string {

@@ -36,6 +36,9 @@ type Options struct {
 	RetryBase, RetryMax time.Duration
 	// Poll is the idle re-check interval that covers lost notifications.
 	Poll time.Duration
+	// ActionTimeout is how long a turn waits for client tool results
+	// before answering the calls with errors itself.
+	ActionTimeout time.Duration
 	// DrainTimeout bounds how long in-flight work may continue after Run's
 	// context ends before it is cancelled and its chat released.
 	DrainTimeout time.Duration
@@ -67,6 +70,9 @@ func (o *Options) defaults() {
 	}
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = 15 * time.Second
+	}
+	if o.ActionTimeout <= 0 {
+		o.ActionTimeout = 10 * time.Minute
 	}
 	if o.Preview == nil {
 		o.Preview = nopPreview{}
@@ -124,6 +130,10 @@ func (w *worker) loop(ctx, hard context.Context) {
 		if err != nil {
 			if !errors.Is(err, store.ErrNotFound) {
 				log.Error("claim failed", slog.String("error", err.Error()))
+			} else if n, err := w.r.store.ExpireActions(hard, 16); err != nil {
+				log.Warn("expiring overdue client tool calls failed", slog.String("error", err.Error()))
+			} else if n > 0 {
+				continue // those chats run again now
 			}
 			jitter := time.Duration(rand.Int64N(int64(w.r.opts.Poll) / 4))
 			select {
@@ -168,6 +178,7 @@ func (w *worker) runChat(ctx, hard context.Context, chatID uuid.UUID, log *slog.
 	}()
 
 	t := &turnRunner{w: w, sub: sub, log: log}
+	misses := 0
 	for {
 		if ctx.Err() != nil {
 			// Draining: hand the chat back for another replica.
@@ -180,9 +191,22 @@ func (w *worker) runChat(ctx, hard context.Context, chatID uuid.UUID, log *slog.
 			return
 		}
 		done, err := t.pass(chatCtx, chatID)
+		if !errors.Is(err, store.ErrFenceMiss) {
+			misses = 0
+		}
 		switch {
 		case errors.Is(err, store.ErrFenceMiss):
-			continue // something moved under us: decide again from what is committed
+			// Something moved under us: decide again from what is committed.
+			// Misses in a row without any progress mean a bug; do not spin.
+			if misses++; misses > 3 {
+				log.Warn("repeated fence misses", slog.Int("misses", misses))
+				select {
+				case <-chatCtx.Done():
+					return
+				case <-time.After(w.r.opts.RetryBase * time.Duration(min(misses, 100))):
+				}
+			}
+			continue
 		case err != nil:
 			if chatCtx.Err() != nil {
 				return

@@ -46,6 +46,8 @@ func (a *action) runTools(ctx context.Context, step *parsed, calls []jsonb.Part)
 			}
 		}
 	}
+	dynamic := dynamicNames(a.turn.Chat)
+	waiting := false
 	switch {
 	case finalizers > 0 && len(calls) > 1:
 		// Invalid batch: nothing in it runs.
@@ -66,13 +68,20 @@ func (a *action) runTools(ctx context.Context, step *parsed, calls []jsonb.Part)
 				}
 				continue
 			}
+			if dynamic[c.ToolName] {
+				waiting = true // the client runs it
+				continue
+			}
 			results = append(results, errorResult(c, fmt.Sprintf("Unknown tool %q.", c.ToolName)))
 		}
 	}
 
-	commit := store.Commit{
-		Messages: []store.NewMessage{{Role: "tool", Parts: results, RequestID: a.requestID()}},
-		Progress: progress,
+	commit := store.Commit{Progress: progress}
+	if len(results) > 0 {
+		commit.Messages = []store.NewMessage{{Role: "tool", Parts: results, RequestID: a.requestID()}}
+	}
+	if waiting {
+		commit.End, commit.ActionTimeout = store.EndRequiresAction, a.t.w.r.opts.ActionTimeout
 	}
 	if progress != nil && progress.Rejections > 0 && req.Rejections+1 >= MaxRejections {
 		code := CodeNotProduced
@@ -84,6 +93,32 @@ func (a *action) runTools(ctx context.Context, step *parsed, calls []jsonb.Part)
 		commit.End = store.EndTurn
 	}
 	return a.commit(ctx, commit)
+}
+
+// dynamicNames are the chat's client-executed tools.
+func dynamicNames(chat dbgen.Chat) map[string]bool {
+	tools, _ := parseDynamicTools(chat.DynamicTools)
+	out := make(map[string]bool, len(tools))
+	for _, t := range tools {
+		out[t.Name] = true
+	}
+	return out
+}
+
+// dynamicTool is a client-executed tool declared on the chat.
+type dynamicTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+func parseDynamicTools(raw json.RawMessage) ([]dynamicTool, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var tools []dynamicTool
+	err := json.Unmarshal(raw, &tools)
+	return tools, err
 }
 
 // finalize executes one finalizer call: the step must have ended normally,

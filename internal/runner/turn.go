@@ -107,9 +107,6 @@ type action struct {
 // longer ours (finished, waiting for the client).
 func (a *action) commit(ctx context.Context, c store.Commit) (bool, error) {
 	c.Fence = a.fence
-	if c.Fence.Statuses == nil {
-		c.Fence.Statuses = []string{"running"}
-	}
 	res, err := a.t.w.r.store.Apply(ctx, c)
 	if err != nil {
 		return false, err
@@ -206,8 +203,19 @@ func (a *action) generate(ctx context.Context) (bool, error) {
 	}
 	req := a.turn.Request
 	system := chat.SystemPrompt
-	var tools []fantasy.Tool
+	if chat.Mode == "plan" {
+		system = strings.TrimSpace(system + "\n\n" + planInstruction)
+	}
+	tools, err := clientTools(chat)
+	if err != nil {
+		return a.fail(ctx, CodeConfiguration, "the chat's client tools cannot be used", store.EndError)
+	}
 	if req != nil {
+		for _, t := range tools {
+			if t.GetName() == FinalizerName {
+				return a.fail(ctx, CodeConfiguration, "a client tool is named "+FinalizerName+", which structured output reserves", store.EndError)
+			}
+		}
 		fin, err := finalizerTool(req)
 		if err != nil {
 			return a.fail(ctx, CodeConfiguration, "the stored schema cannot be used", store.EndError)
@@ -360,7 +368,7 @@ func (a *action) finishInterruption(ctx context.Context) (bool, error) {
 		msgs = append(msgs, store.NewMessage{Role: "tool", Parts: results, RequestID: a.requestID()})
 	}
 	c := store.Commit{Messages: msgs, End: store.EndTurn}
-	c.Fence.Statuses = []string{"interrupting"}
+	a.fence.Statuses = []string{"interrupting"}
 	if req := a.turn.Request; req != nil {
 		c.Outcomes = []store.Outcome{{RequestID: req.RequestID, Status: "cancelled", Code: CodeInterrupted,
 			Message: "the turn was interrupted"}}
@@ -377,39 +385,14 @@ func lastAssistant(msgs []parsed) *parsed {
 	return nil
 }
 
-// unresolvedCalls are the tool calls of the last assistant message that no
-// later tool message answers (provider-executed calls are answered upstream).
+// unresolvedCalls are the pending tool calls of the last assistant step.
 func unresolvedCalls(msgs []parsed) []jsonb.Part {
-	idx := -1
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].row.Role == "assistant" {
-			idx = i
-			break
-		}
+	roles := make([]string, len(msgs))
+	contents := make([][]jsonb.Part, len(msgs))
+	for i, m := range msgs {
+		roles[i], contents[i] = m.row.Role, m.parts
 	}
-	if idx < 0 {
-		return nil
-	}
-	answered := map[string]bool{}
-	for _, m := range msgs[idx+1:] {
-		for _, p := range m.parts {
-			if p.Type == jsonb.PartToolResult {
-				answered[p.ToolCallID] = true
-			}
-		}
-	}
-	for _, p := range msgs[idx].parts {
-		if p.Type == jsonb.PartToolResult {
-			answered[p.ToolCallID] = true
-		}
-	}
-	var out []jsonb.Part
-	for _, p := range msgs[idx].parts {
-		if p.Type == jsonb.PartToolCall && !p.ProviderExecuted && !answered[p.ToolCallID] {
-			out = append(out, p)
-		}
-	}
-	return out
+	return jsonb.Unresolved(roles, contents)
 }
 
 func errorResult(call jsonb.Part, msg string) jsonb.Part {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"unicode/utf8"
 
@@ -26,12 +27,16 @@ type NewChat struct {
 	Model        string
 	SystemPrompt string
 	Title        string
+	// Mode is normal or plan; a chat with a parent is a child chat.
 	Mode         string
 	ParentChatID uuid.NullUUID
 	DynamicTools json.RawMessage
 	Content      []jsonb.Part
 	Request      *RequestSpec
 }
+
+// ErrUnknownParent: the parent chat does not exist or is not the caller's.
+var ErrUnknownParent = errors.New("unknown parent chat")
 
 // CreateChat inserts the chat (running), its ledger row when structured, and
 // the first user message, in one transaction.
@@ -51,8 +56,20 @@ func (s *Store) CreateChat(ctx context.Context, p NewChat) (dbgen.Chat, dbgen.Ch
 	if len(p.DynamicTools) == 0 {
 		p.DynamicTools = json.RawMessage("[]")
 	}
+	if p.ParentChatID.Valid {
+		p.Mode = "child"
+	}
 	err = s.tx(ctx, func(tx pgx.Tx) error {
 		var err error
+		if p.ParentChatID.Valid {
+			parent, err := s.q.ChatGetForOwner(ctx, tx, dbgen.ChatGetForOwnerParams{ID: p.ParentChatID.UUID, OwnerID: p.OwnerID})
+			if errors.Is(err, pgx.ErrNoRows) || (err == nil && parent.Mode == "child") {
+				return ErrUnknownParent // children are one level deep
+			}
+			if err != nil {
+				return err
+			}
+		}
 		chat, err = s.q.ChatInsert(ctx, tx, dbgen.ChatInsertParams{
 			OwnerID: p.OwnerID, ParentChatID: p.ParentChatID, Title: p.Title, Model: p.Model,
 			SystemPrompt: p.SystemPrompt, Mode: p.Mode, DynamicTools: p.DynamicTools, Status: "running",
@@ -111,9 +128,15 @@ type SendParams struct {
 	ChatID  uuid.UUID
 	Content []jsonb.Part
 	Request *RequestSpec
+	// Interrupt stops a running turn instead of waiting for it; the message
+	// is queued and runs next.
+	Interrupt bool
+	// PlanMode, when set, switches the chat's plan mode first.
+	PlanMode *bool
 	// Check repeats cheap state-dependent admission checks under the chat
-	// lock; an error aborts the transaction unchanged.
-	Check func(dbgen.Chat) error
+	// lock, given the chat and its effective mode for this message; an
+	// error aborts the transaction unchanged.
+	Check func(chat dbgen.Chat, mode string) error
 }
 
 // SendResult says where the message went.
@@ -136,8 +159,19 @@ func (s *Store) SendMessage(ctx context.Context, p SendParams) (SendResult, erro
 		if err != nil {
 			return err
 		}
+		mode := chat.Mode
+		if p.PlanMode != nil {
+			if mode, err = s.planMode(ctx, tx, chat, *p.PlanMode); err != nil {
+				return err
+			}
+		}
 		if p.Check != nil {
-			if err := p.Check(chat); err != nil {
+			if err := p.Check(chat, mode); err != nil {
+				return err
+			}
+		}
+		if mode != chat.Mode {
+			if chat, err = s.q.ChatSetSettings(ctx, tx, dbgen.ChatSetSettingsParams{ID: chat.ID, Mode: mode, Title: chat.Title}); err != nil {
 				return err
 			}
 		}
@@ -162,6 +196,10 @@ func (s *Store) SendMessage(ctx context.Context, p SendParams) (SendResult, erro
 			return err
 		}
 		res.Queued = &q
+		if p.Interrupt && (chat.Status == "running" || chat.Status == "requires_action") {
+			res.Chat, err = s.setInterrupting(ctx, tx, chat)
+			return err
+		}
 		res.Chat, err = s.q.ChatGet(ctx, tx, chat.ID)
 		return err
 	})

@@ -164,8 +164,8 @@ type Commit struct {
 	Outcomes  []Outcome
 	End       End
 	LastError json.RawMessage
-	// Deadline applies to EndRequiresAction.
-	Deadline *time.Time
+	// ActionTimeout is how long EndRequiresAction waits for client results.
+	ActionTimeout time.Duration
 }
 
 // Committed reports what a commit wrote.
@@ -223,7 +223,7 @@ func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 			out.Messages = append(out.Messages, rows...)
 			out.Request = &r
 		}
-		chat, promoted, err := s.end(ctx, tx, c.Fence.ChatID, c.End, c.LastError, c.Deadline)
+		chat, promoted, err := s.end(ctx, tx, c.Fence.ChatID, c.End, c.LastError, c.ActionTimeout)
 		if err != nil {
 			return err
 		}
@@ -304,13 +304,17 @@ func ReceiptParts(o Outcome) []jsonb.Part {
 }
 
 // end applies the end of a commit to the chat row.
-func (s *Store) end(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, e End, lastError json.RawMessage, deadline *time.Time) (dbgen.Chat, *dbgen.ChatMessage, error) {
+func (s *Store) end(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, e End, lastError json.RawMessage, actionTimeout time.Duration) (dbgen.Chat, *dbgen.ChatMessage, error) {
 	switch e {
 	case EndNone:
 		c, err := s.q.ChatGet(ctx, tx, chatID)
 		return c, nil, err
 	case EndRequiresAction:
-		c, err := s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: chatID, Status: "requires_action", RequiresActionDeadline: deadline})
+		if actionTimeout <= 0 {
+			actionTimeout = 10 * time.Minute
+		}
+		c, err := s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: chatID, Status: "requires_action",
+			ActionTimeoutSeconds: actionTimeout.Seconds()})
 		return c, nil, err
 	}
 	promoted, err := s.promote(ctx, tx, chatID)

@@ -58,7 +58,19 @@ type Env struct {
 // New starts an Env; everything stops when the test ends.
 func New(t testing.TB, o Options) *Env {
 	t.Helper()
-	e := &Env{t: t, Pool: dbtest.New(t)}
+	return start(t, dbtest.New(t), o)
+}
+
+// Reopen starts another chatd on prev's database (a restart, possibly with
+// other options, or a second replica). prev's workers are stopped first.
+func Reopen(t testing.TB, prev *Env, o Options) *Env {
+	t.Helper()
+	prev.StopRunner()
+	return start(t, prev.Pool, o)
+}
+
+func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
+	e := &Env{t: t, Pool: pool}
 	e.Logger = slog.New(slog.DiscardHandler)
 	if os.Getenv("CHATD_TEST_LOG") != "" {
 		e.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))

@@ -27,3 +27,13 @@ LIMIT 1;
 
 -- name: MessageGetByID :one
 SELECT * FROM chat_messages WHERE id = @id;
+
+-- name: MessageGetInChat :one
+SELECT * FROM chat_messages WHERE chat_id = @chat_id AND id = @id;
+
+-- name: MessageSoftDeleteFrom :many
+-- Discards history from a message on (an edit). Receipts stay: they are the
+-- durable record of requests that already finished, and are immutable.
+UPDATE chat_messages SET deleted = true
+WHERE chat_id = @chat_id AND id >= @from_id AND NOT deleted AND kind <> 'receipt'
+RETURNING id, visibility;

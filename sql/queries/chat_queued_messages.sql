@@ -10,3 +10,14 @@ SELECT * FROM chat_queued_messages WHERE chat_id = @chat_id ORDER BY id;
 DELETE FROM chat_queued_messages
 WHERE id = (SELECT min(q.id) FROM chat_queued_messages q WHERE q.chat_id = @chat_id)
 RETURNING *;
+
+-- name: QueueDelete :one
+DELETE FROM chat_queued_messages WHERE chat_id = @chat_id AND id = @id
+RETURNING *;
+
+-- name: QueueClear :many
+DELETE FROM chat_queued_messages WHERE chat_id = @chat_id
+RETURNING *;
+
+-- name: QueueCount :one
+SELECT count(*)::integer FROM chat_queued_messages WHERE chat_id = @chat_id;

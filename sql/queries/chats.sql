@@ -75,9 +75,27 @@ SET status = @status,
     worker_id = CASE WHEN @keep_owner::boolean THEN worker_id END,
     lease_expires_at = CASE WHEN @keep_owner::boolean THEN lease_expires_at END,
     last_error = sqlc.narg(last_error),
-    requires_action_deadline = sqlc.narg(requires_action_deadline)
+    requires_action_deadline = CASE WHEN @status = 'requires_action'
+        THEN now() + make_interval(secs => @action_timeout_seconds::float8) END
 WHERE id = @id
 RETURNING *;
 
 -- name: ChatCountByStatus :many
 SELECT status, count(*)::bigint AS chats FROM chats GROUP BY status;
+
+-- name: ChatSetSettings :one
+UPDATE chats SET mode = @mode, title = @title
+WHERE id = @id
+RETURNING *;
+
+-- name: ChatListExpiredActions :many
+-- Chats whose client tool results are overdue.
+SELECT id FROM chats
+WHERE status = 'requires_action' AND requires_action_deadline < now()
+ORDER BY requires_action_deadline
+LIMIT @max_rows;
+
+-- name: ChatLockExpiredAction :one
+SELECT * FROM chats
+WHERE id = @id AND status = 'requires_action' AND requires_action_deadline < now()
+FOR UPDATE SKIP LOCKED;

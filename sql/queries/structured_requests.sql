@@ -34,3 +34,17 @@ SET status = @status,
     candidate_tool_call_id = NULL
 WHERE request_id = @request_id AND status = 'pending'
 RETURNING *;
+
+-- name: RequestListPendingFrom :many
+-- Pending requests an edit from message @from_id discards: those whose input
+-- is at or after it in history, and those still queued. Oldest first.
+SELECT r.* FROM structured_requests r
+WHERE r.chat_id = @chat_id AND r.status = 'pending'
+  AND (EXISTS (SELECT 1 FROM chat_messages m
+               WHERE m.structured_request_id = r.request_id AND m.kind = 'message' AND m.role = 'user'
+                 AND NOT m.deleted AND m.id >= @from_id)
+       OR EXISTS (SELECT 1 FROM chat_queued_messages q WHERE q.structured_request_id = r.request_id))
+ORDER BY r.created_at, r.request_id;
+
+-- name: RequestListPendingForChat :many
+SELECT * FROM structured_requests WHERE chat_id = @chat_id AND status = 'pending' ORDER BY created_at, request_id;

@@ -1,0 +1,436 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/chatd/chatd/internal/dbgen"
+	"github.com/chatd/chatd/internal/jsonb"
+)
+
+// Cancellation reasons written on cancelled receipts.
+const (
+	CodeQueueDeleted = "queue_deleted"
+	CodeSuperseded   = "superseded"
+	CodeInterrupted  = "interrupted"
+)
+
+// FormatChange says what an edit does to the edited message's format.
+type FormatChange int
+
+const (
+	// FormatPreserve keeps the edited message's format (a new request UUID).
+	FormatPreserve FormatChange = iota
+	// FormatClear makes the replacement an ordinary message.
+	FormatClear
+	// FormatReplace uses EditParams.Request.
+	FormatReplace
+)
+
+// EditParams describe an edit of a user message.
+type EditParams struct {
+	OwnerID   uuid.UUID
+	ChatID    uuid.UUID
+	MessageID int64
+	Content   []jsonb.Part
+	Format    FormatChange
+	Request   *RequestSpec
+	// Check repeats state-dependent admission under the chat lock. It gets
+	// the format the replacement will carry (nil: ordinary), so a preserved
+	// format is checked too.
+	Check func(chat dbgen.Chat, spec *RequestSpec) error
+}
+
+// EditResult is what an edit wrote.
+type EditResult struct {
+	Chat dbgen.Chat
+	// Message is the replacement.
+	Message dbgen.ChatMessage
+	// Inserted are the client-visible rows written, in id order: the
+	// cancellation receipts, then the replacement.
+	Inserted []dbgen.ChatMessage
+	// DeletedIDs are the client-visible messages the edit discarded.
+	DeletedIDs []int64
+}
+
+// ErrNotEditable: the message is not a user message of the chat's history.
+var ErrNotEditable = errors.New("only user messages can be edited")
+
+// EditMessage replaces a user message and discards everything after it, in
+// one transaction and in this order: collect the pending requests the edit
+// discards (in history from the message on, and queued), soft-delete the
+// suffix and clear the queue, write a cancelled (superseded) receipt for each
+// collected request, then insert the replacement. The chat runs a new turn.
+func (s *Store) EditMessage(ctx context.Context, p EditParams) (EditResult, error) {
+	var res EditResult
+	content, err := jsonb.MarshalParts(p.Content)
+	if err != nil {
+		return res, err
+	}
+	err = s.tx(ctx, func(tx pgx.Tx) error {
+		res = EditResult{}
+		chat, err := s.q.ChatLockForOwner(ctx, tx, dbgen.ChatLockForOwnerParams{ID: p.ChatID, OwnerID: p.OwnerID})
+		if err != nil {
+			return err
+		}
+		target, err := s.q.MessageGetInChat(ctx, tx, dbgen.MessageGetInChatParams{ChatID: chat.ID, ID: p.MessageID})
+		if err != nil {
+			return err
+		}
+		if target.Deleted || target.Visibility == "model" {
+			return pgx.ErrNoRows // not part of what the client sees
+		}
+		if target.Role != "user" || target.Kind != "message" {
+			return ErrNotEditable
+		}
+		spec := p.Request
+		switch p.Format {
+		case FormatClear:
+			spec = nil
+		case FormatPreserve:
+			spec = nil
+			if target.StructuredRequestID.Valid {
+				r, err := s.q.RequestGet(ctx, tx, target.StructuredRequestID.UUID)
+				if err != nil {
+					return err
+				}
+				spec = &RequestSpec{Name: r.Name, Description: r.Description, Schema: r.Schema}
+			}
+		}
+		if p.Check != nil {
+			if err := p.Check(chat, spec); err != nil {
+				return err
+			}
+		}
+
+		discarded, err := s.q.RequestListPendingFrom(ctx, tx, dbgen.RequestListPendingFromParams{ChatID: chat.ID, FromID: target.ID})
+		if err != nil {
+			return err
+		}
+		deleted, err := s.q.MessageSoftDeleteFrom(ctx, tx, dbgen.MessageSoftDeleteFromParams{ChatID: chat.ID, FromID: target.ID})
+		if err != nil {
+			return err
+		}
+		for _, d := range deleted {
+			if d.Visibility != "model" {
+				res.DeletedIDs = append(res.DeletedIDs, d.ID)
+			}
+		}
+		if _, err := s.q.QueueClear(ctx, tx, chat.ID); err != nil {
+			return err
+		}
+		for _, r := range discarded {
+			rows, _, err := s.finishRequest(ctx, tx, chat.ID, Outcome{RequestID: r.RequestID, Status: "cancelled",
+				Code: CodeSuperseded, Message: "the message that asked for it was edited"})
+			if err != nil {
+				return err
+			}
+			res.Inserted = append(res.Inserted, rows...)
+		}
+		reqID, err := s.insertRequest(ctx, tx, chat.ID, spec)
+		if err != nil {
+			return err
+		}
+		res.Message, err = s.q.MessageInsert(ctx, tx, dbgen.MessageInsertParams{
+			ChatID: chat.ID, Role: "user", Kind: "message", Visibility: "both", Content: content, StructuredRequestID: reqID,
+		})
+		if err != nil {
+			return err
+		}
+		res.Inserted = append(res.Inserted, res.Message)
+		// The owner of a running turn keeps the chat: its fence has failed
+		// and it decides again from the new history.
+		keep := (chat.Status == "running" || chat.Status == "interrupting") && chat.WorkerID.Valid
+		res.Chat, err = s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: chat.ID, Status: "running", KeepOwner: keep})
+		return err
+	})
+	return res, err
+}
+
+// DeleteQueued removes a queued message; a structured one gets its
+// cancelled (queue_deleted) receipt in the same transaction. The receipt is
+// a receipt-only insert, so a turn running meanwhile is not disturbed.
+func (s *Store) DeleteQueued(ctx context.Context, owner, chatID uuid.UUID, queuedID int64) (dbgen.ChatQueuedMessage, []dbgen.ChatMessage, error) {
+	var q dbgen.ChatQueuedMessage
+	var receipts []dbgen.ChatMessage
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		receipts = nil
+		chat, err := s.q.ChatLockForOwner(ctx, tx, dbgen.ChatLockForOwnerParams{ID: chatID, OwnerID: owner})
+		if err != nil {
+			return err
+		}
+		if q, err = s.q.QueueDelete(ctx, tx, dbgen.QueueDeleteParams{ChatID: chat.ID, ID: queuedID}); err != nil {
+			return err
+		}
+		if q.StructuredRequestID.Valid {
+			receipts, _, err = s.finishRequest(ctx, tx, chat.ID, Outcome{RequestID: q.StructuredRequestID.UUID,
+				Status: "cancelled", Code: CodeQueueDeleted, Message: "the queued message was deleted"})
+		}
+		return err
+	})
+	return q, receipts, err
+}
+
+// Interrupt asks the running turn to stop. The worker that owns it (or, if
+// none, the next to claim it) keeps the partial output, cancels the governing
+// request and lets the queue move on.
+func (s *Store) Interrupt(ctx context.Context, owner, chatID uuid.UUID) (dbgen.Chat, error) {
+	var chat dbgen.Chat
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		c, err := s.q.ChatLockForOwner(ctx, tx, dbgen.ChatLockForOwnerParams{ID: chatID, OwnerID: owner})
+		if err != nil {
+			return err
+		}
+		switch c.Status {
+		case "interrupting":
+			chat = c
+			return nil
+		case "running", "requires_action":
+		default:
+			return &ConflictError{Detail: fmt.Sprintf("The chat is %s; there is no turn to interrupt.", c.Status)}
+		}
+		chat, err = s.setInterrupting(ctx, tx, c)
+		return err
+	})
+	return chat, err
+}
+
+func (s *Store) setInterrupting(ctx context.Context, tx pgx.Tx, c dbgen.Chat) (dbgen.Chat, error) {
+	return s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: c.ID, Status: "interrupting", KeepOwner: c.Status == "running"})
+}
+
+// ToolResult is a client's answer to a pending client-executed tool call.
+type ToolResult struct {
+	ToolCallID string
+	Output     json.RawMessage
+	IsError    bool
+}
+
+// ToolResultsError explains why submitted results do not match.
+type ToolResultsError struct{ Field, Detail string }
+
+func (e *ToolResultsError) Error() string { return e.Field + ": " + e.Detail }
+
+// SubmitToolResults answers every pending client tool call at once and
+// resumes the turn. The results must match the pending calls exactly.
+// finalizer names the server-owned tool whose calls clients never answer.
+func (s *Store) SubmitToolResults(ctx context.Context, owner, chatID uuid.UUID, results []ToolResult, finalizer string) (dbgen.Chat, dbgen.ChatMessage, error) {
+	var chat dbgen.Chat
+	var msg dbgen.ChatMessage
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		c, err := s.q.ChatLockForOwner(ctx, tx, dbgen.ChatLockForOwnerParams{ID: chatID, OwnerID: owner})
+		if err != nil {
+			return err
+		}
+		if c.Status != "requires_action" {
+			return &ConflictError{Detail: fmt.Sprintf("The chat is %s; it is not waiting for tool results.", c.Status)}
+		}
+		pending, err := s.pendingCalls(ctx, tx, c.ID)
+		if err != nil {
+			return err
+		}
+		byID := map[string]jsonb.Part{}
+		for _, p := range pending {
+			byID[p.ToolCallID] = p
+		}
+		seen := map[string]bool{}
+		var parts []jsonb.Part
+		for i, r := range results {
+			field := fmt.Sprintf("results.%d.tool_call_id", i)
+			call, ok := byID[r.ToolCallID]
+			switch {
+			case seen[r.ToolCallID]:
+				return &ToolResultsError{Field: field, Detail: fmt.Sprintf("duplicate result for %q", r.ToolCallID)}
+			case ok && call.ToolName == finalizer:
+				return &ToolResultsError{Field: field, Detail: fmt.Sprintf("%q is a call of the server-owned %s tool; clients cannot answer it", r.ToolCallID, finalizer)}
+			case !ok:
+				return &ToolResultsError{Field: field, Detail: fmt.Sprintf("%q is not a pending tool call", r.ToolCallID)}
+			}
+			seen[r.ToolCallID] = true
+			parts = append(parts, jsonb.Part{Type: jsonb.PartToolResult, ToolCallID: r.ToolCallID, ToolName: call.ToolName,
+				Result: r.Output, IsError: r.IsError})
+		}
+		for _, p := range pending {
+			if !seen[p.ToolCallID] {
+				return &ToolResultsError{Field: "results", Detail: fmt.Sprintf("missing a result for pending call %q (%s)", p.ToolCallID, p.ToolName)}
+			}
+		}
+		latest, err := s.latestRequest(ctx, tx, c.ID)
+		if err != nil {
+			return err
+		}
+		if msg, err = s.insertMessage(ctx, tx, c.ID, NewMessage{Role: "tool", Parts: parts, RequestID: latest}); err != nil {
+			return err
+		}
+		chat, err = s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: c.ID, Status: "running"})
+		return err
+	})
+	return chat, msg, err
+}
+
+// latestRequest is the governing request id of the current turn, if pending.
+func (s *Store) latestRequest(ctx context.Context, tx pgx.Tx, chatID uuid.UUID) (uuid.NullUUID, error) {
+	m, err := s.q.MessageGetLatestUserRequest(ctx, tx, chatID)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && !m.StructuredRequestID.Valid) {
+		return uuid.NullUUID{}, nil
+	}
+	if err != nil {
+		return uuid.NullUUID{}, err
+	}
+	r, err := s.q.RequestGet(ctx, tx, m.StructuredRequestID.UUID)
+	if err != nil || r.Status != "pending" {
+		return uuid.NullUUID{}, err
+	}
+	return m.StructuredRequestID, nil
+}
+
+// pendingCalls reads the chat's model-visible history and returns the tool
+// calls of the last assistant step that are still unanswered.
+func (s *Store) pendingCalls(ctx context.Context, tx pgx.Tx, chatID uuid.UUID) ([]jsonb.Part, error) {
+	rows, err := s.q.MessageListForPrompt(ctx, tx, chatID)
+	if err != nil {
+		return nil, err
+	}
+	roles := make([]string, len(rows))
+	contents := make([][]jsonb.Part, len(rows))
+	for i, r := range rows {
+		roles[i] = r.Role
+		if contents[i], err = jsonb.ParseContent(r.Content); err != nil {
+			return nil, err
+		}
+	}
+	return jsonb.Unresolved(roles, contents), nil
+}
+
+// PendingToolCalls returns the client tool calls a chat in requires_action
+// waits for (nil in any other status).
+func (s *Store) PendingToolCalls(ctx context.Context, chat dbgen.Chat) ([]jsonb.Part, error) {
+	if chat.Status != "requires_action" {
+		return nil, nil
+	}
+	var out []jsonb.Part
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var err error
+		out, err = s.pendingCalls(ctx, tx, chat.ID)
+		return err
+	})
+	return out, mapError(err)
+}
+
+// ExpireActions answers overdue client tool calls with errors and resumes
+// their turns, so a client that went away cannot hold a request forever.
+// It returns how many chats it resumed.
+func (s *Store) ExpireActions(ctx context.Context, limit int32) (int, error) {
+	ids, err := s.q.ChatListExpiredActions(ctx, s.pool, limit)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, id := range ids {
+		err := s.tx(ctx, func(tx pgx.Tx) error {
+			c, err := s.q.ChatLockExpiredAction(ctx, tx, id)
+			if err != nil {
+				return err
+			}
+			pending, err := s.pendingCalls(ctx, tx, c.ID)
+			if err != nil {
+				return err
+			}
+			var parts []jsonb.Part
+			for _, p := range pending {
+				msg, _ := json.Marshal("The client did not return a result for this tool call in time.")
+				parts = append(parts, jsonb.Part{Type: jsonb.PartToolResult, ToolCallID: p.ToolCallID, ToolName: p.ToolName, Result: msg, IsError: true})
+			}
+			if len(parts) > 0 {
+				latest, err := s.latestRequest(ctx, tx, c.ID)
+				if err != nil {
+					return err
+				}
+				if _, err := s.insertMessage(ctx, tx, c.ID, NewMessage{Role: "tool", Parts: parts, RequestID: latest}); err != nil {
+					return err
+				}
+			}
+			_, err = s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: c.ID, Status: "running"})
+			return err
+		})
+		if errors.Is(err, ErrNotFound) {
+			continue // answered or taken meanwhile
+		}
+		if err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// ChatUpdate changes chat settings; nil fields are kept.
+type ChatUpdate struct {
+	Title    *string
+	PlanMode *bool
+}
+
+// PlanModeConflictError: the chat has a structured request that plan mode
+// would silently drop.
+type PlanModeConflictError struct{ RequestID uuid.UUID }
+
+func (e *PlanModeConflictError) Error() string {
+	return fmt.Sprintf("The chat has an active or queued structured request (%s); plan mode would not honour it. Wait for it to finish, or cancel it first.", e.RequestID)
+}
+func (e *PlanModeConflictError) Unwrap() error { return ErrConflict }
+
+// UpdateChat changes settings under the chat lock. Switching into plan mode
+// is refused while a structured request is pending (active or queued).
+func (s *Store) UpdateChat(ctx context.Context, owner, chatID uuid.UUID, u ChatUpdate) (dbgen.Chat, error) {
+	var chat dbgen.Chat
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		c, err := s.q.ChatLockForOwner(ctx, tx, dbgen.ChatLockForOwnerParams{ID: chatID, OwnerID: owner})
+		if err != nil {
+			return err
+		}
+		mode, title := c.Mode, c.Title
+		if u.Title != nil {
+			title = *u.Title
+		}
+		if u.PlanMode != nil {
+			if mode, err = s.planMode(ctx, tx, c, *u.PlanMode); err != nil {
+				return err
+			}
+		}
+		if mode == c.Mode && title == c.Title {
+			chat = c
+			return nil
+		}
+		chat, err = s.q.ChatSetSettings(ctx, tx, dbgen.ChatSetSettingsParams{ID: c.ID, Mode: mode, Title: title})
+		return err
+	})
+	return chat, err
+}
+
+// planMode returns the chat mode after a plan-mode switch.
+func (s *Store) planMode(ctx context.Context, tx pgx.Tx, c dbgen.Chat, on bool) (string, error) {
+	switch {
+	case c.Mode == "child":
+		if on {
+			return "", &ConflictError{Detail: "A child chat cannot switch to plan mode."}
+		}
+		return c.Mode, nil
+	case !on:
+		return "normal", nil
+	case c.Mode == "plan":
+		return "plan", nil
+	}
+	pending, err := s.q.RequestListPendingForChat(ctx, tx, c.ID)
+	if err != nil {
+		return "", err
+	}
+	if len(pending) > 0 {
+		return "", &PlanModeConflictError{RequestID: pending[0].RequestID}
+	}
+	return "plan", nil
+}
