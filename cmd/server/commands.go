@@ -14,12 +14,14 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/internal/config"
+	"github.com/chatd/chatd/internal/hooks"
 	"github.com/chatd/chatd/internal/httpapi"
 	"github.com/chatd/chatd/internal/migrate"
 	"github.com/chatd/chatd/internal/notify"
 	"github.com/chatd/chatd/internal/provider"
 	"github.com/chatd/chatd/internal/runner"
 	"github.com/chatd/chatd/internal/store"
+	"github.com/chatd/chatd/internal/tools"
 )
 
 func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
@@ -74,11 +76,27 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 
+	var serverTools []tools.Tool
+	if cfg.Workspace != "" {
+		if serverTools, err = tools.Workspace(cfg.Workspace); err != nil {
+			return err
+		}
+	}
+	stopHooks, err := hooks.New(cfg.Hooks, nil)
+	if err != nil {
+		return err
+	}
+	toolNames := make([]string, 0, len(serverTools))
+	for _, t := range serverTools {
+		toolNames = append(toolNames, t.Name)
+	}
+
 	st := store.New(d.pool)
 	hub := notify.New(d.pool, logger)
 	models := provider.NewRegistry(cfg, nil)
-	api := httpapi.New(httpapi.Options{Store: st, Models: models, Hub: hub, Experiments: exp, Logger: logger})
-	run := runner.New(st, models, hub, runner.Options{Workers: *workers, MaxSteps: *maxSteps, Logger: logger})
+	api := httpapi.New(httpapi.Options{Store: st, Models: models, Hub: hub, Experiments: exp, ServerTools: toolNames, Logger: logger})
+	run := runner.New(st, models, hub, runner.Options{Workers: *workers, MaxSteps: *maxSteps, Tools: serverTools,
+		Hooks: stopHooks, CompactionThreshold: cfg.CompactionThreshold, Logger: logger})
 
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {

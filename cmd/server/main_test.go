@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -22,6 +23,7 @@ import (
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/dbtest"
 	"github.com/chatd/chatd/internal/mockllm"
+	chatdsql "github.com/chatd/chatd/sql"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -195,8 +197,10 @@ func TestMigrationsForOperators(t *testing.T) {
 		t.Fatalf("server with pending migrations: %v", err)
 	}
 
+	migrations, _ := fs.Glob(chatdsql.Migrations(), "*.sql")
 	out, _, err = runCmd(ctx, "migrate", "up", "--database-url", url)
-	if err != nil || !strings.Contains(out, "applied 1 00001_init.sql") || !strings.Contains(out, "trigger files applied") {
+	if err != nil || strings.Count(out, "applied ") != len(migrations) || !strings.Contains(out, "applied 1 00001_init.sql") ||
+		!strings.Contains(out, "trigger files applied") {
 		t.Fatalf("migrate up: %v %q", err, out)
 	}
 	out, _, err = runCmd(ctx, "migrate", "up", "--database-url", url)
@@ -207,9 +211,12 @@ func TestMigrationsForOperators(t *testing.T) {
 	if err != nil || !strings.Contains(out, "triggers current") {
 		t.Fatalf("status after up: %v %q", err, out)
 	}
-	out, _, err = runCmd(ctx, "migrate", "down", "--database-url", url)
-	if err != nil || !strings.Contains(out, "reverted 1") {
-		t.Fatalf("migrate down: %v %q", err, out)
+	// Down all the way, one step at a time, and up again.
+	for i := len(migrations); i >= 1; i-- {
+		out, _, err = runCmd(ctx, "migrate", "down", "--database-url", url)
+		if err != nil || !strings.Contains(out, fmt.Sprintf("reverted %d ", i)) {
+			t.Fatalf("migrate down to %d: %v %q", i-1, err, out)
+		}
 	}
 	if _, _, err = runCmd(ctx, "migrate", "status", "--database-url", url); exitCode(err) != 3 {
 		t.Fatalf("status after down: exit %d", exitCode(err))

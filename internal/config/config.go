@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+
+	"github.com/chatd/chatd/internal/hooks"
 )
 
 // Provider types.
@@ -23,6 +25,14 @@ type Config struct {
 	Providers    []Provider `json:"providers"`
 	Models       []Model    `json:"models"`
 	DefaultModel string     `json:"default_model"`
+	// Workspace, when set, is the directory the read_file and list_files
+	// server tools may read.
+	Workspace string `json:"workspace,omitempty"`
+	// Hooks are stop hooks (see internal/hooks).
+	Hooks []hooks.Config `json:"hooks,omitempty"`
+	// CompactionThreshold is the fraction of a model's context window the
+	// prompt may fill before older history is summarised (default 0.7).
+	CompactionThreshold float64 `json:"compaction_threshold,omitempty"`
 }
 
 // Provider is one LLM endpoint. The API key is read from the environment
@@ -104,6 +114,15 @@ func (c *Config) check() error {
 	}
 	if c.DefaultModel != "" && !models[c.DefaultModel] {
 		return fmt.Errorf("config: default_model %q is not one of the models", c.DefaultModel)
+	}
+	if c.CompactionThreshold < 0 || c.CompactionThreshold >= 1 {
+		return fmt.Errorf("config: compaction_threshold %v must be between 0 and 1", c.CompactionThreshold)
+	}
+	if c.CompactionThreshold == 0 {
+		c.CompactionThreshold = 0.7
+	}
+	if _, err := hooks.New(c.Hooks, nil); err != nil {
+		return fmt.Errorf("config: %w", err)
 	}
 	if c.DefaultModel == "" && len(c.Models) > 0 {
 		c.DefaultModel = c.Models[0].ID

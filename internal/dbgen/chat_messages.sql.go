@@ -12,6 +12,41 @@ import (
 	"github.com/google/uuid"
 )
 
+const messageCompressBefore = `-- name: MessageCompressBefore :execrows
+UPDATE chat_messages SET compressed = true
+WHERE chat_id = $1 AND NOT deleted AND NOT compressed
+  AND kind = 'message' AND visibility IN ('model', 'both')
+  AND (id < $2 OR content @> '[{"type":"summary"}]')
+`
+
+type MessageCompressBeforeParams struct {
+	ChatID   uuid.UUID
+	BeforeID int64
+}
+
+// Compaction: rows before the current turn, and earlier summaries, leave the
+// prompt (the new summary replaces them). Receipts and controls never take
+// part.
+func (q *Queries) MessageCompressBefore(ctx context.Context, db DBTX, arg MessageCompressBeforeParams) (int64, error) {
+	result, err := db.Exec(ctx, messageCompressBefore, arg.ChatID, arg.BeforeID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const messageCountControls = `-- name: MessageCountControls :one
+SELECT count(*)::integer FROM chat_messages
+WHERE structured_request_id = $1 AND kind = 'control'
+`
+
+func (q *Queries) MessageCountControls(ctx context.Context, db DBTX, requestID uuid.NullUUID) (int32, error) {
+	row := db.QueryRow(ctx, messageCountControls, requestID)
+	var column_1 int32
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const messageGetByID = `-- name: MessageGetByID :one
 SELECT id, chat_id, role, kind, visibility, content, structured_request_id, finish_reason, usage, compressed, deleted, revision, created_at FROM chat_messages WHERE id = $1
 `
@@ -194,12 +229,12 @@ func (q *Queries) MessageListForClient(ctx context.Context, db DBTX, arg Message
 
 const messageListForPrompt = `-- name: MessageListForPrompt :many
 SELECT id, chat_id, role, kind, visibility, content, structured_request_id, finish_reason, usage, compressed, deleted, revision, created_at FROM chat_messages
-WHERE chat_id = $1 AND NOT deleted AND kind = 'message' AND visibility IN ('model', 'both')
+WHERE chat_id = $1 AND NOT deleted AND NOT compressed AND kind = 'message' AND visibility IN ('model', 'both')
 ORDER BY id
 `
 
-// What the provider may see: ordinary messages, not deleted, not client-only.
-// Receipts and controls are never replayed.
+// What the provider may see: ordinary messages, not deleted, not client-only,
+// not summarised away by compaction. Receipts and controls are never replayed.
 func (q *Queries) MessageListForPrompt(ctx context.Context, db DBTX, chatID uuid.UUID) ([]ChatMessage, error) {
 	rows, err := db.Query(ctx, messageListForPrompt, chatID)
 	if err != nil {

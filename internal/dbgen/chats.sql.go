@@ -62,6 +62,15 @@ func (q *Queries) ChatClaimRunnable(ctx context.Context, db DBTX, arg ChatClaimR
 	return i, err
 }
 
+const chatClearCompactionRequest = `-- name: ChatClearCompactionRequest :exec
+UPDATE chats SET compaction_requested_at = NULL WHERE id = $1
+`
+
+func (q *Queries) ChatClearCompactionRequest(ctx context.Context, db DBTX, id uuid.UUID) error {
+	_, err := db.Exec(ctx, chatClearCompactionRequest, id)
+	return err
+}
+
 const chatCountByStatus = `-- name: ChatCountByStatus :many
 SELECT status, count(*)::bigint AS chats FROM chats GROUP BY status
 `
@@ -496,6 +505,45 @@ func (q *Queries) ChatRenewLeaseIfOwned(ctx context.Context, db DBTX, arg ChatRe
 	var lease_expires_at *time.Time
 	err := row.Scan(&lease_expires_at)
 	return lease_expires_at, err
+}
+
+const chatRequestCompaction = `-- name: ChatRequestCompaction :one
+UPDATE chats SET compaction_requested_at = now()
+WHERE id = $1 AND owner_id = $2
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at
+`
+
+type ChatRequestCompactionParams struct {
+	ID      uuid.UUID
+	OwnerID uuid.UUID
+}
+
+func (q *Queries) ChatRequestCompaction(ctx context.Context, db DBTX, arg ChatRequestCompactionParams) (Chat, error) {
+	row := db.QueryRow(ctx, chatRequestCompaction, arg.ID, arg.OwnerID)
+	var i Chat
+	err := row.Scan(
+		&i.ID,
+		&i.OwnerID,
+		&i.ParentChatID,
+		&i.Title,
+		&i.Model,
+		&i.SystemPrompt,
+		&i.Mode,
+		&i.DynamicTools,
+		&i.Status,
+		&i.WorkerID,
+		&i.LeaseExpiresAt,
+		&i.SnapshotVersion,
+		&i.SnapshotXact,
+		&i.HistoryVersion,
+		&i.GenerationAttempt,
+		&i.LastError,
+		&i.RequiresActionDeadline,
+		&i.CompactionRequestedAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
 }
 
 const chatSetSettings = `-- name: ChatSetSettings :one

@@ -88,7 +88,7 @@ func (s *Server) createChat(w http.ResponseWriter, r *http.Request) error {
 		p.ParentChatID = uuid.NullUUID{UUID: id, Valid: true}
 		p.Mode = client.ModeChild
 	}
-	tools, err := dynamicTools(body.DynamicTools)
+	tools, err := s.dynamicTools(body.DynamicTools)
 	if err != nil {
 		return err
 	}

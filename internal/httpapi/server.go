@@ -31,6 +31,9 @@ type Options struct {
 	Models      *provider.Registry
 	Hub         *notify.Hub
 	Experiments map[string]bool
+	// ServerTools are the names of server-executed tools, which client
+	// tools may not take.
+	ServerTools []string
 	// MaxBodyBytes caps request bodies (default 1 MiB).
 	MaxBodyBytes int64
 	Logger       *slog.Logger
@@ -42,6 +45,7 @@ type Server struct {
 	models      *provider.Registry
 	hub         *notify.Hub
 	experiments map[string]bool
+	serverTools map[string]bool
 	maxBody     int64
 	log         *slog.Logger
 	mux         *http.ServeMux
@@ -56,7 +60,10 @@ func New(o Options) *Server {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{store: o.Store, models: o.Models, hub: o.Hub, experiments: o.Experiments,
-		maxBody: o.MaxBodyBytes, log: o.Logger, mux: http.NewServeMux()}
+		serverTools: map[string]bool{}, maxBody: o.MaxBodyBytes, log: o.Logger, mux: http.NewServeMux()}
+	for _, n := range o.ServerTools {
+		s.serverTools[n] = true
+	}
 	s.routes()
 	return s
 }
@@ -81,6 +88,7 @@ func (s *Server) routeTable() []route {
 		{"PATCH", "/api/v1/chats/{chat}/messages/{message}", true, s.editMessage},
 		{"DELETE", "/api/v1/chats/{chat}/queue/{queued}", true, s.deleteQueued},
 		{"POST", "/api/v1/chats/{chat}/interrupt", true, s.interrupt},
+		{"POST", "/api/v1/chats/{chat}/compact", true, s.compact},
 		{"POST", "/api/v1/chats/{chat}/tool-results", true, s.toolResults},
 		{"GET", "/api/v1/structured-outputs/{request_id}", true, s.getStructuredOutput},
 	}

@@ -27,7 +27,7 @@ const (
 var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // dynamicTools checks client tool declarations and returns them as stored.
-func dynamicTools(tools []client.DynamicTool) (json.RawMessage, error) {
+func (s *Server) dynamicTools(tools []client.DynamicTool) (json.RawMessage, error) {
 	if len(tools) == 0 {
 		return json.RawMessage("[]"), nil
 	}
@@ -42,6 +42,9 @@ func dynamicTools(tools []client.DynamicTool) (json.RawMessage, error) {
 		}
 		if seen[t.Name] {
 			return nil, badField(field+".name", fmt.Sprintf("duplicate tool name %q", t.Name))
+		}
+		if s.serverTools[t.Name] {
+			return nil, badField(field+".name", fmt.Sprintf("%q is the name of a server tool", t.Name))
 		}
 		seen[t.Name] = true
 		if len(t.Description) > maxToolDescription {
@@ -270,5 +273,18 @@ func (s *Server) toolResults(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, client.ToolResultsResponse{Chat: toChat(c), Message: m})
+	return nil
+}
+
+func (s *Server) compact(w http.ResponseWriter, r *http.Request) error {
+	chatID, err := pathUUID(r, "chat")
+	if err != nil {
+		return err
+	}
+	c, err := s.store.RequestCompaction(r.Context(), currentUser(r).ID, chatID)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, toChat(c))
 	return nil
 }

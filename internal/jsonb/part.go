@@ -22,6 +22,8 @@ const (
 	PartHookContext PartType = "hook-context"
 	// PartHookNotice is the client-visible text of a control row.
 	PartHookNotice PartType = "hook-notice"
+	// PartSummary is a model-only compaction summary of earlier history.
+	PartSummary PartType = "summary"
 	// PartOutcome is the internal terminal outcome of a structured request,
 	// carried by its receipt row. Clients see it as ChatMessage.structured_output.
 	PartOutcome PartType = "structured-output-outcome"

@@ -10,6 +10,7 @@ import (
 
 	"github.com/chatd/chatd/internal/dbgen"
 	"github.com/chatd/chatd/internal/jsonb"
+	"github.com/chatd/chatd/internal/tools"
 )
 
 // FinalizerName is the server-owned tool through which a structured request
@@ -42,7 +43,19 @@ func buildPrompt(system string, msgs []parsed) fantasy.Prompt {
 	if strings.TrimSpace(system) != "" {
 		prompt = append(prompt, fantasy.NewSystemMessage(system))
 	}
+	// A compaction summary stands for the history before it, so it goes first.
+	ordered := make([]parsed, 0, len(msgs))
 	for _, m := range msgs {
+		if isSummary(m) {
+			ordered = append(ordered, m)
+		}
+	}
+	for _, m := range msgs {
+		if !isSummary(m) {
+			ordered = append(ordered, m)
+		}
+	}
+	for _, m := range ordered {
 		var content []fantasy.MessagePart
 		for _, p := range m.parts {
 			if mp := messagePart(m.row.Role, p); mp != nil {
@@ -59,7 +72,7 @@ func buildPrompt(system string, msgs []parsed) fantasy.Prompt {
 
 func messagePart(role string, p jsonb.Part) fantasy.MessagePart {
 	switch p.Type {
-	case jsonb.PartText, jsonb.PartHookContext:
+	case jsonb.PartText, jsonb.PartHookContext, jsonb.PartSummary:
 		if strings.TrimSpace(p.Text) == "" {
 			return nil // some providers reject blank text blocks
 		}
@@ -83,6 +96,19 @@ func messagePart(role string, p jsonb.Part) fantasy.MessagePart {
 		return fantasy.ToolResultPart{ToolCallID: p.ToolCallID, Output: out, ProviderExecuted: p.ProviderExecuted}
 	}
 	return nil
+}
+
+func isSummary(m parsed) bool {
+	return len(m.parts) > 0 && m.parts[0].Type == jsonb.PartSummary
+}
+
+// serverTools are the server-executed tools as provider definitions.
+func serverTools(ts []tools.Tool) []fantasy.Tool {
+	out := make([]fantasy.Tool, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, fantasy.FunctionTool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema})
+	}
+	return out
 }
 
 type errorText string

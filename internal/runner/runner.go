@@ -16,9 +16,11 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/chatd/chatd/internal/hooks"
 	"github.com/chatd/chatd/internal/notify"
 	"github.com/chatd/chatd/internal/provider"
 	"github.com/chatd/chatd/internal/store"
+	"github.com/chatd/chatd/internal/tools"
 )
 
 // Options tune the runner.
@@ -36,6 +38,13 @@ type Options struct {
 	RetryBase, RetryMax time.Duration
 	// Poll is the idle re-check interval that covers lost notifications.
 	Poll time.Duration
+	// Tools are the server-executed tools offered to every chat.
+	Tools []tools.Tool
+	// Hooks vet candidates before a structured turn finishes (may be nil).
+	Hooks *hooks.Runner
+	// CompactionThreshold is the fraction of a model's context window the
+	// prompt may fill before older history is summarised (default 0.7).
+	CompactionThreshold float64
 	// ActionTimeout is how long a turn waits for client tool results
 	// before answering the calls with errors itself.
 	ActionTimeout time.Duration
@@ -70,6 +79,9 @@ func (o *Options) defaults() {
 	}
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = 15 * time.Second
+	}
+	if o.CompactionThreshold <= 0 || o.CompactionThreshold >= 1 {
+		o.CompactionThreshold = 0.7
 	}
 	if o.ActionTimeout <= 0 {
 		o.ActionTimeout = 10 * time.Minute

@@ -12,6 +12,7 @@ import (
 	"github.com/chatd/chatd/internal/dbgen"
 	"github.com/chatd/chatd/internal/jsonb"
 	"github.com/chatd/chatd/internal/store"
+	"github.com/chatd/chatd/internal/tools"
 	"github.com/chatd/chatd/internal/validate"
 )
 
@@ -47,8 +48,26 @@ func (a *action) runTools(ctx context.Context, step *parsed, calls []jsonb.Part)
 		}
 	}
 	dynamic := dynamicNames(a.turn.Chat)
+	server := map[string]tools.Tool{}
+	for _, t := range a.t.w.r.opts.Tools {
+		server[t.Name] = t
+	}
+	providerRan := false
+	for _, p := range step.parts {
+		if p.Type == jsonb.PartToolCall && p.ProviderExecuted {
+			providerRan = true
+		}
+	}
 	waiting := false
 	switch {
+	case finalizers > 0 && providerRan:
+		// Provider-side tools of this batch already ran and cannot be
+		// undone: its candidate is refused and a separate step asked for.
+		for _, c := range calls {
+			results = append(results, errorResult(c, "Not run: this message also used provider-side tools. "+
+				"Call "+FinalizerName+" alone, in a message of its own."))
+		}
+		reject(false)
 	case finalizers > 0 && len(calls) > 1:
 		// Invalid batch: nothing in it runs.
 		for _, c := range calls {
@@ -66,6 +85,10 @@ func (a *action) runTools(ctx context.Context, step *parsed, calls []jsonb.Part)
 				} else {
 					reject(validationFailed)
 				}
+				continue
+			}
+			if t, ok := server[c.ToolName]; ok {
+				results = append(results, runServerTool(t, c))
 				continue
 			}
 			if dynamic[c.ToolName] {
@@ -93,6 +116,23 @@ func (a *action) runTools(ctx context.Context, step *parsed, calls []jsonb.Part)
 		commit.End = store.EndTurn
 	}
 	return a.commit(ctx, commit)
+}
+
+// runServerTool runs a server tool; its failure is the model's to handle.
+func runServerTool(t tools.Tool, call jsonb.Part) (res jsonb.Part) {
+	if call.ArgsRejected != "" {
+		return errorResult(call, "Not run: "+call.ArgsRejected+".")
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			res = errorResult(call, "The tool failed unexpectedly.")
+		}
+	}()
+	out, err := t.Run(call.Args)
+	if err != nil {
+		return errorResult(call, err.Error())
+	}
+	return textResult(call, out)
 }
 
 // dynamicNames are the chat's client-executed tools.

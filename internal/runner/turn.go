@@ -30,6 +30,7 @@ const (
 	CodeProviderError       = "provider_error"
 	CodeRefused             = "refused"
 	CodeInterrupted         = "interrupted"
+	CodeHookFailed          = "hook_failed"
 )
 
 // turnRunner holds what one worker knows about the chat it runs between
@@ -74,7 +75,7 @@ func (t *turnRunner) pass(ctx context.Context, chatID uuid.UUID) (bool, error) {
 	}
 	req := turn.Request
 	if req != nil && req.Candidate != nil {
-		return a.succeed(ctx)
+		return a.finishWithCandidate(ctx)
 	}
 	if len(msgs) > 0 && msgs[len(msgs)-1].row.Role == "assistant" {
 		if req == nil {
@@ -155,16 +156,6 @@ func (a *action) fail(ctx context.Context, code, message string, end store.End, 
 	return a.commit(ctx, c)
 }
 
-// succeed publishes the current candidate: receipt, ledger, end of turn and
-// queue promotion in one transaction.
-func (a *action) succeed(ctx context.Context) (bool, error) {
-	req := a.turn.Request
-	return a.commit(ctx, store.Commit{
-		Outcomes: []store.Outcome{{RequestID: req.RequestID, Status: "succeeded", Value: req.Candidate}},
-		End:      store.EndTurn,
-	})
-}
-
 const textOnlyFeedback = "You ended your turn without calling " + FinalizerName + ". This request is complete only when you call " +
 	FinalizerName + " with {\"output\": <value>} matching its schema. Call it now."
 
@@ -206,10 +197,14 @@ func (a *action) generate(ctx context.Context) (bool, error) {
 	if chat.Mode == "plan" {
 		system = strings.TrimSpace(system + "\n\n" + planInstruction)
 	}
+	if done, compacted, err := a.maybeCompact(ctx, model, system); err != nil || compacted {
+		return done, err
+	}
 	tools, err := clientTools(chat)
 	if err != nil {
 		return a.fail(ctx, CodeConfiguration, "the chat's client tools cannot be used", store.EndError)
 	}
+	tools = append(serverTools(r.opts.Tools), tools...)
 	if req != nil {
 		for _, t := range tools {
 			if t.GetName() == FinalizerName {
@@ -267,6 +262,12 @@ func (a *action) generate(ctx context.Context) (bool, error) {
 	parts := res.Parts
 	if req != nil {
 		screenFinalizerArgs(parts)
+	}
+	if req != nil && res.FinishReason == fantasy.FinishReasonContentFilter {
+		// A refusal or filtered answer ends the request: it is not a repairable mistake.
+		a.fence.Attempt = &attempt
+		return a.fail(ctx, CodeRefused, "the model provider refused or filtered the answer", store.EndTurn,
+			store.NewMessage{Role: "assistant", Parts: parts, RequestID: a.requestID(), FinishReason: string(res.FinishReason), Usage: usage})
 	}
 	if len(parts) == 0 {
 		parts = []jsonb.Part{} // an empty answer is still a (text-only) ending

@@ -277,3 +277,10 @@ func (s *Store) GetRequest(ctx context.Context, owner, requestID uuid.UUID) (Req
 	}
 	return st, nil
 }
+
+// RequestCompaction asks for the chat's older history to be summarised at
+// the start of its next step (or of its next turn, if it is idle).
+func (s *Store) RequestCompaction(ctx context.Context, owner, chatID uuid.UUID) (dbgen.Chat, error) {
+	c, err := s.q.ChatRequestCompaction(ctx, s.pool, dbgen.ChatRequestCompactionParams{ID: chatID, OwnerID: owner})
+	return c, mapError(err)
+}

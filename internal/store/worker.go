@@ -158,12 +158,17 @@ const (
 
 // Commit is one fenced worker transaction.
 type Commit struct {
-	Fence     Fence
-	Messages  []NewMessage
-	Progress  *Progress
-	Outcomes  []Outcome
-	End       End
-	LastError json.RawMessage
+	Fence Fence
+	// CompressBefore, when set, marks model-visible history before that
+	// message id (and earlier summaries) compressed: compaction.
+	CompressBefore int64
+	// ClearCompaction consumes a manual compaction request.
+	ClearCompaction bool
+	Messages        []NewMessage
+	Progress        *Progress
+	Outcomes        []Outcome
+	End             End
+	LastError       json.RawMessage
 	// ActionTimeout is how long EndRequiresAction waits for client results.
 	ActionTimeout time.Duration
 }
@@ -196,6 +201,16 @@ func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 		}
 		if err != nil {
 			return err
+		}
+		if c.CompressBefore > 0 {
+			if _, err := s.q.MessageCompressBefore(ctx, tx, dbgen.MessageCompressBeforeParams{ChatID: c.Fence.ChatID, BeforeID: c.CompressBefore}); err != nil {
+				return err
+			}
+		}
+		if c.ClearCompaction {
+			if err := s.q.ChatClearCompactionRequest(ctx, tx, c.Fence.ChatID); err != nil {
+				return err
+			}
 		}
 		for _, m := range c.Messages {
 			row, err := s.insertMessage(ctx, tx, c.Fence.ChatID, m)

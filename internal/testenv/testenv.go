@@ -6,6 +6,7 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -18,12 +19,14 @@ import (
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/config"
 	"github.com/chatd/chatd/internal/dbtest"
+	"github.com/chatd/chatd/internal/hooks"
 	"github.com/chatd/chatd/internal/httpapi"
 	"github.com/chatd/chatd/internal/mockllm"
 	"github.com/chatd/chatd/internal/notify"
 	"github.com/chatd/chatd/internal/provider"
 	"github.com/chatd/chatd/internal/runner"
 	"github.com/chatd/chatd/internal/store"
+	"github.com/chatd/chatd/internal/tools"
 )
 
 // Options shape an Env.
@@ -36,6 +39,12 @@ type Options struct {
 	NoRunner bool
 	// Runner overrides runner options (fast retries are the default here).
 	Runner runner.Options
+	// Workspace offers the read_file and list_files tools on this directory.
+	Workspace string
+	// Hooks are stop hooks (retried quickly here).
+	Hooks []hooks.Config
+	// ContextWindow of the mock model (0: unknown, no automatic compaction).
+	ContextWindow int64
 }
 
 // Env is one running chatd.
@@ -82,11 +91,27 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 	t.Cleanup(mockSrv.Close)
 	e.MockURL = mockSrv.URL + "/v1"
 
-	cfg, err := config.Parse([]byte(`{"providers":[{"name":"mock","type":"openai-compatible","base_url":"` + e.MockURL + `"}],` +
-		`"models":[{"id":"mock/model","provider":"mock","model":"mock-1"}],"default_model":"mock/model"}`))
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`{"providers":[{"name":"mock","type":"openai-compatible","base_url":%q}],`+
+		`"models":[{"id":"mock/model","provider":"mock","model":"mock-1","context_window":%d}],"default_model":"mock/model"}`,
+		e.MockURL, o.ContextWindow)))
 	if err != nil {
 		t.Fatal(err)
 	}
+	var serverTools []tools.Tool
+	var toolNames []string
+	if o.Workspace != "" {
+		if serverTools, err = tools.Workspace(o.Workspace); err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range serverTools {
+			toolNames = append(toolNames, st.Name)
+		}
+	}
+	stopHooks, err := hooks.New(o.Hooks, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopHooks.SetRetry(2, 5*time.Millisecond)
 	e.Models = provider.NewRegistry(cfg, nil)
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -105,7 +130,7 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 	}
 
 	exp := map[string]bool{httpapi.ExperimentStructuredOutput: !o.StructuredOutputOff}
-	api := httpapi.New(httpapi.Options{Store: e.Store, Models: e.Models, Hub: e.Hub, Experiments: exp, Logger: e.Logger})
+	api := httpapi.New(httpapi.Options{Store: e.Store, Models: e.Models, Hub: e.Hub, Experiments: exp, ServerTools: toolNames, Logger: e.Logger})
 	e.API = httptest.NewServer(api)
 	t.Cleanup(e.API.Close)
 
@@ -120,6 +145,8 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 		e.runnerOpts.Workers = 2
 	}
 	e.runnerOpts.Logger = e.Logger
+	e.runnerOpts.Tools = serverTools
+	e.runnerOpts.Hooks = stopHooks
 	if !o.NoRunner {
 		e.StartRunner()
 	}

@@ -11,11 +11,20 @@ ORDER BY id
 LIMIT @max_rows;
 
 -- name: MessageListForPrompt :many
--- What the provider may see: ordinary messages, not deleted, not client-only.
--- Receipts and controls are never replayed.
+-- What the provider may see: ordinary messages, not deleted, not client-only,
+-- not summarised away by compaction. Receipts and controls are never replayed.
 SELECT * FROM chat_messages
-WHERE chat_id = @chat_id AND NOT deleted AND kind = 'message' AND visibility IN ('model', 'both')
+WHERE chat_id = @chat_id AND NOT deleted AND NOT compressed AND kind = 'message' AND visibility IN ('model', 'both')
 ORDER BY id;
+
+-- name: MessageCompressBefore :execrows
+-- Compaction: rows before the current turn, and earlier summaries, leave the
+-- prompt (the new summary replaces them). Receipts and controls never take
+-- part.
+UPDATE chat_messages SET compressed = true
+WHERE chat_id = @chat_id AND NOT deleted AND NOT compressed
+  AND kind = 'message' AND visibility IN ('model', 'both')
+  AND (id < @before_id OR content @> '[{"type":"summary"}]');
 
 -- name: MessageGetLatestUserRequest :one
 -- The latest real user request: client-visible user input (not a model-only
@@ -37,3 +46,7 @@ SELECT * FROM chat_messages WHERE chat_id = @chat_id AND id = @id;
 UPDATE chat_messages SET deleted = true
 WHERE chat_id = @chat_id AND id >= @from_id AND NOT deleted AND kind <> 'receipt'
 RETURNING id, visibility;
+
+-- name: MessageCountControls :one
+SELECT count(*)::integer FROM chat_messages
+WHERE structured_request_id = @request_id AND kind = 'control';

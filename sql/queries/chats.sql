@@ -99,3 +99,11 @@ LIMIT @max_rows;
 SELECT * FROM chats
 WHERE id = @id AND status = 'requires_action' AND requires_action_deadline < now()
 FOR UPDATE SKIP LOCKED;
+
+-- name: ChatRequestCompaction :one
+UPDATE chats SET compaction_requested_at = now()
+WHERE id = @id AND owner_id = @owner_id
+RETURNING *;
+
+-- name: ChatClearCompactionRequest :exec
+UPDATE chats SET compaction_requested_at = NULL WHERE id = @id;

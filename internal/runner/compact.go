@@ -1,0 +1,85 @@
+package runner
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+
+	"charm.land/fantasy"
+
+	"github.com/chatd/chatd/internal/jsonb"
+	"github.com/chatd/chatd/internal/provider"
+	"github.com/chatd/chatd/internal/store"
+)
+
+const summaryInstruction = "Summarize the conversation above for your own later use: the user's goals, " +
+	"decisions made, facts learned (file contents, tool results that matter), and work still open. " +
+	"Be complete but concise. Do not address the user."
+
+// maybeCompact summarises history before the current turn when a client
+// asked for it or when the prompt would fill more than the configured
+// fraction of the model's context window. The originals are marked
+// compressed and a model-only summary takes their place, in one fenced
+// commit. Receipts and controls are never part of the prompt, so they are
+// neither summarised nor replayed, and the ledger (budgets, candidate,
+// terminal requests) is untouched. compacted reports that a commit happened
+// (the caller then decides again from the new history).
+func (a *action) maybeCompact(ctx context.Context, model *provider.Model, system string) (done, compacted bool, err error) {
+	chat := a.turn.Chat
+	requested := chat.CompactionRequestedAt != nil
+	over := false
+	if cw := model.Config.ContextWindow; cw > 0 {
+		over = float64(estimateTokens(system, a.msgs)) > a.t.w.r.opts.CompactionThreshold*float64(cw)
+	}
+	if !requested && !over {
+		return false, false, nil
+	}
+	boundary := -1
+	for i := len(a.msgs) - 1; i >= 0; i-- {
+		if m := a.msgs[i].row; m.Role == "user" && m.Visibility != "model" {
+			boundary = i
+			break
+		}
+	}
+	if boundary <= 0 {
+		if requested { // nothing before the current turn: the request is done
+			done, err := a.commit(ctx, store.Commit{ClearCompaction: true})
+			return done, true, err
+		}
+		return false, false, nil
+	}
+	prompt := buildPrompt(system, a.msgs[:boundary])
+	prompt = append(prompt, fantasy.NewUserMessage(summaryInstruction))
+	resp, err := model.LM.Generate(ctx, fantasy.Call{Prompt: prompt})
+	if err != nil {
+		a.t.log.Warn("compaction failed", slog.String("error", err.Error()))
+		if requested {
+			// Give up on this request rather than retrying forever; the
+			// turn goes on with the full history.
+			done, err := a.commit(ctx, store.Commit{ClearCompaction: true})
+			return done, true, err
+		}
+		return false, false, nil
+	}
+	summary := strings.TrimSpace(resp.Content.Text())
+	if summary == "" {
+		summary = "(The earlier conversation could not be summarised.)"
+	}
+	a.t.log.Info("compacted history", slog.Int("messages", boundary), slog.Bool("requested", requested))
+	done, err = a.commit(ctx, store.Commit{
+		CompressBefore:  a.msgs[boundary].row.ID,
+		ClearCompaction: requested,
+		Messages: []store.NewMessage{{Role: "user", Visibility: "model",
+			Parts: []jsonb.Part{{Type: jsonb.PartSummary, Text: "Summary of the earlier conversation:\n" + summary}}}},
+	})
+	return done, true, err
+}
+
+// estimateTokens is a rough prompt size: about four bytes per token.
+func estimateTokens(system string, msgs []parsed) int {
+	n := len(system)
+	for _, m := range msgs {
+		n += len(m.row.Content)
+	}
+	return n / 4
+}

@@ -1,0 +1,60 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/chatd/chatd/internal/hooks"
+	"github.com/chatd/chatd/internal/jsonb"
+	"github.com/chatd/chatd/internal/store"
+)
+
+const defaultHookNotice = "A stop hook asked the agent to continue before finishing."
+
+// finishWithCandidate ends a structured turn whose request has a current
+// candidate: the stop hooks vet it first. A hook that continues invalidates
+// the candidate durably (a control row, the model-only context and the
+// cleared candidate commit together) and the model must finalize again.
+// Hooks run outside any transaction; the commit that follows is fenced, so a
+// candidate that changed meanwhile cannot be published.
+func (a *action) finishWithCandidate(ctx context.Context) (bool, error) {
+	req := a.turn.Request
+	if h := a.t.w.r.opts.Hooks; h.Enabled() {
+		n, err := a.t.w.r.store.Queries().MessageCountControls(ctx, a.t.w.r.store.Pool(), a.requestID())
+		if err != nil {
+			return false, err
+		}
+		d, err := h.Stop(ctx, hooks.StopEvent{ChatID: a.turn.Chat.ID.String(), RequestID: req.RequestID.String(),
+			Name: req.Name, Candidate: req.Candidate, Continuations: int(n)})
+		if err != nil {
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			a.t.log.Warn("stop hook failed", slog.String("request_id", req.RequestID.String()), slog.String("error", err.Error()))
+			if errors.Is(err, hooks.ErrUnavailable) {
+				return a.fail(ctx, CodeHookFailed, "a stop hook could not vet the result", store.EndTurn)
+			}
+			return false, err
+		}
+		if d.Continue() {
+			notice := d.Notice
+			if notice == "" {
+				notice = defaultHookNotice
+			}
+			return a.commit(ctx, store.Commit{
+				Messages: []store.NewMessage{
+					{Role: "assistant", Kind: "control", Visibility: "user", RequestID: a.requestID(),
+						Parts: []jsonb.Part{{Type: jsonb.PartHookNotice, Text: notice}}},
+					{Role: "user", Visibility: "model", RequestID: a.requestID(),
+						Parts: []jsonb.Part{{Type: jsonb.PartHookContext, Text: d.ModelContext}}},
+				},
+				Progress: &store.Progress{RequestID: req.RequestID, SetCandidate: true},
+			})
+		}
+	}
+	return a.commit(ctx, store.Commit{
+		Outcomes: []store.Outcome{{RequestID: req.RequestID, Status: "succeeded", Value: req.Candidate}},
+		End:      store.EndTurn,
+	})
+}
