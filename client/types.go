@@ -66,9 +66,11 @@ type MessagePart struct {
 	Type string `json:"type"`
 	Text string `json:"text,omitempty"`
 
-	ToolCallID       string          `json:"tool_call_id,omitempty"`
-	ToolName         string          `json:"tool_name,omitempty"`
-	Args             json.RawMessage `json:"args,omitempty"`
+	ToolCallID string          `json:"tool_call_id,omitempty"`
+	ToolName   string          `json:"tool_name,omitempty"`
+	Args       json.RawMessage `json:"args,omitempty"`
+	// ArgsDelta is a fragment of a tool call's arguments, in previews only.
+	ArgsDelta        string          `json:"args_delta,omitempty"`
 	Result           json.RawMessage `json:"result,omitempty"`
 	IsError          bool            `json:"is_error,omitempty"`
 	ProviderExecuted bool            `json:"provider_executed,omitempty"`

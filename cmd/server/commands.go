@@ -93,10 +93,11 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 
 	st := store.New(d.pool)
 	hub := notify.New(d.pool, logger)
+	relay := notify.NewRelay(d.pool, logger)
 	models := provider.NewRegistry(cfg, nil)
 	api := httpapi.New(httpapi.Options{Store: st, Models: models, Hub: hub, Experiments: exp, ServerTools: toolNames, Logger: logger})
 	run := runner.New(st, models, hub, runner.Options{Workers: *workers, MaxSteps: *maxSteps, Tools: serverTools,
-		Hooks: stopHooks, CompactionThreshold: cfg.CompactionThreshold, Logger: logger})
+		Hooks: stopHooks, CompactionThreshold: cfg.CompactionThreshold, Preview: relay, Logger: logger})
 
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
@@ -108,6 +109,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	defer stopBg()
 	var wg sync.WaitGroup
 	wg.Go(func() { hub.Run(bg) })
+	wg.Go(func() { relay.Run(bg) })
 	runCtx, stopRunner := context.WithCancel(bg)
 	if *workers > 0 {
 		wg.Go(func() { run.Run(runCtx) })
@@ -128,7 +130,8 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	stopRunner() // no new claims; in-flight steps drain, then their chats are released
+	stopRunner()   // no new claims; in-flight steps drain, then their chats are released
+	api.Shutdown() // end open streams cleanly; Shutdown does not wait for them
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		_ = srv.Close()
 	}

@@ -179,6 +179,53 @@ func (q *Queries) MessageInsert(ctx context.Context, db DBTX, arg MessageInsertP
 	return i, err
 }
 
+const messageListChangedForStream = `-- name: MessageListChangedForStream :many
+SELECT id, chat_id, role, kind, visibility, content, structured_request_id, finish_reason, usage, compressed, deleted, revision, created_at FROM chat_messages
+WHERE chat_id = $1 AND revision > $2 AND visibility IN ('user', 'both')
+ORDER BY id
+`
+
+type MessageListChangedForStreamParams struct {
+	ChatID        uuid.UUID
+	AfterRevision int64
+}
+
+// Client-visible rows changed after a stream's watermark, deleted ones
+// included (a deletion means the client must reset its history).
+func (q *Queries) MessageListChangedForStream(ctx context.Context, db DBTX, arg MessageListChangedForStreamParams) ([]ChatMessage, error) {
+	rows, err := db.Query(ctx, messageListChangedForStream, arg.ChatID, arg.AfterRevision)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ChatMessage
+	for rows.Next() {
+		var i ChatMessage
+		if err := rows.Scan(
+			&i.ID,
+			&i.ChatID,
+			&i.Role,
+			&i.Kind,
+			&i.Visibility,
+			&i.Content,
+			&i.StructuredRequestID,
+			&i.FinishReason,
+			&i.Usage,
+			&i.Compressed,
+			&i.Deleted,
+			&i.Revision,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const messageListForClient = `-- name: MessageListForClient :many
 SELECT id, chat_id, role, kind, visibility, content, structured_request_id, finish_reason, usage, compressed, deleted, revision, created_at FROM chat_messages
 WHERE chat_id = $1 AND NOT deleted AND visibility IN ('user', 'both') AND id > $2

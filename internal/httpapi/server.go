@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -49,6 +51,10 @@ type Server struct {
 	maxBody     int64
 	log         *slog.Logger
 	mux         *http.ServeMux
+
+	streams      atomic.Int64
+	shutdown     chan struct{}
+	shutdownOnce sync.Once
 }
 
 // New builds the API.
@@ -60,7 +66,8 @@ func New(o Options) *Server {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{store: o.Store, models: o.Models, hub: o.Hub, experiments: o.Experiments,
-		serverTools: map[string]bool{}, maxBody: o.MaxBodyBytes, log: o.Logger, mux: http.NewServeMux()}
+		serverTools: map[string]bool{}, maxBody: o.MaxBodyBytes, log: o.Logger, mux: http.NewServeMux(),
+		shutdown: make(chan struct{})}
 	for _, n := range o.ServerTools {
 		s.serverTools[n] = true
 	}
@@ -81,9 +88,11 @@ func (s *Server) routeTable() []route {
 		{"GET", "/readyz", false, s.readyz},
 		{"POST", "/api/v1/chats", true, s.createChat},
 		{"GET", "/api/v1/chats", true, s.listChats},
+		{"GET", "/api/v1/chats/watch", true, s.watch},
 		{"GET", "/api/v1/chats/{chat}", true, s.getChat},
 		{"PATCH", "/api/v1/chats/{chat}", true, s.updateChat},
 		{"GET", "/api/v1/chats/{chat}/messages", true, s.listMessages},
+		{"GET", "/api/v1/chats/{chat}/stream", true, s.stream},
 		{"POST", "/api/v1/chats/{chat}/messages", true, s.sendMessage},
 		{"PATCH", "/api/v1/chats/{chat}/messages/{message}", true, s.editMessage},
 		{"DELETE", "/api/v1/chats/{chat}/queue/{queued}", true, s.deleteQueued},

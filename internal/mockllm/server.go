@@ -55,6 +55,10 @@ type Options struct {
 	// fantasy turns that off and retries in its agent instead). It may be
 	// called concurrently.
 	BeforeRespond func(ctx context.Context, req *Request) error
+	// BeforeChunk is a test hook called before stream chunk n (from 0) is
+	// written; it may block (on ctx) to hold a response half-way. An error
+	// ends the stream abruptly.
+	BeforeChunk func(ctx context.Context, req *Request, n int) error
 }
 
 // Request is a chat completion request as received.
@@ -232,7 +236,11 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		chunkDelay = time.Duration(st.ChunkDelayMS) * time.Millisecond
 	}
 	if req.Stream {
-		writeStream(ctx, w, &req, rep, chunkDelay)
+		var before func(int) error
+		if s.opts.BeforeChunk != nil {
+			before = func(n int) error { return s.opts.BeforeChunk(ctx, &req, n) }
+		}
+		writeStream(ctx, w, &req, rep, chunkDelay, before)
 	} else {
 		writeCompletion(w, &req, rep)
 	}

@@ -127,7 +127,7 @@ func writeCompletion(w http.ResponseWriter, req *Request, rep reply) {
 // writeStream sends the reply as server-sent events: a role chunk, then
 // reasoning, text and tool-call deltas in small pieces, the finish_reason
 // chunk, the usage chunk (empty choices) and [DONE].
-func writeStream(ctx context.Context, w http.ResponseWriter, req *Request, rep reply, delay time.Duration) {
+func writeStream(ctx context.Context, w http.ResponseWriter, req *Request, rep reply, delay time.Duration, before func(n int) error) {
 	deltas := streamDeltas(rep)
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -149,6 +149,9 @@ func writeStream(ctx context.Context, w http.ResponseWriter, req *Request, rep r
 	sent := 0
 	send := func(data []byte) bool {
 		if sent > 0 && !sleep(ctx, delay) {
+			return false
+		}
+		if before != nil && before(sent) != nil {
 			return false
 		}
 		sent++

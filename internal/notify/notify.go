@@ -77,6 +77,7 @@ type Hub struct {
 	mu     sync.Mutex
 	chats  map[uuid.UUID]map[*Sub]struct{}
 	owners map[uuid.UUID]map[*Sub]struct{}
+	deltas map[uuid.UUID]map[*DeltaSub]struct{}
 	work   chan struct{} // closed and replaced on every work notification
 	ready  chan struct{} // closed once the first LISTEN is in place
 }
@@ -89,7 +90,8 @@ func New(pool *pgxpool.Pool, logger *slog.Logger) *Hub {
 	return &Hub{
 		pool: pool, logger: logger,
 		chats: map[uuid.UUID]map[*Sub]struct{}{}, owners: map[uuid.UUID]map[*Sub]struct{}{},
-		work: make(chan struct{}), ready: make(chan struct{}),
+		deltas: map[uuid.UUID]map[*DeltaSub]struct{}{},
+		work:   make(chan struct{}), ready: make(chan struct{}),
 	}
 }
 
@@ -224,7 +226,7 @@ func (h *Hub) listen(ctx context.Context, connected func()) error {
 		return err
 	}
 	defer conn.Close(context.Background())
-	for _, ch := range []string{"chatd_chat", "chatd_work"} {
+	for _, ch := range []string{"chatd_chat", "chatd_work", "chatd_delta"} {
 		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
 			return err
 		}
@@ -242,6 +244,8 @@ func (h *Hub) listen(ctx context.Context, connected func()) error {
 			if e, ok := parse(n.Payload); ok {
 				h.publish(e)
 			}
+		case "chatd_delta":
+			h.publishDeltas(n.Payload)
 		}
 	}
 }

@@ -7,34 +7,27 @@ import (
 	"strings"
 
 	"charm.land/fantasy"
+	"github.com/google/uuid"
 
 	"github.com/chatd/chatd/internal/jsonb"
+	"github.com/chatd/chatd/internal/notify"
 )
 
-// Delta is one preview fragment of a step being generated. Deltas are not
-// results: only committed messages are.
-type Delta struct {
-	HistoryVersion int64
-	Attempt        int32
-	Seq            int64
-	// Kind is text, reasoning or tool-input.
-	Kind       string
-	ToolCallID string
-	ToolName   string
-	Text       string
-}
+// Delta is a preview fragment (see notify.Delta).
+type Delta = notify.Delta
 
-// Preview receives deltas of steps in flight (for live streams).
+// Preview receives deltas of steps in flight (for live streams);
+// *notify.Relay is the implementation.
 type Preview interface {
-	Delta(chatID string, d Delta)
-	// Reset says the preview of chatID at (history, attempt) is over.
-	Reset(chatID string, historyVersion int64, attempt int32)
+	Delta(chatID uuid.UUID, d Delta)
+	// Flush says a step ended: publish what is queued.
+	Flush()
 }
 
 type nopPreview struct{}
 
-func (nopPreview) Delta(string, Delta)        {}
-func (nopPreview) Reset(string, int64, int32) {}
+func (nopPreview) Delta(uuid.UUID, Delta) {}
+func (nopPreview) Flush()                 {}
 
 // stepResult is what one provider call produced.
 type stepResult struct {

@@ -237,15 +237,14 @@ func (a *action) generate(ctx context.Context) (bool, error) {
 	stopWatch := a.watch(stepCtx, cancelStep)
 	defer stopWatch()
 
-	chatID := chat.ID.String()
 	var seq int64
 	start := time.Now()
 	res := streamStep(stepCtx, model.LM, call, func(d Delta) {
 		seq++
 		d.HistoryVersion, d.Attempt, d.Seq = a.fence.HistoryVersion, attempt, seq
-		r.opts.Preview.Delta(chatID, d)
+		r.opts.Preview.Delta(chat.ID, d)
 	})
-	r.opts.Preview.Reset(chatID, a.fence.HistoryVersion, attempt)
+	r.opts.Preview.Flush()
 
 	if res.Err != nil {
 		if cause := context.Cause(stepCtx); errors.Is(cause, errChatChanged) || ctx.Err() != nil {

@@ -56,6 +56,7 @@ type Env struct {
 	Mock    *mockllm.Server
 	MockURL string
 	API     *httptest.Server
+	Server  *httpapi.Server
 	Models  *provider.Registry
 	Logger  *slog.Logger
 
@@ -116,8 +117,10 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	e.Hub = notify.New(e.Pool, e.Logger)
+	relay := notify.NewRelay(e.Pool, e.Logger)
 	var wg sync.WaitGroup
 	wg.Go(func() { e.Hub.Run(ctx) })
+	wg.Go(func() { relay.Run(ctx) })
 	t.Cleanup(func() {
 		e.StopRunner()
 		cancel()
@@ -130,9 +133,12 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 	}
 
 	exp := map[string]bool{httpapi.ExperimentStructuredOutput: !o.StructuredOutputOff}
-	api := httpapi.New(httpapi.Options{Store: e.Store, Models: e.Models, Hub: e.Hub, Experiments: exp, ServerTools: toolNames, Logger: e.Logger})
-	e.API = httptest.NewServer(api)
-	t.Cleanup(e.API.Close)
+	e.Server = httpapi.New(httpapi.Options{Store: e.Store, Models: e.Models, Hub: e.Hub, Experiments: exp, ServerTools: toolNames, Logger: e.Logger})
+	e.API = httptest.NewServer(e.Server)
+	t.Cleanup(func() {
+		e.Server.Shutdown()
+		e.API.Close()
+	})
 
 	e.runnerOpts = o.Runner
 	if e.runnerOpts.RetryBase == 0 {
@@ -147,6 +153,9 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 	e.runnerOpts.Logger = e.Logger
 	e.runnerOpts.Tools = serverTools
 	e.runnerOpts.Hooks = stopHooks
+	if e.runnerOpts.Preview == nil {
+		e.runnerOpts.Preview = relay
+	}
 	if !o.NoRunner {
 		e.StartRunner()
 	}

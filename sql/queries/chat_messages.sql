@@ -50,3 +50,10 @@ RETURNING id, visibility;
 -- name: MessageCountControls :one
 SELECT count(*)::integer FROM chat_messages
 WHERE structured_request_id = @request_id AND kind = 'control';
+
+-- name: MessageListChangedForStream :many
+-- Client-visible rows changed after a stream's watermark, deleted ones
+-- included (a deletion means the client must reset its history).
+SELECT * FROM chat_messages
+WHERE chat_id = @chat_id AND revision > @after_revision AND visibility IN ('user', 'both')
+ORDER BY id;

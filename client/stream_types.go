@@ -1,0 +1,47 @@
+package client
+
+// Stream event names (GET /api/v1/chats/{chat}/stream).
+const (
+	EventMessage        = "message"
+	EventMessagePart    = "message_part"
+	EventStatus         = "status"
+	EventQueue          = "queue"
+	EventActionRequired = "action_required"
+	EventHistoryReset   = "history_reset"
+	EventPreviewReset   = "preview_reset"
+	EventError          = "error"
+	// EventChat is sent by the watch stream (GET /api/v1/chats/watch).
+	EventChat = "chat"
+)
+
+// MessagePartEvent is a preview fragment of a step being generated. It is
+// not a result: only committed messages (and their structured_output) are.
+type MessagePartEvent struct {
+	HistoryVersion    int64       `json:"history_version"`
+	GenerationAttempt int32       `json:"generation_attempt"`
+	Seq               int64       `json:"seq"`
+	Role              string      `json:"role"`
+	Part              MessagePart `json:"part"`
+}
+
+// PreviewReset says previews of earlier generations are void.
+type PreviewReset struct {
+	HistoryVersion    int64 `json:"history_version"`
+	GenerationAttempt int32 `json:"generation_attempt"`
+}
+
+// QueueEvent carries the whole queue after a change.
+type QueueEvent struct {
+	QueuedMessages []QueuedMessage `json:"queued_messages"`
+}
+
+// ActionRequired lists the client tool calls the chat waits for.
+type ActionRequired struct {
+	ToolCalls []ToolCall `json:"tool_calls"`
+}
+
+// StreamError reports a failed turn or the end of a stream.
+type StreamError struct {
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message"`
+}

@@ -1,0 +1,362 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/dbgen"
+	"github.com/chatd/chatd/internal/notify"
+	"github.com/chatd/chatd/internal/store"
+)
+
+// Stream timing. The resync covers notifications lost while the listener
+// reconnected; the keep-alive keeps proxies from closing idle streams.
+const (
+	streamKeepAlive = 15 * time.Second
+	streamResync    = 10 * time.Second
+)
+
+// sse writes Server-Sent Events, flushing each one.
+type sse struct {
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	lastID int64
+}
+
+func (s *sse) event(name string, v any) error {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "event: %s\n", name)
+	if m, ok := v.(client.ChatMessage); ok && m.ID > s.lastID {
+		// The id is the highest message id sent: Last-Event-ID on reconnect
+		// resumes after it.
+		s.lastID = m.ID
+		fmt.Fprintf(&b, "id: %d\n", s.lastID)
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b.WriteString("data: ")
+	b.Write(data)
+	b.WriteString("\n\n")
+	if _, err := s.w.Write(b.Bytes()); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+func (s *sse) comment(text string) error {
+	if _, err := fmt.Fprintf(s.w, ": %s\n\n", text); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// streamState is what one stream has told its client.
+type streamState struct {
+	watermark int64 // snapshot_version of the last successful read
+	history   int64
+	attempt   int32
+	lastSeq   int64
+	status    string
+	queue     string // JSON of the queue last sent
+	action    int64  // history_version whose action_required was sent
+	errorSent int64  // history_version whose error was sent
+}
+
+// stream serves GET /api/v1/chats/{chat}/stream: the committed messages
+// after after_id (or Last-Event-ID), the queue and the status, then live
+// events until the client leaves or the server shuts down.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
+	chatID, err := pathUUID(r, "chat")
+	if err != nil {
+		return err
+	}
+	after, err := queryInt(r, "after_id", 0, 0, 1<<62)
+	if err != nil {
+		return err
+	}
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+			after = int(n)
+		}
+	}
+	owner := currentUser(r).ID
+	ctx := r.Context()
+
+	// Subscribe before the first read so nothing committed in between is missed.
+	sub := s.hub.Subscribe(chatID)
+	defer sub.Close()
+	deltas := s.hub.SubscribeDeltas(chatID)
+	defer deltas.Close()
+
+	first, err := s.store.ReadStream(ctx, owner, chatID, 0, int64(after), true)
+	if err != nil {
+		return err // 404 and friends, before any byte is written
+	}
+	s.streams.Add(1)
+	defer s.streams.Add(-1)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	out := &sse{w: w, rc: http.NewResponseController(w), lastID: int64(after)}
+	st := &streamState{}
+	if err := s.apply(out, st, first, true); err != nil {
+		return nil // the client went away
+	}
+
+	keepAlive := time.NewTicker(streamKeepAlive)
+	defer keepAlive.Stop()
+	resync := time.NewTicker(streamResync)
+	defer resync.Stop()
+	fetch := func() error {
+		rd, err := s.store.ReadStream(ctx, owner, chatID, st.watermark, 0, false)
+		if err != nil {
+			if isNotFound(err) {
+				_ = out.event("error", client.StreamError{Message: "The chat no longer exists."})
+				return err
+			}
+			return nil // transient: the next wake-up or resync reads again
+		}
+		return s.apply(out, st, rd, false)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.shutdown:
+			_ = out.comment("server shutting down")
+			return nil
+		case <-keepAlive.C:
+			if out.comment("keep-alive") != nil {
+				return nil
+			}
+		case <-resync.C:
+			if fetch() != nil {
+				return nil
+			}
+		case <-sub.C():
+			ev, _ := sub.Next()
+			if ev.Snapshot == 0 && ev.ChatID == chatID {
+				_ = out.event("error", client.StreamError{Message: "The chat was deleted."})
+				return nil
+			}
+			if ev.Snapshot == -1 || ev.Snapshot > st.watermark {
+				if fetch() != nil {
+					return nil
+				}
+			}
+		case batch := <-deltas.C():
+			if deltas.Lost() {
+				st.lastSeq = -1 // resynchronise on the next fragment
+			}
+			for _, d := range batch {
+				if d.HistoryVersion != st.history || d.Attempt != st.attempt {
+					// The delta may be ahead of what this stream has read.
+					if fetch() != nil {
+						return nil
+					}
+					if d.HistoryVersion != st.history || d.Attempt != st.attempt {
+						continue // stale: a superseded generation
+					}
+				}
+				if err := s.part(out, st, d); err != nil {
+					return nil
+				}
+			}
+		}
+	}
+}
+
+// part emits one preview fragment in sequence. Pieces of a split fragment
+// share its number. A stream that joined mid-step starts from the first
+// fragment it sees; a gap (lost batch) resets the preview and goes on.
+func (s *Server) part(out *sse, st *streamState, d notify.Delta) error {
+	switch {
+	case st.lastSeq == 0 || d.Seq == st.lastSeq || d.Seq == st.lastSeq+1:
+	case d.Seq < st.lastSeq:
+		return nil // stale
+	default: // a gap, or batches were lost (-1)
+		if err := out.event("preview_reset", client.PreviewReset{HistoryVersion: st.history, GenerationAttempt: st.attempt}); err != nil {
+			return err
+		}
+	}
+	st.lastSeq = d.Seq
+	p := client.MessagePart{Type: d.Kind, Text: d.Text}
+	if d.Kind == "tool-input" {
+		p = client.MessagePart{Type: "tool-call", ToolCallID: d.ToolCallID, ToolName: d.ToolName, ArgsDelta: d.Text}
+	}
+	return out.event("message_part", client.MessagePartEvent{
+		HistoryVersion: d.HistoryVersion, GenerationAttempt: d.Attempt, Seq: d.Seq, Role: "assistant", Part: p})
+}
+
+// apply emits the events a read implies and advances the watermark.
+func (s *Server) apply(out *sse, st *streamState, rd store.StreamRead, initial bool) error {
+	c := rd.Chat
+	if !initial && c.SnapshotVersion <= st.watermark {
+		return nil
+	}
+	if rd.Reset {
+		if err := out.event("history_reset", struct{}{}); err != nil {
+			return err
+		}
+	}
+	for _, row := range rd.Changed {
+		if row.Deleted {
+			continue
+		}
+		m, err := toMessage(row)
+		if err != nil {
+			return err
+		}
+		if err := out.event("message", m); err != nil {
+			return err
+		}
+	}
+	// Previews follow execution history only: a receipt-only change does
+	// not reset them.
+	if !initial && (c.HistoryVersion != st.history || c.GenerationAttempt != st.attempt) {
+		if err := out.event("preview_reset", client.PreviewReset{HistoryVersion: c.HistoryVersion, GenerationAttempt: c.GenerationAttempt}); err != nil {
+			return err
+		}
+	}
+	if c.HistoryVersion != st.history || c.GenerationAttempt != st.attempt {
+		st.lastSeq = 0
+	}
+	st.history, st.attempt = c.HistoryVersion, c.GenerationAttempt
+
+	queue := make([]client.QueuedMessage, 0, len(rd.Queue))
+	for _, q := range rd.Queue {
+		qm, err := toQueued(q)
+		if err != nil {
+			return err
+		}
+		queue = append(queue, qm)
+	}
+	qj, _ := json.Marshal(queue)
+	if initial || string(qj) != st.queue {
+		st.queue = string(qj)
+		if err := out.event("queue", client.QueueEvent{QueuedMessages: queue}); err != nil {
+			return err
+		}
+	}
+	if initial || c.Status != st.status {
+		st.status = c.Status
+		if err := out.event("status", toChat(c)); err != nil {
+			return err
+		}
+	}
+	if c.Status == "requires_action" && st.action != c.HistoryVersion {
+		st.action = c.HistoryVersion
+		calls := make([]client.ToolCall, 0, len(rd.Pending))
+		for _, p := range rd.Pending {
+			calls = append(calls, client.ToolCall{ToolCallID: p.ToolCallID, ToolName: p.ToolName, Args: p.Args})
+		}
+		if err := out.event("action_required", client.ActionRequired{ToolCalls: calls}); err != nil {
+			return err
+		}
+	}
+	if c.Status == "error" && st.errorSent != c.HistoryVersion {
+		st.errorSent = c.HistoryVersion
+		if err := out.event("error", chatError(c)); err != nil {
+			return err
+		}
+	}
+	st.watermark = c.SnapshotVersion
+	return nil
+}
+
+func chatError(c dbgen.Chat) client.StreamError {
+	e := client.StreamError{Message: "The last turn failed."}
+	var le struct{ Code, Message string }
+	if json.Unmarshal(c.LastError, &le) == nil && le.Message != "" {
+		e.Code, e.Message = le.Code, le.Message
+	}
+	return e
+}
+
+// watch serves GET /api/v1/chats/watch: the status of every chat of the
+// caller, then each change as it commits.
+func (s *Server) watch(w http.ResponseWriter, r *http.Request) error {
+	owner := currentUser(r).ID
+	ctx := r.Context()
+	sub := s.hub.SubscribeOwner(owner)
+	defer sub.Close()
+	chats, err := s.store.ListChats(ctx, owner, 200, nil)
+	if err != nil {
+		return err
+	}
+	s.streams.Add(1)
+	defer s.streams.Add(-1)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	out := &sse{w: w, rc: http.NewResponseController(w)}
+	seen := map[uuid.UUID]string{}
+	send := func(c dbgen.Chat) error {
+		key := c.Status + "|" + c.Title + "|" + c.Mode
+		if seen[c.ID] == key {
+			return nil
+		}
+		seen[c.ID] = key
+		return out.event("chat", toChat(c))
+	}
+	for _, c := range chats {
+		if send(c) != nil {
+			return nil
+		}
+	}
+	keepAlive := time.NewTicker(streamKeepAlive)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.shutdown:
+			_ = out.comment("server shutting down")
+			return nil
+		case <-keepAlive.C:
+			if out.comment("keep-alive") != nil {
+				return nil
+			}
+		case <-sub.C():
+			ev, _ := sub.Next()
+			if ev.Snapshot == -1 { // resync: re-read everything
+				cs, err := s.store.ListChats(ctx, owner, 200, nil)
+				if err != nil {
+					continue
+				}
+				for _, c := range cs {
+					if send(c) != nil {
+						return nil
+					}
+				}
+				continue
+			}
+			c, err := s.store.GetChat(ctx, owner, ev.ChatID)
+			if err != nil {
+				continue
+			}
+			if send(c) != nil {
+				return nil
+			}
+		}
+	}
+}
+
+// Shutdown ends every open stream cleanly (call before http.Server.Shutdown,
+// which does not wait for or cancel long-lived responses itself).
+func (s *Server) Shutdown() {
+	s.shutdownOnce.Do(func() { close(s.shutdown) })
+}
+
+// Streams reports the number of open streams.
+func (s *Server) Streams() int64 { return s.streams.Load() }

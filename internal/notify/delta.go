@@ -1,0 +1,223 @@
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Delta is one preview fragment of a step being generated. It is keyed by
+// the history version and attempt it belongs to, and numbered from 1 within
+// them. Deltas are never results: only committed messages are.
+type Delta struct {
+	HistoryVersion int64  `json:"history_version"`
+	Attempt        int32  `json:"generation_attempt"`
+	Seq            int64  `json:"seq"`
+	Kind           string `json:"kind"` // text, reasoning, tool-input
+	ToolCallID     string `json:"tool_call_id,omitempty"`
+	ToolName       string `json:"tool_name,omitempty"`
+	Text           string `json:"text,omitempty"`
+}
+
+// DeltaBatch carries deltas of one chat, in order.
+type DeltaBatch struct {
+	ChatID uuid.UUID `json:"chat_id"`
+	Deltas []Delta   `json:"deltas"`
+}
+
+// maxPayload stays under PostgreSQL's 8000-byte NOTIFY limit.
+const maxPayload = 7000
+
+// Relay publishes the deltas of steps in flight with pg_notify on
+// chatd_delta, batched every FlushEvery, so that a stream served by any
+// replica sees the preview of a turn run by another.
+type Relay struct {
+	pool       *pgxpool.Pool
+	log        *slog.Logger
+	flushEvery time.Duration
+
+	mu      sync.Mutex
+	pending map[uuid.UUID][]Delta
+	order   []uuid.UUID
+	kick    chan struct{}
+}
+
+// NewRelay returns a relay; Run publishes.
+func NewRelay(pool *pgxpool.Pool, logger *slog.Logger) *Relay {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Relay{pool: pool, log: logger, flushEvery: 25 * time.Millisecond,
+		pending: map[uuid.UUID][]Delta{}, kick: make(chan struct{}, 1)}
+}
+
+// Delta queues a delta of chatID for publication.
+func (r *Relay) Delta(chatID uuid.UUID, d Delta) {
+	r.mu.Lock()
+	if _, ok := r.pending[chatID]; !ok {
+		r.order = append(r.order, chatID)
+	}
+	r.pending[chatID] = append(r.pending[chatID], d)
+	r.mu.Unlock()
+}
+
+// Flush asks for the queued deltas to be published now (a step ended).
+func (r *Relay) Flush() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run publishes until ctx ends.
+func (r *Relay) Run(ctx context.Context) {
+	t := time.NewTicker(r.flushEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			r.publish(context.WithoutCancel(ctx))
+			return
+		case <-t.C:
+		case <-r.kick:
+		}
+		r.publish(ctx)
+	}
+}
+
+func (r *Relay) publish(ctx context.Context) {
+	r.mu.Lock()
+	pending, order := r.pending, r.order
+	r.pending, r.order = map[uuid.UUID][]Delta{}, nil
+	r.mu.Unlock()
+	for _, id := range order {
+		for _, payload := range payloads(id, pending[id]) {
+			if _, err := r.pool.Exec(ctx, "SELECT pg_notify('chatd_delta', $1)", payload); err != nil {
+				// Previews are best effort; committed messages are not affected.
+				r.log.Debug("publishing preview deltas failed", slog.String("error", err.Error()))
+				return
+			}
+		}
+	}
+}
+
+// payloads packs deltas into NOTIFY payloads under maxPayload, splitting the
+// text of an oversized delta.
+func payloads(chatID uuid.UUID, deltas []Delta) []string {
+	var out []string
+	batch := DeltaBatch{ChatID: chatID}
+	size := 64
+	emit := func() {
+		if len(batch.Deltas) > 0 {
+			b, _ := json.Marshal(batch)
+			out = append(out, string(b))
+		}
+		batch.Deltas, size = nil, 64
+	}
+	for _, d := range deltas {
+		for _, piece := range split(d) {
+			b, _ := json.Marshal(piece)
+			if size+len(b) > maxPayload {
+				emit()
+			}
+			batch.Deltas = append(batch.Deltas, piece)
+			size += len(b) + 1
+		}
+	}
+	emit()
+	return out
+}
+
+// split cuts a delta whose JSON would not fit one payload. Every piece keeps
+// the delta's sequence number: streams treat the pieces as one fragment.
+func split(d Delta) []Delta {
+	const maxText = maxPayload / 8 // JSON escaping can grow text up to 6x
+	if len(d.Text) <= maxText {
+		return []Delta{d}
+	}
+	var out []Delta
+	text := d.Text
+	for len(text) > 0 {
+		n := min(len(text), maxText)
+		for n < len(text) && !utf8.RuneStart(text[n]) {
+			n--
+		}
+		p := d
+		p.Text = text[:n]
+		out = append(out, p)
+		text = text[n:]
+	}
+	return out
+}
+
+// DeltaSub receives preview deltas of one chat. A reader that falls behind
+// loses batches and is told so (Lost), never blocks the hub.
+type DeltaSub struct {
+	hub  *Hub
+	chat uuid.UUID
+	ch   chan []Delta
+	mu   sync.Mutex
+	lost bool
+}
+
+// C delivers batches in order.
+func (s *DeltaSub) C() <-chan []Delta { return s.ch }
+
+// Lost reports (and clears) that batches were dropped since the last call.
+func (s *DeltaSub) Lost() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.lost
+	s.lost = false
+	return l
+}
+
+// Close unsubscribes.
+func (s *DeltaSub) Close() {
+	s.hub.mu.Lock()
+	delete(s.hub.deltas[s.chat], s)
+	if len(s.hub.deltas[s.chat]) == 0 {
+		delete(s.hub.deltas, s.chat)
+	}
+	s.hub.mu.Unlock()
+}
+
+// SubscribeDeltas delivers the preview deltas of one chat.
+func (h *Hub) SubscribeDeltas(chatID uuid.UUID) *DeltaSub {
+	s := &DeltaSub{hub: h, chat: chatID, ch: make(chan []Delta, 64)}
+	h.mu.Lock()
+	if h.deltas[chatID] == nil {
+		h.deltas[chatID] = map[*DeltaSub]struct{}{}
+	}
+	h.deltas[chatID][s] = struct{}{}
+	h.mu.Unlock()
+	return s
+}
+
+func (h *Hub) publishDeltas(payload string) {
+	var b DeltaBatch
+	if err := json.Unmarshal([]byte(payload), &b); err != nil {
+		return
+	}
+	h.mu.Lock()
+	var targets []*DeltaSub
+	for s := range h.deltas[b.ChatID] {
+		targets = append(targets, s)
+	}
+	h.mu.Unlock()
+	for _, s := range targets {
+		select {
+		case s.ch <- b.Deltas:
+		default:
+			s.mu.Lock()
+			s.lost = true
+			s.mu.Unlock()
+		}
+	}
+}
