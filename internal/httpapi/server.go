@@ -52,6 +52,7 @@ type Server struct {
 	log         *slog.Logger
 	mux         *http.ServeMux
 
+	feeds        *feeds
 	streams      atomic.Int64
 	shutdown     chan struct{}
 	shutdownOnce sync.Once
@@ -71,6 +72,7 @@ func New(o Options) *Server {
 	for _, n := range o.ServerTools {
 		s.serverTools[n] = true
 	}
+	s.feeds = &feeds{s: s, m: map[uuid.UUID]*feed{}}
 	s.routes()
 	return s
 }

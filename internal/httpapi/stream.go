@@ -91,9 +91,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 	owner := currentUser(r).ID
 	ctx := r.Context()
 
-	// Subscribe before the first read so nothing committed in between is missed.
-	sub := s.hub.Subscribe(chatID)
-	defer sub.Close()
+	// Deltas are subscribed before the first read, so a step's preview is
+	// not missed; committed changes come from the chat's shared feed.
 	deltas := s.hub.SubscribeDeltas(chatID)
 	defer deltas.Close()
 
@@ -112,22 +111,47 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 	if err := s.apply(out, st, first, true); err != nil {
 		return nil // the client went away
 	}
+	sub, fd, catchUp := s.feeds.join(chatID, owner, st.watermark)
+	defer s.feeds.leave(fd, sub)
 
-	keepAlive := time.NewTicker(streamKeepAlive)
-	defer keepAlive.Stop()
-	resync := time.NewTicker(streamResync)
-	defer resync.Stop()
-	fetch := func() error {
+	// ownRead reads for this stream alone: after joining a feed that had
+	// moved on, or after missing some of its reads.
+	ownRead := func() error {
 		rd, err := s.store.ReadStream(ctx, owner, chatID, st.watermark, 0, false)
+		if isNotFound(err) {
+			_ = out.event("error", client.StreamError{Message: "The chat no longer exists."})
+			return err
+		}
 		if err != nil {
-			if isNotFound(err) {
-				_ = out.event("error", client.StreamError{Message: "The chat no longer exists."})
-				return err
-			}
-			return nil // transient: the next wake-up or resync reads again
+			return nil // transient: the feed reads again on the next change
 		}
 		return s.apply(out, st, rd, false)
 	}
+	if catchUp && ownRead() != nil {
+		return nil
+	}
+
+	// Deltas can overtake the read that tells this stream about their
+	// generation; they wait here (bounded) until it arrives.
+	var ahead []notify.Delta
+	flushAhead := func() error {
+		keep := ahead[:0]
+		for _, d := range ahead {
+			switch {
+			case d.HistoryVersion == st.history && d.Attempt == st.attempt:
+				if err := s.part(out, st, d); err != nil {
+					return err
+				}
+			case d.HistoryVersion > st.history || (d.HistoryVersion == st.history && d.Attempt > st.attempt):
+				keep = append(keep, d)
+			}
+		}
+		ahead = keep
+		return nil
+	}
+
+	keepAlive := time.NewTicker(streamKeepAlive)
+	defer keepAlive.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -139,38 +163,35 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 			if out.comment("keep-alive") != nil {
 				return nil
 			}
-		case <-resync.C:
-			if fetch() != nil {
-				return nil
-			}
-		case <-sub.C():
-			ev, _ := sub.Next()
-			if ev.Snapshot == 0 && ev.ChatID == chatID {
-				_ = out.event("error", client.StreamError{Message: "The chat was deleted."})
-				return nil
-			}
-			if ev.Snapshot == -1 || ev.Snapshot > st.watermark {
-				if fetch() != nil {
+		case rd := <-sub.ch:
+			if sub.takeLost() {
+				if ownRead() != nil {
 					return nil
 				}
+			}
+			if rd.Chat.ID == uuid.Nil {
+				_ = out.event("error", client.StreamError{Message: "The chat no longer exists."})
+				return nil
+			}
+			if s.apply(out, st, rd, false) != nil || flushAhead() != nil {
+				return nil
 			}
 		case batch := <-deltas.C():
 			if deltas.Lost() {
 				st.lastSeq = -1 // resynchronise on the next fragment
 			}
 			for _, d := range batch {
-				if d.HistoryVersion != st.history || d.Attempt != st.attempt {
-					// The delta may be ahead of what this stream has read.
-					if fetch() != nil {
+				switch {
+				case d.HistoryVersion == st.history && d.Attempt == st.attempt:
+					if s.part(out, st, d) != nil {
 						return nil
 					}
-					if d.HistoryVersion != st.history || d.Attempt != st.attempt {
-						continue // stale: a superseded generation
+				case d.HistoryVersion > st.history || (d.HistoryVersion == st.history && d.Attempt > st.attempt):
+					if len(ahead) < 4096 {
+						ahead = append(ahead, d)
 					}
-				}
-				if err := s.part(out, st, d); err != nil {
-					return nil
-				}
+					fd.kick()
+				} // older generations are stale
 			}
 		}
 	}
@@ -210,7 +231,9 @@ func (s *Server) apply(out *sse, st *streamState, rd store.StreamRead, initial b
 		}
 	}
 	for _, row := range rd.Changed {
-		if row.Deleted {
+		// A feed's read may start below this stream's watermark: rows this
+		// stream already sent at their revision are skipped.
+		if row.Deleted || (!initial && !rd.Reset && row.Revision <= st.watermark) {
 			continue
 		}
 		m, err := toMessage(row)
@@ -222,7 +245,8 @@ func (s *Server) apply(out *sse, st *streamState, rd store.StreamRead, initial b
 		}
 	}
 	// Previews follow execution history only: a receipt-only change does
-	// not reset them.
+	// not reset them. Only a newer generation resets: a feed's read can be
+	// older than what a stream's own read already applied.
 	if !initial && (c.HistoryVersion != st.history || c.GenerationAttempt != st.attempt) {
 		if err := out.event("preview_reset", client.PreviewReset{HistoryVersion: c.HistoryVersion, GenerationAttempt: c.GenerationAttempt}); err != nil {
 			return err
@@ -270,7 +294,7 @@ func (s *Server) apply(out *sse, st *streamState, rd store.StreamRead, initial b
 			return err
 		}
 	}
-	st.watermark = c.SnapshotVersion
+	st.watermark = max(st.watermark, c.SnapshotVersion)
 	return nil
 }
 
