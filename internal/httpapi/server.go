@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -227,17 +228,35 @@ func routeDocs() map[string]routeDoc {
 
 func (s *Server) routes() {
 	for _, rt := range s.routeTable() {
-		h := rt.h
-		var handler http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if err := h(w, r); err != nil {
-				s.render(w, r, err)
-			}
-		})
-		if rt.auth {
-			handler = s.authenticate(handler)
-		}
-		s.mux.Handle(rt.method+" "+rt.pattern, handler)
+		s.mux.Handle(rt.method+" "+rt.pattern, s.handler(rt))
 	}
+}
+
+// handler wraps a route's handler: authentication, the error renderer, and
+// a recovery that answers a panic with the JSON 500 instead of a dropped
+// connection.
+func (s *Server) handler(rt route) http.Handler {
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.ErrorContext(r.Context(), "handler panicked", slog.String("method", r.Method),
+				slog.String("path", r.URL.Path), slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+			writeJSON(w, http.StatusInternalServerError, client.Error{Message: "Internal error."})
+		}()
+		if err := rt.h(w, r); err != nil {
+			s.render(w, r, err)
+		}
+	})
+	if rt.auth {
+		h = s.authenticate(h)
+	}
+	return h
 }
 
 // ServeHTTP routes the request; the mux's own 404 and 405 answers are
