@@ -1,5 +1,3 @@
-// Package client is the Go client of the chatd HTTP API, and the home of its
-// wire types.
 package client
 
 import (
@@ -88,10 +86,15 @@ func (c *Client) CreateChat(ctx context.Context, req CreateChatRequest) (CreateC
 	return out, c.do(ctx, http.MethodPost, "/api/v1/chats", req, &out)
 }
 
-// ListChats lists the caller's chats, most recently active first.
-func (c *Client) ListChats(ctx context.Context) (ListChatsResponse, error) {
+// ListChats lists the caller's chats, most recently active first: at most
+// limit (0 means the server's default of 50; the server allows 1 to 200).
+func (c *Client) ListChats(ctx context.Context, limit int) (ListChatsResponse, error) {
+	path := "/api/v1/chats"
+	if limit > 0 {
+		path += "?limit=" + strconv.Itoa(limit)
+	}
 	var out ListChatsResponse
-	return out, c.do(ctx, http.MethodGet, "/api/v1/chats", nil, &out)
+	return out, c.do(ctx, http.MethodGet, path, nil, &out)
 }
 
 // GetChat returns one chat.
@@ -185,4 +188,29 @@ type ToolResultsResponse struct {
 func (c *Client) SubmitToolResults(ctx context.Context, chat uuid.UUID, req ToolResultsRequest) (ToolResultsResponse, error) {
 	var out ToolResultsResponse
 	return out, c.do(ctx, http.MethodPost, "/api/v1/chats/"+chat.String()+"/tool-results", req, &out)
+}
+
+// Health asks whether the server process is alive (GET /healthz).
+func (c *Client) Health(ctx context.Context) (Health, error) {
+	var out Health
+	return out, c.do(ctx, http.MethodGet, "/healthz", nil, &out)
+}
+
+// Ready asks whether the server can reach its database (GET /readyz); a
+// server that cannot answers with an *APIError of status 503.
+func (c *Client) Ready(ctx context.Context) (Health, error) {
+	var out Health
+	return out, c.do(ctx, http.MethodGet, "/readyz", nil, &out)
+}
+
+// OpenAPI returns the server's OpenAPI 3.0 document (GET /api/v1/openapi.json).
+func (c *Client) OpenAPI(ctx context.Context) (json.RawMessage, error) {
+	var out json.RawMessage
+	return out, c.do(ctx, http.MethodGet, "/api/v1/openapi.json", nil, &out)
+}
+
+// Compact asks for the chat's older history to be summarised for the model.
+func (c *Client) Compact(ctx context.Context, chat uuid.UUID) (Chat, error) {
+	var out Chat
+	return out, c.do(ctx, http.MethodPost, "/api/v1/chats/"+chat.String()+"/compact", nil, &out)
 }

@@ -258,3 +258,8 @@ type ValidationError struct {
 	Field  string `json:"field"`
 	Detail string `json:"detail"`
 }
+
+// Health answers GET /healthz ("ok") and GET /readyz ("ready").
+type Health struct {
+	Status string `json:"status"`
+}

@@ -45,14 +45,18 @@ var (
 
 // Main runs the package's tests with a database server available and stops
 // the server afterwards.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main without the exit: it returns m.Run's code, for a TestMain
+// that checks something after the tests.
+func Run(m *testing.M) int {
 	code := m.Run()
 	mu.Lock()
 	if cluster != nil {
 		_ = cluster.Stop(context.Background())
 	}
 	mu.Unlock()
-	os.Exit(code)
+	return code
 }
 
 // setup starts (once) the server and builds the template.

@@ -1,11 +1,17 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/chatd/chatd/client"
@@ -82,23 +88,134 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, dst any) er
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
 		return errorf(http.StatusUnsupportedMediaType, "Content-Type must be application/json.")
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, limit)
-	dec := json.NewDecoder(r.Body)
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return err // 413
+		}
+		return badField("body", "the body could not be read")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) || strings.HasPrefix(err.Error(), "json: unknown field ") {
+			if field, detail, ok := mismatch(data, reflect.TypeOf(dst)); ok {
+				return badField(field, detail)
+			}
+		}
 		return jsonError(err)
 	}
 	var extra json.RawMessage
-	if err := dec.Decode(&extra); err == nil {
-		return badField("body", "unexpected data after the JSON object")
-	} else if !errors.Is(err, errEOF) {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return err
-		}
+	if err := dec.Decode(&extra); !errors.Is(err, errEOF) {
 		return badField("body", "unexpected data after the JSON object")
 	}
 	return nil
+}
+
+// mismatch finds where a JSON body and the Go type it is decoded into
+// disagree and names the place as a dotted path with array indices
+// (content.0.type, dynamic_tools.1.bogus): encoding/json's errors name
+// neither indices nor the path of an unknown member. Object members are
+// visited in sorted order, so the answer is deterministic; ok is false when
+// nothing disagrees.
+func mismatch(data []byte, t reflect.Type) (field, detail string, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return "", "", false
+	}
+	return mismatchAt(v, t, "")
+}
+
+func mismatchAt(v any, t reflect.Type, path string) (string, string, bool) {
+	at := func(detail string) (string, string, bool) {
+		if path == "" {
+			return "body", detail, true
+		}
+		return path, detail, true
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if v == nil || t == reflect.TypeFor[json.RawMessage]() || t.Kind() == reflect.Interface {
+		return "", "", false // null leaves any Go value as it is
+	}
+	join := func(name string) string {
+		if path == "" {
+			return name
+		}
+		return path + "." + name
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		obj, isObj := v.(map[string]any)
+		if !isObj {
+			return at("must be an object")
+		}
+		fields := jsonFields(t)
+		for _, k := range slices.Sorted(maps.Keys(obj)) {
+			i := slices.IndexFunc(fields, func(f jsonField) bool { return f.name == k })
+			if i < 0 { // encoding/json falls back to a case-insensitive match
+				i = slices.IndexFunc(fields, func(f jsonField) bool { return strings.EqualFold(f.name, k) })
+			}
+			if i < 0 {
+				return join(k), "unknown field", true
+			}
+			if f, d, bad := mismatchAt(obj[k], fields[i].typ, join(k)); bad {
+				return f, d, bad
+			}
+		}
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Uint8 {
+			if _, isStr := v.(string); !isStr {
+				return at("must be a base64 string")
+			}
+			return "", "", false
+		}
+		arr, isArr := v.([]any)
+		if !isArr {
+			return at("must be an array")
+		}
+		for i, e := range arr {
+			if f, d, bad := mismatchAt(e, t.Elem(), join(strconv.Itoa(i))); bad {
+				return f, d, bad
+			}
+		}
+	case reflect.Map:
+		obj, isObj := v.(map[string]any)
+		if !isObj {
+			return at("must be an object")
+		}
+		for _, k := range slices.Sorted(maps.Keys(obj)) {
+			if f, d, bad := mismatchAt(obj[k], t.Elem(), join(k)); bad {
+				return f, d, bad
+			}
+		}
+	case reflect.String:
+		if _, isStr := v.(string); !isStr {
+			return at("must be a string")
+		}
+	case reflect.Bool:
+		if _, isBool := v.(bool); !isBool {
+			return at("must be a boolean")
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		n, isNum := v.(json.Number)
+		if !isNum {
+			return at("must be a number")
+		}
+		if _, err := strconv.ParseInt(string(n), 10, t.Bits()); err != nil {
+			return at("must be an integer in range")
+		}
+	case reflect.Float32, reflect.Float64:
+		if _, isNum := v.(json.Number); !isNum {
+			return at("must be a number")
+		}
+	}
+	return "", "", false
 }
 
 // jsonError turns a decoding error into a 400 naming the field.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,6 +52,7 @@ type Server struct {
 	maxBody     int64
 	log         *slog.Logger
 	mux         *http.ServeMux
+	openapi     []byte
 
 	feeds        *feeds
 	streams      atomic.Int64
@@ -74,6 +76,7 @@ func New(o Options) *Server {
 	}
 	s.feeds = &feeds{s: s, m: map[uuid.UUID]*feed{}}
 	s.routes()
+	s.openapi = openAPIDocument(s.routeTable(), routeDocs())
 	return s
 }
 
@@ -84,10 +87,13 @@ type route struct {
 	h               handlerFunc
 }
 
+// routeTable is every route of the API. Each needs its entry in routeDocs
+// below; TestEveryRouteIsDocumented fails otherwise.
 func (s *Server) routeTable() []route {
 	return []route{
 		{"GET", "/healthz", false, s.healthz},
 		{"GET", "/readyz", false, s.readyz},
+		{"GET", "/api/v1/openapi.json", false, s.openAPI},
 		{"POST", "/api/v1/chats", true, s.createChat},
 		{"GET", "/api/v1/chats", true, s.listChats},
 		{"GET", "/api/v1/chats/watch", true, s.watch},
@@ -105,25 +111,204 @@ func (s *Server) routeTable() []route {
 	}
 }
 
+// routeDoc documents one route of routeTable: the OpenAPI document is built
+// from it, and a test fails when a route has no entry (or an entry has no
+// route). Status codes list everything the handler can answer; request and
+// response bodies are zero values of the public types in package client,
+// whose schemas are derived by reflection.
+type routeDoc struct {
+	// op is the operationId: the name of the Go client's method.
+	op, summary, description string
+	query                    []queryParam
+	request                  any // nil: no body
+	responses                []response
+}
+
+type queryParam struct {
+	name, description string
+	schema            map[string]any
+}
+
+type response struct {
+	status      int
+	description string
+	body        any // nil: no body
+}
+
+// Responses shared by many routes.
+var (
+	resp400 = response{http.StatusBadRequest, "The request is invalid; `validations` names the field at fault " +
+		"(`body` for malformed JSON or trailing data).", client.Error{}}
+	resp401 = response{http.StatusUnauthorized, "No bearer token, or the token is not valid.", client.Error{}}
+	resp404 = response{http.StatusNotFound, "No such resource of the caller's (another user's chat is a 404 too), " +
+		"or an id in the path is malformed.", client.Error{}}
+	resp413 = response{http.StatusRequestEntityTooLarge, "The request body is larger than the server's limit (1 MiB by default).", client.Error{}}
+	resp415 = response{http.StatusUnsupportedMediaType, "A Content-Type other than application/json was sent.", client.Error{}}
+	resp500 = response{http.StatusInternalServerError, "An internal error; the message carries no details.", client.Error{}}
+)
+
+// withBody adds the answers of every route that decodes a JSON body.
+func withBody(rs ...response) []response { return append(rs, resp400, resp413, resp415) }
+
+// routeDocs is keyed by "METHOD pattern", as in routeTable.
+func routeDocs() map[string]routeDoc {
+	return map[string]routeDoc{
+		"GET /healthz": {op: "Health", summary: "Liveness",
+			description: "Answers while the process serves HTTP; does not touch the database.",
+			responses:   []response{{http.StatusOK, "The process is alive.", client.Health{}}}},
+		"GET /readyz": {op: "Ready", summary: "Readiness",
+			description: "Answers 200 when the database answers a ping within 2 seconds.",
+			responses: []response{{http.StatusOK, "Ready to serve.", client.Health{}},
+				{http.StatusServiceUnavailable, "The database is not reachable.", client.Error{}}}},
+		"GET /api/v1/openapi.json": {op: "OpenAPI", summary: "This OpenAPI document",
+			description: "The OpenAPI 3.0 description of every route and public type. No token needed.",
+			responses:   []response{{http.StatusOK, "The OpenAPI document.", map[string]any{}}}},
+		"POST /api/v1/chats": {op: "CreateChat", summary: "Create a chat with its first message",
+			description: "Creates a chat owned by the caller and its first user message, and starts a turn. " +
+				"With a json_schema `response_format` the message carries a fresh `structured_output_request_id`. " +
+				"All validation happens before anything is stored. The `Location` header names the new chat.",
+			request: client.CreateChatRequest{},
+			responses: withBody(response{http.StatusCreated, "The chat and its first message.", client.CreateChatResponse{}},
+				resp401, resp500)},
+		"GET /api/v1/chats": {op: "ListChats", summary: "List the caller's chats",
+			description: "Most recently updated first.",
+			query:       []queryParam{{"limit", "How many chats to return.", map[string]any{"type": "integer", "minimum": 1, "maximum": 200, "default": 50}}},
+			responses: []response{{http.StatusOK, "The chats.", client.ListChatsResponse{}},
+				{http.StatusBadRequest, "`limit` is out of range.", client.Error{}}, resp401, resp500}},
+		"GET /api/v1/chats/{chat}": {op: "GetChat", summary: "Get a chat",
+			description: "The chat with its status; while it is `requires_action`, `pending_tool_calls` lists the client tool calls to answer.",
+			responses:   []response{{http.StatusOK, "The chat.", client.Chat{}}, resp401, resp404, resp500}},
+		"PATCH /api/v1/chats/{chat}": {op: "UpdateChat", summary: "Change a chat's title or plan mode",
+			description: "Omitted fields are kept. Switching into plan mode is refused with 409 while a structured request " +
+				"of the chat is active or queued (the message names it); a child chat cannot switch into plan mode (409).",
+			request: client.UpdateChatRequest{},
+			responses: withBody(response{http.StatusOK, "The updated chat.", client.Chat{}},
+				resp401, resp404, response{http.StatusConflict, "Plan mode would drop a pending structured request, or the chat is a child chat.", client.Error{}},
+				resp500)},
+		"GET /api/v1/chats/{chat}/messages": {op: "ListMessages", summary: "List messages and the queue",
+			description: "Client-visible messages with id greater than `after_id`, oldest first, receipts included, " +
+				"plus the whole queue, read in one snapshot.",
+			query: []queryParam{
+				{"after_id", "Only messages with a larger id.", map[string]any{"type": "integer", "format": "int64", "minimum": 0, "default": 0}},
+				{"limit", "How many messages to return; `has_more` says whether more follow.", map[string]any{"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}},
+			},
+			responses: []response{{http.StatusOK, "A page of messages and the queue.", client.ListMessagesResponse{}},
+				{http.StatusBadRequest, "`after_id` or `limit` is out of range.", client.Error{}}, resp401, resp404, resp500}},
+		"POST /api/v1/chats/{chat}/messages": {op: "SendMessage", summary: "Send a message",
+			description: "An idle chat (`waiting` or `error`) takes the message into history and starts a turn (`message` is set). " +
+				"A busy chat queues it (`queued` is true, `queued_message` is set); with `busy_behavior: interrupt` the " +
+				"running turn is interrupted too and the message runs once the queue reaches it. " +
+				"`response_format` is validated before anything is queued or interrupted.",
+			request: client.SendMessageRequest{},
+			responses: withBody(response{http.StatusOK, "Where the message went.", client.SendMessageResponse{}},
+				resp401, resp404,
+				response{http.StatusConflict, "The queue is full (20 messages), or `plan_mode: true` would drop a pending structured request.", client.Error{}},
+				resp500)},
+		"PATCH /api/v1/chats/{chat}/messages/{message}": {op: "EditMessage", summary: "Edit a user message",
+			description: "Replaces a user message and discards everything after it. In one transaction: collect the pending " +
+				"structured requests the edit discards (active and queued), soft-delete the suffix and clear the queue, " +
+				"write a `cancelled` receipt (`superseded`) for each, insert the replacement. An omitted or null " +
+				"`response_format` keeps the edited message's format (with a fresh request id), `{\"type\":\"text\"}` " +
+				"clears it, a json_schema format replaces it.",
+			request: client.EditMessageRequest{},
+			responses: withBody(response{http.StatusOK, "The replacement, every inserted row and the deleted ids.", client.EditMessageResponse{}},
+				resp401, response{http.StatusNotFound, "No such chat or message, or the message was already deleted.", client.Error{}},
+				resp500)},
+		"DELETE /api/v1/chats/{chat}/queue/{queued}": {op: "DeleteQueued", summary: "Delete a queued message",
+			description: "Removes a queued message. A structured one gets a `cancelled` receipt (`queue_deleted`) in the same " +
+				"transaction; it is returned and visible in history. A running turn is not disturbed.",
+			responses: []response{{http.StatusOK, "The deleted id and the receipt, if any.", client.DeleteQueuedResponse{}},
+				resp401, response{http.StatusNotFound, "No such chat or queued message (it may already have started or been deleted).", client.Error{}},
+				resp500}},
+		"POST /api/v1/chats/{chat}/interrupt": {op: "Interrupt", summary: "Interrupt the running turn",
+			description: "Asks the running turn to stop; the chat is `interrupting` until its worker keeps the partial " +
+				"output, writes a `cancelled` receipt (`interrupted`) for the turn's pending structured request and " +
+				"lets the queue move on. Interrupting an `interrupting` chat is a no-op. No request body.",
+			responses: []response{{http.StatusAccepted, "The interrupt was recorded; the chat as it is now.", client.Chat{}},
+				resp401, resp404, response{http.StatusConflict, "The chat is `waiting` or `error`: there is no turn to interrupt.", client.Error{}},
+				resp500}},
+		"POST /api/v1/chats/{chat}/tool-results": {op: "SubmitToolResults", summary: "Answer pending client tool calls",
+			description: "Answers every pending client tool call of a `requires_action` chat at once and resumes the turn. " +
+				"The results must match `pending_tool_calls` exactly: one result per pending call, no unknown, duplicate " +
+				"or missing ids, and never a call of the server-owned finalizer.",
+			request: client.ToolResultsRequest{},
+			responses: withBody(response{http.StatusOK, "The chat (running again) and the stored tool message.", client.ToolResultsResponse{}},
+				resp401, resp404, response{http.StatusConflict, "The chat is not `requires_action`.", client.Error{}},
+				resp500)},
+		"POST /api/v1/chats/{chat}/compact": {op: "Compact", summary: "Ask for compaction",
+			description: "Asks for the chat's history before its current turn to be summarised for the model (originals " +
+				"are kept, marked compressed, and no longer sent to the provider). It happens at the chat's next step, or at " +
+				"the start of its next turn if it is idle. Receipts are never summarised and budgets are unaffected. No request body.",
+			responses: []response{{http.StatusAccepted, "The request was recorded; the chat as it is now.", client.Chat{}},
+				resp401, resp404, resp500}},
+		"GET /api/v1/chats/{chat}/stream": {op: "Stream", summary: "Follow a chat live (Server-Sent Events)",
+			description: "First the committed client-visible messages after `after_id` (or the `Last-Event-ID` header), the " +
+				"queue and the status; then live events until the client leaves or the server shuts down. See docs/streams.md.",
+			query: []queryParam{{"after_id", "Send only messages with a larger id (default 0: all).",
+				map[string]any{"type": "integer", "format": "int64", "minimum": 0}}},
+			responses: []response{{http.StatusOK, "An event stream.", eventStream("Events: `message` (ChatMessage; SSE `id` is the " +
+				"highest message id sent), `message_part` (MessagePartEvent), `status` (Chat), `queue` (QueueEvent), " +
+				"`action_required` (ActionRequired), `history_reset` ({}), `preview_reset` (PreviewReset), `error` (StreamError). " +
+				"Comments `: keep-alive` every 15 s.")},
+				{http.StatusBadRequest, "`after_id` is not a non-negative integer.", client.Error{}}, resp401, resp404, resp500}},
+		"GET /api/v1/chats/watch": {op: "Watch", summary: "Follow all the caller's chats (Server-Sent Events)",
+			description: "A `chat` event (Chat) for each of the caller's 200 most recently active chats, then one after each " +
+				"committed change of a chat (coalesced: the latest state, not every intermediate one).",
+			responses: []response{{http.StatusOK, "An event stream.", eventStream("Events: `chat` (Chat). Comments `: keep-alive` every 15 s.")},
+				resp401, resp500}},
+		"GET /api/v1/structured-outputs/{request_id}": {op: "GetStructuredOutput", summary: "Look up a structured request",
+			description: "The state of a structured request by its UUID. With `wait`, a `pending` request is held until it " +
+				"is terminal or the wait ends (woken by the database), then answered as it is: check `status`.",
+			query: []queryParam{{"wait", "Long-poll for up to this Go duration (e.g. `30s`); capped at 60s.",
+				map[string]any{"type": "string", "example": "30s"}}},
+			responses: []response{{http.StatusOK, "The request's state, with the value or error once terminal.", client.StructuredOutputResult{}},
+				{http.StatusBadRequest, "`wait` is not a duration.", client.Error{}}, resp401,
+				response{http.StatusNotFound, "No such request of the caller's.", client.Error{}}, resp500}},
+	}
+}
+
 func (s *Server) routes() {
 	for _, rt := range s.routeTable() {
-		h := rt.h
-		var handler http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if err := h(w, r); err != nil {
-				s.render(w, r, err)
-			}
-		})
-		if rt.auth {
-			handler = s.authenticate(handler)
-		}
-		s.mux.Handle(rt.method+" "+rt.pattern, handler)
+		s.mux.Handle(rt.method+" "+rt.pattern, s.handler(rt))
 	}
+}
+
+// handler wraps a route's handler: authentication, the error renderer, and
+// a recovery that answers a panic with the JSON 500 instead of a dropped
+// connection.
+func (s *Server) handler(rt route) http.Handler {
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.ErrorContext(r.Context(), "handler panicked", slog.String("method", r.Method),
+				slog.String("path", r.URL.Path), slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+			writeJSON(w, http.StatusInternalServerError, client.Error{Message: "Internal error."})
+		}()
+		if err := rt.h(w, r); err != nil {
+			s.render(w, r, err)
+		}
+	})
+	if rt.auth {
+		h = s.authenticate(h)
+	}
+	return h
 }
 
 // ServeHTTP routes the request; the mux's own 404 and 405 answers are
 // replaced by the JSON error shape.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h, pattern := s.mux.Handler(r)
+	if obs := statusObserver.Load(); obs != nil && pattern != "" {
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		defer func() { (*obs)(pattern, rec.status) }()
+		w = rec
+	}
 	if pattern != "" {
 		s.mux.ServeHTTP(w, r) // sets the path values Handler does not
 		return
@@ -139,6 +324,31 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.render(w, r, errorf(http.StatusNotFound, "No route for %s %s.", r.Method, r.URL.Path))
 }
+
+// statusObserver, set only by tests, is told the route pattern and status
+// of every routed request, so a test can check that every status a handler
+// answers is documented.
+var statusObserver atomic.Pointer[func(pattern string, status int)]
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.status, r.wrote = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	r.wrote = true
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 // statusProbe records what the mux's fallback handler would answer.
 type statusProbe struct {
@@ -187,7 +397,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 func currentUser(r *http.Request) user { return r.Context().Value(userKey).(user) }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	writeJSON(w, http.StatusOK, client.Health{Status: "ok"})
 	return nil
 }
 
@@ -198,6 +408,6 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusServiceUnavailable, client.Error{Message: "The database is not reachable."})
 		return nil
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	writeJSON(w, http.StatusOK, client.Health{Status: "ready"})
 	return nil
 }

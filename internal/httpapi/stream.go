@@ -307,8 +307,9 @@ func chatError(c dbgen.Chat) client.StreamError {
 	return e
 }
 
-// watch serves GET /api/v1/chats/watch: the status of every chat of the
-// caller, then each change as it commits.
+// watch serves GET /api/v1/chats/watch: every chat of the caller, then the
+// chat again after each committed change (coalesced: a reader sees the
+// latest state, not every intermediate one).
 func (s *Server) watch(w http.ResponseWriter, r *http.Request) error {
 	owner := currentUser(r).ID
 	ctx := r.Context()
@@ -324,13 +325,12 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	out := &sse{w: w, rc: http.NewResponseController(w)}
-	seen := map[uuid.UUID]string{}
+	seen := map[uuid.UUID]int64{}
 	send := func(c dbgen.Chat) error {
-		key := c.Status + "|" + c.Title + "|" + c.Mode
-		if seen[c.ID] == key {
-			return nil
+		if seen[c.ID] >= c.SnapshotVersion {
+			return nil // coalesced: this change was already reported
 		}
-		seen[c.ID] = key
+		seen[c.ID] = c.SnapshotVersion
 		return out.event("chat", toChat(c))
 	}
 	for _, c := range chats {

@@ -376,20 +376,23 @@ func TestStreamAcrossReplicas(t *testing.T) {
 
 func TestStreamErrorsAndWatch(t *testing.T) {
 	t.Parallel()
-	env := testenv.New(t, testenv.Options{})
+	h := newHolder("hold")
+	t.Cleanup(h.Release)
+	env := testenv.New(t, testenv.Options{Mock: mockllm.Options{BeforeRespond: h.hook}})
 	c := env.Client("alice")
 	ctx := testCtx(t)
 	if _, err := c.Stream(ctx, uuid.New(), 0).Next(); apiStatus(err) != 404 {
 		t.Fatalf("stream of a missing chat: %v", err)
 	}
 	w := collect(t, c.Watch(ctx))
-	chat, err := c.CreateChat(ctx, client.CreateChatRequest{Content: text("hi")})
+	chat, err := c.CreateChat(ctx, client.CreateChatRequest{Content: text("hold")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	w.until(t, "the chat running", func(e client.StreamEvent) bool {
 		return e.Type == client.EventChat && e.Chat.ID == chat.Chat.ID && e.Chat.Status == client.StatusRunning
 	})
+	h.Release()
 	w.until(t, "the chat waiting", func(e client.StreamEvent) bool {
 		return e.Type == client.EventChat && e.Chat.ID == chat.Chat.ID && e.Chat.Status == client.StatusWaiting
 	})
@@ -398,8 +401,8 @@ func TestStreamErrorsAndWatch(t *testing.T) {
 	if _, err := c.SendMessage(ctx, chat.Chat.ID, client.SendMessageRequest{Content: text("again")}); err != nil {
 		t.Fatal(err)
 	}
-	w.until(t, "running again", func(e client.StreamEvent) bool {
-		return e.Type == client.EventChat && e.Chat.Status == client.StatusRunning
+	w.until(t, "the chat changing again", func(e client.StreamEvent) bool {
+		return e.Type == client.EventChat && e.Chat.ID == chat.Chat.ID && e.Chat.UpdatedAt.After(chat.Chat.UpdatedAt)
 	})
 	select {
 	case ev := <-other.events:

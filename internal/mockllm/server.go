@@ -59,6 +59,12 @@ type Options struct {
 	// written; it may block (on ctx) to hold a response half-way. An error
 	// ends the stream abruptly.
 	BeforeChunk func(ctx context.Context, req *Request, n int) error
+	// StepFor, if set, is asked after BeforeRespond for every chat
+	// completion request; when it returns true its step answers the request
+	// and no script step is consumed. Tests use it to answer by content
+	// (e.g. a client tool call for one chat) whatever the order of requests.
+	// It may be called concurrently.
+	StepFor func(req *Request) (Step, bool)
 }
 
 // Request is a chat completion request as received.
@@ -212,8 +218,15 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	st, index := s.nextStep()
-	log = log.With("script_step", index)
+	var st Step
+	index, chosen := -1, false
+	if f := s.opts.StepFor; f != nil {
+		st, chosen = f(&req)
+	}
+	if !chosen {
+		st, index = s.nextStep()
+	}
+	log = log.With("script_step", index, "step_for", chosen)
 	if !sleep(ctx, s.opts.Latency+time.Duration(st.DelayMS)*time.Millisecond) {
 		log.Info("client gone before response")
 		return

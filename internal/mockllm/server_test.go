@@ -609,3 +609,47 @@ func TestStreamStopsWhenClientLeaves(t *testing.T) {
 		t.Fatal("handler still streaming after the client left")
 	}
 }
+
+func TestStepForAnswersByContentWithoutConsumingTheScript(t *testing.T) {
+	t.Parallel()
+	sc, err := ParseScript([]byte(`{"steps":[{"text":"scripted"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, hs := startServer(t, Options{Script: sc, StepFor: func(r *Request) (Step, bool) {
+		if r.Messages[len(r.Messages)-1].Content != "weather?" {
+			return Step{}, false
+		}
+		return Step{ToolCalls: []ToolCall{{ID: "call_w", Name: "get_weather", Arguments: `{"city":"Florence"}`}}}, true
+	}})
+	text := func(body []byte) (string, string) {
+		var c struct {
+			Choices []struct {
+				Message struct {
+					Content   string
+					ToolCalls []struct{ ID string } `json:"tool_calls"`
+				}
+			}
+		}
+		if err := json.Unmarshal(body, &c); err != nil || len(c.Choices) != 1 {
+			t.Fatalf("%v %s", err, body)
+		}
+		m := c.Choices[0].Message
+		if len(m.ToolCalls) == 1 {
+			return "", m.ToolCalls[0].ID
+		}
+		return m.Content, ""
+	}
+	if _, call := text(mustPost(t, hs.URL, chatBody(false, "weather?"))); call != "call_w" {
+		t.Fatalf("chosen step not used: call %q", call)
+	}
+	if got, _ := text(mustPost(t, hs.URL, chatBody(false, "hello"))); got != "scripted" {
+		t.Fatalf("the script was consumed by the chosen step: %q", got)
+	}
+}
+
+func mustPost(t *testing.T, base, body string) []byte {
+	t.Helper()
+	_, b := post(t, base+"/v1/chat/completions", body)
+	return b
+}

@@ -1,0 +1,57 @@
+package httpapi
+
+import (
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+)
+
+// StatusLog records the route pattern and status of every request served
+// by any Server of the test binary.
+type StatusLog struct {
+	mu   sync.Mutex
+	seen map[string]map[int]bool
+}
+
+// ObserveStatuses starts recording.
+func ObserveStatuses() *StatusLog {
+	l := &StatusLog{seen: map[string]map[int]bool{}}
+	f := func(pattern string, status int) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.seen[pattern] == nil {
+			l.seen[pattern] = map[int]bool{}
+		}
+		l.seen[pattern][status] = true
+	}
+	statusObserver.Store(&f)
+	return l
+}
+
+// Undocumented lists every recorded (route, status) pair that routeDocs
+// does not list.
+func (l *StatusLog) Undocumented() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	docs := routeDocs()
+	var out []string
+	for pattern, statuses := range l.seen {
+		for status := range statuses {
+			if !documents(docs[pattern], status) {
+				out = append(out, pattern+" answered "+http.StatusText(status)+" ("+strconv.Itoa(status)+")")
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func documents(d routeDoc, status int) bool {
+	for _, r := range d.responses {
+		if r.status == status {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,71 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestMismatchNamesThePath(t *testing.T) {
+	cases := []struct {
+		body          string
+		field, detail string
+	}{
+		{`{"content":[{"type":"text","text":"a"},{"type":1}]}`, "content.1.type", "must be a string"},
+		{`{"content":[{"type":"text","text":"a","extra":1}]}`, "content.0.extra", "unknown field"},
+		{`{"content":[],"dynamic_tools":[{"name":"a"},{"name":"b","bogus":true}]}`, "dynamic_tools.1.bogus", "unknown field"},
+		{`{"content":[],"dynamic_tools":[{"name":5}]}`, "dynamic_tools.0.name", "must be a string"},
+		{`{"content":"hi"}`, "content", "must be an array"},
+		{`{"plan_mode":"yes"}`, "plan_mode", "must be a boolean"},
+		{`{"temperature":1}`, "temperature", "unknown field"},
+		{`[]`, "body", "must be an object"},
+		{`{"Content":[{"type":"text","text":"a"}],"response_format":{"anything":["goes"]},"model":null}`, "", ""},
+	}
+	for _, tc := range cases {
+		field, detail, ok := mismatch([]byte(tc.body), reflect.TypeFor[*createChatBody]())
+		if field != tc.field || detail != tc.detail || ok != (tc.field != "") {
+			t.Errorf("%s: %q %q %v, want %q %q", tc.body, field, detail, ok, tc.field, tc.detail)
+		}
+	}
+	field, _, _ := mismatch([]byte(`{"results":[{"tool_call_id":"a","output":1},{"tool_call_id":2}]}`), reflect.TypeFor[*toolResultsBody]())
+	if field != "results.1.tool_call_id" {
+		t.Errorf("tool results: %q", field)
+	}
+}
+
+func TestDecodeBodyErrorsNameTheField(t *testing.T) {
+	s := New(Options{})
+	for body, field := range map[string]string{
+		`{"content":[{"type":"text","text":"a"},{"type":1}]}`: "content.1.type",
+		`{"content":[{"type":"text","text":"a","x":1}]}`:      "content.0.x",
+		`{"content":[{"type":"text","text":"a"}]} []`:         "body",
+		`{"content":[{"type":"text"`:                          "body",
+		``:                                                    "body",
+	} {
+		req := httptest.NewRequest("POST", "/api/v1/chats", strings.NewReader(body))
+		var dst createChatBody
+		err := decodeBody(httptest.NewRecorder(), req, s.maxBody, &dst)
+		ae, ok := err.(*apiError)
+		if !ok || ae.status != 400 || len(ae.validations) != 1 || ae.validations[0].Field != field {
+			t.Errorf("%s: %#v, want a 400 on %s", body, err, field)
+		}
+	}
+}
+
+func TestPanicIsTheJSON500(t *testing.T) {
+	s := New(Options{})
+	h := s.handler(route{"GET", "/boom", false, func(w http.ResponseWriter, r *http.Request) error {
+		var m map[string]int
+		m["x"] = 1 // a nil map write
+		return nil
+	}})
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/boom", nil))
+	var body struct{ Message string }
+	if rec.Code != 500 || json.Unmarshal(rec.Body.Bytes(), &body) != nil || body.Message != "Internal error." {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+}

@@ -1,0 +1,413 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/chatd/chatd/client"
+)
+
+// The OpenAPI 3.0 document at /api/v1/openapi.json is built once, at
+// start-up, from routeTable and routeDocs; component schemas are derived by
+// reflection from the wire types of package client, so they follow the types.
+
+func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-cache")
+	_, _ = w.Write(s.openapi)
+	return nil
+}
+
+// publicTypes are every wire type of package client, referenced by a route
+// or not; a test checks that no exported struct type of the package is
+// missing.
+var publicTypes = []any{
+	client.Chat{}, client.ToolCall{}, client.DynamicTool{}, client.MessagePart{}, client.ChatMessage{},
+	client.StructuredOutput{}, client.StructuredOutputError{}, client.QueuedMessage{}, client.ResponseFormat{},
+	client.JSONSchemaFormat{}, client.CreateChatRequest{}, client.CreateChatResponse{}, client.SendMessageRequest{},
+	client.UpdateChatRequest{}, client.EditMessageRequest{}, client.EditMessageResponse{}, client.DeleteQueuedResponse{},
+	client.ToolResultsRequest{}, client.ToolResult{}, client.SendMessageResponse{}, client.ListChatsResponse{},
+	client.ListMessagesResponse{}, client.StructuredOutputResult{}, client.Error{}, client.ValidationError{},
+	client.ToolResultsResponse{}, client.Health{},
+	client.MessagePartEvent{}, client.PreviewReset{}, client.QueueEvent{}, client.ActionRequired{}, client.StreamError{},
+}
+
+// typeDocs describe each component schema (keyed by Go type name).
+var typeDocs = map[string]string{
+	"Chat":                   "A conversation owned by one user.",
+	"ToolCall":               "A pending call of a client-executed tool.",
+	"DynamicTool":            "A client-executed tool declared on a chat.",
+	"MessagePart":            "One element of a message's content. Input messages take text parts only (`type` and `text`).",
+	"ChatMessage":            "A committed message. A receipt is an assistant message with `structured_output`.",
+	"StructuredOutput":       "The terminal outcome of a structured request, carried only by its receipt message.",
+	"StructuredOutputError":  "Why a structured request failed or was cancelled.",
+	"QueuedMessage":          "A message waiting for the running turn to finish.",
+	"ResponseFormat":         "Asks for structured output (`json_schema`) or ordinary text (`text`).",
+	"JSONSchemaFormat":       "Names and describes the output schema of a structured request.",
+	"CreateChatRequest":      "The body of POST /api/v1/chats.",
+	"CreateChatResponse":     "The new chat and its first message.",
+	"SendMessageRequest":     "The body of POST /api/v1/chats/{chat}/messages.",
+	"UpdateChatRequest":      "The body of PATCH /api/v1/chats/{chat}; omitted fields are kept.",
+	"EditMessageRequest":     "The body of PATCH /api/v1/chats/{chat}/messages/{message}.",
+	"EditMessageResponse":    "What an edit wrote and discarded.",
+	"DeleteQueuedResponse":   "The deleted queued message and its cancellation receipt, if it was structured.",
+	"ToolResultsRequest":     "Results for every pending client tool call.",
+	"ToolResult":             "The output of one client tool call.",
+	"SendMessageResponse":    "Where a sent message went: into history (`message`) or the queue (`queued_message`).",
+	"ListChatsResponse":      "The caller's chats.",
+	"ListMessagesResponse":   "A page of client-visible messages and the chat's whole queue.",
+	"StructuredOutputResult": "The state of a structured request by its UUID.",
+	"Error":                  "The body of every error response.",
+	"ValidationError":        "A request field at fault.",
+	"ToolResultsResponse":    "The chat after submitting tool results, and the stored tool message.",
+	"Health":                 "A health or readiness answer.",
+	"MessagePartEvent":       "Stream event `message_part`: a preview fragment of the step being generated. Not a result.",
+	"PreviewReset":           "Stream event `preview_reset`: previews of earlier generations are void.",
+	"QueueEvent":             "Stream event `queue`: the whole queue after a change.",
+	"ActionRequired":         "Stream event `action_required`: the client tool calls the chat waits for.",
+	"StreamError":            "Stream event `error`: a failed turn, or the end of the stream because the chat is gone.",
+}
+
+// fieldDocs refine the reflected schema of single properties (keyed
+// "Type.json_name"): descriptions, enums and bounds the Go types cannot say.
+// A test checks that every key names an existing property.
+var fieldDocs = map[string]map[string]any{
+	"Chat.status": {"enum": []string{client.StatusWaiting, client.StatusRunning, client.StatusRequiresAction,
+		client.StatusInterrupting, client.StatusError}},
+	"Chat.mode":               {"enum": []string{client.ModeNormal, client.ModePlan, client.ModeChild}},
+	"Chat.parent_chat_id":     {"description": "Set on a child chat."},
+	"Chat.pending_tool_calls": {"description": "Only while `status` is `requires_action`: the calls to answer with POST .../tool-results."},
+	"ToolCall.args":           {"description": "The arguments the model sent (any JSON value)."},
+	"DynamicTool.name":        {"pattern": "^[A-Za-z0-9_-]{1,64}$"},
+	"DynamicTool.description": {"description": "At most 1024 bytes."},
+	"DynamicTool.input_schema": {"type": "object", "description": "A JSON Schema object for the tool's arguments, " +
+		"at most 64 KiB and 64 levels deep."},
+	"MessagePart.type": {"description": "One of `text`, `reasoning`, `tool-call`, `tool-result`, `file`, `source`, " +
+		"`hook-notice`; ignore types you do not know."},
+	"MessagePart.args":   {"description": "Arguments of a `tool-call` part (any JSON value)."},
+	"MessagePart.result": {"description": "Output of a `tool-result` part (any JSON value)."},
+	"ChatMessage.role":   {"enum": []string{"user", "assistant", "tool"}},
+	"ChatMessage.structured_output_request_id": {"description": "Set on the user message that asked for structured output: " +
+		"the server-minted request UUID."},
+	"ChatMessage.structured_output": {"description": "Set only on a receipt: the terminal outcome of the request it names. " +
+		"Only this field of a committed receipt is a result."},
+	"StructuredOutput.status": {"enum": []string{client.OutputSucceeded, client.OutputFailed, client.OutputCancelled}},
+	"StructuredOutput.value": {"description": "Present exactly when `status` is `succeeded`: the validated value, " +
+		"any JSON type, JSON null included (null is a value, distinct from an absent field)."},
+	"StructuredOutput.error": {"description": "Present when `status` is `failed` or `cancelled`."},
+	"StructuredOutputError.code": {"enum": []string{"validation_exhausted", "not_produced", "configuration_error",
+		"provider_error", "refused", "hook_failed", "interrupted", "queue_deleted", "superseded"}},
+	"MessagePart.args_delta":                     {"description": "A fragment of a tool call's arguments; only in `message_part` previews."},
+	"StructuredOutputError.message":              {"description": "A short sentence for people; do not parse it."},
+	"QueuedMessage.structured_output_request_id": {"description": "Set when the queued message asks for structured output."},
+	"ResponseFormat.type":                        {"enum": []string{"text", "json_schema"}},
+	"ResponseFormat.json_schema":                 {"description": "Required with `json_schema`, forbidden with `text`."},
+	"JSONSchemaFormat.name":                      {"pattern": "^[A-Za-z0-9_-]{1,64}$"},
+	"JSONSchemaFormat.description":               {"description": "At most 1024 UTF-8 bytes."},
+	"JSONSchemaFormat.schema": {"type": "object", "description": "An inline Draft-07 JSON Schema document (an object; " +
+		"the value it describes may be of any JSON type). No $ref, $id, definitions or unknown keywords; at most 64 KiB."},
+	"CreateChatRequest.model":         {"description": "A model id of the server; omitted: the server's default model."},
+	"CreateChatRequest.system_prompt": {"description": "At most 64 KiB."},
+	"CreateChatRequest.title":         {"description": "At most 256 bytes; omitted: taken from the first message."},
+	"CreateChatRequest.content":       {"minItems": 1, "maxItems": 64, "description": "Text parts only."},
+	"CreateChatRequest.plan_mode":     {"description": "Start in plan mode (no structured output there)."},
+	"CreateChatRequest.parent_chat_id": {"description": "Make a child chat of one of the caller's chats " +
+		"(no structured output there)."},
+	"CreateChatRequest.dynamic_tools": {"maxItems": 64, "description": "Client-executed tools, names unique."},
+	"SendMessageRequest.content":      {"minItems": 1, "maxItems": 64, "description": "Text parts only."},
+	"SendMessageRequest.busy_behavior": {"enum": []string{client.BusyQueue, client.BusyInterrupt}, "default": client.BusyQueue,
+		"description": "While a turn runs: `queue` the message, or queue it and `interrupt` the running turn."},
+	"SendMessageRequest.plan_mode": {"description": "Switch the chat's plan mode before the message is taken."},
+	"UpdateChatRequest.title":      {"description": "At most 256 bytes."},
+	"EditMessageRequest.content":   {"minItems": 1, "maxItems": 64, "description": "Text parts only."},
+	"EditMessageRequest.response_format": {"description": "Omitted or null: keep the edited message's format; " +
+		"`{\"type\":\"text\"}`: clear it; a json_schema format: replace it."},
+	"EditMessageResponse.message": {"description": "The replacement."},
+	"EditMessageResponse.messages": {"description": "Every client-visible row the edit inserted, in id order: " +
+		"the cancellation receipts, then the replacement."},
+	"EditMessageResponse.deleted_message_ids": {"description": "The client-visible messages the edit discarded."},
+	"DeleteQueuedResponse.messages":           {"description": "The `cancelled` receipt of a structured queued message; empty otherwise."},
+	"ToolResultsRequest.results":              {"minItems": 1, "maxItems": 128},
+	"ToolResult.output":                       {"description": "Any JSON value, at most 256 KiB."},
+	"ToolResult.is_error":                     {"description": "The tool failed; `output` explains why."},
+	"SendMessageResponse.queued":              {"description": "True when the message went to the queue."},
+	"ListMessagesResponse.has_more":           {"description": "More messages follow; ask again with `after_id` set to the last id."},
+	"StructuredOutputResult.status": {"enum": []string{client.OutputPending, client.OutputSucceeded, client.OutputFailed,
+		client.OutputCancelled}},
+	"StructuredOutputResult.value":              {"description": "As StructuredOutput.value: present exactly when `succeeded`, possibly JSON null."},
+	"StructuredOutputResult.receipt_message_id": {"description": "The receipt message, once terminal."},
+	"Error.message":                             {"description": "A sentence for people."},
+	"Error.validations":                         {"description": "The fields at fault, on a 400 (and on some 409s)."},
+	"ValidationError.field":                     {"description": "A dotted path such as `response_format.json_schema.name` or `content.0.type`; `body` for the body as a whole."},
+}
+
+// eventStream documents a text/event-stream response: its description lists
+// the events and their data types.
+type eventStream string
+
+// pathParams describe the wildcards of the route patterns.
+var pathParams = map[string]struct {
+	description string
+	schema      map[string]any
+}{
+	"chat":       {"The chat's id.", map[string]any{"type": "string", "format": "uuid"}},
+	"message":    {"The message's id.", map[string]any{"type": "integer", "format": "int64", "minimum": 1}},
+	"queued":     {"The queued message's id.", map[string]any{"type": "integer", "format": "int64", "minimum": 1}},
+	"request_id": {"The structured request's UUID.", map[string]any{"type": "string", "format": "uuid"}},
+}
+
+var wildcardRE = regexp.MustCompile(`\{([^}]*)\}`)
+
+// patternParams returns the wildcard names of a mux pattern, in order.
+func patternParams(pattern string) []string {
+	var out []string
+	for _, m := range wildcardRE.FindAllStringSubmatch(pattern, -1) {
+		if name := strings.TrimSuffix(m[1], "..."); name != "$" {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// openAPIPath turns a mux pattern into an OpenAPI path template.
+func openAPIPath(pattern string) string {
+	p := strings.ReplaceAll(pattern, "{$}", "")
+	return strings.ReplaceAll(p, "...}", "}")
+}
+
+// buildOpenAPI assembles the document. Routes without documentation are
+// left out (the route documentation test fails on them).
+func buildOpenAPI(routes []route, docs map[string]routeDoc) map[string]any {
+	g := &schemaGen{components: map[string]any{}}
+	for _, t := range publicTypes {
+		g.schema(reflect.TypeOf(t))
+	}
+	paths := map[string]any{}
+	for _, rt := range routes {
+		d, ok := docs[rt.method+" "+rt.pattern]
+		if !ok {
+			continue
+		}
+		op := map[string]any{"operationId": d.op, "summary": d.summary, "description": d.description}
+		if rt.auth {
+			op["security"] = []any{map[string]any{"bearerAuth": []string{}}}
+		} else {
+			op["security"] = []any{}
+		}
+		var params []any
+		for _, name := range patternParams(rt.pattern) {
+			pp := pathParams[name]
+			params = append(params, map[string]any{"name": name, "in": "path", "required": true,
+				"description": pp.description, "schema": pp.schema})
+		}
+		for _, q := range d.query {
+			params = append(params, map[string]any{"name": q.name, "in": "query", "required": false,
+				"description": q.description, "schema": q.schema})
+		}
+		if len(params) > 0 {
+			op["parameters"] = params
+		}
+		if d.request != nil {
+			op["requestBody"] = map[string]any{"required": true, "content": map[string]any{
+				"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(d.request))}}}
+		}
+		resps := map[string]any{}
+		for _, r := range d.responses {
+			out := map[string]any{"description": r.description}
+			switch b := r.body.(type) {
+			case nil:
+			case eventStream:
+				out["content"] = map[string]any{"text/event-stream": map[string]any{"schema": map[string]any{
+					"type": "string", "description": string(b)}}}
+			default:
+				out["content"] = map[string]any{"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(r.body))}}
+			}
+			if r.status == http.StatusCreated && rt.method == http.MethodPost && rt.pattern == "/api/v1/chats" {
+				out["headers"] = map[string]any{"Location": map[string]any{"description": "The new chat's path.",
+					"schema": map[string]any{"type": "string"}}}
+			}
+			if r.status == http.StatusUnauthorized {
+				out["headers"] = map[string]any{"WWW-Authenticate": map[string]any{"description": "The Bearer challenge.",
+					"schema": map[string]any{"type": "string"}}}
+			}
+			resps[strconv.Itoa(r.status)] = out
+		}
+		op["responses"] = resps
+		path := openAPIPath(rt.pattern)
+		item, _ := paths[path].(map[string]any)
+		if item == nil {
+			item = map[string]any{}
+			paths[path] = item
+		}
+		item[strings.ToLower(rt.method)] = op
+	}
+	return map[string]any{
+		"openapi": "3.0.3",
+		"info": map[string]any{
+			"title":   "chatd API",
+			"version": "1",
+			"description": "A durable agent-chat backend. Every error has the `Error` shape. Request bodies are JSON " +
+				"(at most 1 MiB by default), decoded strictly: unknown fields, wrong types and trailing data are 400s " +
+				"naming the field. Unknown routes are JSON 404s; a known path with another method is a JSON 405 with " +
+				"`Allow`. See docs/api.md for the rules in full.",
+		},
+		"paths": paths,
+		"components": map[string]any{
+			"schemas": g.components,
+			"securitySchemes": map[string]any{"bearerAuth": map[string]any{"type": "http", "scheme": "bearer",
+				"description": "A token from `chatd token create --user NAME`."}},
+		},
+	}
+}
+
+// openAPIDocument is buildOpenAPI as JSON.
+func openAPIDocument(routes []route, docs map[string]routeDoc) []byte {
+	b, err := json.MarshalIndent(buildOpenAPI(routes, docs), "", "  ")
+	if err != nil {
+		panic("httpapi: the OpenAPI document does not encode: " + err.Error()) // static data
+	}
+	return b
+}
+
+// schemaGen derives OpenAPI schemas from Go types: json tags name the
+// properties, omitempty and pointers make them optional, pointers make them
+// nullable, named structs become components referenced by $ref.
+type schemaGen struct {
+	components map[string]any
+}
+
+var (
+	typeUUID    = reflect.TypeFor[uuid.UUID]()
+	typeTime    = reflect.TypeFor[time.Time]()
+	typeRawJSON = reflect.TypeFor[json.RawMessage]()
+)
+
+func (g *schemaGen) schema(t reflect.Type) map[string]any {
+	switch t {
+	case typeUUID:
+		return map[string]any{"type": "string", "format": "uuid"}
+	case typeTime:
+		return map[string]any{"type": "string", "format": "date-time"}
+	case typeRawJSON:
+		return map[string]any{"description": "Any JSON value."}
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		s := g.schema(t.Elem())
+		if _, isRef := s["$ref"]; isRef {
+			return map[string]any{"allOf": []any{s}, "nullable": true}
+		}
+		s["nullable"] = true
+		return s
+	case reflect.String:
+		return map[string]any{"type": "string"}
+	case reflect.Bool:
+		return map[string]any{"type": "boolean"}
+	case reflect.Int, reflect.Int32, reflect.Uint32, reflect.Int16, reflect.Int8, reflect.Uint8, reflect.Uint16:
+		return map[string]any{"type": "integer", "format": "int32"}
+	case reflect.Int64, reflect.Uint64, reflect.Uint:
+		return map[string]any{"type": "integer", "format": "int64"}
+	case reflect.Float32:
+		return map[string]any{"type": "number", "format": "float"}
+	case reflect.Float64:
+		return map[string]any{"type": "number", "format": "double"}
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return map[string]any{"type": "string", "format": "byte"}
+		}
+		return map[string]any{"type": "array", "items": g.schema(t.Elem())}
+	case reflect.Map:
+		return map[string]any{"type": "object", "additionalProperties": g.schema(t.Elem())}
+	case reflect.Interface:
+		return map[string]any{"description": "Any JSON value."}
+	case reflect.Struct:
+		if t.Name() == "" {
+			return g.object(t)
+		}
+		if _, done := g.components[t.Name()]; !done {
+			g.components[t.Name()] = map[string]any{} // placeholder for recursive types
+			obj := g.object(t)
+			if d, ok := typeDocs[t.Name()]; ok {
+				obj["description"] = d
+			}
+			g.components[t.Name()] = obj
+		}
+		return map[string]any{"$ref": "#/components/schemas/" + t.Name()}
+	}
+	panic("httpapi: no OpenAPI schema for Go type " + t.String())
+}
+
+// object builds the schema of a struct's JSON object.
+func (g *schemaGen) object(t reflect.Type) map[string]any {
+	props := map[string]any{}
+	var required []string
+	for _, f := range jsonFields(t) {
+		s := g.schema(f.typ)
+		for k, v := range fieldDocs[t.Name()+"."+f.name] {
+			s[k] = v
+		}
+		if _, isRef := s["$ref"]; isRef && len(s) > 1 {
+			// $ref siblings are ignored in OpenAPI 3.0: wrap it.
+			ref := map[string]any{"$ref": s["$ref"]}
+			delete(s, "$ref")
+			s["allOf"] = []any{ref}
+		}
+		props[f.name] = s
+		if f.required {
+			required = append(required, f.name)
+		}
+	}
+	out := map[string]any{"type": "object", "properties": props}
+	if len(required) > 0 {
+		out["required"] = required
+	}
+	return out
+}
+
+// jsonField is one member of a struct's JSON encoding.
+type jsonField struct {
+	name     string
+	typ      reflect.Type
+	required bool
+}
+
+// jsonFields lists the members encoding/json writes for t, in field order
+// (embedded structs flattened).
+func jsonFields(t reflect.Type) []jsonField {
+	var out []jsonField
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				out = append(out, jsonFields(ft)...)
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		omit := slices.Contains(strings.Split(opts, ","), "omitempty") || slices.Contains(strings.Split(opts, ","), "omitzero")
+		out = append(out, jsonField{name: name, typ: f.Type, required: !omit && f.Type.Kind() != reflect.Pointer})
+	}
+	return out
+}
