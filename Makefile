@@ -25,6 +25,14 @@ mockllm: build
 test: pg-deps
 	go test $(TEST_FLAGS) ./...
 
+## fuzz: short fuzz runs of the message codec (internal/jsonb), seconds each,
+## and its allocation check, which -race (make test) cannot run. CI runs it.
+FUZZTIME ?= 5s
+fuzz:
+	go test -count=1 -run '^TestFastPathAllocatesNothingExtra$$' ./internal/jsonb/
+	go test -run '^$$' -fuzz '^FuzzScanRaw$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/jsonb/
+	go test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/jsonb/
+
 generate:
 	go tool sqlc generate
 
