@@ -136,8 +136,23 @@ func outcomeErrorOf(p *Part, own bool) *OutcomeError {
 // copied first. When nothing needs a change the result is exactly
 // json.Marshal(parts), with no extra allocation.
 func MarshalParts(parts []Part) ([]byte, error) {
+	parts, err := storable(parts)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(parts)
+	if err != nil {
+		return nil, fmt.Errorf("marshal chat message parts: %w", err)
+	}
+	return b, nil
+}
+
+// storable returns parts ready for json.Marshal: parts itself when no field
+// needs a change (the fast path: no allocation, no marshalling), otherwise a
+// copy with every encode field encoded. It checks the reject fields.
+func storable(parts []Part) ([]Part, error) {
 	if parts == nil {
-		parts = []Part{}
+		return []Part{}, nil
 	}
 	var out []Part // private copy of parts, made at the first change
 	for i := range parts {
@@ -148,7 +163,7 @@ func MarshalParts(parts []Part) ([]byte, error) {
 			}
 			if f.str != nil {
 				s := f.str(&parts[i], false)
-				if s == nil {
+				if s == nil || len(*s) == 0 {
 					continue
 				}
 				if f.policy == reject {
@@ -191,13 +206,9 @@ func MarshalParts(parts []Part) ([]byte, error) {
 		}
 	}
 	if out != nil {
-		parts = out
+		return out, nil
 	}
-	b, err := json.Marshal(parts)
-	if err != nil {
-		return nil, fmt.Errorf("marshal chat message parts: %w", err)
-	}
-	return b, nil
+	return parts, nil
 }
 
 // ParseContent decodes a content column written by MarshalParts: it undoes
@@ -250,7 +261,8 @@ const (
 
 // stringNeedsEncoding reports whether s contains NUL or U+E000.
 func stringNeedsEncoding(s string) bool {
-	return strings.IndexByte(s, 0) >= 0 || strings.Contains(s, sentinel)
+	// U+E000 is EE 80 80; looking for the byte first is cheaper.
+	return strings.IndexByte(s, 0) >= 0 || (strings.IndexByte(s, 0xEE) >= 0 && strings.Contains(s, sentinel))
 }
 
 // encodeString applies the sentinel scheme to s. Other bytes, even invalid

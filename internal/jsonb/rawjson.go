@@ -32,69 +32,67 @@ const (
 )
 
 // scanRaw is the read-only detector for raw JSON. It reports escaped NUL,
-// escaped or literal U+E000, lone surrogate escapes and invalid UTF-8 inside
-// JSON strings. It follows string boundaries and escape pairs, so `\\u0000`
-// (an escaped backslash, then the text u0000) is not a NUL. It never
-// modifies b and allocates nothing; a result of 0 means b may be stored as
-// it is. It does not validate JSON syntax: encoding/json does that.
+// escaped or literal U+E000, lone surrogate escapes and invalid UTF-8. It
+// never modifies b and allocates nothing; a result of 0 means b may be
+// stored as it is. It does not validate JSON syntax: encoding/json does that
+// when the parts are marshalled.
+//
+// Escapes are read pairwise from left to right: a backslash occurs only
+// inside a JSON string, and every escape, \ included, is consumed whole,
+// so each backslash the scan stops at starts an escape and `\\u0000` (an
+// escaped backslash, then the text u0000) is not a NUL. That is exactly
+// the string-boundary-aware reading for every valid document (FuzzScanRaw
+// checks it against a reference that finds the string literals), without
+// visiting the bytes between escapes one by one.
 func scanRaw(b []byte) rawFlags {
-	// Fast path: without a backslash there are no escapes, and without a
-	// 0xEE byte there is no literal U+E000 (EE 80 80).
-	if bytes.IndexByte(b, '\\') < 0 && bytes.IndexByte(b, 0xEE) < 0 {
-		if utf8.Valid(b) {
-			return 0
-		}
-		return rawBadUTF8
-	}
 	var f rawFlags
-	inString := false
-	for i := 0; i < len(b); {
-		c := b[i]
-		switch {
-		case !inString:
-			inString = c == '"'
-			i++
-		case c == '"':
-			inString = false
-			i++
-		case c == '\\':
-			if i+1 < len(b) && b[i+1] == 'u' {
-				if r, ok := hex4(b, i+2); ok {
-					i += 6
-					switch {
-					case r == 0:
-						f |= rawNUL
-					case r == 0xE000:
-						f |= rawSentinel
-					case r >= 0xD800 && r < 0xDC00:
-						// Valid only when a low surrogate escape follows at once.
-						if i+1 < len(b) && b[i] == '\\' && b[i+1] == 'u' {
-							if lo, ok := hex4(b, i+2); ok && lo >= 0xDC00 && lo <= 0xDFFF {
-								i += 6
-								continue
-							}
-						}
-						f |= rawLoneSurrogate
-					case r >= 0xDC00 && r <= 0xDFFF:
-						f |= rawLoneSurrogate
-					}
-					continue
-				}
-			}
-			i += 2 // an escape pair such as \\ or \" (or a malformed one)
-		case c < utf8.RuneSelf:
-			i++
-		default:
-			r, size := utf8.DecodeRune(b[i:])
-			if r == utf8.RuneError && size == 1 {
-				f |= rawBadUTF8
-			} else if r == 0xE000 {
+	if !utf8.Valid(b) {
+		f |= rawBadUTF8
+	}
+	if bytes.IndexByte(b, 0xEE) >= 0 && bytes.Contains(b, sentinelBytes) {
+		f |= rawSentinel // literal; a literal U+E000 can only be inside a string
+	}
+	i := bytes.IndexByte(b, '\\')
+	for i >= 0 {
+		n := 2 // \" \\ \/ \b \f \n \r \t (or a malformed escape)
+		if r, ok := escapedRune(b, i); ok {
+			n = 6
+			switch {
+			case r == 0:
+				f |= rawNUL
+			case r == 0xE000:
 				f |= rawSentinel
+			case r >= 0xD800 && r < 0xDC00:
+				// Half of a valid pair only when a low surrogate escape follows at once.
+				if lo, ok := escapedRune(b, i+6); ok && lo >= 0xDC00 && lo <= 0xDFFF {
+					n = 12
+				} else {
+					f |= rawLoneSurrogate
+				}
+			case r >= 0xDC00 && r <= 0xDFFF:
+				f |= rawLoneSurrogate
 			}
-			i += size
 		}
+		if i += n; i >= len(b) {
+			break
+		}
+		j := bytes.IndexByte(b[i:], '\\')
+		if j < 0 {
+			break
+		}
+		i += j
 	}
 	return f
+}
+
+var sentinelBytes = []byte(sentinel)
+
+// escapedRune reads a \uXXXX escape at b[i:].
+func escapedRune(b []byte, i int) (rune, bool) {
+	if i+1 >= len(b) || b[i] != '\\' || b[i+1] != 'u' {
+		return 0, false
+	}
+	return hex4(b, i+2)
 }
 
 // hex4 reads the four hex digits at b[i:i+4].
