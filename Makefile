@@ -4,7 +4,7 @@ export GOFLAGS := -buildvcs=false
 # The test command CI runs (.ci/run) and the README shows.
 TEST_FLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: all build run mockllm test test-short fuzz generate check-generated vet lint pg-deps clean
+.PHONY: all build run mockllm test test-short bench fuzz generate check-generated vet lint pg-deps clean
 
 all: build
 
@@ -24,6 +24,18 @@ mockllm: build
 ## test: everything, against real PostgreSQL (each package starts its own).
 test: pg-deps
 	go test $(TEST_FLAGS) ./...
+
+## bench: speed and memory benchmarks (targets are benchmarks, never timed tests).
+bench:
+	go test -run '^$$' -bench . -benchmem ./...
+
+## fuzz: short fuzz runs of the message codec (internal/jsonb), seconds each,
+## and its allocation check, which -race (make test) cannot run. CI runs it.
+FUZZTIME ?= 5s
+fuzz:
+	go test -count=1 -run '^TestFastPathAllocatesNothingExtra$$' ./internal/jsonb/
+	go test -run '^$$' -fuzz '^FuzzScanRaw$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/jsonb/
+	go test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/jsonb/
 
 generate:
 	go tool sqlc generate

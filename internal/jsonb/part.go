@@ -1,7 +1,3 @@
-// Package jsonb owns the stored form of message content: the Part type and
-// the only functions that turn parts into JSON for a jsonb column and back.
-// Every write and read of chat_messages.content and
-// chat_queued_messages.content goes through MarshalParts and ParseContent.
 package jsonb
 
 import (
