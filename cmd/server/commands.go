@@ -33,6 +33,9 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	doMigrate := f.Bool("migrate", "CHATD_MIGRATE", false, "apply pending migrations at start-up (always done for the local cluster)")
 	workers := f.Int("workers", "CHATD_WORKERS", 4, "chats run concurrently by this process")
 	maxSteps := f.Int("max-steps", "CHATD_MAX_STEPS", 25, "provider steps allowed per turn")
+	lease := f.Duration("lease", "CHATD_LEASE", 30*time.Second, "how long a worker's claim on a chat lasts without renewal")
+	drain := f.Duration("drain-timeout", "CHATD_DRAIN_TIMEOUT", 15*time.Second, "on shutdown, how long in-flight steps may finish before they are cut off and their chats released")
+	toolTimeout := f.Duration("tool-result-timeout", "CHATD_TOOL_RESULT_TIMEOUT", 10*time.Minute, "how long a turn waits for client tool results before answering the calls with errors")
 	logFormat := f.String("log-format", "CHATD_LOG_FORMAT", "json", "log format: json or text")
 	logLevel := f.String("log-level", "CHATD_LOG_LEVEL", "info", "log level: debug, info, warn, error")
 	if err := f.Parse(args); err != nil {
@@ -47,6 +50,9 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if *workers < 0 || *workers > 1024 {
 		return errors.New("--workers must be from 0 to 1024")
+	}
+	if *lease < time.Second || *drain <= 0 || *toolTimeout <= 0 {
+		return errors.New("--lease must be at least 1s; --drain-timeout and --tool-result-timeout must be positive")
 	}
 
 	cfg := &config.Config{}
@@ -97,6 +103,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	models := provider.NewRegistry(cfg, nil)
 	api := httpapi.New(httpapi.Options{Store: st, Models: models, Hub: hub, Experiments: exp, ServerTools: toolNames, Logger: logger})
 	run := runner.New(st, models, hub, runner.Options{Workers: *workers, MaxSteps: *maxSteps, Tools: serverTools,
+		Lease: *lease, DrainTimeout: *drain, ActionTimeout: *toolTimeout,
 		Hooks: stopHooks, CompactionThreshold: cfg.CompactionThreshold, Preview: relay, Logger: logger})
 
 	ln, err := net.Listen("tcp", *listen)

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 const usage = `chatd: a durable agent-chat backend on PostgreSQL.
@@ -113,6 +114,15 @@ func (f *flags) Int(name, env string, def int, help string) *int {
 		}
 	}
 	return f.FlagSet.Int(name, def, help+" (env "+env+")")
+}
+
+func (f *flags) Duration(name, env string, def time.Duration, help string) *time.Duration {
+	if v, ok := os.LookupEnv(env); ok {
+		if d, err := time.ParseDuration(v); err == nil {
+			def = d
+		}
+	}
+	return f.FlagSet.Duration(name, def, help+" (env "+env+")")
 }
 
 func (f *flags) Bool(name, env string, def bool, help string) *bool {

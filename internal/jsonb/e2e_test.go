@@ -265,3 +265,77 @@ func TestEndToEndToolResultThroughStore(t *testing.T) {
 		t.Errorf("tool result over REST: id %+q result %s, want %s", got.ToolCallID, got.Result, wantResult)
 	}
 }
+
+// TestEndToEndToolResultThroughAPI: a client submits a tool result with NUL
+// in a key and a value and a lone surrogate through POST .../tool-results;
+// it is stored and comes back over REST as seed 003 specifies.
+func TestEndToEndToolResultThroughAPI(t *testing.T) {
+	t.Parallel()
+	script := &mockllm.Script{Steps: []mockllm.Step{
+		{ToolCalls: []mockllm.ToolCall{{ID: "call_1", Name: "lookup", Arguments: `{"q":"x"}`}}},
+		{Text: "thanks"},
+	}}
+	env := testenv.New(t, testenv.Options{Mock: mockllm.Options{Script: script}})
+	c := env.Client("alice")
+	ctx := e2eCtx(t)
+	res, err := c.CreateChat(ctx, client.CreateChatRequest{Content: []client.MessagePart{client.TextPart("look it up")},
+		DynamicTools: []client.DynamicTool{{Name: "lookup"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ch, err := c.GetChat(ctx, res.Chat.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch.Status == client.StatusRequiresAction {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the chat never asked for the tool result")
+		case <-time.After(10 * time.Millisecond): // polling committed state through the API
+		}
+	}
+	const output = `{"out\u0000put":"x\u0000y","lone":"\ud800","pair":"\ud83d\ude00","s":"\ue000"}`
+	const want = `{"out\u0000put":"x\u0000y","lone":"\ufffd","pair":"\ud83d\ude00","s":"\ue000"}`
+	if _, err := c.SubmitToolResults(ctx, res.Chat.ID, client.ToolResultsRequest{Results: []client.ToolResult{
+		{ToolCallID: "call_1", Output: json.RawMessage(output)}}}); err != nil {
+		t.Fatalf("submit a tool result with NUL: %v", err)
+	}
+	for {
+		ch, err := c.GetChat(ctx, res.Chat.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch.Status == client.StatusWaiting {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the turn did not finish: %s", ch.Status)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	h, err := c.ListMessages(ctx, res.Chat.ID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got *client.MessagePart
+	for _, m := range h.Messages {
+		for i, p := range m.Content {
+			if p.Type == "tool-result" {
+				got = &m.Content[i]
+			}
+		}
+	}
+	if got == nil || !reflect.DeepEqual(meaning(t, got.Result), meaning(t, []byte(want))) {
+		t.Fatalf("tool result over REST: %+v, want %s", got, want)
+	}
+	// The model received it too, NUL preserved (the result is JSON text).
+	reqs := env.Mock.Requests()
+	last := reqs[len(reqs)-1].Messages
+	if m := last[len(last)-1]; m.Role != "tool" || !strings.Contains(m.Content, `"x\u0000y"`) {
+		t.Fatalf("the model saw %+q", m.Content)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -291,7 +292,7 @@ func (s *Store) finishRequest(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, 
 	}
 	r, err = s.q.RequestFinish(ctx, tx, dbgen.RequestFinishParams{
 		RequestID: o.RequestID, Status: o.Status, ReceiptMessageID: &receipt.ID,
-		ErrorCode: nullString(o.Code), ErrorMessage: nullString(o.Message),
+		ErrorCode: nullString(o.Code), ErrorMessage: nullString(textColumn(o.Message)),
 	})
 	if err != nil {
 		return nil, r, fmt.Errorf("finish request %s: %w", o.RequestID, err)
@@ -365,6 +366,12 @@ func (s *Store) promote(ctx context.Context, tx pgx.Tx, chatID uuid.UUID) (*dbge
 		return nil, err
 	}
 	return &msg, nil
+}
+
+// textColumn makes s storable in a text column: PostgreSQL refuses U+0000
+// and invalid UTF-8 there.
+func textColumn(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
 
 func nullString(s string) *string {
