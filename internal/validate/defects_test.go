@@ -57,6 +57,54 @@ func TestDefectBigNumbersPanic(t *testing.T) {
 	}
 }
 
+// const, enum and uniqueItems compare numbers as float64.
+func TestDefectFloatComparison(t *testing.T) {
+	t.Parallel()
+	bare, err := compileDoc(map[string]any{"enum": []any{json.Number("9007199254740993")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := bare.Validate(docLoader{json.Number("9007199254740992")}); !r.Valid() {
+		t.Error("the library now compares enum numbers exactly; revisit the guard")
+	}
+	for _, c := range []struct {
+		schema, value string
+		ok            bool
+	}{
+		{`{"enum":[9007199254740993]}`, `9007199254740993`, true},
+		{`{"enum":[9007199254740993]}`, `9007199254740992`, false},
+		{`{"enum":[9007199254740993]}`, `9007199254740993.0`, true},
+		{`{"const":9007199254740993}`, `9007199254740992`, false},
+		{`{"const":{"a":[0.1]}}`, `{"a":[0.10000000000000001]}`, false},
+		{`{"const":{"a":[0.1]}}`, `{"a":[0.1000]}`, true},
+		{`{"enum":[1, "x"]}`, `1.0`, true},
+		{`{"enum":[1, "x"]}`, `1.0000000000000000001`, false},
+		{`{"uniqueItems":true}`, `[9007199254740992, 9007199254740993]`, false}, // refused: cannot be checked
+		{`{"uniqueItems":true}`, `[9007199254740992, 9007199254740992.0]`, false},
+		{`{"uniqueItems":true}`, `[1, 2, 9007199254740993]`, true},
+		// -0 and 0 are equal in JSON Schema; encoding/json prints them differently
+		{`{"const":0}`, `-0`, true},
+		{`{"const":-0.0}`, `0`, true},
+		{`{"enum":[0]}`, `-0.0`, true},
+		{`{"uniqueItems":true}`, `[0, -0]`, false},
+		{`{"uniqueItems":true}`, `[[0], [-0.0]]`, false},
+	} {
+		s := mustCompile(t, c.schema)
+		if r := s.Validate([]byte(c.value)); r.Valid() != c.ok {
+			t.Errorf("%s / %s: valid=%v, want %v (%s)", c.schema, c.value, r.Valid(), c.ok, r.Summary())
+		}
+	}
+	// The refusal says why.
+	r := mustCompile(t, `{"properties":{"n":{"enum":[9007199254740993]}}}`).Validate([]byte(`{"n":9007199254740992}`))
+	if len(r.Errors) != 1 || r.Errors[0].Location != "/n" || !strings.Contains(r.Errors[0].Message, "64-bit float precision") {
+		t.Errorf("%+v", r)
+	}
+	// Enum entries that differ only beyond float64 cannot be told apart either.
+	if se := compileErr(t, `{"enum":[9007199254740992, 9007199254740993]}`); se == nil || se.Pointer != "/enum/1" {
+		t.Errorf("%v", se)
+	}
+}
+
 // Unknown formats pass silently in the library.
 func TestDefectUnknownFormats(t *testing.T) {
 	t.Parallel()

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -55,7 +56,8 @@ func displayPointer(p string) string {
 // MaxNumberLen, with an exponent beyond ±MaxExponent or not finite as a
 // 64-bit float, and documents beyond lim. Callers keep raw for storage.
 func Decode(raw []byte, lim Limits) (any, error) {
-	p := parser{buf: raw, lim: lim}
+	p := newParser(raw, lim, false)
+	defer p.release()
 	if err := p.precheck(); err != nil {
 		return nil, err
 	}
@@ -70,19 +72,20 @@ func Decode(raw []byte, lim Limits) (any, error) {
 // it. val is the value handed to gojsonschema.
 type vnode struct {
 	val   any
-	kind  vkind
-	runes int      // strings: length in code points
-	size  int      // an upper bound of its compact JSON encoding by encoding/json
-	nums  int      // numbers in the subtree
 	num   *numInfo // numbers only
 	kids  []vnode  // array elements, or object values in keys order
 	keys  []vkey   // objects only
+	runes int32    // strings: length in code points
+	size  int32    // an upper bound of its compact JSON encoding by encoding/json
+	nums  int32    // numbers in the subtree
+	nodes int32    // values in the subtree, this one included
+	kind  vkind
 }
 
 type vkey struct {
 	name  string
-	runes int
-	size  int // encoded size, quotes included
+	runes int32
+	size  int32 // encoded size, quotes included
 }
 
 type vkind uint8
@@ -98,7 +101,8 @@ const (
 
 // decodeTree is Decode keeping the annotated tree (values only).
 func decodeTree(raw []byte, lim Limits) (*vnode, error) {
-	p := parser{buf: raw, lim: lim, tree: true}
+	p := newParser(raw, lim, true)
+	defer p.release()
 	if err := p.precheck(); err != nil {
 		return nil, err
 	}
@@ -109,21 +113,10 @@ func decodeTree(raw []byte, lim Limits) (*vnode, error) {
 	return &v, nil
 }
 
-// path is a JSON Pointer under construction, rendered only for errors.
-type path struct {
-	up  *path
+// seg is one step of the JSON Pointer of the value being parsed.
+type seg struct {
 	key string
 	idx int // -1 for object members
-}
-
-func (p *path) String() string {
-	if p == nil {
-		return ""
-	}
-	if p.idx >= 0 {
-		return p.up.String() + "/" + strconv.Itoa(p.idx)
-	}
-	return p.up.String() + "/" + escapePointer(p.key)
 }
 
 type parser struct {
@@ -132,6 +125,56 @@ type parser struct {
 	lim   Limits
 	nodes int
 	tree  bool
+	segs  []seg // where the parser is, for error messages
+	// scratch stacks shared by the open containers
+	names []string
+	vals  []any
+	kids  []vnode
+	keys  []vkey
+}
+
+// ptr renders the JSON Pointer of the value being parsed.
+func (p *parser) ptr() string {
+	var b strings.Builder
+	for _, s := range p.segs {
+		b.WriteByte('/')
+		if s.idx >= 0 {
+			b.WriteString(strconv.Itoa(s.idx))
+		} else {
+			b.WriteString(escapePointer(s.key))
+		}
+	}
+	return b.String()
+}
+
+// scratch keeps parsers' stacks between documents; it is emptied by every
+// garbage collection like any sync.Pool.
+var scratch = sync.Pool{New: func() any { return new(parser) }}
+
+func newParser(raw []byte, lim Limits, tree bool) *parser {
+	p := scratch.Get().(*parser)
+	*p = parser{buf: raw, lim: lim, tree: tree, segs: p.segs[:0], names: p.names[:0], vals: p.vals[:0], kids: p.kids[:0], keys: p.keys[:0]}
+	return p
+}
+
+func (p *parser) release() {
+	clear(p.vals[:cap(p.vals)])
+	clear(p.kids[:cap(p.kids)])
+	clear(p.names[:cap(p.names)])
+	clear(p.keys[:cap(p.keys)])
+	p.buf = nil
+	scratch.Put(p)
+}
+
+// push appends to a scratch stack, doubling its capacity when full (append
+// grows large slices by only 1.25×, which costs several copies).
+func push[T any](s []T, v T) []T {
+	if len(s) == cap(s) {
+		n := make([]T, len(s), max(16, 2*cap(s)))
+		copy(n, s)
+		s = n
+	}
+	return append(s, v)
 }
 
 func (p *parser) precheck() error {
@@ -146,7 +189,7 @@ func (p *parser) document() (vnode, error) {
 	if p.pos == len(p.buf) {
 		return vnode{}, &ScanError{Detail: "invalid JSON: empty document"}
 	}
-	v, err := p.value(nil, 0)
+	v, err := p.value(0)
 	if err != nil {
 		return vnode{}, err
 	}
@@ -168,109 +211,118 @@ func (p *parser) skipSpace() {
 	}
 }
 
-func (p *parser) syntax(ptr *path, what string) error {
+func (p *parser) syntax(what string) error {
 	if p.pos >= len(p.buf) {
-		return &ScanError{Pointer: ptr.String(), Detail: "invalid JSON: unexpected end of document, " + what}
+		return &ScanError{Pointer: p.ptr(), Detail: "invalid JSON: unexpected end of document, " + what}
 	}
 	c := p.buf[p.pos]
 	shown := strconv.QuoteRuneToASCII(rune(c))
 	if c >= utf8.RuneSelf {
 		shown = fmt.Sprintf("byte 0x%02x", c)
 	}
-	return &ScanError{Pointer: ptr.String(), Detail: fmt.Sprintf("invalid JSON at byte %d: unexpected %s, %s", p.pos, shown, what)}
+	return &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("invalid JSON at byte %d: unexpected %s, %s", p.pos, shown, what)}
 }
 
-func (p *parser) value(ptr *path, depth int) (vnode, error) {
+func (p *parser) value(depth int) (v vnode, err error) {
+	defer func() { v.nodes++ }()
 	p.nodes++
 	if p.nodes > p.lim.MaxNodes {
-		return vnode{}, &ScanError{Pointer: ptr.String(), Detail: fmt.Sprintf("more than %d JSON values", p.lim.MaxNodes)}
+		return vnode{}, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("more than %d JSON values", p.lim.MaxNodes)}
 	}
 	if p.pos >= len(p.buf) {
-		return vnode{}, p.syntax(ptr, "expecting a value")
+		return vnode{}, p.syntax("expecting a value")
 	}
 	switch c := p.buf[p.pos]; {
 	case c == '{':
 		if depth >= p.lim.MaxDepth {
-			return vnode{}, &ScanError{Pointer: ptr.String(), Detail: fmt.Sprintf("nested deeper than %d levels", p.lim.MaxDepth)}
+			return vnode{}, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("nested deeper than %d levels", p.lim.MaxDepth)}
 		}
-		return p.object(ptr, depth)
+		return p.object(depth)
 	case c == '[':
 		if depth >= p.lim.MaxDepth {
-			return vnode{}, &ScanError{Pointer: ptr.String(), Detail: fmt.Sprintf("nested deeper than %d levels", p.lim.MaxDepth)}
+			return vnode{}, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("nested deeper than %d levels", p.lim.MaxDepth)}
 		}
-		return p.array(ptr, depth)
+		return p.array(depth)
 	case c == '"':
-		s, runes, size, err := p.str(ptr, "string")
+		s, runes, size, err := p.str("string")
 		if err != nil {
 			return vnode{}, err
 		}
-		return vnode{val: s, kind: kString, runes: runes, size: size}, nil
+		return vnode{val: s, kind: kString, runes: int32(runes), size: int32(size)}, nil
 	case c == '-' || (c >= '0' && c <= '9'):
-		return p.number(ptr)
+		return p.number()
 	case c == 't':
-		return p.literal(ptr, "true", true)
+		return p.literal("true", true)
 	case c == 'f':
-		return p.literal(ptr, "false", false)
+		return p.literal("false", false)
 	case c == 'n':
-		return p.literal(ptr, "null", nil)
+		return p.literal("null", nil)
 	}
-	return vnode{}, p.syntax(ptr, "expecting a value")
+	return vnode{}, p.syntax("expecting a value")
 }
 
-func (p *parser) literal(ptr *path, word string, v any) (vnode, error) {
+func (p *parser) literal(word string, v any) (vnode, error) {
 	if string(p.buf[p.pos:min(len(p.buf), p.pos+len(word))]) != word {
-		return vnode{}, p.syntax(ptr, "expecting a value")
+		return vnode{}, p.syntax("expecting a value")
 	}
 	p.pos += len(word)
 	k := kBool
 	if v == nil {
 		k = kNull
 	}
-	return vnode{val: v, kind: k, size: len(word)}, nil
+	return vnode{val: v, kind: k, size: int32(len(word))}, nil
 }
 
-func (p *parser) object(ptr *path, depth int) (vnode, error) {
+// Containers collect their members on the parser's scratch stacks and
+// allocate exactly sized slices and maps when they close: a 16k-member
+// object costs one map and one slice, not a series of grown copies.
+
+func (p *parser) object(depth int) (vnode, error) {
 	p.pos++ // {
-	obj := map[string]any{}
 	n := vnode{kind: kObject, size: 2}
+	nbase, vbase, kbase, keybase := len(p.names), len(p.vals), len(p.kids), len(p.keys)
+	defer func() {
+		p.names, p.vals, p.kids, p.keys = p.names[:nbase], p.vals[:vbase], p.kids[:kbase], p.keys[:keybase]
+	}()
 	p.skipSpace()
 	if p.pos < len(p.buf) && p.buf[p.pos] == '}' {
 		p.pos++
-		n.val = obj
+		n.val = map[string]any{}
 		return n, nil
 	}
 	for {
 		p.skipSpace()
 		if p.pos >= len(p.buf) || p.buf[p.pos] != '"' {
-			return vnode{}, p.syntax(ptr, "expecting an object key")
+			return vnode{}, p.syntax("expecting an object key")
 		}
-		key, runes, ksize, err := p.str(ptr, "object key")
+		key, runes, ksize, err := p.str("object key")
 		if err != nil {
 			return vnode{}, err
 		}
-		kp := &path{up: ptr, key: key, idx: -1}
+		p.segs = append(p.segs, seg{key: key, idx: -1})
 		if len(key) > p.lim.MaxKeyBytes {
-			return vnode{}, &ScanError{Pointer: kp.String(), Detail: fmt.Sprintf("object key is %d bytes, more than the limit of %d", len(key), p.lim.MaxKeyBytes)}
-		}
-		if _, dup := obj[key]; dup {
-			return vnode{}, &ScanError{Pointer: kp.String(), Detail: fmt.Sprintf("duplicate object key %q", key)}
+			return vnode{}, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("object key is %d bytes, more than the limit of %d", len(key), p.lim.MaxKeyBytes)}
 		}
 		p.skipSpace()
 		if p.pos >= len(p.buf) || p.buf[p.pos] != ':' {
-			return vnode{}, p.syntax(kp, "expecting ':' after an object key")
+			return vnode{}, p.syntax("expecting ':' after an object key")
 		}
 		p.pos++
 		p.skipSpace()
-		v, err := p.value(kp, depth+1)
+		v, err := p.value(depth + 1)
 		if err != nil {
 			return vnode{}, err
 		}
-		obj[key] = v.val
-		n.size += ksize + 1 + v.size
+		p.segs = p.segs[:len(p.segs)-1]
+		n.size += int32(ksize) + 1 + v.size
 		n.nums += v.nums
+		n.nodes += v.nodes
 		if p.tree {
-			n.keys = append(n.keys, vkey{name: key, runes: runes, size: ksize})
-			n.kids = append(n.kids, v)
+			p.keys = push(p.keys, vkey{name: key, runes: int32(runes), size: int32(ksize)})
+			p.kids = push(p.kids, v)
+		} else {
+			p.names = push(p.names, key)
+			p.vals = push(p.vals, v.val)
 		}
 		p.skipSpace()
 		if p.pos < len(p.buf) && p.buf[p.pos] == ',' {
@@ -280,34 +332,63 @@ func (p *parser) object(ptr *path, depth int) (vnode, error) {
 		}
 		if p.pos < len(p.buf) && p.buf[p.pos] == '}' {
 			p.pos++
-			n.val = obj
-			return n, nil
+			break
 		}
-		return vnode{}, p.syntax(ptr, "expecting ',' or '}' in an object")
+		return vnode{}, p.syntax("expecting ',' or '}' in an object")
 	}
+	count := len(p.names) - nbase
+	if p.tree {
+		count = len(p.keys) - keybase
+	}
+	obj := make(map[string]any, count)
+	for i := range count {
+		var key string
+		var val any
+		if p.tree {
+			key, val = p.keys[keybase+i].name, p.kids[kbase+i].val
+		} else {
+			key, val = p.names[nbase+i], p.vals[vbase+i]
+		}
+		if _, dup := obj[key]; dup {
+			p.segs = append(p.segs, seg{key: key, idx: -1})
+			return vnode{}, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("duplicate object key %q", key)}
+		}
+		obj[key] = val
+	}
+	n.val = obj
+	if p.tree {
+		n.kids = append([]vnode(nil), p.kids[kbase:]...)
+		n.keys = append([]vkey(nil), p.keys[keybase:]...)
+	}
+	return n, nil
 }
 
-func (p *parser) array(ptr *path, depth int) (vnode, error) {
+func (p *parser) array(depth int) (vnode, error) {
 	p.pos++ // [
-	arr := []any{}
 	n := vnode{kind: kArray, size: 2}
+	vbase, kbase := len(p.vals), len(p.kids)
+	defer func() { p.vals, p.kids = p.vals[:vbase], p.kids[:kbase] }()
 	p.skipSpace()
 	if p.pos < len(p.buf) && p.buf[p.pos] == ']' {
 		p.pos++
-		n.val = arr
+		n.val = []any{}
 		return n, nil
 	}
 	for i := 0; ; i++ {
 		p.skipSpace()
-		v, err := p.value(&path{up: ptr, idx: i}, depth+1)
+		p.segs = append(p.segs, seg{idx: i})
+		v, err := p.value(depth + 1)
 		if err != nil {
 			return vnode{}, err
 		}
-		arr = append(arr, v.val)
+		p.segs = p.segs[:len(p.segs)-1]
 		n.size += v.size
 		n.nums += v.nums
+		n.nodes += v.nodes
 		if p.tree {
-			n.kids = append(n.kids, v)
+			p.kids = push(p.kids, v)
+		} else {
+			p.vals = push(p.vals, v.val)
 		}
 		p.skipSpace()
 		if p.pos < len(p.buf) && p.buf[p.pos] == ',' {
@@ -317,17 +398,28 @@ func (p *parser) array(ptr *path, depth int) (vnode, error) {
 		}
 		if p.pos < len(p.buf) && p.buf[p.pos] == ']' {
 			p.pos++
-			n.val = arr
-			return n, nil
+			break
 		}
-		return vnode{}, p.syntax(ptr, "expecting ',' or ']' in an array")
+		return vnode{}, p.syntax("expecting ',' or ']' in an array")
 	}
+	if p.tree {
+		kids := p.kids[kbase:]
+		arr := make([]any, len(kids))
+		for i := range kids {
+			arr[i] = kids[i].val
+		}
+		n.val = arr
+		n.kids = append([]vnode(nil), kids...)
+	} else {
+		n.val = append([]any(nil), p.vals[vbase:]...)
+	}
+	return n, nil
 }
 
 // str parses a string at p.pos. It returns the decoded string, its length
 // in code points and an upper bound of its encoding by encoding/json
 // (which escapes <, > and & as \u00XX).
-func (p *parser) str(ptr *path, what string) (string, int, int, error) {
+func (p *parser) str(what string) (string, int, int, error) {
 	start := p.pos
 	p.pos++      // opening quote
 	var b []byte // nil until the first escape
@@ -336,7 +428,7 @@ func (p *parser) str(ptr *path, what string) (string, int, int, error) {
 	for {
 		if p.pos >= len(p.buf) {
 			p.pos = start
-			return "", 0, 0, &ScanError{Pointer: ptr.String(), Detail: fmt.Sprintf("invalid JSON at byte %d: unterminated %s", start, what)}
+			return "", 0, 0, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("invalid JSON at byte %d: unterminated %s", start, what)}
 		}
 		c := p.buf[p.pos]
 		switch {
@@ -351,10 +443,10 @@ func (p *parser) str(ptr *path, what string) (string, int, int, error) {
 			return s, runes, size, nil
 		case c == '\\':
 			if b == nil {
-				b = make([]byte, 0, p.pos-lit+16)
+				b = make([]byte, 0, p.stringEnd()-lit)
 			}
 			b = append(b, p.buf[lit:p.pos]...)
-			r, err := p.escape(ptr, what)
+			r, err := p.escape(what)
 			if err != nil {
 				return "", 0, 0, err
 			}
@@ -363,7 +455,7 @@ func (p *parser) str(ptr *path, what string) (string, int, int, error) {
 			size += encodedRuneSize(r)
 			lit = p.pos
 		case c < 0x20:
-			return "", 0, 0, &ScanError{Pointer: ptr.String(), Detail: fmt.Sprintf("invalid JSON at byte %d: control character 0x%02x in a %s must be escaped", p.pos, c, what)}
+			return "", 0, 0, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("invalid JSON at byte %d: control character 0x%02x in a %s must be escaped", p.pos, c, what)}
 		case c < utf8.RuneSelf:
 			p.pos++
 			runes++
@@ -371,7 +463,7 @@ func (p *parser) str(ptr *path, what string) (string, int, int, error) {
 		default:
 			r, w := utf8.DecodeRune(p.buf[p.pos:])
 			if r == utf8.RuneError && w <= 1 {
-				return "", 0, 0, &ScanError{Pointer: ptr.String(), Detail: fmt.Sprintf("invalid UTF-8 at byte %d in a %s", p.pos, what)}
+				return "", 0, 0, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("invalid UTF-8 at byte %d in a %s", p.pos, what)}
 			}
 			p.pos += w
 			runes++
@@ -380,11 +472,25 @@ func (p *parser) str(ptr *path, what string) (string, int, int, error) {
 	}
 }
 
+// stringEnd finds the closing quote of the string being read (or the end
+// of the document): the decoded string is no longer than the raw one.
+func (p *parser) stringEnd() int {
+	for i := p.pos; i < len(p.buf); i++ {
+		switch p.buf[i] {
+		case '\\':
+			i++
+		case '"':
+			return i
+		}
+	}
+	return len(p.buf)
+}
+
 // escape decodes the escape sequence at p.pos (at the backslash).
-func (p *parser) escape(ptr *path, what string) (rune, error) {
+func (p *parser) escape(what string) (rune, error) {
 	at := p.pos
 	if p.pos+1 >= len(p.buf) {
-		return 0, &ScanError{Pointer: ptr.String(), Detail: fmt.Sprintf("invalid JSON at byte %d: unterminated %s", at, what)}
+		return 0, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("invalid JSON at byte %d: unterminated %s", at, what)}
 	}
 	c := p.buf[p.pos+1]
 	p.pos += 2
@@ -404,13 +510,13 @@ func (p *parser) escape(ptr *path, what string) (rune, error) {
 	case 'u':
 		r, ok := p.hex4()
 		if !ok {
-			return 0, &ScanError{Pointer: ptr.String(), Detail: fmt.Sprintf("invalid JSON at byte %d: malformed \\u escape in a %s", at, what)}
+			return 0, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("invalid JSON at byte %d: malformed \\u escape in a %s", at, what)}
 		}
 		switch {
 		case r == 0:
-			return 0, &ScanError{Pointer: ptr.String(), Detail: fmt.Sprintf("%s contains U+0000 (byte %d), which PostgreSQL jsonb cannot store", what, at)}
+			return 0, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("%s contains U+0000 (byte %d), which PostgreSQL jsonb cannot store", what, at)}
 		case r >= 0xDC00 && r <= 0xDFFF:
-			return 0, &ScanError{Pointer: ptr.String(), Detail: fmt.Sprintf("%s contains an unpaired surrogate escape (byte %d), which PostgreSQL jsonb cannot store", what, at)}
+			return 0, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("%s contains an unpaired surrogate escape (byte %d), which PostgreSQL jsonb cannot store", what, at)}
 		case r >= 0xD800 && r <= 0xDBFF:
 			if p.pos+1 < len(p.buf) && p.buf[p.pos] == '\\' && p.buf[p.pos+1] == 'u' {
 				save := p.pos
@@ -421,11 +527,11 @@ func (p *parser) escape(ptr *path, what string) (rune, error) {
 				}
 				p.pos = save
 			}
-			return 0, &ScanError{Pointer: ptr.String(), Detail: fmt.Sprintf("%s contains an unpaired surrogate escape (byte %d), which PostgreSQL jsonb cannot store", what, at)}
+			return 0, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("%s contains an unpaired surrogate escape (byte %d), which PostgreSQL jsonb cannot store", what, at)}
 		}
 		return r, nil
 	}
-	return 0, &ScanError{Pointer: ptr.String(), Detail: fmt.Sprintf("invalid JSON at byte %d: invalid escape in a %s", at, what)}
+	return 0, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("invalid JSON at byte %d: invalid escape in a %s", at, what)}
 }
 
 func utf16Pair(hi, lo rune) rune { return (hi-0xD800)<<10 | (lo - 0xDC00) + 0x10000 }
@@ -463,7 +569,7 @@ func encodedRuneSize(r rune) int {
 	return utf8.RuneLen(r)
 }
 
-func (p *parser) number(ptr *path) (vnode, error) {
+func (p *parser) number() (vnode, error) {
 	start := p.pos
 	i := p.pos
 	digits := func() int {
@@ -481,13 +587,13 @@ func (p *parser) number(ptr *path) (vnode, error) {
 		i++
 	} else if digits() == 0 {
 		p.pos = i
-		return vnode{}, p.syntax(ptr, "expecting a digit")
+		return vnode{}, p.syntax("expecting a digit")
 	}
 	if i < len(p.buf) && p.buf[i] == '.' {
 		i++
 		if digits() == 0 {
 			p.pos = i
-			return vnode{}, p.syntax(ptr, "expecting a digit after the decimal point")
+			return vnode{}, p.syntax("expecting a digit after the decimal point")
 		}
 	}
 	if i < len(p.buf) && (p.buf[i] == 'e' || p.buf[i] == 'E') {
@@ -497,17 +603,17 @@ func (p *parser) number(ptr *path) (vnode, error) {
 		}
 		if digits() == 0 {
 			p.pos = i
-			return vnode{}, p.syntax(ptr, "expecting a digit in the exponent")
+			return vnode{}, p.syntax("expecting a digit in the exponent")
 		}
 	}
 	lit := string(p.buf[start:i])
 	p.pos = i
 	if len(lit) > p.lim.MaxNumberLen {
-		return vnode{}, &ScanError{Pointer: ptr.String(), Detail: fmt.Sprintf("number literal is %d characters, more than the limit of %d", len(lit), p.lim.MaxNumberLen)}
+		return vnode{}, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("number literal is %d characters, more than the limit of %d", len(lit), p.lim.MaxNumberLen)}
 	}
 	ni, err := parseNumber(lit)
 	if err != nil {
-		return vnode{}, &ScanError{Pointer: ptr.String(), Detail: err.Error()}
+		return vnode{}, &ScanError{Pointer: p.ptr(), Detail: err.Error()}
 	}
 	size := max(len(lit), maxFloatTextLen)
 	val := json.Number(lit)
@@ -516,7 +622,7 @@ func (p *parser) number(ptr *path) (vnode, error) {
 		// which prints -0 and 0 differently. The caller's bytes are kept.
 		val = "0"
 	}
-	return vnode{val: val, kind: kNumber, num: ni, size: size, nums: 1}, nil
+	return vnode{val: val, kind: kNumber, num: ni, size: int32(size), nums: 1}, nil
 }
 
 // maxFloatTextLen is the longest float64 text encoding/json writes

@@ -141,7 +141,7 @@ func TestDecodeTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, _ := json.Marshal(v.val)
-	if v.size < len(out) {
+	if int(v.size) < len(out) {
 		t.Errorf("size %d < encoded %d", v.size, len(out))
 	}
 	if v.nums != 2 || v.kind != kObject || len(v.kids) != 2 {

@@ -1,7 +1,10 @@
 // Package validate admits caller JSON Schemas (Draft-07, inline only) and
-// validates model-submitted values against them, hermetically: nothing
-// here reads a file, resolves a name or opens a connection, and no input
-// panics the process. It imports neither pgx nor HTTP server code.
+// validates model-submitted values against them, hermetically and within a
+// fixed budget: nothing here reads a file, resolves a name or opens a
+// connection, no input panics the process, and no validation runs whose
+// predicted cost exceeds BudgetTime / BudgetBytes (cost.go). It imports
+// neither pgx nor HTTP server code. docs/structured-output.md is the
+// user-facing description.
 package validate
 
 import (
@@ -80,16 +83,55 @@ func meta() (*gojsonschema.Schema, error) {
 			return
 		}
 		metaSchema, metaErr = compileDoc(doc)
+		if metaErr == nil {
+			warmUp()
+		}
 	})
 	return metaSchema, metaErr
 }
 
-// slots bounds concurrent library work, and so the memory it holds.
+// warmUp makes the library render one error of every type, so that its
+// process-wide template cache is filled before any caller's validation:
+// the first rendering of a template parses it, a one-off allocation the
+// cost model does not count per validation.
+func warmUp() {
+	defer func() { _ = recover() }()
+	doc, err := Decode([]byte(warmUpSchema), SchemaLimits)
+	if err != nil {
+		return
+	}
+	adapt(doc)
+	s, err := compileDoc(doc)
+	if err != nil {
+		return
+	}
+	for _, v := range []string{warmUpValue, `"x"`, `1.5`, `null`} {
+		inst, _ := Decode([]byte(v), ValueLimits)
+		_, _ = s.Validate(docLoader{inst})
+	}
+}
+
+// warmUpSchema and warmUpValue fail every keyword once.
+const (
+	warmUpSchema = `{"type":"object","required":["r"],"minProperties":9,"maxProperties":1,"additionalProperties":false,
+		"properties":{"a":{"type":"array","minItems":9,"maxItems":1,"uniqueItems":true,"contains":false,"items":[true],"additionalItems":false},
+			"s":{"minLength":9,"maxLength":9,"pattern":"^z$","format":"email"},
+			"n":{"multipleOf":7,"maximum":0,"exclusiveMaximum":0,"minimum":9,"exclusiveMinimum":9},
+			"c":{"const":"x","enum":["y"]},"f":false,"x":{"not":{}},
+			"o":{"anyOf":[false],"oneOf":[false],"allOf":[false]},
+			"i":{"if":true,"then":false},"e":{"if":false,"else":false}},
+		"dependencies":{"a":["zz"]},"propertyNames":{"maxLength":1}}`
+	warmUpValue = `{"a":[1,1,1],"s":"q","n":8,"c":"q","f":1,"x":1,"o":1,"i":1,"e":1,"extra":1}`
+)
+
+// slots bounds concurrent library work: each validation may allocate up to
+// about BudgetBytes, so the process holds at most len(slots) of them.
 var slots = make(chan struct{}, max(2, runtime.GOMAXPROCS(0)))
 
 // Schema is a compiled caller schema. It is safe for concurrent use.
 type Schema struct {
 	compiled *gojsonschema.Schema
+	model    *cnode
 }
 
 // Compile admits a caller schema document: strict scan, screening and
@@ -101,7 +143,8 @@ func Compile(raw []byte) (*Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := screen(doc); err != nil {
+	sc, err := screen(doc)
+	if err != nil {
 		return nil, err
 	}
 	if err := metaCheck(doc); err != nil {
@@ -112,7 +155,7 @@ func Compile(raw []byte) (*Schema, error) {
 	if err != nil {
 		return nil, &ScanError{Detail: "the schema cannot be compiled: " + err.Error()}
 	}
-	return &Schema{compiled: compiled}, nil
+	return &Schema{compiled: compiled, model: buildModel(doc, sc.insts)}, nil
 }
 
 // metaCheck is stage 1: the document validated as data against the
@@ -193,12 +236,18 @@ func (r Result) Summary() string {
 	return b.String()
 }
 
+// TooExpensive is the message for a value whose predicted validation cost
+// exceeds the budget.
+var TooExpensive = fmt.Sprintf("the value is too expensive to validate against this schema "+
+	"(its worst-case validation work is estimated above the budget of %d ms or %d MiB); send a smaller value",
+	int(BudgetTime/1e6), BudgetBytes>>20)
+
 func failure(location, message string) Result {
 	return Result{Errors: []ValueError{{Location: location, Message: message}}, Total: 1}
 }
 
-// Validate checks a raw value: the strict scan (ValueLimits), then the
-// library's validation. A value refused before validation
+// Validate checks a raw value: the strict scan (ValueLimits), the cost
+// budget and the exact-comparison guard (cost.go), then the library. A value refused before validation
 // comes back as a single error at the location at fault.
 func (s *Schema) Validate(raw []byte) (res Result) {
 	v, err := decodeTree(raw, ValueLimits)
@@ -208,12 +257,24 @@ func (s *Schema) Validate(raw []byte) (res Result) {
 		}
 		return failure("", err.Error())
 	}
+	est := estimateCost(s.model, v, len(raw))
+	if est.over {
+		return failure("", TooExpensive)
+	}
+	if est.imprecise != nil {
+		return Result{Errors: []ValueError{*est.imprecise}, Total: 1}
+	}
 	return s.run(v.val)
 }
+
+// libraryRuns counts value validations handed to the library (tests check
+// that refused values never reach it).
+var libraryRuns atomic.Int64
 
 // run calls the library on a decoded value. recover() is the second guard
 // behind the scan: no input known to us panics it.
 func (s *Schema) run(doc any) (res Result) {
+	libraryRuns.Add(1)
 	slots <- struct{}{}
 	defer func() { <-slots }()
 	defer func() {

@@ -286,7 +286,11 @@ func TestScreenImpliesMetaAndCompile(t *testing.T) {
 // screenedSchemas are schemas the screening accepts, for properties that
 // hold for every accepted schema.
 func screenedSchemas() map[string]string {
-	return map[string]string{
+	m := map[string]string{}
+	for _, f := range families {
+		m[f.name] = f.schema
+	}
+	for k, v := range map[string]string{
 		"realistic": realisticSchema,
 		"keywords": `{"type":["object","null"],"minProperties":1,"maxProperties":9.0,"propertyNames":{"maxLength":8},
 			"dependencies":{"a":["b"],"c":{"required":["d"]}},"if":{"required":["x"]},"then":{"properties":{"x":{"const":-0}}},
@@ -294,5 +298,8 @@ func screenedSchemas() map[string]string {
 			"contains":{"multipleOf":0.5,"exclusiveMinimum":-1e10},"uniqueItems":true,"readOnly":true,"writeOnly":false,
 			"contentMediaType":"application/json","contentEncoding":"base64","examples":[{}],"default":null}`,
 		"booleans": `{"allOf":[true,{"anyOf":[false,{"oneOf":[true,false]}]}],"additionalProperties":false,"items":true}`,
+	} {
+		m[k] = v
 	}
+	return m
 }
