@@ -12,16 +12,18 @@ import (
 // and recompiles each patternProperties pattern for every key, so no
 // static cap on schema and value sizes alone keeps one validation small.
 // Before the library runs, the estimator walks the compiled schema model
-// and the decoded value together the way validation.go does, assuming that
-// every assertion whose outcome it does not compute fails and that every
-// anyOf/oneOf/contains branch runs. It adds up the library's work in
-// calibrated units (coefficients below) and refuses the value when the
-// predicted time or allocation exceeds the budget. The walk stops as soon
-// as the budget is exceeded, and every step it takes is itself charged, so
-// the estimator's own cost is bounded by the budget too.
+// and the decoded value together the way validation.go does. It decides
+// the cheap assertions exactly (type, counts, required, numeric bounds,
+// const/enum/uniqueItems with the library's own equality) and assumes that
+// every other assertion fails and that anyOf/oneOf/contains try every
+// branch until one that cannot fail. It adds up the work in calibrated
+// units (coefficients below), the decoding of the value included, and
+// refuses the value when the predicted time or allocation exceeds the
+// budget. The walk stops as soon as the budget is exceeded, and every step
+// it takes is itself charged, so the estimator's own cost is bounded too.
 const (
-	BudgetTime  = 40e6     // predicted nanoseconds of library work per validation
-	BudgetBytes = 24 << 20 // predicted bytes allocated by the library per validation
+	BudgetTime  = 30e6     // predicted nanoseconds per validation: decoding, estimate and library
+	BudgetBytes = 24 << 20 // predicted bytes allocated per validation, the same
 )
 
 // bytesMargin covers pooled state re-allocated when several garbage
@@ -69,18 +71,18 @@ type coefficients struct {
 var coef = coefficients{
 	baseNs: 5000, baseB: 96 << 10,
 	decNodeNs: 600, decNodeB: 800, decByteNs: 15, decByteB: 2,
-	evalNs: 400, evalB: 100,
-	subNs: 60, subB: 48,
+	evalNs: 520, evalB: 100,
+	subNs: 80, subB: 48,
 	ctxNs: 40, ctxB: 32,
 	iterNs: 60,
-	errNs:  5000, errB: 1100,
-	textNs: 3, textB: 4,
+	errNs:  6000, errB: 1100,
+	textNs: 5, textB: 4,
 	numErrNs: 2000, numErrB: 400,
 	cmpNs: 500, cmpB: 100, cmpQuadNs: 0.03, quoQuadNs: 0.06, cmpByteB: 4,
-	mergeNs: 15, mergeB: 48,
-	parseNs: 250, parseB: 160,
-	parseCharNs: 40, parseCharB: 8,
-	parseExpNs: 5, parseExpB: 4,
+	mergeNs: 25, mergeB: 48,
+	parseNs: 300, parseB: 160,
+	parseCharNs: 50, parseCharB: 8,
+	parseExpNs: 6, parseExpB: 4,
 	marshalNs: 200, marshalB: 32,
 	uniqNs: 200, uniqB: 100,
 	recompNs: 3500, recompB: 900,

@@ -19,6 +19,7 @@ const (
 	MaxPatternBytes   = 256       // source length of one pattern
 	MaxPatternInsts   = 512       // compiled RE2 program size of one pattern (regexp/syntax instructions)
 	MaxEnumEntries    = 256       // entries of one enum
+	MaxNames          = 512       // entries of one required or dependencies array (the library's duplicate check is quadratic)
 	MaxLiteralBytes   = 16 << 10  // compact JSON size of one const / enum / default / examples value
 	maxCount          = 1<<31 - 1 // count keywords above this are clamped (values are far smaller)
 )
@@ -359,6 +360,9 @@ func stringSet(v any, kp string) error {
 	arr, ok := v.([]any)
 	if !ok {
 		return fail(kp, "must be an array of strings")
+	}
+	if len(arr) > MaxNames {
+		return fail(kp, "has %d names, more than the limit of %d", len(arr), MaxNames)
 	}
 	seen := make(map[string]bool, len(arr))
 	for i, e := range arr {

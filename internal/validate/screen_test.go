@@ -194,6 +194,9 @@ func TestScreenCaps(t *testing.T) {
 		return `{"enum":[` + repeatJoin(n, func(i int) string { return fmt.Sprint(i) }) + `]}`
 	}
 	literal := func(n int) string { return `{"const":"` + strings.Repeat("a", n-2) + `"}` }
+	names := func(n int) string {
+		return `{"dependencies":{"a":[` + repeatJoin(n, func(i int) string { return fmt.Sprintf(`"n%d"`, i) }) + `]}}`
+	}
 	for _, c := range []struct {
 		name     string
 		at, over string
@@ -205,6 +208,7 @@ func TestScreenCaps(t *testing.T) {
 		{"patterns", patterns(MaxPatterns), patterns(MaxPatterns + 1), ""},
 		{"enum", enum(MaxEnumEntries), enum(MaxEnumEntries + 1), "/enum"},
 		{"literal", literal(MaxLiteralBytes), literal(MaxLiteralBytes + 1), "/const"},
+		{"names", names(MaxNames), names(MaxNames + 1), "/dependencies/a"},
 	} {
 		if se := compileErr(t, c.at); se != nil {
 			t.Errorf("%s at the cap: %v", c.name, se)
