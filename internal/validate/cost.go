@@ -98,7 +98,7 @@ var coef = coefficients{
 // TestCalibrateFormats tries, with a margin.
 var formatCost = map[string]struct{ ns, b, fixedB float64 }{
 	"date": {60, 16, 4 << 10}, "date-time": {80, 24, 2 << 10}, "time": {60, 16, 2 << 10},
-	"email": {150, 64, 2 << 10}, "idn-email": {150, 64, 2 << 10}, "hostname": {150, 64, 4 << 10},
+	"email": {220, 64, 2 << 10}, "idn-email": {220, 64, 2 << 10}, "hostname": {150, 64, 4 << 10},
 	"ipv4": {60, 8, 2 << 10}, "ipv6": {80, 8, 2 << 10}, "uri": {120, 16, 2 << 10}, "uri-reference": {80, 12, 2 << 10},
 	"iri": {120, 16, 2 << 10}, "iri-reference": {80, 12, 2 << 10}, "uri-template": {300, 80, 4 << 10}, "uuid": {40, 8, 2 << 10},
 	"json-pointer": {80, 8, 2 << 10}, "relative-json-pointer": {60, 8, 2 << 10},
