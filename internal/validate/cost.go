@@ -121,12 +121,6 @@ type estimate struct {
 	root      *vnode
 }
 
-// Cost is the predicted cost of validating one value.
-type Cost struct {
-	Time  float64 // nanoseconds
-	Bytes float64
-}
-
 func (e *estimate) add(ns, b float64) {
 	e.ns += ns
 	e.bytes += b * bytesMargin

@@ -34,8 +34,8 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // envelopeLimits bound the whole response_format member. They leave room
 // for a schema at its own limits (Compile enforces those, and reports
 // against the schema field), plus the envelope's few members.
-var envelopeLimits = Limits{MaxBytes: SchemaLimits.MaxBytes + 4096, MaxDepth: SchemaLimits.MaxDepth + 2,
-	MaxNodes: SchemaLimits.MaxNodes + 16, MaxKeyBytes: SchemaLimits.MaxKeyBytes, MaxNumberLen: SchemaLimits.MaxNumberLen}
+var envelopeLimits = Limits{MaxBytes: schemaLimits.MaxBytes + 4096, MaxDepth: schemaLimits.MaxDepth + 2,
+	MaxNodes: schemaLimits.MaxNodes + 16, MaxKeyBytes: schemaLimits.MaxKeyBytes, MaxNumberLen: schemaLimits.MaxNumberLen}
 
 // schemaPointer is where the schema sits in the envelope.
 const schemaPointer = "/json_schema/schema"
@@ -148,7 +148,7 @@ func envelopeError(raw []byte, err error) *FieldError {
 		return &FieldError{Field: field, Detail: err.Error()}
 	}
 	if se.Pointer == "" && len(raw) > envelopeLimits.MaxBytes {
-		if schema := rawSchema(raw); len(schema) > SchemaLimits.MaxBytes {
+		if schema := rawSchema(raw); len(schema) > schemaLimits.MaxBytes {
 			_, cerr := Compile(schema)
 			return &FieldError{Field: field + ".json_schema.schema", Detail: cerr.Error()}
 		}

@@ -24,11 +24,19 @@ type Limits struct {
 // up to 10^6, and 1e999999 costs about 100 ms per parse.
 const MaxExponent = 308
 
+// The limits this package applies. They are fixed: SchemaLimits and
+// ValueLimits below are copies for callers (the runner derives the
+// finalizer's limits from them), and changing those changes nothing here.
+var (
+	schemaLimits = Limits{MaxBytes: 64 << 10, MaxDepth: 64, MaxNodes: 8192, MaxKeyBytes: 256, MaxNumberLen: 64}
+	valueLimits  = Limits{MaxBytes: 256 << 10, MaxDepth: 32, MaxNodes: 16384, MaxKeyBytes: 256, MaxNumberLen: 64}
+)
+
 // SchemaLimits apply to caller schemas.
-var SchemaLimits = Limits{MaxBytes: 64 << 10, MaxDepth: 64, MaxNodes: 8192, MaxKeyBytes: 256, MaxNumberLen: 64}
+var SchemaLimits = schemaLimits
 
 // ValueLimits apply to values submitted by models.
-var ValueLimits = Limits{MaxBytes: 256 << 10, MaxDepth: 32, MaxNodes: 16384, MaxKeyBytes: 256, MaxNumberLen: 64}
+var ValueLimits = valueLimits
 
 // ScanError locates a problem in a raw document. Pointer is a JSON Pointer
 // (RFC 6901); the empty string is the whole document.
@@ -157,11 +165,10 @@ func newParser(raw []byte, lim Limits, tree bool) *parser {
 	return p
 }
 
+// release returns the parser to the pool; containers clear the stack
+// entries they used as they close, so the pool pins no caller data.
 func (p *parser) release() {
-	clear(p.vals[:cap(p.vals)])
-	clear(p.kids[:cap(p.kids)])
-	clear(p.names[:cap(p.names)])
-	clear(p.keys[:cap(p.keys)])
+	clear(p.segs[:cap(p.segs)])
 	p.buf = nil
 	scratch.Put(p)
 }
@@ -282,6 +289,10 @@ func (p *parser) object(depth int) (vnode, error) {
 	n := vnode{kind: kObject, size: 2}
 	nbase, vbase, kbase, keybase := len(p.names), len(p.vals), len(p.kids), len(p.keys)
 	defer func() {
+		clear(p.names[nbase:])
+		clear(p.vals[vbase:])
+		clear(p.kids[kbase:])
+		clear(p.keys[keybase:])
 		p.names, p.vals, p.kids, p.keys = p.names[:nbase], p.vals[:vbase], p.kids[:kbase], p.keys[:keybase]
 	}()
 	p.skipSpace()
@@ -367,7 +378,11 @@ func (p *parser) array(depth int) (vnode, error) {
 	p.pos++ // [
 	n := vnode{kind: kArray, size: 2}
 	vbase, kbase := len(p.vals), len(p.kids)
-	defer func() { p.vals, p.kids = p.vals[:vbase], p.kids[:kbase] }()
+	defer func() {
+		clear(p.vals[vbase:])
+		clear(p.kids[kbase:])
+		p.vals, p.kids = p.vals[:vbase], p.kids[:kbase]
+	}()
 	p.skipSpace()
 	if p.pos < len(p.buf) && p.buf[p.pos] == ']' {
 		p.pos++

@@ -96,7 +96,7 @@ func meta() (*gojsonschema.Schema, error) {
 // cost model does not count per validation.
 func warmUp() {
 	defer func() { _ = recover() }()
-	doc, err := Decode([]byte(warmUpSchema), SchemaLimits)
+	doc, err := Decode([]byte(warmUpSchema), schemaLimits)
 	if err != nil {
 		return
 	}
@@ -106,22 +106,22 @@ func warmUp() {
 		return
 	}
 	for _, v := range []string{warmUpValue, `"x"`, `1.5`, `null`} {
-		inst, _ := Decode([]byte(v), ValueLimits)
+		inst, _ := Decode([]byte(v), valueLimits)
 		_, _ = s.Validate(docLoader{inst})
 	}
 }
 
-// warmUpSchema and warmUpValue fail every keyword once.
+// warmUpSchema and warmUpValue fail every keyword once (TestWarmUp).
 const (
-	warmUpSchema = `{"type":"object","required":["r"],"minProperties":9,"maxProperties":1,"additionalProperties":false,
+	warmUpSchema = `{"type":"object","required":["r"],"minProperties":99,"additionalProperties":false,
 		"properties":{"a":{"type":"array","minItems":9,"maxItems":1,"uniqueItems":true,"contains":false,"items":[true],"additionalItems":false},
-			"s":{"minLength":9,"maxLength":9,"pattern":"^z$","format":"email"},
+			"s":{"minLength":9,"maxLength":9,"pattern":"^z$","format":"email"},"t":{"maxLength":0},"m":{"maxProperties":0},
 			"n":{"multipleOf":7,"maximum":0,"exclusiveMaximum":0,"minimum":9,"exclusiveMinimum":9},
 			"c":{"const":"x","enum":["y"]},"f":false,"x":{"not":{}},
 			"o":{"anyOf":[false],"oneOf":[false],"allOf":[false]},
 			"i":{"if":true,"then":false},"e":{"if":false,"else":false}},
 		"dependencies":{"a":["zz"]},"propertyNames":{"maxLength":1}}`
-	warmUpValue = `{"a":[1,1,1],"s":"q","n":8,"c":"q","f":1,"x":1,"o":1,"i":1,"e":1,"extra":1}`
+	warmUpValue = `{"a":[1,1,1],"s":"q","t":"q","m":{"k":1},"n":8,"c":"q","f":1,"x":1,"o":1,"i":1,"e":1,"extra":1}`
 )
 
 // slots bounds concurrent library work: each validation may allocate up to
@@ -139,7 +139,7 @@ type Schema struct {
 // then compilation in a fresh, deny-all loader (stage 2). Errors are
 // *ScanError values locating the problem in the schema.
 func Compile(raw []byte) (*Schema, error) {
-	doc, err := Decode(raw, SchemaLimits)
+	doc, err := Decode(raw, schemaLimits)
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +250,7 @@ func failure(location, message string) Result {
 // budget and the exact-comparison guard (cost.go), then the library. A value refused before validation
 // comes back as a single error at the location at fault.
 func (s *Schema) Validate(raw []byte) (res Result) {
-	v, err := decodeTree(raw, ValueLimits)
+	v, err := decodeTree(raw, valueLimits)
 	if err != nil {
 		if se, ok := err.(*ScanError); ok {
 			return failure(se.Pointer, se.Detail)
