@@ -2,6 +2,7 @@ package validate
 
 import (
 	"fmt"
+	"regexp/syntax"
 	"strings"
 	"testing"
 )
@@ -159,6 +160,7 @@ func TestScreenPatterns(t *testing.T) {
 	for _, c := range []struct{ schema, ptr, detail string }{
 		{fmt.Sprintf(`{"pattern":".{%d}"}`, n), "/pattern", "instructions"},
 		{`{"pattern":".{1000}x"}`, "/pattern", "instructions"},
+		{`{"pattern":"` + strings.Repeat(".{1000}", 36) + `"}`, "/pattern", "about"},
 		{`{"pattern":"(?=x)"}`, "/pattern", "RE2"},
 		{`{"pattern":"\\cA"}`, "/pattern", "RE2"},
 		{`{"pattern":"(a"}`, "/pattern", "RE2"},
@@ -176,6 +178,28 @@ func TestScreenPatterns(t *testing.T) {
 		}
 		if se == nil || se.Pointer != c.ptr || !strings.Contains(se.Detail, c.detail) {
 			t.Errorf("%.60s: %v, want %s containing %q", c.schema, se, c.ptr, c.detail)
+		}
+	}
+}
+
+// The estimate on the parsed tree stays within a small factor of the
+// compiled size, so the early refusal (above 4× the cap) never refuses a
+// pattern that would fit.
+func TestPatternEstimate(t *testing.T) {
+	t.Parallel()
+	for _, src := range []string{
+		`a`, `abc`, `^[a-z]+\d{2,4}$`, `.{245}x`, `(?i)hello|world`, `(a|b|c)*d+e?`, `\pL{100}`, `x{2,}`, `(?:ab){3,7}c`,
+		`^([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9\-]{0,61}[a-zA-Z0-9])(\.([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9\-]{0,61}[a-zA-Z0-9]))*$`,
+		`[\p{Greek}\p{Han}]{50,60}`, `(((a{5}){5}){5})`, `^$`, `\b\w+\b`,
+	} {
+		re, err := syntax.Parse(src, syntax.Perl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prog, _ := syntax.Compile(re.Simplify())
+		est, actual := estimateInsts(re), len(prog.Inst)
+		if est > 4*actual || actual > 4*est+8 {
+			t.Errorf("%s: estimate %d, compiled %d", src, est, actual)
 		}
 	}
 }
