@@ -73,7 +73,7 @@ var families = []family{
 	{name: "V10-uniqueItems-nested", schema: nestedUnique(8),
 		value: func(n int) string { return nestedDupArrays(8, n) }, maxN: 64},
 	{name: "V11-realistic", schema: realisticSchema,
-		value: realisticValue, maxN: 1000},
+		value: realisticValue, maxN: 3000},
 	{name: "V12-long-paths", schema: nestedAP(15, `{"items":{"type":"string"}}`),
 		value: func(n int) string {
 			return nested(15, strings.Repeat("k", 256), arr(n, constant(`1`)))
