@@ -24,18 +24,21 @@ mockllm: build
 ## test: everything, against real PostgreSQL (each package starts its own).
 test: pg-deps
 	go test $(TEST_FLAGS) ./...
+	@# Allocation bounds cannot be measured under -race: run those tests without it.
+	go test -count=1 -run '^(TestFastPathAllocatesNothingExtra|TestEstimatorBoundsAllocation)$$' ./internal/jsonb/ ./internal/validate/
 
 ## bench: speed and memory benchmarks (targets are benchmarks, never timed tests).
 bench:
 	go test -run '^$$' -bench . -benchmem ./...
 
-## fuzz: short fuzz runs of the message codec (internal/jsonb), seconds each,
-## and its allocation check, which -race (make test) cannot run. CI runs it.
+## fuzz: short fuzz runs (seconds each) of the message codec and of the
+## validator's scanner and schema admission. CI runs it.
 FUZZTIME ?= 5s
 fuzz:
-	go test -count=1 -run '^TestFastPathAllocatesNothingExtra$$' ./internal/jsonb/
 	go test -run '^$$' -fuzz '^FuzzScanRaw$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/jsonb/
 	go test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/jsonb/
+	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/validate/
+	go test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/validate/
 
 generate:
 	go tool sqlc generate

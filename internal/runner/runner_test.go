@@ -187,7 +187,7 @@ func TestAlwaysInvalidFailsAfterThreeSteps(t *testing.T) {
 	// The repair prompts carried the validation feedback.
 	reqs := env.Mock.Requests()
 	lastMsg := reqs[2].Messages[len(reqs[2].Messages)-1]
-	if lastMsg.Role != "tool" || !strings.Contains(lastMsg.Content, "does not satisfy the schema") {
+	if lastMsg.Role != "tool" || !strings.Contains(lastMsg.Content, "The value was rejected") {
 		t.Fatalf("third prompt ends with %+v", lastMsg)
 	}
 }

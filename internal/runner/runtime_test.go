@@ -88,7 +88,9 @@ func TestUnsafeFinalizerArgumentsAreNeverStored(t *testing.T) {
 		var content string
 		_ = rows.Scan(&content)
 		n++
-		if strings.Contains(content, `"b"`) || strings.Contains(content, "1e400") || strings.Contains(content, `\u0000`) ||
+		// The reason may quote the offending number as text; no number
+		// 1e400, second key or NUL may be stored as data.
+		if strings.Contains(content, `"b"`) || strings.Contains(content, ": 1e400") || strings.Contains(content, `\u0000`) ||
 			!strings.Contains(content, `"args": {}`) || !strings.Contains(content, "args_rejected") {
 			t.Errorf("stored step %s", content)
 		}

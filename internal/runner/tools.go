@@ -183,7 +183,7 @@ func (a *action) finalize(step *parsed, call jsonb.Part, req *dbgen.StructuredRe
 	}
 	res := schema.Validate(value)
 	if !res.Valid() {
-		msg := "The value does not satisfy the schema: " + res.Summary()
+		msg := "The value was rejected: " + res.Summary()
 		if len(msg) > maxFeedbackBytes {
 			msg = msg[:maxFeedbackBytes] + "…"
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strings"
 )
 
 // Format is an admitted structured response format.
@@ -30,9 +31,14 @@ const MaxDescriptionBytes = 1024
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-// envelopeLimits bound the whole response_format member (schema included).
-var envelopeLimits = Limits{MaxBytes: SchemaLimits.MaxBytes + 4096, MaxDepth: SchemaLimits.MaxDepth + 2,
-	MaxNodes: SchemaLimits.MaxNodes + 16, MaxKeyBytes: SchemaLimits.MaxKeyBytes, MaxNumberLen: SchemaLimits.MaxNumberLen}
+// envelopeLimits bound the whole response_format member. They leave room
+// for a schema at its own limits (Compile enforces those, and reports
+// against the schema field), plus the envelope's few members.
+var envelopeLimits = Limits{MaxBytes: schemaLimits.MaxBytes + 4096, MaxDepth: schemaLimits.MaxDepth + 2,
+	MaxNodes: schemaLimits.MaxNodes + 16, MaxKeyBytes: schemaLimits.MaxKeyBytes, MaxNumberLen: schemaLimits.MaxNumberLen}
+
+// schemaPointer is where the schema sits in the envelope.
+const schemaPointer = "/json_schema/schema"
 
 // IsAbsent reports whether a response_format member was omitted or null.
 func IsAbsent(raw json.RawMessage) bool {
@@ -50,7 +56,7 @@ func ParseResponseFormat(raw json.RawMessage) (*Format, *FieldError) {
 	}
 	doc, err := Decode(raw, envelopeLimits)
 	if err != nil {
-		return nil, &FieldError{Field: field, Detail: err.Error()}
+		return nil, envelopeError(raw, err)
 	}
 	obj, ok := doc.(map[string]any)
 	if !ok {
@@ -101,25 +107,65 @@ func ParseResponseFormat(raw json.RawMessage) (*Format, *FieldError) {
 		return nil, &FieldError{Field: jf + ".schema", Detail: "is required"}
 	}
 	if _, ok := js["schema"].(map[string]any); !ok {
-		return nil, &FieldError{Field: jf + ".schema", Detail: "must be a JSON object (the value it describes may be any JSON type)"}
+		return nil, &FieldError{Field: jf + ".schema", Detail: "(root): must be a JSON object (the value it describes may be any JSON type)"}
 	}
-	// Re-extract the raw schema bytes: the decoded tree lost nothing we need,
-	// but the stored document should be the caller's.
+	// The stored document is the caller's bytes, not a re-encoding.
+	schema := rawSchema(raw)
+	if schema == nil {
+		return nil, &FieldError{Field: jf + ".schema", Detail: "(root): cannot be read"}
+	}
+	compiled, err := Compile(schema)
+	if err != nil {
+		return nil, &FieldError{Field: jf + ".schema", Detail: err.Error()}
+	}
+	f.Schema = schema
+	f.Compiled = compiled
+	return f, nil
+}
+
+// rawSchema extracts the raw bytes of json_schema.schema from an envelope
+// that is valid JSON (nil if there is none).
+func rawSchema(raw []byte) json.RawMessage {
 	var env struct {
 		JSONSchema struct {
 			Schema json.RawMessage `json:"schema"`
 		} `json:"json_schema"`
 	}
 	if err := json.Unmarshal(raw, &env); err != nil {
-		return nil, &FieldError{Field: jf + ".schema", Detail: err.Error()}
+		return nil
 	}
-	compiled, err := Compile(env.JSONSchema.Schema)
-	if err != nil {
-		return nil, &FieldError{Field: jf + ".schema", Detail: err.Error()}
+	return env.JSONSchema.Schema
+}
+
+// envelopeError reports a scan error in the envelope against the field it
+// lies in. A problem inside the schema is reported by Compile on the
+// schema's own bytes when they can be extracted, so that its pointer and
+// limits are the schema's.
+func envelopeError(raw []byte, err error) *FieldError {
+	const field = "response_format"
+	se, ok := err.(*ScanError)
+	if !ok {
+		return &FieldError{Field: field, Detail: err.Error()}
 	}
-	f.Schema = env.JSONSchema.Schema
-	f.Compiled = compiled
-	return f, nil
+	if se.Pointer == "" && len(raw) > envelopeLimits.MaxBytes {
+		if schema := rawSchema(raw); len(schema) > schemaLimits.MaxBytes {
+			_, cerr := Compile(schema)
+			return &FieldError{Field: field + ".json_schema.schema", Detail: cerr.Error()}
+		}
+	}
+	if rest, in := strings.CutPrefix(se.Pointer, schemaPointer); in && (rest == "" || rest[0] == '/') {
+		if schema := rawSchema(raw); schema != nil {
+			if _, cerr := Compile(schema); cerr != nil {
+				return &FieldError{Field: field + ".json_schema.schema", Detail: cerr.Error()}
+			}
+		}
+		return &FieldError{Field: field + ".json_schema.schema", Detail: (&ScanError{Pointer: rest, Detail: se.Detail}).Error()}
+	}
+	if rest, in := strings.CutPrefix(se.Pointer, "/json_schema/"); in {
+		name, _, _ := strings.Cut(rest, "/")
+		return &FieldError{Field: field + ".json_schema." + name, Detail: se.Detail}
+	}
+	return &FieldError{Field: field, Detail: err.Error()}
 }
 
 func onlyKeys(obj map[string]any, field string, allowed ...string) *FieldError {

@@ -1,199 +1,792 @@
 package validate
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
 // Limits bound a raw JSON document before anything else looks at it.
 type Limits struct {
-	MaxBytes     int
-	MaxDepth     int
-	MaxNodes     int
-	MaxKeyBytes  int
-	MaxNumberLen int
+	MaxBytes     int // the whole document
+	MaxDepth     int // arrays and objects nested inside one another
+	MaxNodes     int // JSON values, containers included (object keys are not values)
+	MaxKeyBytes  int // one object key, in UTF-8 bytes after unescaping
+	MaxNumberLen int // one number literal, in characters
 }
 
+// MaxExponent bounds the decimal exponent written in a number literal
+// (1e308 is accepted, 1e309 and 1e-309 are not): big.Rat parses exponents
+// up to 10^6, and 1e999999 costs about 100 ms per parse.
+const MaxExponent = 308
+
+// The limits this package applies. They are fixed: SchemaLimits and
+// ValueLimits below are copies for callers (the runner derives the
+// finalizer's limits from them), and changing those changes nothing here.
+var (
+	schemaLimits = Limits{MaxBytes: 64 << 10, MaxDepth: 64, MaxNodes: 8192, MaxKeyBytes: 256, MaxNumberLen: 64}
+	valueLimits  = Limits{MaxBytes: 256 << 10, MaxDepth: 32, MaxNodes: 16384, MaxKeyBytes: 256, MaxNumberLen: 64}
+)
+
 // SchemaLimits apply to caller schemas.
-var SchemaLimits = Limits{MaxBytes: 64 << 10, MaxDepth: 64, MaxNodes: 8192, MaxKeyBytes: 256, MaxNumberLen: 64}
+var SchemaLimits = schemaLimits
 
 // ValueLimits apply to values submitted by models.
-var ValueLimits = Limits{MaxBytes: 256 << 10, MaxDepth: 32, MaxNodes: 16384, MaxKeyBytes: 256, MaxNumberLen: 64}
+var ValueLimits = valueLimits
 
-// ScanError locates a problem in a raw document. Pointer is a JSON Pointer.
+// ScanError locates a problem in a raw document. Pointer is a JSON Pointer
+// (RFC 6901); the empty string is the whole document.
 type ScanError struct {
 	Pointer string
 	Detail  string
 }
 
-func (e *ScanError) Error() string {
-	if e.Pointer == "" {
-		return e.Detail
+func (e *ScanError) Error() string { return displayPointer(e.Pointer) + ": " + e.Detail }
+
+// displayPointer renders a JSON Pointer for people: the root, whose pointer
+// is the empty string, is shown as "(root)".
+func displayPointer(p string) string {
+	if p == "" {
+		return "(root)"
 	}
-	return e.Pointer + ": " + e.Detail
+	return p
 }
 
 // Decode strictly parses raw into map[string]any / []any / json.Number /
-// string / bool / nil: no duplicate keys, no trailing data, valid UTF-8, no
-// lone surrogate escapes, no U+0000, finite short numbers, within lim.
+// string / bool / nil. It rejects what PostgreSQL jsonb or our validator
+// cannot hold exactly or cheaply: duplicate object keys (jsonb keeps the
+// last), trailing data, invalid UTF-8, unpaired surrogate escapes and
+// U+0000 (jsonb text cannot hold them), number literals longer than
+// MaxNumberLen, with an exponent beyond ±MaxExponent or not finite as a
+// 64-bit float, and documents beyond lim. Callers keep raw for storage.
 func Decode(raw []byte, lim Limits) (any, error) {
-	if len(raw) > lim.MaxBytes {
-		return nil, &ScanError{Detail: fmt.Sprintf("document is %d bytes, more than the limit of %d", len(raw), lim.MaxBytes)}
-	}
-	if !utf8.Valid(raw) {
-		return nil, &ScanError{Detail: "document is not valid UTF-8"}
-	}
-	if err := checkSurrogates(raw); err != nil {
+	p := newParser(raw, lim, false)
+	defer p.release()
+	if err := p.precheck(); err != nil {
 		return nil, err
 	}
-	d := &decoder{dec: json.NewDecoder(bytes.NewReader(raw)), lim: lim}
-	d.dec.UseNumber()
-	v, err := d.value("", 0)
+	v, err := p.document()
 	if err != nil {
 		return nil, err
 	}
-	if _, err := d.dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, &ScanError{Detail: "unexpected data after the JSON value"}
-	}
-	return v, nil
+	return v.val, nil
 }
 
-type decoder struct {
-	dec   *json.Decoder
+// vnode is a decoded value with what the cost estimator needs to know about
+// it. val is the value handed to gojsonschema.
+type vnode struct {
+	val   any
+	num   *numInfo // numbers only
+	kids  []vnode  // array elements, or object values in keys order
+	keys  []vkey   // objects only
+	runes int32    // strings: length in code points
+	size  int32    // an upper bound of its compact JSON encoding by encoding/json
+	nums  int32    // numbers in the subtree
+	nodes int32    // values in the subtree, this one included
+	kind  vkind
+}
+
+type vkey struct {
+	name  string
+	runes int32
+	size  int32 // encoded size, quotes included
+}
+
+type vkind uint8
+
+const (
+	kNull vkind = iota
+	kBool
+	kNumber
+	kString
+	kArray
+	kObject
+)
+
+// decodeTree is Decode keeping the annotated tree (values only).
+func decodeTree(raw []byte, lim Limits) (*vnode, error) {
+	p := newParser(raw, lim, true)
+	defer p.release()
+	if err := p.precheck(); err != nil {
+		return nil, err
+	}
+	v, err := p.document()
+	if err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// seg is one step of the JSON Pointer of the value being parsed.
+type seg struct {
+	key string
+	idx int // -1 for object members
+}
+
+type parser struct {
+	buf   []byte
+	pos   int
 	lim   Limits
 	nodes int
+	tree  bool
+	segs  []seg // where the parser is, for error messages
+	// scratch stacks shared by the open containers
+	names []string
+	vals  []any
+	kids  []vnode
+	keys  []vkey
 }
 
-func (d *decoder) value(ptr string, depth int) (any, error) {
-	if depth > d.lim.MaxDepth {
-		return nil, &ScanError{Pointer: ptr, Detail: fmt.Sprintf("nested deeper than %d levels", d.lim.MaxDepth)}
-	}
-	d.nodes++
-	if d.nodes > d.lim.MaxNodes {
-		return nil, &ScanError{Pointer: ptr, Detail: fmt.Sprintf("more than %d JSON values", d.lim.MaxNodes)}
-	}
-	tok, err := d.dec.Token()
-	if err != nil {
-		return nil, &ScanError{Pointer: ptr, Detail: "invalid JSON: " + err.Error()}
-	}
-	switch t := tok.(type) {
-	case json.Delim:
-		switch t {
-		case '{':
-			obj := map[string]any{}
-			for d.dec.More() {
-				kt, err := d.dec.Token()
-				if err != nil {
-					return nil, &ScanError{Pointer: ptr, Detail: "invalid JSON: " + err.Error()}
-				}
-				key := kt.(string)
-				kp := ptr + "/" + escapePointer(key)
-				if len(key) > d.lim.MaxKeyBytes {
-					return nil, &ScanError{Pointer: ptr, Detail: fmt.Sprintf("object key longer than %d bytes", d.lim.MaxKeyBytes)}
-				}
-				if strings.IndexByte(key, 0) >= 0 {
-					return nil, &ScanError{Pointer: ptr, Detail: "object key contains U+0000"}
-				}
-				if _, dup := obj[key]; dup {
-					return nil, &ScanError{Pointer: kp, Detail: fmt.Sprintf("duplicate object key %q", key)}
-				}
-				v, err := d.value(kp, depth+1)
-				if err != nil {
-					return nil, err
-				}
-				obj[key] = v
-			}
-			if _, err := d.dec.Token(); err != nil {
-				return nil, &ScanError{Pointer: ptr, Detail: "invalid JSON: " + err.Error()}
-			}
-			return obj, nil
-		case '[':
-			arr := []any{}
-			for i := 0; d.dec.More(); i++ {
-				v, err := d.value(ptr+"/"+strconv.Itoa(i), depth+1)
-				if err != nil {
-					return nil, err
-				}
-				arr = append(arr, v)
-			}
-			if _, err := d.dec.Token(); err != nil {
-				return nil, &ScanError{Pointer: ptr, Detail: "invalid JSON: " + err.Error()}
-			}
-			return arr, nil
+// ptr renders the JSON Pointer of the value being parsed.
+func (p *parser) ptr() string {
+	var b strings.Builder
+	for _, s := range p.segs {
+		b.WriteByte('/')
+		if s.idx >= 0 {
+			b.WriteString(strconv.Itoa(s.idx))
+		} else {
+			b.WriteString(escapePointer(s.key))
 		}
-		return nil, &ScanError{Pointer: ptr, Detail: "invalid JSON"}
-	case string:
-		if strings.IndexByte(t, 0) >= 0 {
-			return nil, &ScanError{Pointer: ptr, Detail: "string contains U+0000, which PostgreSQL jsonb cannot store"}
-		}
-		return t, nil
-	case json.Number:
-		if len(t) > d.lim.MaxNumberLen {
-			return nil, &ScanError{Pointer: ptr, Detail: fmt.Sprintf("number literal longer than %d characters", d.lim.MaxNumberLen)}
-		}
-		f, err := strconv.ParseFloat(string(t), 64)
-		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-			return nil, &ScanError{Pointer: ptr, Detail: "number is not finite as a 64-bit float"}
-		}
-		return t, nil
-	default: // bool, nil
-		return t, nil
 	}
+	return b.String()
 }
 
-// checkSurrogates rejects \uD800-\uDFFF escapes that are not a valid pair;
-// encoding/json would silently turn them into U+FFFD.
-func checkSurrogates(raw []byte) error {
-	inString := false
-	for i := 0; i < len(raw); i++ {
-		c := raw[i]
-		if !inString {
-			if c == '"' {
-				inString = true
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = false
-		case '\\':
-			if i+1 < len(raw) && raw[i+1] == 'u' && i+5 < len(raw) {
-				r, ok := hex4(raw[i+2 : i+6])
-				if ok && r >= 0xD800 && r <= 0xDFFF {
-					if r >= 0xDC00 {
-						return &ScanError{Detail: "string contains an unpaired surrogate escape"}
-					}
-					if i+11 < len(raw) && raw[i+6] == '\\' && raw[i+7] == 'u' {
-						lo, ok := hex4(raw[i+8 : i+12])
-						if ok && lo >= 0xDC00 && lo <= 0xDFFF {
-							i += 11
-							continue
-						}
-					}
-					return &ScanError{Detail: "string contains an unpaired surrogate escape"}
-				}
-				i += 5
-				continue
-			}
-			i++ // skip the escaped character
-		}
+// scratch keeps parsers' stacks between documents; it is emptied by every
+// garbage collection like any sync.Pool.
+var scratch = sync.Pool{New: func() any { return new(parser) }}
+
+func newParser(raw []byte, lim Limits, tree bool) *parser {
+	p := scratch.Get().(*parser)
+	*p = parser{buf: raw, lim: lim, tree: tree, segs: p.segs[:0], names: p.names[:0], vals: p.vals[:0], kids: p.kids[:0], keys: p.keys[:0]}
+	return p
+}
+
+// release returns the parser to the pool; containers clear the stack
+// entries they used as they close, so the pool pins no caller data.
+func (p *parser) release() {
+	clear(p.segs[:cap(p.segs)])
+	p.buf = nil
+	scratch.Put(p)
+}
+
+// push appends to a scratch stack, doubling its capacity when full (append
+// grows large slices by only 1.25×, which costs several copies).
+func push[T any](s []T, v T) []T {
+	if len(s) == cap(s) {
+		n := make([]T, len(s), max(16, 2*cap(s)))
+		copy(n, s)
+		s = n
+	}
+	return append(s, v)
+}
+
+func (p *parser) precheck() error {
+	if len(p.buf) > p.lim.MaxBytes {
+		return &ScanError{Detail: fmt.Sprintf("document is %d bytes, more than the limit of %d", len(p.buf), p.lim.MaxBytes)}
 	}
 	return nil
 }
 
-func hex4(b []byte) (rune, bool) {
-	n, err := strconv.ParseUint(string(b), 16, 16)
-	return rune(n), err == nil
+func (p *parser) document() (vnode, error) {
+	p.skipSpace()
+	if p.pos == len(p.buf) {
+		return vnode{}, &ScanError{Detail: "invalid JSON: empty document"}
+	}
+	v, err := p.value(0)
+	if err != nil {
+		return vnode{}, err
+	}
+	p.skipSpace()
+	if p.pos != len(p.buf) {
+		return vnode{}, &ScanError{Detail: fmt.Sprintf("unexpected data after the JSON value at byte %d", p.pos)}
+	}
+	return v, nil
+}
+
+func (p *parser) skipSpace() {
+	for p.pos < len(p.buf) {
+		switch p.buf[p.pos] {
+		case ' ', '\t', '\n', '\r':
+			p.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (p *parser) syntax(what string) error {
+	if p.pos >= len(p.buf) {
+		return &ScanError{Pointer: p.ptr(), Detail: "invalid JSON: unexpected end of document, " + what}
+	}
+	c := p.buf[p.pos]
+	shown := strconv.QuoteRuneToASCII(rune(c))
+	if c >= utf8.RuneSelf {
+		shown = fmt.Sprintf("byte 0x%02x", c)
+	}
+	return &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("invalid JSON at byte %d: unexpected %s, %s", p.pos, shown, what)}
+}
+
+func (p *parser) value(depth int) (v vnode, err error) {
+	defer func() { v.nodes++ }()
+	p.nodes++
+	if p.nodes > p.lim.MaxNodes {
+		return vnode{}, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("more than %d JSON values", p.lim.MaxNodes)}
+	}
+	if p.pos >= len(p.buf) {
+		return vnode{}, p.syntax("expecting a value")
+	}
+	switch c := p.buf[p.pos]; {
+	case c == '{':
+		if depth >= p.lim.MaxDepth {
+			return vnode{}, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("nested deeper than %d levels", p.lim.MaxDepth)}
+		}
+		return p.object(depth)
+	case c == '[':
+		if depth >= p.lim.MaxDepth {
+			return vnode{}, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("nested deeper than %d levels", p.lim.MaxDepth)}
+		}
+		return p.array(depth)
+	case c == '"':
+		s, runes, size, err := p.str("string")
+		if err != nil {
+			return vnode{}, err
+		}
+		return vnode{val: s, kind: kString, runes: int32(runes), size: int32(size)}, nil
+	case c == '-' || (c >= '0' && c <= '9'):
+		return p.number()
+	case c == 't':
+		return p.literal("true", true)
+	case c == 'f':
+		return p.literal("false", false)
+	case c == 'n':
+		return p.literal("null", nil)
+	}
+	return vnode{}, p.syntax("expecting a value")
+}
+
+func (p *parser) literal(word string, v any) (vnode, error) {
+	if string(p.buf[p.pos:min(len(p.buf), p.pos+len(word))]) != word {
+		return vnode{}, p.syntax("expecting a value")
+	}
+	p.pos += len(word)
+	k := kBool
+	if v == nil {
+		k = kNull
+	}
+	return vnode{val: v, kind: k, size: int32(len(word))}, nil
+}
+
+// Containers collect their members on the parser's scratch stacks and
+// allocate exactly sized slices and maps when they close: a 16k-member
+// object costs one map and one slice, not a series of grown copies.
+
+func (p *parser) object(depth int) (vnode, error) {
+	p.pos++ // {
+	n := vnode{kind: kObject, size: 2}
+	nbase, vbase, kbase, keybase := len(p.names), len(p.vals), len(p.kids), len(p.keys)
+	defer func() {
+		clear(p.names[nbase:])
+		clear(p.vals[vbase:])
+		clear(p.kids[kbase:])
+		clear(p.keys[keybase:])
+		p.names, p.vals, p.kids, p.keys = p.names[:nbase], p.vals[:vbase], p.kids[:kbase], p.keys[:keybase]
+	}()
+	p.skipSpace()
+	if p.pos < len(p.buf) && p.buf[p.pos] == '}' {
+		p.pos++
+		n.val = map[string]any{}
+		return n, nil
+	}
+	for {
+		p.skipSpace()
+		if p.pos >= len(p.buf) || p.buf[p.pos] != '"' {
+			return vnode{}, p.syntax("expecting an object key")
+		}
+		key, runes, ksize, err := p.str("object key")
+		if err != nil {
+			return vnode{}, err
+		}
+		p.segs = append(p.segs, seg{key: key, idx: -1})
+		if len(key) > p.lim.MaxKeyBytes {
+			return vnode{}, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("object key is %d bytes, more than the limit of %d", len(key), p.lim.MaxKeyBytes)}
+		}
+		p.skipSpace()
+		if p.pos >= len(p.buf) || p.buf[p.pos] != ':' {
+			return vnode{}, p.syntax("expecting ':' after an object key")
+		}
+		p.pos++
+		p.skipSpace()
+		v, err := p.value(depth + 1)
+		if err != nil {
+			return vnode{}, err
+		}
+		p.segs = p.segs[:len(p.segs)-1]
+		n.size += int32(ksize) + 1 + v.size
+		n.nums += v.nums
+		n.nodes += v.nodes
+		if p.tree {
+			p.keys = push(p.keys, vkey{name: key, runes: int32(runes), size: int32(ksize)})
+			p.kids = push(p.kids, v)
+		} else {
+			p.names = push(p.names, key)
+			p.vals = push(p.vals, v.val)
+		}
+		p.skipSpace()
+		if p.pos < len(p.buf) && p.buf[p.pos] == ',' {
+			p.pos++
+			n.size++
+			continue
+		}
+		if p.pos < len(p.buf) && p.buf[p.pos] == '}' {
+			p.pos++
+			break
+		}
+		return vnode{}, p.syntax("expecting ',' or '}' in an object")
+	}
+	count := len(p.names) - nbase
+	if p.tree {
+		count = len(p.keys) - keybase
+	}
+	obj := make(map[string]any, count)
+	for i := range count {
+		var key string
+		var val any
+		if p.tree {
+			key, val = p.keys[keybase+i].name, p.kids[kbase+i].val
+		} else {
+			key, val = p.names[nbase+i], p.vals[vbase+i]
+		}
+		if _, dup := obj[key]; dup {
+			p.segs = append(p.segs, seg{key: key, idx: -1})
+			return vnode{}, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("duplicate object key %q", key)}
+		}
+		obj[key] = val
+	}
+	n.val = obj
+	if p.tree {
+		n.kids = append([]vnode(nil), p.kids[kbase:]...)
+		n.keys = append([]vkey(nil), p.keys[keybase:]...)
+	}
+	return n, nil
+}
+
+func (p *parser) array(depth int) (vnode, error) {
+	p.pos++ // [
+	n := vnode{kind: kArray, size: 2}
+	vbase, kbase := len(p.vals), len(p.kids)
+	defer func() {
+		clear(p.vals[vbase:])
+		clear(p.kids[kbase:])
+		p.vals, p.kids = p.vals[:vbase], p.kids[:kbase]
+	}()
+	p.skipSpace()
+	if p.pos < len(p.buf) && p.buf[p.pos] == ']' {
+		p.pos++
+		n.val = []any{}
+		return n, nil
+	}
+	for i := 0; ; i++ {
+		p.skipSpace()
+		p.segs = append(p.segs, seg{idx: i})
+		v, err := p.value(depth + 1)
+		if err != nil {
+			return vnode{}, err
+		}
+		p.segs = p.segs[:len(p.segs)-1]
+		n.size += v.size
+		n.nums += v.nums
+		n.nodes += v.nodes
+		if p.tree {
+			p.kids = push(p.kids, v)
+		} else {
+			p.vals = push(p.vals, v.val)
+		}
+		p.skipSpace()
+		if p.pos < len(p.buf) && p.buf[p.pos] == ',' {
+			p.pos++
+			n.size++
+			continue
+		}
+		if p.pos < len(p.buf) && p.buf[p.pos] == ']' {
+			p.pos++
+			break
+		}
+		return vnode{}, p.syntax("expecting ',' or ']' in an array")
+	}
+	if p.tree {
+		kids := p.kids[kbase:]
+		arr := make([]any, len(kids))
+		for i := range kids {
+			arr[i] = kids[i].val
+		}
+		n.val = arr
+		n.kids = append([]vnode(nil), kids...)
+	} else {
+		n.val = append([]any(nil), p.vals[vbase:]...)
+	}
+	return n, nil
+}
+
+// str parses a string at p.pos. It returns the decoded string, its length
+// in code points and an upper bound of its encoding by encoding/json
+// (which escapes <, > and & as \u00XX).
+func (p *parser) str(what string) (string, int, int, error) {
+	start := p.pos
+	p.pos++      // opening quote
+	var b []byte // nil until the first escape
+	runes, size := 0, 2
+	lit := p.pos
+	for {
+		if p.pos >= len(p.buf) {
+			p.pos = start
+			return "", 0, 0, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("invalid JSON at byte %d: unterminated %s", start, what)}
+		}
+		c := p.buf[p.pos]
+		switch {
+		case c == '"':
+			var s string
+			if b == nil {
+				s = string(p.buf[lit:p.pos])
+			} else {
+				s = string(append(b, p.buf[lit:p.pos]...))
+			}
+			p.pos++
+			return s, runes, size, nil
+		case c == '\\':
+			if b == nil {
+				b = make([]byte, 0, p.stringEnd()-lit)
+			}
+			b = append(b, p.buf[lit:p.pos]...)
+			r, err := p.escape(what)
+			if err != nil {
+				return "", 0, 0, err
+			}
+			b = utf8.AppendRune(b, r)
+			runes++
+			size += encodedRuneSize(r)
+			lit = p.pos
+		case c < 0x20:
+			return "", 0, 0, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("invalid JSON at byte %d: control character 0x%02x in a %s must be escaped", p.pos, c, what)}
+		case c < utf8.RuneSelf:
+			p.pos++
+			runes++
+			size += encodedRuneSize(rune(c))
+		default:
+			r, w := utf8.DecodeRune(p.buf[p.pos:])
+			if r == utf8.RuneError && w <= 1 {
+				return "", 0, 0, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("invalid UTF-8 at byte %d in a %s", p.pos, what)}
+			}
+			p.pos += w
+			runes++
+			size += encodedRuneSize(r)
+		}
+	}
+}
+
+// stringEnd finds the closing quote of the string being read (or the end
+// of the document): the decoded string is no longer than the raw one.
+func (p *parser) stringEnd() int {
+	for i := p.pos; i < len(p.buf); i++ {
+		switch p.buf[i] {
+		case '\\':
+			i++
+		case '"':
+			return i
+		}
+	}
+	return len(p.buf)
+}
+
+// escape decodes the escape sequence at p.pos (at the backslash).
+func (p *parser) escape(what string) (rune, error) {
+	at := p.pos
+	if p.pos+1 >= len(p.buf) {
+		return 0, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("invalid JSON at byte %d: unterminated %s", at, what)}
+	}
+	c := p.buf[p.pos+1]
+	p.pos += 2
+	switch c {
+	case '"', '\\', '/':
+		return rune(c), nil
+	case 'b':
+		return '\b', nil
+	case 'f':
+		return '\f', nil
+	case 'n':
+		return '\n', nil
+	case 'r':
+		return '\r', nil
+	case 't':
+		return '\t', nil
+	case 'u':
+		r, ok := p.hex4()
+		if !ok {
+			return 0, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("invalid JSON at byte %d: malformed \\u escape in a %s", at, what)}
+		}
+		switch {
+		case r == 0:
+			return 0, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("%s contains U+0000 (byte %d), which PostgreSQL jsonb cannot store", what, at)}
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return 0, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("%s contains an unpaired surrogate escape (byte %d), which PostgreSQL jsonb cannot store", what, at)}
+		case r >= 0xD800 && r <= 0xDBFF:
+			if p.pos+1 < len(p.buf) && p.buf[p.pos] == '\\' && p.buf[p.pos+1] == 'u' {
+				save := p.pos
+				p.pos += 2
+				lo, ok := p.hex4()
+				if ok && lo >= 0xDC00 && lo <= 0xDFFF {
+					return utf16Pair(r, lo), nil
+				}
+				p.pos = save
+			}
+			return 0, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("%s contains an unpaired surrogate escape (byte %d), which PostgreSQL jsonb cannot store", what, at)}
+		}
+		return r, nil
+	}
+	return 0, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("invalid JSON at byte %d: invalid escape in a %s", at, what)}
+}
+
+func utf16Pair(hi, lo rune) rune { return (hi-0xD800)<<10 | (lo - 0xDC00) + 0x10000 }
+
+func (p *parser) hex4() (rune, bool) {
+	if p.pos+4 > len(p.buf) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range p.buf[p.pos : p.pos+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	p.pos += 4
+	return r, true
+}
+
+// encodedRuneSize is the size of r in encoding/json output (HTML-safe
+// escaping, as json.Marshal does).
+func encodedRuneSize(r rune) int {
+	switch {
+	case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t':
+		return 2
+	case r < 0x20 || r == '<' || r == '>' || r == '&' || r == '\u2028' || r == '\u2029':
+		return 6
+	}
+	return utf8.RuneLen(r)
+}
+
+func (p *parser) number() (vnode, error) {
+	start := p.pos
+	i := p.pos
+	digits := func() int {
+		n := 0
+		for i < len(p.buf) && p.buf[i] >= '0' && p.buf[i] <= '9' {
+			i++
+			n++
+		}
+		return n
+	}
+	if p.buf[i] == '-' {
+		i++
+	}
+	if i < len(p.buf) && p.buf[i] == '0' {
+		i++
+	} else if digits() == 0 {
+		p.pos = i
+		return vnode{}, p.syntax("expecting a digit")
+	}
+	if i < len(p.buf) && p.buf[i] == '.' {
+		i++
+		if digits() == 0 {
+			p.pos = i
+			return vnode{}, p.syntax("expecting a digit after the decimal point")
+		}
+	}
+	if i < len(p.buf) && (p.buf[i] == 'e' || p.buf[i] == 'E') {
+		i++
+		if i < len(p.buf) && (p.buf[i] == '+' || p.buf[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			p.pos = i
+			return vnode{}, p.syntax("expecting a digit in the exponent")
+		}
+	}
+	lit := string(p.buf[start:i])
+	p.pos = i
+	if len(lit) > p.lim.MaxNumberLen {
+		return vnode{}, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("number literal is %d characters, more than the limit of %d", len(lit), p.lim.MaxNumberLen)}
+	}
+	ni, err := parseNumber(lit)
+	if err != nil {
+		return vnode{}, &ScanError{Pointer: p.ptr(), Detail: err.Error()}
+	}
+	size := max(len(lit), maxFloatTextLen)
+	val := json.Number(lit)
+	if p.tree && ni.isZero() && ni.neg {
+		// For validation only: the library compares through encoding/json,
+		// which prints -0 and 0 differently. The caller's bytes are kept.
+		val = "0"
+	}
+	return vnode{val: val, kind: kNumber, num: ni, size: int32(size), nums: 1}, nil
+}
+
+// maxFloatTextLen is the longest float64 text encoding/json writes
+// ("-2.2250738585072014e-308").
+const maxFloatTextLen = 24
+
+// numInfo is a syntactically valid, accepted number literal: its float64
+// value and its exact decimal value as digits × 10^exp (digits without
+// leading or trailing zeros, "" for zero).
+type numInfo struct {
+	lit    string
+	f      float64
+	neg    bool
+	digits string
+	exp    int
+	litExp int // the exponent written in the literal
+}
+
+func (n *numInfo) isZero() bool { return n.digits == "" }
+
+// isInt reports whether the exact value is an integer.
+func (n *numInfo) isInt() bool { return n.digits == "" || n.exp >= 0 }
+
+// exactEqual compares exact decimal values (-0 equals 0).
+func (n *numInfo) exactEqual(o *numInfo) bool {
+	if n.isZero() || o.isZero() {
+		return n.isZero() && o.isZero()
+	}
+	return n.neg == o.neg && n.digits == o.digits && n.exp == o.exp
+}
+
+// cmpDecimal compares exact decimal values.
+func cmpDecimal(a, b *numInfo) int {
+	sa, sb := sign(a), sign(b)
+	if sa != sb {
+		if sa < sb {
+			return -1
+		}
+		return 1
+	}
+	if sa == 0 {
+		return 0
+	}
+	c := cmpMagnitude(a, b)
+	if sa < 0 {
+		return -c
+	}
+	return c
+}
+
+func sign(n *numInfo) int {
+	switch {
+	case n.isZero():
+		return 0
+	case n.neg:
+		return -1
+	}
+	return 1
+}
+
+// cmpMagnitude compares |a| and |b| (both non-zero).
+func cmpMagnitude(a, b *numInfo) int {
+	// the position of the leading digit: value in [10^(p-1), 10^p)
+	pa, pb := len(a.digits)+a.exp, len(b.digits)+b.exp
+	if pa != pb {
+		if pa < pb {
+			return -1
+		}
+		return 1
+	}
+	for i := 0; i < len(a.digits) || i < len(b.digits); i++ {
+		da, db := byte('0'), byte('0')
+		if i < len(a.digits) {
+			da = a.digits[i]
+		}
+		if i < len(b.digits) {
+			db = b.digits[i]
+		}
+		if da != db {
+			if da < db {
+				return -1
+			}
+			return 1
+		}
+	}
+	return 0
+}
+
+// parseNumber checks a literal that matched the JSON number grammar.
+func parseNumber(lit string) (*numInfo, error) {
+	n := &numInfo{lit: lit}
+	s := lit
+	if s[0] == '-' {
+		n.neg = true
+		s = s[1:]
+	}
+	mant, expPart := s, ""
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		mant, expPart = s[:i], s[i+1:]
+		e, ok := smallInt(expPart)
+		if !ok || e > MaxExponent || e < -MaxExponent {
+			return nil, fmt.Errorf("number %s has an exponent beyond ±%d", lit, MaxExponent)
+		}
+		n.litExp = e
+	}
+	intPart, frac, _ := strings.Cut(mant, ".")
+	digits := strings.TrimLeft(intPart+frac, "0")
+	exp := n.litExp - len(frac)
+	trimmed := strings.TrimRight(digits, "0")
+	exp += len(digits) - len(trimmed)
+	n.digits = trimmed
+	if trimmed == "" {
+		exp = 0
+	}
+	n.exp = exp
+	f, err := strconv.ParseFloat(lit, 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return nil, fmt.Errorf("number %s is not finite as a 64-bit float", lit)
+	}
+	n.f = f
+	return n, nil
+}
+
+// smallInt parses an optionally signed run of digits, reporting false when
+// it exceeds ±10^9.
+func smallInt(s string) (int, bool) {
+	neg := false
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		neg = s[0] == '-'
+		s = s[1:]
+	}
+	s = strings.TrimLeft(s, "0")
+	if len(s) > 9 {
+		return 0, false
+	}
+	v := 0
+	for _, c := range []byte(s) {
+		v = v*10 + int(c-'0')
+	}
+	if neg {
+		v = -v
+	}
+	return v, true
 }
 
 func escapePointer(s string) string {
+	if !strings.ContainsAny(s, "~/") {
+		return s
+	}
 	s = strings.ReplaceAll(s, "~", "~0")
 	return strings.ReplaceAll(s, "/", "~1")
 }

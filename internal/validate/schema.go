@@ -1,29 +1,33 @@
 // Package validate admits caller JSON Schemas (Draft-07, inline only) and
-// validates model-submitted values against them, hermetically: nothing here
-// reads a file, resolves a name or opens a connection. It imports neither
-// pgx nor HTTP code.
+// validates model-submitted values against them, hermetically and within a
+// fixed budget: nothing here reads a file, resolves a name or opens a
+// connection, no input panics the process, and no validation runs whose
+// predicted cost exceeds BudgetTime / BudgetBytes (cost.go). It imports
+// neither pgx nor HTTP server code. docs/structured-output.md is the
+// user-facing description.
 package validate
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
-	"sort"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/xeipuuv/gojsonreference"
 	"github.com/xeipuuv/gojsonschema"
 )
 
-// Draft07URI is the only $schema value accepted.
-const Draft07URI = "http://json-schema.org/draft-07/schema#"
-
 // MaxReportedErrors bounds the errors returned for one validation.
 const MaxReportedErrors = 32
 
+// maxMessageBytes bounds one error message.
+const maxMessageBytes = 200
+
 // docLoader feeds an already-decoded document to gojsonschema. Its factory
 // refuses every load, so no reference can reach the file system or network.
+// (The library consults only the root loader's factory: schemaLoader.go:157.)
 type docLoader struct{ doc any }
 
 func (l docLoader) JsonSource() any                               { return l.doc }
@@ -37,15 +41,30 @@ type denyFactory struct{}
 
 func (denyFactory) New(source string) gojsonschema.JSONLoader { return deniedLoader(source) }
 
+// deniedLoads counts loads the library attempted and we refused (tests
+// assert it stays zero for screened schemas).
+var deniedLoads atomic.Int64
+
 type deniedLoader string
 
 func (l deniedLoader) JsonSource() any { return string(l) }
 func (l deniedLoader) LoadJSON() (any, error) {
+	deniedLoads.Add(1)
 	return nil, fmt.Errorf("loading %q is not allowed", string(l))
 }
 func (l deniedLoader) LoaderFactory() gojsonschema.JSONLoaderFactory { return denyFactory{} }
 func (l deniedLoader) JsonReference() (gojsonreference.JsonReference, error) {
 	return gojsonreference.NewJsonReference(string(l))
+}
+
+// denyFS refuses every open; the meta-schema URL is served from the
+// library's embedded copy before any file system is consulted
+// (jsonLoader.go:184-186).
+type denyFS struct{}
+
+func (denyFS) Open(name string) (http.File, error) {
+	deniedLoads.Add(1)
+	return nil, fmt.Errorf("opening %q is not allowed", name)
 }
 
 var (
@@ -54,7 +73,8 @@ var (
 	metaErr    error
 )
 
-// meta compiles the bundled Draft-07 meta-schema once, in its own loader.
+// meta compiles the bundled Draft-07 meta-schema once, in a loader of its
+// own that no caller document ever touches.
 func meta() (*gojsonschema.Schema, error) {
 	metaOnce.Do(func() {
 		doc, err := gojsonschema.NewReferenceLoaderFileSystem("http://json-schema.org/draft-07/schema", denyFS{}).LoadJSON()
@@ -62,57 +82,127 @@ func meta() (*gojsonschema.Schema, error) {
 			metaErr = fmt.Errorf("load the bundled Draft-07 meta-schema: %w", err)
 			return
 		}
-		sl := gojsonschema.NewSchemaLoader()
-		sl.Draft, sl.AutoDetect, sl.Validate = gojsonschema.Draft7, false, false
-		metaSchema, metaErr = sl.Compile(docLoader{doc})
+		metaSchema, metaErr = compileDoc(doc)
+		if metaErr == nil {
+			warmUp()
+		}
 	})
 	return metaSchema, metaErr
 }
 
-// Schema is a compiled caller schema.
+// warmUp makes the library render one error of every type, so that its
+// process-wide template cache is filled before any caller's validation:
+// the first rendering of a template parses it, a one-off allocation the
+// cost model does not count per validation.
+func warmUp() {
+	defer func() { _ = recover() }()
+	doc, err := Decode([]byte(warmUpSchema), schemaLimits)
+	if err != nil {
+		return
+	}
+	adapt(doc)
+	s, err := compileDoc(doc)
+	if err != nil {
+		return
+	}
+	for _, v := range []string{warmUpValue, `"x"`, `1.5`, `null`} {
+		inst, _ := Decode([]byte(v), valueLimits)
+		_, _ = s.Validate(docLoader{inst})
+	}
+}
+
+// warmUpSchema and warmUpValue fail every keyword once (TestWarmUp).
+const (
+	warmUpSchema = `{"type":"object","required":["r"],"minProperties":99,"additionalProperties":false,
+		"properties":{"a":{"type":"array","minItems":9,"maxItems":1,"uniqueItems":true,"contains":false,"items":[true],"additionalItems":false},
+			"s":{"minLength":9,"maxLength":9,"pattern":"^z$","format":"email"},"t":{"maxLength":0},"m":{"maxProperties":0},
+			"n":{"multipleOf":7,"maximum":0,"exclusiveMaximum":0,"minimum":9,"exclusiveMinimum":9},
+			"c":{"const":"x","enum":["y"]},"f":false,"x":{"not":{}},
+			"o":{"anyOf":[false],"oneOf":[false],"allOf":[false]},
+			"i":{"if":true,"then":false},"e":{"if":false,"else":false}},
+		"dependencies":{"a":["zz"]},"propertyNames":{"maxLength":1}}`
+	warmUpValue = `{"a":[1,1,1],"s":"q","t":"q","m":{"k":1},"n":8,"c":"q","f":1,"x":1,"o":1,"i":1,"e":1,"extra":1}`
+)
+
+// slots bounds concurrent library work: each validation may allocate up to
+// about BudgetBytes, so the process holds at most len(slots) of them.
+var slots = make(chan struct{}, max(2, runtime.GOMAXPROCS(0)))
+
+// Schema is a compiled caller schema. It is safe for concurrent use.
 type Schema struct {
 	compiled *gojsonschema.Schema
+	model    *cnode
 }
 
-// Compile screens and compiles a caller schema document.
-func Compile(raw []byte) (s *Schema, err error) {
-	doc, err := Decode(raw, SchemaLimits)
+// Compile admits a caller schema document: strict scan, screening and
+// caps, meta-validation against the bundled Draft-07 meta-schema (stage 1),
+// then compilation in a fresh, deny-all loader (stage 2). Errors are
+// *ScanError values locating the problem in the schema.
+func Compile(raw []byte) (*Schema, error) {
+	doc, err := Decode(raw, schemaLimits)
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := doc.(map[string]any); !ok {
-		return nil, &ScanError{Detail: "the schema must be a JSON object"}
-	}
-	if err := screen(doc, "", true); err != nil {
+	sc, err := screen(doc)
+	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			s, err = nil, &ScanError{Detail: fmt.Sprintf("schema cannot be compiled: %v", r)}
-		}
-	}()
+	if err := metaCheck(doc); err != nil {
+		return nil, err
+	}
+	adapt(doc)
+	compiled, err := compileDoc(doc)
+	if err != nil {
+		return nil, &ScanError{Detail: "the schema cannot be compiled: " + err.Error()}
+	}
+	return &Schema{compiled: compiled, model: buildModel(doc, sc.insts)}, nil
+}
+
+// metaCheck is stage 1: the document validated as data against the
+// trusted meta-schema (instance validation never loads anything).
+func metaCheck(doc any) (err error) {
 	m, err := meta()
 	if err != nil {
-		return nil, err
+		return err
 	}
+	slots <- struct{}{}
+	defer func() { <-slots }()
+	defer func() {
+		if r := recover(); r != nil {
+			err = &ScanError{Detail: "the schema cannot be checked against the Draft-07 meta-schema"}
+		}
+	}()
 	res, err := m.Validate(docLoader{doc})
 	if err != nil {
-		return nil, err
+		return &ScanError{Detail: "the schema cannot be checked against the Draft-07 meta-schema: " + err.Error()}
 	}
-	if !res.Valid() {
-		e := res.Errors()[0]
-		return nil, &ScanError{Pointer: fieldPointer(e.Field()), Detail: e.Description()}
+	if r := convert(res.Errors()); !r.Valid() {
+		e := r.Errors[0]
+		return &ScanError{Pointer: e.Location, Detail: "does not conform to the Draft-07 meta-schema: " + e.Message}
 	}
-	sl := gojsonschema.NewSchemaLoader()
-	sl.Draft, sl.AutoDetect, sl.Validate = gojsonschema.Draft7, false, false
-	compiled, err := sl.Compile(docLoader{doc})
-	if err != nil {
-		return nil, &ScanError{Detail: "schema cannot be compiled: " + err.Error()}
-	}
-	return &Schema{compiled: compiled}, nil
+	return nil
 }
 
-// ValueError is one validation failure.
+// compileDoc is stage 2: a fresh loader per document (the library's pool
+// is keyed by reference and not safe to share), Draft-07 pinned, no
+// dialect auto-detection, no library meta-validation (it would replace our
+// deny-all factory with the OS/HTTP one: schemaLoader.go:72), and a root
+// loader whose factory denies everything.
+func compileDoc(doc any) (s *gojsonschema.Schema, err error) {
+	slots <- struct{}{}
+	defer func() { <-slots }()
+	defer func() {
+		if r := recover(); r != nil {
+			s, err = nil, fmt.Errorf("internal error in the schema compiler")
+		}
+	}()
+	sl := gojsonschema.NewSchemaLoader()
+	sl.Draft, sl.AutoDetect, sl.Validate = gojsonschema.Draft7, false, false
+	return sl.Compile(docLoader{doc})
+}
+
+// ValueError is one validation failure. Location is a JSON Pointer into
+// the value ("" is the whole value).
 type ValueError struct {
 	Location string `json:"location"`
 	Message  string `json:"message"`
@@ -121,20 +211,22 @@ type ValueError struct {
 // Result of validating a value.
 type Result struct {
 	Errors []ValueError // at most MaxReportedErrors
-	Total  int
+	Total  int          // all errors found
 }
 
 // Valid reports whether the value satisfied the schema.
 func (r Result) Valid() bool { return r.Total == 0 }
 
-// Summary renders the errors for a person or a model, bounded.
+// Summary renders the errors for a person or a model: at most
+// MaxReportedErrors lines of at most a few hundred bytes, then the count
+// of the others.
 func (r Result) Summary() string {
 	var b strings.Builder
 	for i, e := range r.Errors {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		b.WriteString(e.Location)
+		b.WriteString(displayPointer(e.Location))
 		b.WriteString(": ")
 		b.WriteString(e.Message)
 	}
@@ -144,182 +236,198 @@ func (r Result) Summary() string {
 	return b.String()
 }
 
-// ErrUnsafeValue wraps a raw-value problem found before validation.
-var ErrUnsafeValue = errors.New("unsafe value")
+// TooExpensive is the message for a value whose predicted validation cost
+// exceeds the budget.
+var TooExpensive = fmt.Sprintf("the value is too expensive to validate against this schema "+
+	"(its worst-case validation work is estimated above the budget of %d ms or %d MiB); send a smaller value",
+	int(BudgetTime/1e6), BudgetBytes>>20)
 
-// Validate checks a raw value. A value that fails the safety scan is
-// reported as a single error at its location.
+func failure(location, message string) Result {
+	return Result{Errors: []ValueError{{Location: location, Message: message}}, Total: 1}
+}
+
+// Validate checks a raw value: the strict scan (ValueLimits), the cost
+// budget and the exact-comparison guard (cost.go), then the library. A value refused before validation
+// comes back as a single error at the location at fault.
 func (s *Schema) Validate(raw []byte) (res Result) {
-	doc, err := Decode(raw, ValueLimits)
+	v, err := decodeTree(raw, valueLimits)
 	if err != nil {
-		var se *ScanError
-		if errors.As(err, &se) {
-			loc := se.Pointer
-			if loc == "" {
-				loc = "/"
-			}
-			return Result{Errors: []ValueError{{Location: loc, Message: se.Detail}}, Total: 1}
+		if se, ok := err.(*ScanError); ok {
+			return failure(se.Pointer, se.Detail)
 		}
-		return Result{Errors: []ValueError{{Location: "/", Message: err.Error()}}, Total: 1}
+		return failure("", err.Error())
 	}
+	est := estimateCost(s.model, v, len(raw))
+	if est.over {
+		return failure("", TooExpensive)
+	}
+	if est.imprecise != nil {
+		return Result{Errors: []ValueError{*est.imprecise}, Total: 1}
+	}
+	return s.run(v.val)
+}
+
+// libraryRuns counts value validations handed to the library (tests check
+// that refused values never reach it).
+var libraryRuns atomic.Int64
+
+// run calls the library on a decoded value. recover() is the second guard
+// behind the scan: no input known to us panics it.
+func (s *Schema) run(doc any) (res Result) {
+	libraryRuns.Add(1)
+	slots <- struct{}{}
+	defer func() { <-slots }()
 	defer func() {
 		if r := recover(); r != nil {
-			res = Result{Errors: []ValueError{{Location: "/", Message: "value cannot be validated"}}, Total: 1}
+			res = failure("", "the value cannot be validated (internal error in the validator)")
 		}
 	}()
 	out, err := s.compiled.Validate(docLoader{doc})
 	if err != nil {
-		return Result{Errors: []ValueError{{Location: "/", Message: err.Error()}}, Total: 1}
+		return failure("", "the value cannot be validated: "+err.Error())
 	}
-	if out.Valid() {
-		return Result{}
-	}
-	errs := out.Errors()
-	res.Total = len(errs)
-	for i, e := range errs {
-		if i == MaxReportedErrors {
+	return convert(out.Errors())
+}
+
+// convert keeps the first MaxReportedErrors errors, rendered by us (not by
+// ResultError.String, which marshals the offending value). The allOf and
+// if/then/else summary errors are dropped: they always come with the
+// errors of the branch that failed, which say more.
+func convert(errs []gojsonschema.ResultError) Result {
+	var r Result
+	keepSummaries := true
+	for _, e := range errs {
+		if !isSummary(e.Type()) {
+			keepSummaries = false
 			break
 		}
-		res.Errors = append(res.Errors, ValueError{Location: fieldPointer(e.Field()), Message: e.Description()})
 	}
-	return res
+	for _, e := range errs {
+		if !keepSummaries && isSummary(e.Type()) {
+			continue
+		}
+		r.Total++
+		if len(r.Errors) < MaxReportedErrors {
+			r.Errors = append(r.Errors, ValueError{Location: location(e), Message: describe(e)})
+		}
+	}
+	return r
 }
 
-// fieldPointer turns gojsonschema's "(root)" / "a.b.0" into a JSON Pointer.
-func fieldPointer(field string) string {
-	if field == "" || field == "(root)" {
-		return "/"
-	}
-	parts := strings.Split(field, ".")
-	for i, p := range parts {
-		parts[i] = escapePointer(p)
-	}
-	return "/" + strings.Join(parts, "/")
+func isSummary(t string) bool {
+	return t == "number_all_of" || t == "condition_then" || t == "condition_else"
 }
 
-// Schema-position screening: keywords we accept, and those that take
-// subschemas, arrays of subschemas or maps of subschemas.
-var (
-	keywords = map[string]bool{
-		"$schema": true, "$comment": true, "title": true, "description": true, "default": true,
-		"examples": true, "readOnly": true, "writeOnly": true,
-		"type": true, "enum": true, "const": true,
-		"multipleOf": true, "maximum": true, "exclusiveMaximum": true, "minimum": true, "exclusiveMinimum": true,
-		"maxLength": true, "minLength": true, "pattern": true, "format": true,
-		"items": true, "additionalItems": true, "maxItems": true, "minItems": true, "uniqueItems": true, "contains": true,
-		"maxProperties": true, "minProperties": true, "required": true, "properties": true,
-		"patternProperties": true, "additionalProperties": true, "dependencies": true, "propertyNames": true,
-		"if": true, "then": true, "else": true, "allOf": true, "anyOf": true, "oneOf": true, "not": true,
-		"contentMediaType": true, "contentEncoding": true,
+// location turns the library's context into a JSON Pointer. Object keys
+// never contain U+0000 (the scan refuses it), so it is a safe separator.
+func location(e gojsonschema.ResultError) string {
+	var b strings.Builder
+	if ctx := e.Context(); ctx != nil {
+		segs := strings.Split(ctx.String("\x00"), "\x00")
+		for _, s := range segs[1:] { // segs[0] is "(root)"
+			b.WriteByte('/')
+			b.WriteString(escapePointer(s))
+		}
 	}
-	subschemaKeys    = []string{"additionalItems", "contains", "additionalProperties", "propertyNames", "if", "then", "else", "not"}
-	schemaArrayKeys  = []string{"allOf", "anyOf", "oneOf"}
-	schemaMapKeys    = []string{"properties", "patternProperties"}
-	forbiddenReasons = map[string]string{
-		"$ref": "references are not supported; inline the schema", "$id": "schema identifiers are not supported",
-		"id": "schema identifiers are not supported", "definitions": "definitions are not supported; inline the schema",
-		"$defs": "definitions are not supported; inline the schema",
+	if e.Type() == "additional_property_not_allowed" {
+		b.WriteByte('/')
+		b.WriteString(escapePointer(detail(e, "property")))
 	}
-	formats = map[string]bool{
-		"date": true, "time": true, "date-time": true, "hostname": true, "email": true, "idn-email": true,
-		"ipv4": true, "ipv6": true, "uri": true, "uri-reference": true, "iri": true, "iri-reference": true,
-		"uri-template": true, "uuid": true, "json-pointer": true, "relative-json-pointer": true,
-	}
-)
+	return b.String()
+}
 
-// screen walks schema positions only; property names and literal data
-// (const, enum, default, examples) are not keywords and are left alone.
-func screen(node any, ptr string, root bool) error {
-	obj, ok := node.(map[string]any)
+func detail(e gojsonschema.ResultError, key string) string {
+	v, ok := e.Details()[key]
 	if !ok {
-		if _, isBool := node.(bool); isBool {
-			return nil
-		}
-		return &ScanError{Pointer: ptrOrRoot(ptr), Detail: "a schema must be an object or a boolean"}
+		return ""
 	}
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		keys = append(keys, k)
+	if s, ok := v.(string); ok {
+		return s
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		kp := ptr + "/" + escapePointer(k)
-		if why, bad := forbiddenReasons[k]; bad {
-			return &ScanError{Pointer: kp, Detail: why}
-		}
-		if !keywords[k] {
-			return &ScanError{Pointer: kp, Detail: fmt.Sprintf("unknown keyword %q", k)}
-		}
-	}
-	if s, ok := obj["$schema"]; ok {
-		if str, _ := s.(string); !root || (str != Draft07URI && str != strings.TrimSuffix(Draft07URI, "#")) {
-			return &ScanError{Pointer: ptr + "/$schema", Detail: "only the Draft-07 URI " + Draft07URI + " is accepted, at the root"}
-		}
-	}
-	if f, ok := obj["format"]; ok {
-		if name, _ := f.(string); !formats[name] {
-			return &ScanError{Pointer: ptr + "/format", Detail: fmt.Sprintf("unsupported format %v", f)}
-		}
-	}
-	for _, k := range subschemaKeys {
-		if v, ok := obj[k]; ok {
-			if err := screen(v, ptr+"/"+k, false); err != nil {
-				return err
-			}
-		}
-	}
-	if v, ok := obj["items"]; ok {
-		if arr, isArr := v.([]any); isArr {
-			for i, s := range arr {
-				if err := screen(s, fmt.Sprintf("%s/items/%d", ptr, i), false); err != nil {
-					return err
-				}
-			}
-		} else if err := screen(v, ptr+"/items", false); err != nil {
-			return err
-		}
-	}
-	for _, k := range schemaArrayKeys {
-		if arr, ok := obj[k].([]any); ok {
-			for i, s := range arr {
-				if err := screen(s, fmt.Sprintf("%s/%s/%d", ptr, k, i), false); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	for _, k := range schemaMapKeys {
-		if m, ok := obj[k].(map[string]any); ok {
-			for name, s := range m {
-				if err := screen(s, ptr+"/"+k+"/"+escapePointer(name), false); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	if m, ok := obj["dependencies"].(map[string]any); ok {
-		for name, s := range m {
-			if _, isArr := s.([]any); isArr {
-				continue // property dependencies are lists of names
-			}
-			if err := screen(s, ptr+"/dependencies/"+escapePointer(name), false); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return fmt.Sprint(v)
 }
 
-func ptrOrRoot(p string) string {
-	if p == "" {
-		return "/"
+// describe renders one error in our words from its type and details.
+func describe(e gojsonschema.ResultError) string {
+	d := func(k string) string { return detail(e, k) }
+	var m string
+	switch e.Type() {
+	case "false":
+		m = "no value is allowed here (the schema is false)"
+	case "required":
+		m = fmt.Sprintf("property %q is required", d("property"))
+	case "invalid_type":
+		m = fmt.Sprintf("must be of type %s, not %s", d("expected"), d("given"))
+	case "number_any_of":
+		m = "must match at least one of the anyOf schemas"
+	case "number_one_of":
+		m = "must match exactly one of the oneOf schemas"
+	case "number_all_of":
+		m = "must match all of the allOf schemas"
+	case "number_not":
+		m = "must not match the schema in not"
+	case "condition_then":
+		m = `must match the "then" schema, as it matches "if"`
+	case "condition_else":
+		m = `must match the "else" schema, as it does not match "if"`
+	case "missing_dependency":
+		m = fmt.Sprintf("property %q is required by a dependency", d("dependency"))
+	case "const":
+		m = "must be equal to " + d("allowed")
+	case "enum":
+		m = "must be one of " + d("allowed")
+	case "array_no_additional_items":
+		m = "must not have more items than the items schemas"
+	case "array_min_items":
+		m = fmt.Sprintf("must have at least %s items", d("min"))
+	case "array_max_items":
+		m = fmt.Sprintf("must have at most %s items", d("max"))
+	case "unique":
+		m = fmt.Sprintf("items %s and %s are equal; items must be unique", d("i"), d("j"))
+	case "contains":
+		m = "must contain at least one item matching the contains schema"
+	case "array_min_properties":
+		m = fmt.Sprintf("must have at least %s properties", d("min"))
+	case "array_max_properties":
+		m = fmt.Sprintf("must have at most %s properties", d("max"))
+	case "additional_property_not_allowed":
+		m = "property is not allowed (additionalProperties)"
+	case "invalid_property_name":
+		m = fmt.Sprintf("property name %q does not match propertyNames", d("property"))
+	case "string_gte":
+		m = fmt.Sprintf("must be at least %s characters long", d("min"))
+	case "string_lte":
+		m = fmt.Sprintf("must be at most %s characters long", d("max"))
+	case "pattern":
+		m = "must match the pattern " + d("pattern")
+	case "format":
+		m = fmt.Sprintf("must be a valid %s", d("format"))
+	case "multiple_of":
+		m = "must be a multiple of " + d("multiple")
+	case "number_gte":
+		m = "must be greater than or equal to " + d("min")
+	case "number_gt":
+		m = "must be greater than " + d("min")
+	case "number_lte":
+		m = "must be less than or equal to " + d("max")
+	case "number_lt":
+		m = "must be less than " + d("max")
+	default:
+		m = e.Description()
 	}
-	return p
+	return truncate(m, maxMessageBytes)
 }
 
-type denyFS struct{}
-
-// Open refuses: the meta-schema URL is served from the library's embedded copy.
-func (denyFS) Open(name string) (http.File, error) {
-	return nil, fmt.Errorf("opening %q is not allowed", name)
+// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n - len("…")
+	for i > 0 && !utf8RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
 }
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -1,0 +1,121 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/testenv"
+)
+
+// TestSchemaAdmission posts chats whose response_format schema must be
+// refused: each gets a 400 naming response_format.json_schema.schema and
+// the offending location, and nothing is persisted.
+func TestSchemaAdmission(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.Options{NoRunner: true})
+	token := env.Token("alice")
+	post := func(t *testing.T, schema string) (int, client.Error) {
+		t.Helper()
+		body := `{"content":[{"type":"text","text":"Report."}],"response_format":{"type":"json_schema","json_schema":{"name":"report","schema":` + schema + `}}}`
+		req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, env.API.URL+"/api/v1/chats", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := env.API.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		raw, _ := io.ReadAll(res.Body)
+		var e client.Error
+		if res.StatusCode != http.StatusCreated {
+			if err := json.Unmarshal(raw, &e); err != nil {
+				t.Fatalf("status %d, body %s", res.StatusCode, raw)
+			}
+		}
+		return res.StatusCode, e
+	}
+	deep := `{}`
+	for range 17 {
+		deep = `{"not":` + deep + `}`
+	}
+	branches := `{"anyOf":[` + strings.TrimSuffix(strings.Repeat(`{},`, 17), ",") + `]}`
+	cases := []struct{ name, schema, location string }{
+		{"ref at the root", `{"$ref":"#/definitions/a"}`, "/$ref:"},
+		{"file ref", `{"type":"object","properties":{"a":{"$ref":"file:///etc/passwd"}}}`, "/properties/a/$ref:"},
+		{"http ref in allOf", `{"allOf":[{"$ref":"http://example.invalid/s.json"}]}`, "/allOf/0/$ref:"},
+		{"$id base", `{"$id":"http://example.invalid/root.json","items":{"$ref":"other.json"}}`, "/$id:"},
+		{"legacy id", `{"items":{"id":"http://example.invalid/x"}}`, "/items/id:"},
+		{"definitions", `{"definitions":{"a":{"type":"string"}},"type":"object"}`, "/definitions:"},
+		{"$defs", `{"properties":{"x":{"$defs":{}}}}`, "/properties/x/$defs:"},
+		{"remote $schema", `{"$schema":"http://example.invalid/meta","type":"string"}`, "/$schema:"},
+		{"draft 2020-12", `{"$schema":"https://json-schema.org/draft/2020-12/schema"}`, "/$schema:"},
+		{"unknown keyword", `{"properties":{"a":{"type":"string","nullable":true}}}`, "/properties/a/nullable:"},
+		{"regex format", `{"type":"string","format":"regex"}`, "/format:"},
+		{"unknown format", `{"properties":{"d":{"type":"string","format":"duration"}}}`, "/properties/d/format:"},
+		{"non-RE2 pattern", `{"type":"string","pattern":"(?=lookahead)"}`, "/pattern:"},
+		{"pattern program", `{"patternProperties":{".{900}":{}}}`, "/patternProperties/.{900}:"},
+		{"duplicate keyword", `{"properties":{"a":{"type":"string","type":"number"}}}`, "/properties/a/type:"},
+		{"U+0000", `{"title":"nul\u0000"}`, "/title:"},
+		{"lone surrogate", `{"properties":{"a":{"const":"\udc00"}}}`, "/properties/a/const:"},
+		{"huge exponent", `{"maximum":1e400}`, "/maximum:"},
+		{"long number", `{"minimum":1` + strings.Repeat("0", 70) + `}`, "/minimum:"},
+		{"too many branches", branches, "/anyOf:"},
+		{"too deep", deep, strings.Repeat("/not", 17) + ":"},
+		{"duplicate enum", `{"enum":["a","b","a"]}`, "/enum/2:"},
+		{"min above max", `{"type":"string","minLength":3,"maxLength":1}`, "/minLength:"},
+		{"not a schema", `{"items":[1]}`, "/items/0:"},
+		{"too large", `{"description":"` + strings.Repeat("x", 66<<10) + `"}`, "(root):"},
+		{"not an object", `[{"type":"string"}]`, "(root):"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			status, e := post(t, c.schema)
+			if status != http.StatusBadRequest {
+				t.Fatalf("status %d, want 400 (%+v)", status, e)
+			}
+			if len(e.Validations) != 1 {
+				t.Fatalf("validations %+v", e.Validations)
+			}
+			v := e.Validations[0]
+			if !strings.HasPrefix(v.Field, "response_format.json_schema.schema") || !strings.HasPrefix(v.Detail, c.location) {
+				t.Errorf("field %q detail %q, want response_format.json_schema.schema and a detail starting %q", v.Field, v.Detail, c.location)
+			}
+		})
+	}
+	ctx := context.Background()
+	for _, table := range []string{"chats", "chat_messages", "structured_requests"} {
+		var n int
+		if err := env.Pool.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s", table)).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("%d rows in %s after refused requests", n, table)
+		}
+	}
+	// Literal data and property names that mention references are fine.
+	status, e := post(t, `{"type":"object","properties":{"$ref":{"const":{"$id":"http://example.invalid/"}},"u":{"type":"string","format":"uri"}},"required":["$ref"]}`)
+	if status != http.StatusCreated {
+		t.Fatalf("status %d %+v", status, e)
+	}
+	var n int
+	if err := env.Pool.QueryRow(ctx, "SELECT count(*) FROM structured_requests").Scan(&n); err != nil || n != 1 {
+		t.Errorf("structured_requests: %d %v", n, err)
+	}
+	var stored []byte
+	if err := env.Pool.QueryRow(ctx, "SELECT schema FROM structured_requests").Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(stored, []byte(`"$ref"`)) {
+		t.Errorf("stored schema %s", stored)
+	}
+}

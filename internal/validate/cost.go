@@ -1,0 +1,690 @@
+package validate
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// The per-validation work bound.
+//
+// gojsonschema v1.2.0 cannot be interrupted, keeps every error it creates
+// (about 1 KiB each, also inside anyOf/oneOf branches it later discards)
+// and recompiles each patternProperties pattern for every key, so no
+// static cap on schema and value sizes alone keeps one validation small.
+// Before the library runs, the estimator walks the compiled schema model
+// and the decoded value together the way validation.go does. It decides
+// the cheap assertions exactly (type, counts, required, numeric bounds,
+// const/enum/uniqueItems with the library's own equality) and assumes that
+// every other assertion fails and that anyOf/oneOf/contains try every
+// branch until one that cannot fail. It adds up the work in calibrated
+// units (coefficients below), the decoding of the value included, and
+// refuses the value when the predicted time or allocation exceeds the
+// budget. The walk stops as soon as the budget is exceeded, and every step
+// it takes is itself charged, so the estimator's own cost is bounded too.
+const (
+	BudgetTime  = 30e6     // predicted nanoseconds per validation: decoding, estimate and library
+	BudgetBytes = 24 << 20 // predicted bytes allocated per validation, the same
+)
+
+// bytesMargin covers pooled state re-allocated when several garbage
+// collections pass during one validation.
+const bytesMargin = 1.02
+
+// coefficients: upper bounds of the library's cost per unit on the
+// reference machine (2 shared vCPUs), measured by TestCalibrate
+// (calibrate_test.go, run with CHATD_CALIBRATE=1) with a safety margin.
+type coefficients struct {
+	decNodeNs, decNodeB float64 // decoding, per value
+	decByteNs, decByteB float64 // decoding, per byte
+	// one validation: the result and root context, and the pooled state of
+	// regexp (a 32 KiB backtracker bit set, NFA queues) and fmt, which a
+	// validation allocates afresh when a garbage collection emptied the pools
+	baseNs, baseB       float64
+	evalNs, evalB       float64 // one validateRecursive call
+	subNs, subB         float64 // one sub-result (anyOf branch, item, ...)
+	ctxNs, ctxB         float64 // one path element
+	iterNs              float64 // one object key or array element visited by a loop
+	errNs, errB         float64 // one error, before its text
+	textNs, textB       float64 // one byte of error text (path, property name, allowed values)
+	numErrNs, numErrB   float64 // extra for a numeric error, besides rendering the keyword value
+	cmpNs, cmpB         float64 // one numeric keyword comparison, fixed part
+	cmpQuadNs           float64 // per squared decimal digit of both operands (big.Rat Cmp)
+	quoQuadNs           float64 // same for multipleOf (big.Rat Quo and normalisation)
+	cmpByteB            float64 // bytes per decimal digit of both operands
+	mergeNs, mergeB     float64 // one error copied into a parent result
+	parseNs, parseB     float64 // one number parse, fixed part
+	parseCharNs         float64 // per character of the literal
+	parseCharB          float64
+	parseExpNs          float64 // per unit of decimal exponent
+	parseExpB           float64
+	marshalNs, marshalB float64 // one byte through marshalWithoutNumber
+	uniqNs, uniqB       float64 // one uniqueItems entry (map insert)
+	recompNs, recompB   float64 // one patternProperties recompile, fixed part
+	instNs, instB       float64 // per program instruction of a recompile
+	matchNs             float64 // per instruction × input byte of a match
+	matchFixedNs        float64 // one match call
+	lenNs, lenB         float64 // per byte of a minLength/maxLength check
+	keyCmpNs            float64 // one instance key compared with one "properties" name
+	fmtFixedNs          float64 // one format check, fixed part
+}
+
+var coef = coefficients{
+	baseNs: 5000, baseB: 96 << 10,
+	decNodeNs: 600, decNodeB: 800, decByteNs: 15, decByteB: 2,
+	evalNs: 520, evalB: 100,
+	subNs: 80, subB: 48,
+	ctxNs: 40, ctxB: 32,
+	iterNs: 60,
+	errNs:  6000, errB: 1100,
+	textNs: 5, textB: 4,
+	numErrNs: 2000, numErrB: 400,
+	cmpNs: 500, cmpB: 100, cmpQuadNs: 0.03, quoQuadNs: 0.06, cmpByteB: 4,
+	mergeNs: 25, mergeB: 48,
+	parseNs: 300, parseB: 160,
+	parseCharNs: 50, parseCharB: 8,
+	parseExpNs: 6, parseExpB: 4,
+	marshalNs: 200, marshalB: 32,
+	uniqNs: 200, uniqB: 100,
+	recompNs: 3500, recompB: 900,
+	instNs: 700, instB: 330,
+	matchNs: 15, matchFixedNs: 300,
+	lenNs: 8, lenB: 1.2,
+	keyCmpNs:   8,
+	fmtFixedNs: 2000,
+}
+
+// formatCost: each format checker per input byte (time, allocation) and
+// per call (allocation), worst case over the input shapes and lengths
+// TestCalibrateFormats tries, with a margin.
+var formatCost = map[string]struct{ ns, b, fixedB float64 }{
+	"date": {60, 16, 4 << 10}, "date-time": {80, 24, 2 << 10}, "time": {60, 16, 2 << 10},
+	"email": {220, 64, 2 << 10}, "idn-email": {220, 64, 2 << 10}, "hostname": {150, 64, 4 << 10},
+	"ipv4": {60, 8, 2 << 10}, "ipv6": {80, 8, 2 << 10}, "uri": {120, 16, 2 << 10}, "uri-reference": {80, 12, 2 << 10},
+	"iri": {120, 16, 2 << 10}, "iri-reference": {80, 12, 2 << 10}, "uri-template": {300, 80, 4 << 10}, "uuid": {40, 8, 2 << 10},
+	"json-pointer": {80, 8, 2 << 10}, "relative-json-pointer": {60, 8, 2 << 10},
+}
+
+// regexBytes bounds what one match allocates besides the pooled matcher
+// state that baseB pays for once.
+func regexBytes(insts int) float64 {
+	return float64(64*insts + 256)
+}
+
+// estimate is one run of the estimator.
+type estimate struct {
+	ns, bytes float64
+	over      bool
+	evals     int
+	// imprecise is set when a number could compare wrongly in const, enum or
+	// uniqueItems (the library compares them as float64).
+	imprecise *ValueError
+	root      *vnode
+}
+
+func (e *estimate) add(ns, b float64) {
+	e.ns += ns
+	e.bytes += b * bytesMargin
+	if e.ns > BudgetTime || e.bytes > BudgetBytes {
+		e.over = true
+	}
+}
+
+// estimateCost estimates the cost of validating v (decoded from rawLen
+// bytes) against the schema model n, the decoding included.
+func estimateCost(n *cnode, v *vnode, rawLen int) *estimate {
+	e := &estimate{root: v}
+	e.add(coef.baseNs+coef.decNodeNs*float64(v.nodes)+coef.decByteNs*float64(rawLen),
+		coef.baseB+coef.decNodeB*float64(v.nodes)+coef.decByteB*float64(rawLen))
+	e.eval(n, v, len("(root)"))
+	return e
+}
+
+func (e *estimate) err(pathLen, detail int) float64 {
+	text := float64(3*pathLen + detail + 48)
+	e.add(coef.errNs+text*coef.textNs, coef.errB+text*coef.textB)
+	return 1
+}
+
+// numeric charges one numeric keyword on an instance number: the big.Rat
+// comparison (or division, for multipleOf) and, when it fails, an error
+// whose text renders the keyword value. Bounds are decided exactly;
+// multipleOf only when the arithmetic fits in 64 bits.
+func (e *estimate) numeric(k *numKw, x *numInfo, pl int) float64 {
+	xn, xd := decimalSize(x)
+	mn, md := decimalSize(k.lit)
+	sz := float64(xn + xd + mn + md)
+	quad := coef.cmpQuadNs
+	if k.name == "multipleOf" {
+		quad = coef.quoQuadNs
+	}
+	e.add(coef.cmpNs+quad*sz*sz, coef.cmpB+coef.cmpByteB*sz)
+	c := cmpDecimal(x, k.lit)
+	var fails bool
+	switch k.name {
+	case "maximum":
+		fails = c > 0
+	case "exclusiveMaximum":
+		fails = c >= 0
+	case "minimum":
+		fails = c < 0
+	case "exclusiveMinimum":
+		fails = c <= 0
+	default:
+		isMult, known := multipleOf(x, k.lit)
+		fails = !known || !isMult
+	}
+	if !fails {
+		return 0
+	}
+	e.add(coef.numErrNs+k.errNs, coef.numErrB+k.errB)
+	return e.err(pl, 24)
+}
+
+func (e *estimate) merge(k float64) {
+	if k > 0 {
+		e.add(k*coef.mergeNs, k*coef.mergeB)
+	}
+}
+
+func (e *estimate) parse(ni *numInfo) {
+	exp := float64(abs(ni.litExp) + len(ni.lit))
+	l := float64(len(ni.lit))
+	e.add(coef.parseNs+l*coef.parseCharNs+exp*coef.parseExpNs, coef.parseB+l*coef.parseCharB+exp*coef.parseExpB)
+}
+
+func (e *estimate) marshal(size int) {
+	e.add(float64(size)*coef.marshalNs, float64(size)*coef.marshalB)
+}
+
+// sub charges a sub-result evaluation of n at v and returns its errors.
+func (e *estimate) sub(n *cnode, v *vnode, pathLen int) float64 {
+	e.add(coef.subNs, coef.subB)
+	return e.eval(n, v, pathLen)
+}
+
+func (e *estimate) eval(n *cnode, v *vnode, pl int) float64 {
+	if e.over {
+		return 0
+	}
+	e.evals++
+	e.add(coef.evalNs, coef.evalB)
+	if n.pass != 0 {
+		if n.pass < 0 {
+			return e.err(pl, 0)
+		}
+		return 0
+	}
+	if v.kind == kNumber {
+		e.parse(v.num) // checkJSONInteger, before the type check
+	}
+	if n.types != 0 && !typeOK(n.types, v) {
+		return e.err(pl, n.tlen+8)
+	}
+	errs := e.applicators(n, v, pl)
+	switch v.kind {
+	case kNumber:
+		e.parse(v.num)
+		for i := range n.numKws {
+			errs += e.numeric(&n.numKws[i], v.num, pl)
+		}
+	case kString:
+		errs += e.str(n, v, pl)
+	case kArray:
+		errs += e.array(n, v, pl)
+	case kObject:
+		errs += e.object(n, v, pl)
+	}
+	errs += e.common(n, v, pl)
+	if v.kind == kObject && n.props != nil {
+		for i := range v.keys {
+			if e.over {
+				return errs
+			}
+			k := &v.keys[i]
+			if c := n.props[k.name]; c != nil {
+				e.add(coef.ctxNs, coef.ctxB)
+				errs += e.eval(c, &v.kids[i], pl+1+len(k.name))
+			}
+		}
+	}
+	return errs
+}
+
+func typeOK(types uint8, v *vnode) bool {
+	switch v.kind {
+	case kNull:
+		return types&tNull != 0
+	case kBool:
+		return types&tBool != 0
+	case kString:
+		return types&tString != 0
+	case kArray:
+		return types&tArray != 0
+	case kObject:
+		return types&tObject != 0
+	}
+	return types&tNumber != 0 || (types&tInteger != 0 && v.num.isInt())
+}
+
+// applicators: validateSchema (anyOf, oneOf, allOf, not, dependencies,
+// if/then/else).
+func (e *estimate) applicators(n *cnode, v *vnode, pl int) float64 {
+	errs := 0.0
+	if len(n.anyOf) > 0 {
+		// The library stops at the first valid branch; a branch with no
+		// possible error is valid, so stopping there too is safe.
+		best := 0.0
+		for _, b := range n.anyOf {
+			k := e.sub(b, v, pl)
+			if k == 0 {
+				best = -1
+				break
+			}
+			best = max(best, k)
+		}
+		if best >= 0 {
+			e.merge(best)
+			errs += 1 + best
+			e.err(pl, 0)
+		}
+	}
+	if len(n.oneOf) > 0 {
+		best := 0.0
+		for _, b := range n.oneOf {
+			best = max(best, e.sub(b, v, pl))
+		}
+		e.merge(best)
+		errs += 1 + best
+		e.err(pl, 0)
+	}
+	if len(n.allOf) > 0 {
+		sum := 0.0
+		for _, b := range n.allOf {
+			k := e.sub(b, v, pl)
+			e.merge(k)
+			sum += k
+		}
+		if sum > 0 {
+			errs += 1 + sum
+			e.err(pl, 0)
+		}
+	}
+	if n.not != nil {
+		e.sub(n.not, v, pl)
+		errs += e.err(pl, 0)
+	}
+	if n.deps != nil {
+		if v.kind == kNumber {
+			e.parse(v.num) // isKind(Map) parses numbers
+		}
+		if v.kind == kObject {
+			obj := v.val.(map[string]any)
+			for _, k := range v.keys {
+				if e.over {
+					return errs
+				}
+				e.add(coef.iterNs, 0)
+				d, ok := n.deps[k.name]
+				if !ok {
+					continue
+				}
+				for _, name := range d.names {
+					if _, present := obj[name]; !present {
+						errs += e.err(pl, len(name))
+					}
+				}
+				if d.node != nil {
+					errs += e.eval(d.node, v, pl)
+				}
+			}
+		}
+	}
+	if n.ifS != nil {
+		ifErrs := e.sub(n.ifS, v, pl)
+		branch := 0.0
+		if n.thenS != nil {
+			branch = e.sub(n.thenS, v, pl)
+		}
+		if n.elseS != nil && ifErrs > 0 { // else runs only when if may fail
+			branch = max(branch, e.sub(n.elseS, v, pl))
+		}
+		if branch > 0 {
+			e.merge(branch)
+			errs += 1 + branch
+			e.err(pl, 0)
+		}
+	}
+	return errs
+}
+
+func (e *estimate) str(n *cnode, v *vnode, pl int) float64 {
+	s := v.val.(string)
+	errs := 0.0
+	if n.minLen >= 0 {
+		e.add(float64(len(s))*coef.lenNs, float64(len(s))*coef.lenB)
+		if int(v.runes) < n.minLen {
+			errs += e.err(pl, 12)
+		}
+	}
+	if n.maxLen >= 0 {
+		e.add(float64(len(s))*coef.lenNs, float64(len(s))*coef.lenB)
+		if int(v.runes) > n.maxLen {
+			errs += e.err(pl, 12)
+		}
+	}
+	if n.patInsts > 0 {
+		e.add(coef.matchFixedNs+float64(n.patInsts)*float64(len(s)+1)*coef.matchNs, regexBytes(n.patInsts))
+		errs += e.err(pl, n.patLen)
+	}
+	if n.format != "" {
+		fc := formatCost[n.format]
+		e.add(coef.fmtFixedNs+float64(len(s))*fc.ns, fc.fixedB+float64(len(s))*fc.b)
+		errs += e.err(pl, len(n.format))
+	}
+	return errs
+}
+
+func (e *estimate) array(n *cnode, v *vnode, pl int) float64 {
+	errs := 0.0
+	item := func(c *cnode, i int) {
+		e.add(coef.iterNs+coef.ctxNs, coef.ctxB)
+		k := e.sub(c, &v.kids[i], pl+1+digits(i))
+		e.merge(k)
+		errs += k
+	}
+	switch {
+	case n.itemsOne != nil:
+		for i := range v.kids {
+			if e.over {
+				return errs
+			}
+			item(n.itemsOne, i)
+		}
+	case len(n.itemsTuple) > 0:
+		for i := range min(len(n.itemsTuple), len(v.kids)) {
+			if e.over {
+				return errs
+			}
+			item(n.itemsTuple[i], i)
+		}
+		if len(v.kids) > len(n.itemsTuple) {
+			switch {
+			case n.addItemsFalse:
+				errs += e.err(pl, 0)
+			case n.addItems != nil:
+				for i := len(n.itemsTuple); i < len(v.kids); i++ {
+					if e.over {
+						return errs
+					}
+					item(n.addItems, i)
+				}
+			}
+		}
+	}
+	if n.minItems >= 0 && len(v.kids) < n.minItems {
+		errs += e.err(pl, 12)
+	}
+	if n.maxItems >= 0 && len(v.kids) > n.maxItems {
+		errs += e.err(pl, 12)
+	}
+	if n.unique && !e.over {
+		e.marshal(int(v.size))
+		e.add(float64(len(v.kids))*coef.uniqNs, float64(len(v.kids))*coef.uniqB)
+		if !e.over {
+			errs += e.uniqueErrors(v, pl)
+		}
+	}
+	if n.contains != nil {
+		best := 0.0
+		for i := range v.kids {
+			if e.over {
+				return errs
+			}
+			e.add(coef.iterNs+coef.ctxNs, coef.ctxB)
+			k := e.sub(n.contains, &v.kids[i], pl+1+digits(i))
+			if k == 0 { // certainly valid: the library stops here too
+				best = -1
+				break
+			}
+			best = max(best, k)
+		}
+		if best >= 0 {
+			e.merge(best)
+			errs += 1 + best
+			e.err(pl, 0)
+		}
+	}
+	return errs
+}
+
+// uniqueErrors counts the duplicate errors uniqueItems reports (each item
+// equal to an earlier one, as the library compares them), and looks for
+// numbers the library cannot tell apart.
+func (e *estimate) uniqueErrors(v *vnode, pl int) float64 {
+	seen := make(map[string]bool, len(v.kids))
+	errs := 0.0
+	for i := range v.kids {
+		k := canonical(v.kids[i].val, false)
+		if seen[k] {
+			errs += e.err(pl, 16)
+		}
+		seen[k] = true
+	}
+	if v.nums > 1 && e.imprecise == nil {
+		floats := map[float64]*numInfo{}
+		forNumbers(v, func(ni *numInfo) bool {
+			if o, ok := floats[ni.f]; ok && !o.exactEqual(ni) {
+				e.flagImprecise(ni, o, "uniqueItems")
+				return false
+			}
+			floats[ni.f] = ni
+			return true
+		})
+	}
+	return errs
+}
+
+func (e *estimate) object(n *cnode, v *vnode, pl int) float64 {
+	errs := 0.0
+	if n.minProps >= 0 && len(v.keys) < n.minProps {
+		errs += e.err(pl, 12)
+	}
+	if n.maxProps >= 0 && len(v.keys) > n.maxProps {
+		errs += e.err(pl, 12)
+	}
+	if len(n.required) > 0 {
+		obj := v.val.(map[string]any)
+		for _, r := range n.required {
+			if _, ok := obj[r]; !ok {
+				errs += e.err(pl, len(r))
+			}
+		}
+	}
+	nProps := float64(len(n.props))
+	for i := range v.keys {
+		if e.over {
+			return errs
+		}
+		k := &v.keys[i]
+		kpl := pl + 1 + len(k.name)
+		e.add(coef.iterNs+nProps*coef.keyCmpNs, 0)
+		for _, pp := range n.patProps {
+			e.add(coef.recompNs+float64(pp.insts)*coef.instNs+float64(pp.insts)*float64(len(k.name)+1)*coef.matchNs,
+				coef.recompB+float64(pp.insts)*coef.instB+regexBytes(pp.insts))
+			e.add(coef.ctxNs, coef.ctxB)
+			c := e.sub(pp.node, &v.kids[i], kpl)
+			e.merge(c)
+			errs += c
+		}
+		if n.props[k.name] == nil {
+			switch {
+			case n.addPropsFalse:
+				errs += e.err(pl, len(k.name))
+			case n.addProps != nil:
+				e.add(coef.ctxNs, coef.ctxB)
+				c := e.sub(n.addProps, &v.kids[i], kpl)
+				e.merge(c)
+				errs += c
+			}
+		}
+	}
+	if n.propNames != nil {
+		for i := range v.keys {
+			if e.over {
+				return errs
+			}
+			k := &v.keys[i]
+			key := vnode{val: k.name, kind: kString, runes: k.runes, size: k.size}
+			c := e.sub(n.propNames, &key, pl)
+			if c > 0 {
+				e.merge(c)
+				errs += 1 + c
+				e.err(pl, len(k.name))
+			}
+		}
+	}
+	return errs
+}
+
+// common: const and enum. Whether they fail is decided exactly, with the
+// library's own notion of equality (numbers as float64).
+func (e *estimate) common(n *cnode, v *vnode, pl int) float64 {
+	if !n.hasConst && !n.enum {
+		return 0
+	}
+	errs := 0.0
+	key := ""
+	if n.hasConst {
+		e.marshal(int(v.size))
+		if e.over {
+			return errs
+		}
+		key = canonical(v.val, false)
+		if key != n.constKey {
+			errs += e.err(pl, pl+n.constLen)
+		}
+		e.checkPrecision(v, n.constNums, "const")
+	}
+	if n.enum {
+		e.marshal(int(v.size))
+		if e.over {
+			return errs
+		}
+		if key == "" {
+			key = canonical(v.val, false)
+		}
+		if !n.enumKeys[key] {
+			e.add(0, float64(n.enumLen))
+			errs += e.err(pl, pl+n.enumLen)
+		}
+		e.checkPrecision(v, n.enumNums, "enum")
+	}
+	return errs
+}
+
+// checkPrecision flags an instance number that equals a literal number as
+// float64 but not exactly: the library would call them equal.
+func (e *estimate) checkPrecision(v *vnode, lits []*numInfo, keyword string) {
+	if len(lits) == 0 || v.nums == 0 || e.imprecise != nil || e.over {
+		return
+	}
+	forNumbers(v, func(ni *numInfo) bool {
+		for _, l := range lits {
+			if l.f == ni.f && !l.exactEqual(ni) {
+				e.flagImprecise(ni, l, keyword)
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func (e *estimate) flagImprecise(ni, other *numInfo, keyword string) {
+	e.imprecise = &ValueError{
+		Location: pointerOf(e.root, ni),
+		Message: fmt.Sprintf("number %s cannot be checked against %s: it differs from %s only beyond 64-bit float precision, which the validator compares; send it with fewer significant digits",
+			ni.lit, keyword, other.lit),
+	}
+}
+
+// forNumbers calls f for each number in v's subtree until f returns false.
+func forNumbers(v *vnode, f func(*numInfo) bool) bool {
+	if v.kind == kNumber {
+		return f(v.num)
+	}
+	if v.nums == 0 {
+		return true
+	}
+	for i := range v.kids {
+		if !forNumbers(&v.kids[i], f) {
+			return false
+		}
+	}
+	return true
+}
+
+// pointerOf finds the JSON Pointer of the number ni inside root.
+func pointerOf(root *vnode, ni *numInfo) string {
+	var find func(v *vnode, ptr string) (string, bool)
+	find = func(v *vnode, ptr string) (string, bool) {
+		if v.num == ni {
+			return ptr, true
+		}
+		for i := range v.kids {
+			seg := strconv.Itoa(i)
+			if v.kind == kObject {
+				seg = escapePointer(v.keys[i].name)
+			}
+			if p, ok := find(&v.kids[i], ptr+"/"+seg); ok {
+				return p, true
+			}
+		}
+		return "", false
+	}
+	p, _ := find(root, "")
+	return p
+}
+
+func digits(i int) int {
+	n := 1
+	for i >= 10 {
+		i /= 10
+		n++
+	}
+	return n
+}
+
+func abs(i int) int {
+	if i < 0 {
+		return -i
+	}
+	return i
+}
+
+// multipleOf decides whether x is an integer multiple of m when the
+// arithmetic fits in uint64; known is false otherwise.
+func multipleOf(x, m *numInfo) (is, known bool) {
+	if x.isZero() {
+		return true, true
+	}
+	dx, ok1 := strconv.ParseUint(x.digits, 10, 64)
+	dm, ok2 := strconv.ParseUint(m.digits, 10, 64)
+	if ok1 != nil || ok2 != nil || dm == 0 {
+		return false, false
+	}
+	// x/m = (dx/dm) × 10^(x.exp-m.exp)
+	k := x.exp - m.exp
+	for ; k > 0; k-- {
+		if dx > (1<<64-1)/10 {
+			return false, false
+		}
+		dx *= 10
+	}
+	for ; k < 0; k++ {
+		if dm > (1<<64-1)/10 {
+			return false, false
+		}
+		dm *= 10
+	}
+	return dx%dm == 0, true
+}

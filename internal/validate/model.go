@@ -1,0 +1,262 @@
+package validate
+
+import (
+	"encoding/json"
+	"sort"
+)
+
+// cnode is the cost model's view of one compiled subschema: what
+// gojsonschema v1.2.0 will do at a location, without the assertions. It is
+// built from the adapted document, so it mirrors what the library compiled.
+type cnode struct {
+	pass  int8  // 0: an object schema; 1: true; -1: false
+	types uint8 // bit set of typeBit; 0 means untyped
+	tlen  int   // length of the type list in error text
+
+	hasConst  bool
+	constLen  int
+	constKey  string // canonical float form: what the library compares
+	constNums []*numInfo
+	enum      bool
+	enumLen   int // length of the joined enum text in an enum error
+	enumKeys  map[string]bool
+	enumNums  []*numInfo
+
+	numKws []numKw
+
+	minLen, maxLen int // -1 when absent
+	patInsts       int // 0 when there is no pattern
+	patLen         int
+	format         string
+
+	itemsOne      *cnode
+	itemsTuple    []*cnode
+	addItems      *cnode
+	addItemsFalse bool
+	minItems      int // -1 when absent
+	maxItems      int
+	unique        bool
+	contains      *cnode
+
+	minProps, maxProps int // -1 when absent
+	required           []string
+	props              map[string]*cnode
+	patProps           []patProp
+	addProps           *cnode
+	addPropsFalse      bool
+	propNames          *cnode
+	deps               map[string]dep
+
+	allOf, anyOf, oneOf []*cnode
+	not, ifS, thenS     *cnode
+	elseS               *cnode
+}
+
+// numKw is one numeric keyword: multipleOf, maximum, exclusiveMaximum,
+// minimum or exclusiveMinimum.
+type numKw struct {
+	name string
+	lit  *numInfo
+	// the library renders the keyword value as a big.Float in each error;
+	// its cost grows with the digits of the value's denominator.
+	errNs, errB float64
+}
+
+type patProp struct {
+	insts, srcLen int
+	node          *cnode
+}
+
+type dep struct {
+	names []string
+	node  *cnode
+}
+
+const (
+	tNull uint8 = 1 << iota
+	tBool
+	tObject
+	tArray
+	tNumber
+	tInteger
+	tString
+)
+
+var typeBits = map[string]uint8{"null": tNull, "boolean": tBool, "object": tObject, "array": tArray,
+	"number": tNumber, "integer": tInteger, "string": tString}
+
+// buildModel mirrors gojsonschema's parse of an adapted schema document.
+// insts maps pattern sources to their program size (from the screening).
+func buildModel(doc any, insts map[string]int) *cnode {
+	if b, ok := doc.(bool); ok {
+		if b {
+			return &cnode{pass: 1}
+		}
+		return &cnode{pass: -1}
+	}
+	m, _ := doc.(map[string]any)
+	n := &cnode{minLen: -1, maxLen: -1, minItems: -1, maxItems: -1, minProps: -1, maxProps: -1}
+	sub := func(k string) *cnode {
+		if v, ok := m[k]; ok {
+			return buildModel(v, insts)
+		}
+		return nil
+	}
+	list := func(k string) []*cnode {
+		arr, _ := m[k].([]any)
+		out := make([]*cnode, len(arr))
+		for i, v := range arr {
+			out[i] = buildModel(v, insts)
+		}
+		return out
+	}
+	switch t := m["type"].(type) {
+	case string:
+		n.types, n.tlen = typeBits[t], len(t)
+	case []any:
+		n.tlen = 2
+		for _, e := range t {
+			s, _ := e.(string)
+			n.types |= typeBits[s]
+			n.tlen += len(s) + 1
+		}
+	}
+	if c, ok := m["const"]; ok {
+		n.hasConst, n.constLen, n.constKey = true, jsonSize(c), canonical(c, false)
+		n.constNums = literalNumbers(c, nil)
+	}
+	if arr, ok := m["enum"].([]any); ok {
+		n.enum, n.enumKeys = true, make(map[string]bool, len(arr))
+		for _, e := range arr {
+			n.enumLen += jsonSize(e) + 2
+			n.enumKeys[canonical(e, false)] = true
+			n.enumNums = literalNumbers(e, n.enumNums)
+		}
+	}
+	for _, k := range []string{"multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum"} {
+		if lit, ok := m[k].(json.Number); ok {
+			if ni, err := parseNumber(string(lit)); err == nil {
+				ns, b := bigFloatTextCost(ni)
+				n.numKws = append(n.numKws, numKw{name: k, lit: ni, errNs: ns, errB: b})
+			}
+		}
+	}
+	count := func(k string) int {
+		if v, ok := m[k]; ok {
+			c, _ := countValue(v)
+			return c
+		}
+		return -1
+	}
+	n.minLen, n.maxLen = count("minLength"), count("maxLength")
+	n.minItems, n.maxItems = count("minItems"), count("maxItems")
+	n.minProps, n.maxProps = count("minProperties"), count("maxProperties")
+	if p, ok := m["pattern"].(string); ok {
+		n.patInsts, n.patLen = max(insts[p], 1), len(p)
+	}
+	n.format, _ = m["format"].(string)
+
+	if items, ok := m["items"]; ok {
+		if arr, isArr := items.([]any); isArr {
+			n.itemsTuple = list("items")
+			_ = arr
+		} else {
+			n.itemsOne = buildModel(items, insts)
+		}
+	}
+	if b, ok := m["additionalItems"].(bool); ok {
+		n.addItemsFalse = !b
+	} else {
+		n.addItems = sub("additionalItems")
+	}
+	n.unique, _ = m["uniqueItems"].(bool)
+	n.contains = sub("contains")
+
+	if req, ok := m["required"].([]any); ok {
+		for _, r := range req {
+			s, _ := r.(string)
+			n.required = append(n.required, s)
+		}
+	}
+	if props, ok := m["properties"].(map[string]any); ok {
+		n.props = make(map[string]*cnode, len(props))
+		for k, v := range props {
+			n.props[k] = buildModel(v, insts)
+		}
+	}
+	if pp, ok := m["patternProperties"].(map[string]any); ok {
+		for _, k := range sortedKeys(pp) {
+			n.patProps = append(n.patProps, patProp{insts: max(insts[k], 1), srcLen: len(k), node: buildModel(pp[k], insts)})
+		}
+	}
+	if b, ok := m["additionalProperties"].(bool); ok {
+		n.addPropsFalse = !b
+	} else {
+		n.addProps = sub("additionalProperties")
+	}
+	n.propNames = sub("propertyNames")
+	if deps, ok := m["dependencies"].(map[string]any); ok {
+		n.deps = map[string]dep{}
+		for k, v := range deps {
+			if arr, isArr := v.([]any); isArr {
+				if len(arr) == 0 {
+					continue // the library registers nothing for []
+				}
+				d := dep{}
+				for _, e := range arr {
+					s, _ := e.(string)
+					d.names = append(d.names, s)
+				}
+				n.deps[k] = d
+			} else {
+				n.deps[k] = dep{node: buildModel(v, insts)}
+			}
+		}
+	}
+	n.allOf, n.anyOf, n.oneOf = list("allOf"), list("anyOf"), list("oneOf")
+	n.not, n.ifS, n.thenS, n.elseS = sub("not"), sub("if"), sub("then"), sub("else")
+	return n
+}
+
+// literalNumbers appends the numbers found in a literal value.
+func literalNumbers(v any, out []*numInfo) []*numInfo {
+	switch t := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			out = literalNumbers(t[k], out)
+		}
+	case []any:
+		for _, e := range t {
+			out = literalNumbers(e, out)
+		}
+	case json.Number:
+		if ni, err := parseNumber(string(t)); err == nil {
+			out = append(out, ni)
+		}
+	}
+	return out
+}
+
+// decimalSize is the number of decimal digits in the numerator and
+// denominator of n as a reduced fraction (an upper bound).
+func decimalSize(n *numInfo) (num, den int) {
+	if n.exp >= 0 {
+		return len(n.digits) + n.exp, 1
+	}
+	return len(n.digits), -n.exp
+}
+
+// bigFloatTextCost bounds the cost of rendering a keyword value the way
+// each numeric error does (new(big.Float).SetRat(v) through text/template):
+// it grows with the square of the denominator's digits (1e-300 takes about
+// 250 µs) and slowly with the numerator's. Fitted by TestCalibrateNumeric.
+func bigFloatTextCost(n *numInfo) (ns, b float64) {
+	num, den := decimalSize(n)
+	d := float64(num + den)
+	return 6000 + 5*float64(den)*float64(den) + 0.03*d*d, 1200 + 75*float64(den) + 10*float64(num)
+}

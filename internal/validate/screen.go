@@ -1,0 +1,609 @@
+package validate
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp/syntax"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Caps on caller schemas, checked by the screening before any library call.
+// The measurements behind them are in docs/structured-output.md.
+const (
+	MaxSubschemas     = 512       // schemas in one document, boolean ones and the root included
+	MaxSubschemaDepth = 16        // schemas nested inside one another below the root
+	MaxBranches       = 16        // entries of one allOf / anyOf / oneOf
+	MaxPatterns       = 32        // pattern keywords plus patternProperties keys
+	MaxPatternBytes   = 256       // source length of one pattern
+	MaxPatternInsts   = 512       // compiled RE2 program size of one pattern (regexp/syntax instructions)
+	MaxEnumEntries    = 256       // entries of one enum
+	MaxNames          = 512       // entries of one required or dependencies array (the library's duplicate check is quadratic)
+	MaxLiteralBytes   = 16 << 10  // compact JSON size of one const / enum / default / examples value
+	maxCount          = 1<<31 - 1 // count keywords above this are clamped (values are far smaller)
+)
+
+// Formats lists the supported format names: the library's built-in checks
+// minus "regex" (it compiles every instance string as a regular
+// expression, a cost our budget does not model).
+var Formats = []string{
+	"date", "date-time", "email", "hostname", "idn-email", "ipv4", "ipv6", "iri", "iri-reference",
+	"json-pointer", "relative-json-pointer", "time", "uri", "uri-reference", "uri-template", "uuid",
+}
+
+var formatSet = func() map[string]bool {
+	m := map[string]bool{}
+	for _, f := range Formats {
+		m[f] = true
+	}
+	return m
+}()
+
+// keyword kinds: what a keyword's value must be.
+type kwKind uint8
+
+const (
+	kwSchemaURI kwKind = iota + 1
+	kwString
+	kwBool
+	kwLiteral      // const, default: any JSON value
+	kwLiteralArray // examples
+	kwEnum
+	kwType
+	kwNumber
+	kwPositive // multipleOf
+	kwCount    // non-negative integers
+	kwPattern
+	kwFormat
+	kwSchema
+	kwItems
+	kwRequired
+	kwProperties
+	kwPatternProperties
+	kwDependencies
+	kwSchemaArray
+)
+
+var keywords = map[string]kwKind{
+	"$schema": kwSchemaURI, "$comment": kwString, "title": kwString, "description": kwString,
+	"contentMediaType": kwString, "contentEncoding": kwString,
+	"readOnly": kwBool, "writeOnly": kwBool, "uniqueItems": kwBool,
+	"default": kwLiteral, "const": kwLiteral, "examples": kwLiteralArray, "enum": kwEnum, "type": kwType,
+	"maximum": kwNumber, "exclusiveMaximum": kwNumber, "minimum": kwNumber, "exclusiveMinimum": kwNumber,
+	"multipleOf": kwPositive,
+	"maxLength":  kwCount, "minLength": kwCount, "maxItems": kwCount, "minItems": kwCount,
+	"maxProperties": kwCount, "minProperties": kwCount,
+	"pattern": kwPattern, "format": kwFormat,
+	"additionalItems": kwSchema, "contains": kwSchema, "additionalProperties": kwSchema, "propertyNames": kwSchema,
+	"if": kwSchema, "then": kwSchema, "else": kwSchema, "not": kwSchema,
+	"items": kwItems, "required": kwRequired, "properties": kwProperties,
+	"patternProperties": kwPatternProperties, "dependencies": kwDependencies,
+	"allOf": kwSchemaArray, "anyOf": kwSchemaArray, "oneOf": kwSchemaArray,
+}
+
+var forbidden = map[string]string{
+	"$ref":        "references are not supported; inline the referenced schema",
+	"$id":         "schema identifiers are not supported (inline schemas only)",
+	"id":          "schema identifiers are not supported (inline schemas only)",
+	"definitions": "definitions are not supported; inline the schema where it is used",
+	"$defs":       "definitions are not supported; inline the schema where it is used",
+}
+
+var simpleTypes = map[string]bool{"array": true, "boolean": true, "integer": true, "null": true, "number": true, "object": true, "string": true}
+
+// Draft07URI is the $schema value accepted at the root (with or without
+// the empty fragment).
+const Draft07URI = "http://json-schema.org/draft-07/schema#"
+
+// screened is what the screening learnt and later stages reuse.
+type screened struct {
+	insts map[string]int // pattern source → compiled program size
+}
+
+type screener struct {
+	subschemas int
+	patterns   int
+	insts      map[string]int
+}
+
+// screen checks a decoded schema document: the keyword allowlist at schema
+// positions, the shape of every keyword value and the caps. It walks only
+// schema positions: property names and literal data (const, enum, default,
+// examples) may hold anything, "$ref" included.
+func screen(doc any) (*screened, error) {
+	s := &screener{insts: map[string]int{}}
+	if err := s.schema(doc, "", 0); err != nil {
+		return nil, err
+	}
+	return &screened{insts: s.insts}, nil
+}
+
+func fail(ptr, format string, args ...any) error {
+	return &ScanError{Pointer: ptr, Detail: fmt.Sprintf(format, args...)}
+}
+
+func (s *screener) schema(node any, ptr string, depth int) error {
+	s.subschemas++
+	if s.subschemas > MaxSubschemas {
+		return fail(ptr, "more than %d schemas in one document", MaxSubschemas)
+	}
+	if depth > MaxSubschemaDepth {
+		return fail(ptr, "schemas nested more than %d deep", MaxSubschemaDepth)
+	}
+	if _, ok := node.(bool); ok {
+		return nil
+	}
+	obj, ok := node.(map[string]any)
+	if !ok {
+		return fail(ptr, "a schema must be an object or a boolean, not %s", jsonTypeOf(node))
+	}
+	keys := sortedKeys(obj)
+	for _, k := range keys {
+		kp := ptr + "/" + escapePointer(k)
+		if why, bad := forbidden[k]; bad {
+			return fail(kp, "%s", why)
+		}
+		if _, known := keywords[k]; !known {
+			return fail(kp, "unknown keyword %q (only Draft-07 validation keywords and annotations are supported)", k)
+		}
+	}
+	for _, k := range keys {
+		if err := s.keyword(obj, k, ptr, depth); err != nil {
+			return err
+		}
+	}
+	if err := countOrder(obj, ptr, "minLength", "maxLength"); err != nil {
+		return err
+	}
+	return countOrder(obj, ptr, "minProperties", "maxProperties")
+}
+
+func (s *screener) keyword(obj map[string]any, k, ptr string, depth int) error {
+	v := obj[k]
+	kp := ptr + "/" + escapePointer(k)
+	switch keywords[k] {
+	case kwSchemaURI:
+		str, _ := v.(string)
+		if ptr != "" {
+			return fail(kp, "$schema is only allowed at the root")
+		}
+		if str != Draft07URI && str != strings.TrimSuffix(Draft07URI, "#") {
+			return fail(kp, "only the Draft-07 dialect %q is supported", Draft07URI)
+		}
+	case kwString:
+		if _, ok := v.(string); !ok {
+			return fail(kp, "must be a string")
+		}
+	case kwBool:
+		if _, ok := v.(bool); !ok {
+			return fail(kp, "must be a boolean")
+		}
+	case kwLiteral:
+		return literalSize(v, kp)
+	case kwLiteralArray:
+		if _, ok := v.([]any); !ok {
+			return fail(kp, "must be an array")
+		}
+		return literalSize(v, kp)
+	case kwEnum:
+		return checkEnum(v, kp)
+	case kwType:
+		return checkType(v, kp)
+	case kwNumber:
+		if _, ok := v.(json.Number); !ok {
+			return fail(kp, "must be a number")
+		}
+	case kwPositive:
+		n, ok := v.(json.Number)
+		if !ok {
+			return fail(kp, "must be a number")
+		}
+		if ni, err := parseNumber(string(n)); err != nil || ni.isZero() || ni.neg {
+			return fail(kp, "must be greater than 0")
+		}
+	case kwCount:
+		if _, ok := countValue(v); !ok {
+			return fail(kp, "must be a non-negative integer")
+		}
+	case kwPattern:
+		str, ok := v.(string)
+		if !ok {
+			return fail(kp, "must be a string")
+		}
+		return s.pattern(str, kp)
+	case kwFormat:
+		name, ok := v.(string)
+		if !ok {
+			return fail(kp, "must be a string")
+		}
+		if !formatSet[name] {
+			return fail(kp, "unsupported format %q; supported formats: %s", name, strings.Join(Formats, ", "))
+		}
+	case kwSchema:
+		return s.schema(v, kp, depth+1)
+	case kwItems:
+		if arr, ok := v.([]any); ok {
+			return s.schemaArray(arr, kp, depth, false)
+		}
+		return s.schema(v, kp, depth+1)
+	case kwSchemaArray:
+		arr, ok := v.([]any)
+		if !ok {
+			return fail(kp, "must be a non-empty array of schemas")
+		}
+		return s.schemaArray(arr, kp, depth, true)
+	case kwRequired:
+		return stringSet(v, kp)
+	case kwProperties:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return fail(kp, "must be an object whose values are schemas")
+		}
+		for _, name := range sortedKeys(m) {
+			if err := s.schema(m[name], kp+"/"+escapePointer(name), depth+1); err != nil {
+				return err
+			}
+		}
+	case kwPatternProperties:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return fail(kp, "must be an object whose keys are patterns and values are schemas")
+		}
+		for _, pat := range sortedKeys(m) {
+			pp := kp + "/" + escapePointer(pat)
+			if err := s.pattern(pat, pp); err != nil {
+				return err
+			}
+			if err := s.schema(m[pat], pp, depth+1); err != nil {
+				return err
+			}
+		}
+	case kwDependencies:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return fail(kp, "must be an object whose values are schemas or arrays of property names")
+		}
+		for _, name := range sortedKeys(m) {
+			dp := kp + "/" + escapePointer(name)
+			if _, isArr := m[name].([]any); isArr {
+				if err := stringSet(m[name], dp); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := s.schema(m[name], dp, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *screener) schemaArray(arr []any, kp string, depth int, branches bool) error {
+	if len(arr) == 0 {
+		return fail(kp, "must be a non-empty array of schemas")
+	}
+	if branches && len(arr) > MaxBranches {
+		return fail(kp, "has %d schemas, more than the limit of %d", len(arr), MaxBranches)
+	}
+	for i, sub := range arr {
+		if err := s.schema(sub, kp+"/"+strconv.Itoa(i), depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pattern checks one regular expression: Go RE2 syntax (what the library
+// compiles), a bounded source and a bounded compiled program. Each
+// pattern is compiled here once; its program size feeds the cost model.
+func (s *screener) pattern(src, ptr string) error {
+	s.patterns++
+	if s.patterns > MaxPatterns {
+		return fail(ptr, "more than %d patterns (pattern keywords and patternProperties keys) in one schema", MaxPatterns)
+	}
+	if len(src) > MaxPatternBytes {
+		return fail(ptr, "pattern is %d bytes, more than the limit of %d", len(src), MaxPatternBytes)
+	}
+	n, err := patternInsts(src)
+	if err != nil {
+		return fail(ptr, "pattern is not valid Go regular expression (RE2) syntax: %v", err)
+	}
+	if n > 4*MaxPatternInsts {
+		return fail(ptr, "pattern compiles to about %d instructions, more than the limit of %d (counted repetitions such as .{1000} are expensive)", n, MaxPatternInsts)
+	}
+	if n > MaxPatternInsts {
+		return fail(ptr, "pattern compiles to %d instructions, more than the limit of %d (counted repetitions such as .{1000} are expensive)", n, MaxPatternInsts)
+	}
+	s.insts[src] = n
+	return nil
+}
+
+// patternInsts compiles a pattern the way regexp.Compile does and returns
+// its program size. Counted repetitions make small sources expand (256
+// bytes of .{1000} compile to 36,002 instructions in about 150 ms), so a
+// size estimated on the parsed tree refuses those before they expand.
+func patternInsts(src string) (int, error) {
+	re, err := syntax.Parse(src, syntax.Perl)
+	if err != nil {
+		return 0, err
+	}
+	if n := estimateInsts(re); n > 4*MaxPatternInsts {
+		return n, nil
+	}
+	prog, err := syntax.Compile(re.Simplify())
+	if err != nil {
+		return 0, err
+	}
+	return len(prog.Inst), nil
+}
+
+// estimateInsts approximates the program size of a parsed expression
+// (within a small factor either way), saturating at a million.
+func estimateInsts(re *syntax.Regexp) int {
+	const most = 1 << 20
+	sum := func(subs []*syntax.Regexp) int {
+		n := 0
+		for _, s := range subs {
+			n = min(most, n+estimateInsts(s))
+		}
+		return n
+	}
+	switch re.Op {
+	case syntax.OpLiteral:
+		return max(1, len(re.Rune))
+	case syntax.OpConcat:
+		return sum(re.Sub)
+	case syntax.OpAlternate:
+		return min(most, sum(re.Sub)+len(re.Sub))
+	case syntax.OpCapture, syntax.OpStar, syntax.OpPlus, syntax.OpQuest:
+		return min(most, sum(re.Sub)+2)
+	case syntax.OpRepeat:
+		reps := re.Max
+		if reps < 0 {
+			reps = re.Min + 1
+		}
+		return min(most, sum(re.Sub)*max(reps, 1)+reps)
+	}
+	return 1
+}
+
+func checkType(v any, kp string) error {
+	if name, ok := v.(string); ok {
+		if !simpleTypes[name] {
+			return fail(kp, "unknown type %q", name)
+		}
+		return nil
+	}
+	arr, ok := v.([]any)
+	if !ok || len(arr) == 0 {
+		return fail(kp, "must be a type name or a non-empty array of type names")
+	}
+	seen := map[string]bool{}
+	for i, t := range arr {
+		name, _ := t.(string)
+		if !simpleTypes[name] {
+			return fail(kp+"/"+strconv.Itoa(i), "must be one of array, boolean, integer, null, number, object, string")
+		}
+		if seen[name] {
+			return fail(kp+"/"+strconv.Itoa(i), "type %q is listed twice", name)
+		}
+		seen[name] = true
+	}
+	return nil
+}
+
+func stringSet(v any, kp string) error {
+	arr, ok := v.([]any)
+	if !ok {
+		return fail(kp, "must be an array of strings")
+	}
+	if len(arr) > MaxNames {
+		return fail(kp, "has %d names, more than the limit of %d", len(arr), MaxNames)
+	}
+	seen := make(map[string]bool, len(arr))
+	for i, e := range arr {
+		str, ok := e.(string)
+		if !ok {
+			return fail(kp+"/"+strconv.Itoa(i), "must be a string")
+		}
+		if seen[str] {
+			return fail(kp+"/"+strconv.Itoa(i), "%q is listed twice", str)
+		}
+		seen[str] = true
+	}
+	return nil
+}
+
+func literalSize(v any, kp string) error {
+	if n := jsonSize(v); n > MaxLiteralBytes {
+		return fail(kp, "value is %d bytes as compact JSON, more than the limit of %d", n, MaxLiteralBytes)
+	}
+	return nil
+}
+
+// checkEnum: a bounded, non-empty array of distinct values. Two numbers
+// that differ only beyond float64 precision are refused too: the library
+// compares enum values as float64, so it could not tell them apart.
+func checkEnum(v any, kp string) error {
+	arr, ok := v.([]any)
+	if !ok || len(arr) == 0 {
+		return fail(kp, "must be a non-empty array")
+	}
+	if len(arr) > MaxEnumEntries {
+		return fail(kp, "has %d values, more than the limit of %d", len(arr), MaxEnumEntries)
+	}
+	if err := literalSize(v, kp); err != nil {
+		return err
+	}
+	exact := make(map[string]int, len(arr))
+	approx := make(map[string]int, len(arr))
+	for i, e := range arr {
+		ek, fk := canonical(e, true), canonical(e, false)
+		if j, dup := exact[ek]; dup {
+			return fail(kp+"/"+strconv.Itoa(i), "duplicates enum value %d", j)
+		}
+		if j, dup := approx[fk]; dup {
+			return fail(kp+"/"+strconv.Itoa(i), "differs from enum value %d only beyond 64-bit float precision, which the validator cannot distinguish", j)
+		}
+		exact[ek], approx[fk] = i, i
+	}
+	return nil
+}
+
+// countValue reads a count keyword (minLength, maxItems, ...): an integral
+// number ≥ 0, possibly written 2.0 or 1e2. Values beyond maxCount are
+// clamped: no value is that large.
+func countValue(v any) (int, bool) {
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, false
+	}
+	ni, err := parseNumber(string(n))
+	if err != nil || !ni.isInt() || (ni.neg && !ni.isZero()) {
+		return 0, false
+	}
+	if ni.isZero() {
+		return 0, true
+	}
+	if len(ni.digits)+ni.exp > 10 {
+		return maxCount, true
+	}
+	c, err := strconv.ParseInt(ni.digits+strings.Repeat("0", ni.exp), 10, 64)
+	if err != nil || c > maxCount {
+		return maxCount, true
+	}
+	return int(c), true
+}
+
+// countOrder rejects min > max for the two keyword pairs gojsonschema
+// refuses to compile (the schema could never match a string/object).
+func countOrder(obj map[string]any, ptr, lo, hi string) error {
+	l, okl := obj[lo]
+	h, okh := obj[hi]
+	if !okl || !okh {
+		return nil
+	}
+	a, _ := countValue(l)
+	b, _ := countValue(h)
+	if a > b {
+		return fail(ptr+"/"+lo, "%s is greater than %s, which the validator does not support", lo, hi)
+	}
+	return nil
+}
+
+// canonical renders a JSON value with sorted keys. Numbers are rendered
+// as their exact decimal value (exact) or as the float64 the library
+// compares (!exact).
+func canonical(v any, exact bool) string {
+	var b strings.Builder
+	writeCanonical(&b, v, exact)
+	return b.String()
+}
+
+func writeCanonical(b *strings.Builder, v any, exact bool) {
+	switch t := v.(type) {
+	case map[string]any:
+		b.WriteByte('{')
+		for i, k := range sortedKeys(t) {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.Quote(k))
+			b.WriteByte(':')
+			writeCanonical(b, t[k], exact)
+		}
+		b.WriteByte('}')
+	case []any:
+		b.WriteByte('[')
+		for i, e := range t {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeCanonical(b, e, exact)
+		}
+		b.WriteByte(']')
+	case json.Number:
+		ni, err := parseNumber(string(t))
+		switch {
+		case err != nil:
+			b.WriteString(string(t))
+		case ni.isZero():
+			b.WriteByte('0')
+		case exact:
+			if ni.neg {
+				b.WriteByte('-')
+			}
+			b.WriteString(ni.digits)
+			b.WriteByte('e')
+			b.WriteString(strconv.Itoa(ni.exp))
+		default:
+			b.WriteString(strconv.FormatFloat(ni.f, 'g', -1, 64))
+		}
+	case string:
+		b.WriteString(strconv.Quote(t))
+	case bool:
+		b.WriteString(strconv.FormatBool(t))
+	case nil:
+		b.WriteString("null")
+	}
+}
+
+// jsonSize is an upper bound of the compact encoding of v by encoding/json.
+func jsonSize(v any) int {
+	switch t := v.(type) {
+	case map[string]any:
+		n := 2 + max(len(t)-1, 0)
+		for k, e := range t {
+			n += stringSize(k) + 1 + jsonSize(e)
+		}
+		return n
+	case []any:
+		n := 2 + max(len(t)-1, 0)
+		for _, e := range t {
+			n += jsonSize(e)
+		}
+		return n
+	case json.Number:
+		return max(len(t), maxFloatTextLen)
+	case string:
+		return stringSize(t)
+	case bool:
+		return 5
+	}
+	return 4
+}
+
+func stringSize(s string) int {
+	n := 2
+	for _, r := range s {
+		n += encodedRuneSize(r)
+	}
+	return n
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func jsonTypeOf(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "an array"
+	case json.Number:
+		return "a number"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	}
+	return "null"
+}

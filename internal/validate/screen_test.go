@@ -1,0 +1,333 @@
+package validate
+
+import (
+	"fmt"
+	"regexp/syntax"
+	"strings"
+	"testing"
+)
+
+// compileErr compiles and returns the admission error as a *ScanError.
+func compileErr(t *testing.T, schema string) *ScanError {
+	t.Helper()
+	_, err := Compile([]byte(schema))
+	if err == nil {
+		return nil
+	}
+	se, ok := err.(*ScanError)
+	if !ok {
+		t.Fatalf("Compile(%.60s): %T %v, want *ScanError", schema, err, err)
+	}
+	return se
+}
+
+// Forbidden and unknown keywords are rejected wherever a schema is
+// expected, and the error points at the keyword.
+func TestScreenRejectsAtSchemaPositions(t *testing.T) {
+	t.Parallel()
+	positions := []struct{ wrap, ptr string }{
+		{`%s`, ""},
+		{`{"properties":{"a":%s}}`, "/properties/a"},
+		{`{"properties":{"$ref":%s}}`, "/properties/$ref"},
+		{`{"patternProperties":{"^x":%s}}`, "/patternProperties/^x"},
+		{`{"additionalProperties":%s}`, "/additionalProperties"},
+		{`{"propertyNames":%s}`, "/propertyNames"},
+		{`{"dependencies":{"a":%s}}`, "/dependencies/a"},
+		{`{"items":%s}`, "/items"},
+		{`{"items":[true,%s]}`, "/items/1"},
+		{`{"additionalItems":%s}`, "/additionalItems"},
+		{`{"contains":%s}`, "/contains"},
+		{`{"allOf":[%s]}`, "/allOf/0"},
+		{`{"anyOf":[{},%s]}`, "/anyOf/1"},
+		{`{"oneOf":[%s]}`, "/oneOf/0"},
+		{`{"not":%s}`, "/not"},
+		{`{"if":%s}`, "/if"},
+		{`{"then":%s}`, "/then"},
+		{`{"else":%s}`, "/else"},
+		{`{"properties":{"a/b~c":{"items":%s}}}`, "/properties/a~1b~0c/items"},
+	}
+	keywords := []struct{ schema, key, detail string }{
+		{`{"$ref":"#"}`, "$ref", "references are not supported"},
+		{`{"$ref":"file:///etc/passwd"}`, "$ref", "references are not supported"},
+		{`{"$ref":"http://example.invalid/x"}`, "$ref", "references are not supported"},
+		{`{"$id":"http://example.invalid/root.json"}`, "$id", "identifiers"},
+		{`{"id":"http://example.invalid/root.json"}`, "id", "identifiers"},
+		{`{"definitions":{"a":{}}}`, "definitions", "definitions are not supported"},
+		{`{"$defs":{"a":{}}}`, "$defs", "definitions are not supported"},
+		{`{"nullable":true}`, "nullable", "unknown keyword"},
+		{`{"x-vendor":{"$ref":"#"}}`, "x-vendor", "unknown keyword"},
+		{`{"unevaluatedProperties":false}`, "unevaluatedProperties", "unknown keyword"},
+		{`{"dependentRequired":{}}`, "dependentRequired", "unknown keyword"},
+		{`{"$vocabulary":{}}`, "$vocabulary", "unknown keyword"},
+	}
+	for _, p := range positions {
+		for _, k := range keywords {
+			schema := fmt.Sprintf(p.wrap, k.schema)
+			se := compileErr(t, schema)
+			if se == nil {
+				t.Errorf("%s: accepted", schema)
+				continue
+			}
+			want := p.ptr + "/" + k.key
+			if se.Pointer != want || !strings.Contains(se.Detail, k.detail) {
+				t.Errorf("%s: %q %q, want %q containing %q", schema, se.Pointer, se.Detail, want, k.detail)
+			}
+		}
+	}
+}
+
+// Literal data and property names may hold keyword names, references and
+// the meta-schema's own URI: they are not schema positions.
+func TestScreenAcceptsLiteralData(t *testing.T) {
+	t.Parallel()
+	for _, schema := range []string{
+		`{"properties":{"$ref":{"type":"string"},"$id":{},"id":{},"definitions":{},"$defs":{},"$schema":{},"nullable":{}}}`,
+		`{"required":["$ref","$id","id"],"dependencies":{"$ref":["$id"],"id":{"required":["definitions"]}}}`,
+		`{"patternProperties":{"^\\$ref$":{}},"propertyNames":{"enum":["$ref","$id"]}}`,
+		`{"const":{"$ref":"file:///etc/passwd","$id":"http://json-schema.org/draft-07/schema#","$schema":"http://example.invalid/meta"}}`,
+		`{"enum":[{"$ref":"http://example.invalid/x"},{"definitions":{"a":{"$ref":"#"}}},"$id"]}`,
+		`{"default":{"$ref":"#","id":"http://example.invalid/"},"examples":[{"$ref":"http://example.invalid/"},{"$defs":{}}]}`,
+		`{"properties":{"a":{"default":{"$ref":"#/definitions/x"}}},"title":"$ref","description":"see $id","$comment":"$ref"}`,
+	} {
+		if se := compileErr(t, schema); se != nil {
+			t.Errorf("%s: %v", schema, se)
+		}
+	}
+}
+
+func TestScreenSchemaDialect(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{
+		`{}`, `{"$schema":"http://json-schema.org/draft-07/schema#"}`, `{"$schema":"http://json-schema.org/draft-07/schema"}`,
+	} {
+		if se := compileErr(t, ok); se != nil {
+			t.Errorf("%s: %v", ok, se)
+		}
+	}
+	for _, c := range []struct{ schema, ptr string }{
+		{`{"$schema":"http://json-schema.org/draft-04/schema#"}`, "/$schema"},
+		{`{"$schema":"https://json-schema.org/draft/2020-12/schema"}`, "/$schema"},
+		{`{"$schema":"https://json-schema.org/draft-07/schema#"}`, "/$schema"},
+		{`{"$schema":"http://example.invalid/meta","type":"string"}`, "/$schema"},
+		{`{"$schema":7}`, "/$schema"},
+		{`{"items":{"$schema":"http://json-schema.org/draft-07/schema#"}}`, "/items/$schema"},
+	} {
+		se := compileErr(t, c.schema)
+		if se == nil || se.Pointer != c.ptr {
+			t.Errorf("%s: %v, want an error at %s", c.schema, se, c.ptr)
+		}
+	}
+}
+
+func TestScreenFormats(t *testing.T) {
+	t.Parallel()
+	for _, f := range Formats {
+		if se := compileErr(t, `{"type":"string","format":"`+f+`"}`); se != nil {
+			t.Errorf("%s: %v", f, se)
+		}
+	}
+	for _, f := range []string{"regex", "idn-hostname", "unknown-format", "", "EMAIL", "duration"} {
+		se := compileErr(t, `{"properties":{"a":{"format":"`+f+`"}}}`)
+		if se == nil || se.Pointer != "/properties/a/format" || !strings.Contains(se.Detail, "unsupported format") {
+			t.Errorf("%q: %v", f, se)
+		}
+	}
+	if se := compileErr(t, `{"format":1}`); se == nil || se.Pointer != "/format" {
+		t.Errorf("numeric format: %v", se)
+	}
+}
+
+func TestScreenPatterns(t *testing.T) {
+	t.Parallel()
+	if se := compileErr(t, `{"pattern":"^[a-z]+\\d{2,4}$","patternProperties":{"^x-":{}}}`); se != nil {
+		t.Fatal(se)
+	}
+	// the largest repetition under the instruction cap compiles; one more does not
+	n := 0
+	for reps := 400; reps < 600; reps++ {
+		insts, err := patternInsts(fmt.Sprintf(".{%d}", reps))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if insts > MaxPatternInsts {
+			n = reps
+			break
+		}
+	}
+	if se := compileErr(t, fmt.Sprintf(`{"pattern":".{%d}"}`, n-1)); se != nil {
+		t.Errorf(".{%d}: %v", n-1, se)
+	}
+	for _, c := range []struct{ schema, ptr, detail string }{
+		{fmt.Sprintf(`{"pattern":".{%d}"}`, n), "/pattern", "instructions"},
+		{`{"pattern":".{1000}x"}`, "/pattern", "instructions"},
+		{`{"pattern":"` + strings.Repeat(".{1000}", 36) + `"}`, "/pattern", "about"},
+		{`{"pattern":"(?=x)"}`, "/pattern", "RE2"},
+		{`{"pattern":"\\cA"}`, "/pattern", "RE2"},
+		{`{"pattern":"(a"}`, "/pattern", "RE2"},
+		{`{"patternProperties":{"^(?<name>x)":{}}}`, "/patternProperties/^(?<name>x)", ""},
+		{`{"patternProperties":{"[":{}}}`, "/patternProperties/[", "RE2"},
+		{`{"pattern":"` + strings.Repeat("a", MaxPatternBytes+1) + `"}`, "/pattern", "bytes"},
+		{`{"pattern":5}`, "/pattern", "must be a string"},
+	} {
+		se := compileErr(t, c.schema)
+		if c.detail == "" { // (?<name>) is valid RE2 since Go 1.22
+			if se != nil {
+				t.Errorf("%.60s: %v", c.schema, se)
+			}
+			continue
+		}
+		if se == nil || se.Pointer != c.ptr || !strings.Contains(se.Detail, c.detail) {
+			t.Errorf("%.60s: %v, want %s containing %q", c.schema, se, c.ptr, c.detail)
+		}
+	}
+}
+
+// The estimate on the parsed tree stays within a small factor of the
+// compiled size, so the early refusal (above 4× the cap) never refuses a
+// pattern that would fit.
+func TestPatternEstimate(t *testing.T) {
+	t.Parallel()
+	for _, src := range []string{
+		`a`, `abc`, `^[a-z]+\d{2,4}$`, `.{245}x`, `(?i)hello|world`, `(a|b|c)*d+e?`, `\pL{100}`, `x{2,}`, `(?:ab){3,7}c`,
+		`^([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9\-]{0,61}[a-zA-Z0-9])(\.([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9\-]{0,61}[a-zA-Z0-9]))*$`,
+		`[\p{Greek}\p{Han}]{50,60}`, `(((a{5}){5}){5})`, `^$`, `\b\w+\b`,
+	} {
+		re, err := syntax.Parse(src, syntax.Perl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prog, _ := syntax.Compile(re.Simplify())
+		est, actual := estimateInsts(re), len(prog.Inst)
+		if est > 4*actual || actual > 4*est+8 {
+			t.Errorf("%s: estimate %d, compiled %d", src, est, actual)
+		}
+	}
+}
+
+func TestScreenCaps(t *testing.T) {
+	t.Parallel()
+	props := func(n int) string {
+		return `{"properties":{` + repeatJoin(n, func(i int) string { return fmt.Sprintf(`"p%d":true`, i) }) + `}}`
+	}
+	chain := func(n int) string { return nestedAP(n, `{}`) }
+	branches := func(n int) string { return `{"anyOf":[` + repeatJoin(n, constant(`{}`)) + `]}` }
+	patterns := func(n int) string {
+		return `{"properties":{` + repeatJoin(n, func(i int) string { return fmt.Sprintf(`"p%d":{"pattern":"^a%d"}`, i, i) }) + `}}`
+	}
+	enum := func(n int) string {
+		return `{"enum":[` + repeatJoin(n, func(i int) string { return fmt.Sprint(i) }) + `]}`
+	}
+	literal := func(n int) string { return `{"const":"` + strings.Repeat("a", n-2) + `"}` }
+	names := func(n int) string {
+		return `{"dependencies":{"a":[` + repeatJoin(n, func(i int) string { return fmt.Sprintf(`"n%d"`, i) }) + `]}}`
+	}
+	for _, c := range []struct {
+		name     string
+		at, over string
+		ptr      string
+	}{
+		{"subschemas", props(MaxSubschemas - 1), props(MaxSubschemas), "/properties/p99"},
+		{"depth", chain(MaxSubschemaDepth), chain(MaxSubschemaDepth + 1), strings.Repeat("/additionalProperties", MaxSubschemaDepth+1)},
+		{"branches", branches(MaxBranches), branches(MaxBranches + 1), "/anyOf"},
+		{"patterns", patterns(MaxPatterns), patterns(MaxPatterns + 1), ""},
+		{"enum", enum(MaxEnumEntries), enum(MaxEnumEntries + 1), "/enum"},
+		{"literal", literal(MaxLiteralBytes), literal(MaxLiteralBytes + 1), "/const"},
+		{"names", names(MaxNames), names(MaxNames + 1), "/dependencies/a"},
+	} {
+		if se := compileErr(t, c.at); se != nil {
+			t.Errorf("%s at the cap: %v", c.name, se)
+		}
+		se := compileErr(t, c.over)
+		if se == nil {
+			t.Errorf("%s over the cap: accepted", c.name)
+		} else if c.ptr != "" && c.name != "subschemas" && se.Pointer != c.ptr {
+			t.Errorf("%s over the cap: %v, want pointer %s", c.name, se, c.ptr)
+		}
+	}
+}
+
+func TestScreenShapes(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ schema, ptr, detail string }{
+		{`[]`, "", "a schema must be an object or a boolean"},
+		{`{"properties":{"a":1}}`, "/properties/a", "must be an object or a boolean"},
+		{`{"type":"text"}`, "/type", "unknown type"},
+		{`{"type":["string","string"]}`, "/type/1", "twice"},
+		{`{"type":[]}`, "/type", "non-empty"},
+		{`{"required":["a","a"]}`, "/required/1", "twice"},
+		{`{"required":"a"}`, "/required", "array of strings"},
+		{`{"enum":[]}`, "/enum", "non-empty"},
+		{`{"enum":[1,1.0]}`, "/enum/1", "duplicates"},
+		{`{"enum":[{"a":[1]},{"a":[1]}]}`, "/enum/1", "duplicates"},
+		{`{"enum":[0.1,0.10000000000000001]}`, "/enum/1", "64-bit float precision"},
+		{`{"multipleOf":0}`, "/multipleOf", "greater than 0"},
+		{`{"multipleOf":-2}`, "/multipleOf", "greater than 0"},
+		{`{"minLength":-1}`, "/minLength", "non-negative integer"},
+		{`{"maxItems":1.5}`, "/maxItems", "non-negative integer"},
+		{`{"minLength":5,"maxLength":2}`, "/minLength", "greater than maxLength"},
+		{`{"minProperties":3,"maxProperties":2.0}`, "/minProperties", "greater than maxProperties"},
+		{`{"allOf":[]}`, "/allOf", "non-empty"},
+		{`{"items":[]}`, "/items", "non-empty"},
+		{`{"examples":{}}`, "/examples", "must be an array"},
+		{`{"uniqueItems":"yes"}`, "/uniqueItems", "boolean"},
+		{`{"maximum":"1"}`, "/maximum", "must be a number"},
+		{`{"dependencies":{"a":["b","b"]}}`, "/dependencies/a/1", "twice"},
+		{`{"dependencies":{"a":5}}`, "/dependencies/a", "object or a boolean"},
+		{`{"title":5}`, "/title", "must be a string"},
+	} {
+		se := compileErr(t, c.schema)
+		if se == nil || se.Pointer != c.ptr || !strings.Contains(se.Detail, c.detail) {
+			t.Errorf("%s: %v, want %q containing %q", c.schema, se, c.ptr, c.detail)
+		}
+	}
+	// Boolean schemas are schemas; integral decimals are integers.
+	for _, ok := range []string{`true`, `false`, `{"items":false,"not":true}`, `{"minLength":2.0,"maxItems":1e1,"minProperties":0.0}`, `{"minimum":1.5,"exclusiveMaximum":1e308}`} {
+		if se := compileErr(t, ok); se != nil {
+			t.Errorf("%s: %v", ok, se)
+		}
+	}
+}
+
+// Whatever passes the screening passes the meta-schema and compiles: the
+// screening is at least as strict as both (the fuzz target checks this on
+// arbitrary input).
+func TestScreenImpliesMetaAndCompile(t *testing.T) {
+	t.Parallel()
+	for name, schema := range screenedSchemas() {
+		doc, err := Decode([]byte(schema), SchemaLimits)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, err := screen(doc); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := metaCheck(doc); err != nil {
+			t.Errorf("%s: meta: %v", name, err)
+		}
+		adapt(doc)
+		if _, err := compileDoc(doc); err != nil {
+			t.Errorf("%s: compile: %v", name, err)
+		}
+	}
+}
+
+// screenedSchemas are schemas the screening accepts, for properties that
+// hold for every accepted schema.
+func screenedSchemas() map[string]string {
+	m := map[string]string{}
+	for _, f := range families {
+		m[f.name] = f.schema
+	}
+	for k, v := range map[string]string{
+		"realistic": realisticSchema,
+		"keywords": `{"type":["object","null"],"minProperties":1,"maxProperties":9.0,"propertyNames":{"maxLength":8},
+			"dependencies":{"a":["b"],"c":{"required":["d"]}},"if":{"required":["x"]},"then":{"properties":{"x":{"const":-0}}},
+			"else":{"not":{"enum":[null,{"k":[1,2.50]}]}},"items":[{"format":"uuid"}],"additionalItems":false,
+			"contains":{"multipleOf":0.5,"exclusiveMinimum":-1e10},"uniqueItems":true,"readOnly":true,"writeOnly":false,
+			"contentMediaType":"application/json","contentEncoding":"base64","examples":[{}],"default":null}`,
+		"booleans": `{"allOf":[true,{"anyOf":[false,{"oneOf":[true,false]}]}],"additionalProperties":false,"items":true}`,
+	} {
+		m[k] = v
+	}
+	return m
+}

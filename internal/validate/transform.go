@@ -1,0 +1,125 @@
+package validate
+
+import (
+	"encoding/json"
+	"strconv"
+)
+
+// adapt rewrites a screened, meta-validated schema document in place into
+// an equivalent one that steers gojsonschema v1.2.0 around its defects:
+//
+//   - format applies to strings only (Draft-07), but the library also runs
+//     the checker on numbers, and every built-in checker refuses them. Where
+//     a number can reach a "format" (no "type", or a type that admits
+//     numbers), {"format": F} becomes {"if": {"type": "string"}, "then":
+//     {"format": F}}, placed in the node when it has no if/then/else of its
+//     own and as an extra allOf entry otherwise.
+//   - count keywords (minLength, maxItems, ...) written as integral
+//     decimals (2.0, 1e2) are rewritten as integers, which is all the
+//     library parses; values above 2^31-1 are clamped (nothing is that big).
+//   - -0 in const and enum becomes 0: the library compares through
+//     float64 and encoding/json, which prints -0 and 0 differently.
+//
+// None of this touches a process-global registry.
+func adapt(node any) {
+	obj, ok := node.(map[string]any)
+	if !ok {
+		return
+	}
+	for k, v := range obj {
+		switch keywords[k] {
+		case kwSchema:
+			adapt(v)
+		case kwItems, kwSchemaArray:
+			if arr, ok := v.([]any); ok {
+				for _, sub := range arr {
+					adapt(sub)
+				}
+			} else {
+				adapt(v)
+			}
+		case kwProperties, kwPatternProperties, kwDependencies:
+			if m, ok := v.(map[string]any); ok {
+				for _, sub := range m {
+					if _, isArr := sub.([]any); !isArr {
+						adapt(sub)
+					}
+				}
+			}
+		case kwCount:
+			if n, ok := countValue(v); ok {
+				obj[k] = json.Number(strconv.Itoa(n))
+			}
+		case kwLiteral, kwEnum:
+			if k == "const" || k == "enum" {
+				obj[k] = positiveZero(v)
+			}
+		}
+	}
+	if f, ok := obj["format"]; ok && admitsNumbers(obj["type"]) {
+		delete(obj, "format")
+		guard := map[string]any{"if": map[string]any{"type": "string"}, "then": map[string]any{"format": f}}
+		_, hasIf := obj["if"]
+		_, hasThen := obj["then"]
+		_, hasElse := obj["else"]
+		if !hasIf && !hasThen && !hasElse {
+			obj["if"], obj["then"] = guard["if"], guard["then"]
+		} else {
+			all, _ := obj["allOf"].([]any)
+			obj["allOf"] = append(all, guard)
+		}
+	}
+}
+
+// admitsNumbers reports whether a "type" value (absent = any) lets a JSON
+// number through.
+func admitsNumbers(t any) bool {
+	switch t := t.(type) {
+	case nil:
+		return true
+	case string:
+		return t == "number" || t == "integer"
+	case []any:
+		for _, e := range t {
+			if e == "number" || e == "integer" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// positiveZero returns v with every negative zero number replaced by 0.
+func positiveZero(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			t[k] = positiveZero(e)
+		}
+	case []any:
+		for i, e := range t {
+			t[i] = positiveZero(e)
+		}
+	case json.Number:
+		if isNegZero(string(t)) {
+			return json.Number("0")
+		}
+	}
+	return v
+}
+
+// isNegZero reports whether a number literal is a negative zero.
+func isNegZero(lit string) bool {
+	if len(lit) < 2 || lit[0] != '-' {
+		return false
+	}
+	for _, c := range lit[1:] {
+		switch {
+		case c == 'e' || c == 'E':
+			return true
+		case c != '0' && c != '.':
+			return false
+		}
+	}
+	return true
+}
