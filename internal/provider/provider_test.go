@@ -164,6 +164,8 @@ func TestObservation(t *testing.T) {
 			Verdict{Seen: true, FinishReason: fantasy.FinishReasonLength, Raw: "length"}},
 		{"chat cut before finish_reason", apiChat, chunk(`{"content":"hi"}`, "null"),
 			Verdict{Seen: true, Incomplete: true}},
+		{"chat ended by [DONE] alone", apiChat, chunk(`{"content":"hi"}`, "null") + "data: [DONE]\n\n",
+			Verdict{Seen: true}},
 		{"chat refusal", apiChat, chunk(`{"refusal":"I can"}`, "null") + chunk(`{"refusal":"'t."}`, "null") + chunk(`{}`, `"stop"`),
 			Verdict{Seen: true, Refused: true, Refusal: "I can't.", Raw: "stop"}},
 		{"chat content filter, CRLF lines", apiChat, strings.ReplaceAll(chunk(`{}`, `"content_filter"`), "\n", "\r\n"),

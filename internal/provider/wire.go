@@ -26,9 +26,9 @@ const (
 //
 //   - Chat Completions: the real finish_reason (fantasy reports tool-calls
 //     whenever a tool call exists, masking length and content_filter),
-//     whether a finish_reason arrived at all (fantasy reports a stream cut
-//     after a tool call started as a normal tool-calls finish), and
-//     delta.refusal text (fantasy drops it).
+//     whether the stream ended properly, with a finish_reason or [DONE]
+//     (fantasy reports a stream cut after a tool call started as a normal
+//     tool-calls finish), and delta.refusal text (fantasy drops it).
 //   - Responses: response.incomplete's reason (masked by tool-calls the same
 //     way) and refusal content parts (dropped).
 //   - Anthropic: the stop_reason word; fantasy maps "refusal" to
@@ -231,6 +231,11 @@ type wireEvent struct {
 
 func (o *Observation) event(data []byte) {
 	if bytes.Equal(data, []byte("[DONE]")) {
+		// The end marker of Chat Completions: the stream was not cut, even
+		// from a compatible server that sent no finish_reason.
+		o.mu.Lock()
+		o.terminal = true
+		o.mu.Unlock()
 		return
 	}
 	var ev wireEvent
