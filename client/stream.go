@@ -58,13 +58,9 @@ func (c *Client) Watch(ctx context.Context) *Stream {
 	return &Stream{c: c, path: "/api/v1/chats/watch", ctx: ctx, cancel: cancel}
 }
 
-// Close ends the stream.
-func (s *Stream) Close() {
-	s.cancel()
-	if s.body != nil {
-		s.body.Close()
-	}
-}
+// Close ends the stream; a Next in progress returns. It may be called from
+// another goroutine than Next.
+func (s *Stream) Close() { s.cancel() }
 
 // LastID is the highest message id delivered.
 func (s *Stream) LastID() int64 { return s.lastID }
@@ -128,11 +124,11 @@ func (s *Stream) Next() (StreamEvent, error) {
 		if err == nil {
 			return ev, nil
 		}
+		s.body.Close()
+		s.body, s.rd = nil, nil
 		if s.ctx.Err() != nil {
 			return StreamEvent{}, s.ctx.Err()
 		}
-		s.body.Close()
-		s.body, s.rd = nil, nil
 		s.Reconnects++
 	}
 }

@@ -19,6 +19,7 @@ func TestFlags(t *testing.T) {
 	}{
 		{[]string{"--help"}, 0, "MOCKLLM_CHUNK_DELAY"},
 		{[]string{"--mode", "bogus"}, 2, "--mode must be"},
+		{[]string{"--format", "gemini"}, 2, "--format must be"},
 		{[]string{"--chunk-delay", "fast"}, 2, "--chunk-delay must be"},
 		{[]string{"--latency", "-1s"}, 2, "--latency must be"},
 		{[]string{"--script", "/nonexistent/script.json"}, 2, "no such file"},
@@ -38,10 +39,11 @@ func TestServeAndShutdown(t *testing.T) {
 	done := make(chan int, 1)
 	var stderr bytes.Buffer
 	go func() {
-		done <- run([]string{"--listen", "127.0.0.1:0", "--mode", "text"}, pw, &stderr)
+		done <- run([]string{"--listen", "127.0.0.1:0", "--mode", "text", "--format", "all"}, pw, &stderr)
 		pw.Close()
 	}()
-	line, err := bufio.NewReader(pr).ReadString('\n')
+	br := bufio.NewReader(pr)
+	line, err := br.ReadString('\n')
 	if err != nil {
 		t.Fatalf("no banner: %v (stderr %s)", err, stderr.String())
 	}
@@ -49,7 +51,12 @@ func TestServeAndShutdown(t *testing.T) {
 	if !ok || !strings.HasPrefix(base, "http://127.0.0.1:") || !strings.HasSuffix(base, "/v1") {
 		t.Fatalf("banner %q", line)
 	}
-	go io.Copy(io.Discard, pr) //nolint:errcheck // drain anything else
+	line, _ = br.ReadString('\n')
+	anthropicBase, ok := strings.CutPrefix(strings.TrimSpace(line), "anthropic base URL: ")
+	if !ok || anthropicBase+"/v1" != base {
+		t.Fatalf("second banner line %q", line)
+	}
+	go io.Copy(io.Discard, br) //nolint:errcheck // drain anything else
 
 	resp, err := http.Post(base+"/chat/completions", "application/json",
 		strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"ping"}]}`))
@@ -60,6 +67,18 @@ func TestServeAndShutdown(t *testing.T) {
 	resp.Body.Close()
 	if !strings.Contains(string(body), "mockllm: ping") {
 		t.Errorf("response %s", body)
+	}
+	// The same server speaks Anthropic Messages, streamed.
+	resp, err = http.Post(anthropicBase+"/v1/messages", "application/json",
+		strings.NewReader(`{"model":"claude","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"pong"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") ||
+		!strings.Contains(string(body), "event: message_stop") || !strings.Contains(string(body), "mockllm: pong") {
+		t.Errorf("anthropic stream %s %s", ct, body)
 	}
 
 	// The banner is printed after the signal handler is installed.

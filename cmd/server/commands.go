@@ -100,7 +100,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	st := store.New(d.pool)
 	hub := notify.New(d.pool, logger)
 	relay := notify.NewRelay(d.pool, logger)
-	models := provider.NewRegistry(cfg, nil)
+	models := provider.NewRegistry(cfg, provider.Options{Logger: logger})
 	api := httpapi.New(httpapi.Options{Store: st, Models: models, Hub: hub, Experiments: exp, ServerTools: toolNames, Logger: logger})
 	run := runner.New(st, models, hub, runner.Options{Workers: *workers, MaxSteps: *maxSteps, Tools: serverTools,
 		Lease: *lease, DrainTimeout: *drain, ActionTimeout: *toolTimeout,

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
+	"strings"
 
 	"github.com/chatd/chatd/internal/hooks"
 )
@@ -47,12 +49,41 @@ type Provider struct {
 
 // Model is a model offered to clients under ID.
 type Model struct {
-	ID              string `json:"id"`
-	Provider        string `json:"provider"`
-	Model           string `json:"model"`
-	ContextWindow   int64  `json:"context_window,omitempty"`
-	MaxOutputTokens int64  `json:"max_output_tokens,omitempty"`
+	ID       string `json:"id"`
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
+	// ContextWindow (tokens) drives automatic compaction; 0 is unknown.
+	ContextWindow int64 `json:"context_window,omitempty"`
+	// MaxOutputTokens caps one provider step (0: the provider's default,
+	// 4096 for anthropic).
+	MaxOutputTokens int64 `json:"max_output_tokens,omitempty"`
+	// ReasoningEffort is sent as OpenAI's reasoning effort (types openai,
+	// openai-chat, openai-compatible): none, minimal, low, medium, high,
+	// xhigh or max.
+	ReasoningEffort string `json:"reasoning_effort,omitempty"`
+	// ReasoningSummary asks the Responses API for reasoning summaries
+	// (type openai): auto, concise or detailed.
+	ReasoningSummary string `json:"reasoning_summary,omitempty"`
+	// ThinkingBudgetTokens turns on Anthropic extended thinking with this
+	// budget (type anthropic): at least 1024 and below max_output_tokens.
+	ThinkingBudgetTokens int64 `json:"thinking_budget_tokens,omitempty"`
+	// StrictTools sets the Responses API's strict flag on every function
+	// tool (type openai, the only type whose fantasy encoder has the
+	// switch). Strict decoding would force the structured-output finalizer
+	// into OpenAI's strict schema subset, and fantasy has no per-tool
+	// override, so structured requests are refused on a model with
+	// strict_tools true (see docs/providers.md).
+	StrictTools *bool `json:"strict_tools,omitempty"`
 }
+
+// Reasoning effort and summary values accepted in the config.
+var (
+	reasoningEfforts   = []string{"none", "minimal", "low", "medium", "high", "xhigh", "max"}
+	reasoningSummaries = []string{"auto", "concise", "detailed"}
+)
+
+// MinThinkingBudget is Anthropic's smallest extended-thinking budget.
+const MinThinkingBudget = 1024
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$`)
 
@@ -96,6 +127,10 @@ func (c *Config) check() error {
 			return fmt.Errorf("config: provider %q: unknown type %q (openai, openai-chat, anthropic, openai-compatible)", p.Name, p.Type)
 		}
 	}
+	types := map[string]string{}
+	for _, p := range c.Providers {
+		types[p.Name] = p.Type
+	}
 	models := map[string]bool{}
 	for i, m := range c.Models {
 		if !nameRE.MatchString(m.ID) {
@@ -110,6 +145,16 @@ func (c *Config) check() error {
 		}
 		if m.Model == "" {
 			return fmt.Errorf("config: model %q: model (the provider's model name) is required", m.ID)
+		}
+		if err := m.checkOptions(types[m.Provider]); err != nil {
+			return fmt.Errorf("config: model %q: %w", m.ID, err)
+		}
+		if m.StrictTools != nil && *m.StrictTools && c.Workspace != "" {
+			// OpenAI's strict mode requires every property to be required;
+			// read_file and list_files have optional ones, so every call with
+			// the workspace tools would be refused by the API.
+			return fmt.Errorf("config: model %q: strict_tools cannot be used with a workspace: "+
+				"the read_file and list_files tools have optional properties, which strict mode refuses", m.ID)
 		}
 	}
 	if c.DefaultModel != "" && !models[c.DefaultModel] {
@@ -126,6 +171,50 @@ func (c *Config) check() error {
 	}
 	if c.DefaultModel == "" && len(c.Models) > 0 {
 		c.DefaultModel = c.Models[0].ID
+	}
+	return nil
+}
+
+// checkOptions checks the per-model provider options against the provider
+// type: an option the type's encoder cannot send is an error, not ignored.
+func (m Model) checkOptions(typ string) error {
+	if m.ContextWindow < 0 || m.MaxOutputTokens < 0 {
+		return fmt.Errorf("context_window and max_output_tokens must not be negative")
+	}
+	if m.ReasoningEffort != "" {
+		if typ == TypeAnthropic {
+			return fmt.Errorf("reasoning_effort is for OpenAI types; use thinking_budget_tokens for anthropic")
+		}
+		if !slices.Contains(reasoningEfforts, m.ReasoningEffort) {
+			return fmt.Errorf("reasoning_effort %q is not one of %s", m.ReasoningEffort, strings.Join(reasoningEfforts, ", "))
+		}
+	}
+	if m.ReasoningSummary != "" {
+		if typ != TypeOpenAI {
+			return fmt.Errorf("reasoning_summary is only available on type %s (the Responses API)", TypeOpenAI)
+		}
+		if !slices.Contains(reasoningSummaries, m.ReasoningSummary) {
+			return fmt.Errorf("reasoning_summary %q is not one of %s", m.ReasoningSummary, strings.Join(reasoningSummaries, ", "))
+		}
+	}
+	if m.ThinkingBudgetTokens != 0 {
+		if typ != TypeAnthropic {
+			return fmt.Errorf("thinking_budget_tokens is only available on type %s", TypeAnthropic)
+		}
+		if m.ThinkingBudgetTokens < MinThinkingBudget {
+			return fmt.Errorf("thinking_budget_tokens must be at least %d", MinThinkingBudget)
+		}
+		if m.MaxOutputTokens <= m.ThinkingBudgetTokens {
+			return fmt.Errorf("max_output_tokens must be set above thinking_budget_tokens (Anthropic counts thinking in max_tokens)")
+		}
+	}
+	if m.StrictTools != nil && typ != TypeOpenAI {
+		switch typ {
+		case TypeAnthropic:
+			return fmt.Errorf("strict_tools: Anthropic tools have no strict flag")
+		default:
+			return fmt.Errorf("strict_tools: the Chat Completions encoder always sends strict:false; only type %s has the switch", TypeOpenAI)
+		}
 	}
 	return nil
 }

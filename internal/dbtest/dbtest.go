@@ -204,7 +204,12 @@ func NewURL(t testing.TB) string {
 // when the test ends.
 func New(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), NewURL(t))
+	cfg, err := pgxpool.ParseConfig(NewURL(t))
+	if err != nil {
+		t.Fatalf("dbtest: pool: %v", err)
+	}
+	cfg.MaxConns = 16 // as a server with a few workers and open streams has
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("dbtest: pool: %v", err)
 	}

@@ -96,7 +96,7 @@ func (s *Server) createChat(w http.ResponseWriter, r *http.Request) error {
 	if p.Request, err = s.admitFormat(body.ResponseFormat); err != nil {
 		return err
 	}
-	if err := checkStructured(p.Request, p.Mode, tools); err != nil {
+	if err := s.checkStructured(p.Request, p.Mode, p.Model, tools); err != nil {
 		return err
 	}
 	chat, msg, err := s.store.CreateChat(r.Context(), p)
@@ -202,7 +202,7 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) error {
 		OwnerID: currentUser(r).ID, ChatID: chatID, Content: content, Request: spec,
 		Interrupt: interrupt, PlanMode: body.PlanMode,
 		Check: func(chat dbgen.Chat, mode string) error {
-			return checkStructured(spec, mode, chat.DynamicTools)
+			return s.checkStructured(spec, mode, chat.Model, chat.DynamicTools)
 		},
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/dbgen"
+	"github.com/chatd/chatd/internal/provider"
 	"github.com/chatd/chatd/internal/store"
 	"github.com/chatd/chatd/internal/validate"
 )
@@ -64,11 +65,16 @@ func (s *Server) dynamicTools(tools []client.DynamicTool) (json.RawMessage, erro
 }
 
 // checkStructured repeats the state-dependent rules for a structured
-// request: not in plan mode, not in a child chat, and no client tool may
-// take the finalizer's name.
-func checkStructured(spec *store.RequestSpec, mode string, dynamicTools json.RawMessage) error {
+// request: not in plan mode, not in a child chat, no client tool may take
+// the finalizer's name, and the chat's model must be configured so that
+// the finalizer can be sent as it is (provider.StructuredOutputSupported;
+// a failure is a configuration_error, never a rewritten schema).
+func (s *Server) checkStructured(spec *store.RequestSpec, mode, model string, dynamicTools json.RawMessage) error {
 	if spec == nil {
 		return nil
+	}
+	if err := s.models.StructuredOutputSupported(model); err != nil && !errors.Is(err, provider.ErrUnknownModel) {
+		return badField("response_format", "configuration_error: "+err.Error())
 	}
 	switch mode {
 	case client.ModePlan:
@@ -158,7 +164,7 @@ func (s *Server) editMessage(w http.ResponseWriter, r *http.Request) error {
 				return badField("response_format", "the edited message's format is no longer accepted: "+err.Error())
 			}
 		}
-		return checkStructured(spec, chat.Mode, chat.DynamicTools)
+		return s.checkStructured(spec, chat.Mode, chat.Model, chat.DynamicTools)
 	}
 	res, err := s.store.EditMessage(r.Context(), p)
 	if errors.Is(err, store.ErrNotEditable) {

@@ -1,15 +1,43 @@
-// Package mockllm is a local LLM provider speaking the OpenAI Chat
-// Completions wire format, for chatd's tests, demos and benchmarks. Point an
-// OpenAI-compatible client (fantasy's openaicompat provider) at
-// http://HOST/v1 and it answers like the real API: streaming server-sent
-// events (chat.completion.chunk, tool-call deltas with index/id/type/
-// function, a finish_reason chunk, a usage chunk with empty choices when
-// stream_options.include_usage is set, then "data: [DONE]") or a plain
-// chat.completion JSON object, and errors as
-// {"error":{"message","type","param","code"}} with Retry-After.
+// Package mockllm is a local LLM provider for chatd's tests, demos and
+// benchmarks. It speaks three wire formats, each on its own route, shaped
+// after the recorded traffic in fantasy's providertests/testdata cassettes:
 //
-// Routes: POST /v1/chat/completions and GET /v1/models (also without the
-// /v1 prefix); anything else is a JSON 404.
+//   - OpenAI Chat Completions (FormatOpenAI, POST /v1/chat/completions; chatd
+//     types openai-compatible and openai-chat, base URL http://HOST/v1):
+//     streaming server-sent events (chat.completion.chunk, tool-call deltas
+//     with index/id/type/function, delta.reasoning_content, delta.refusal, a
+//     finish_reason chunk, a usage chunk with empty choices when
+//     stream_options.include_usage is set, then "data: [DONE]") or a plain
+//     chat.completion JSON object.
+//   - OpenAI Responses (FormatResponses, POST /v1/responses; type openai,
+//     base URL http://HOST/v1): named events response.created,
+//     output_item.added/done for reasoning (summary parts and deltas),
+//     message (output_text or refusal parts) and function_call items
+//     (arguments deltas), then response.completed or, for length and
+//     content_filter, response.incomplete with its reason; or the response
+//     object as JSON.
+//   - Anthropic Messages (FormatAnthropic, POST /v1/messages; type
+//     anthropic, base URL http://HOST since the SDK adds /v1): message_start,
+//     content_block_start/delta/stop with thinking_delta + signature_delta,
+//     text_delta and input_json_delta, message_delta with stop_reason
+//     (end_turn, tool_use, max_tokens, refusal), message_stop; or the
+//     message as JSON.
+//
+// Errors come in each format's envelope ({"error":{"message","type","param",
+// "code"}} for OpenAI, {"type":"error","error":{"type","message"}} with
+// Anthropic's error types for Anthropic) with Retry-After. GET /v1/models
+// answers for every model. Options.Formats limits the formats served;
+// anything else is a JSON 404.
+//
+// Like the real APIs, the mock refuses (400) a conversation that breaks the
+// format's rules, so that replay bugs fail tests: a tool result without its
+// call or a call without its result (all formats), an Anthropic thinking
+// block whose signature it did not issue (see SignThinking) or missing
+// before the tool_use of the turn being continued while thinking is on, an
+// Anthropic thinking budget under 1024 or not below max_tokens, a Responses
+// item_reference (store is false), and a tool sent with strict:true whose
+// schema is not in OpenAI's strict subset (every property required,
+// additionalProperties:false).
 //
 // # Unscripted answers
 //
@@ -24,7 +52,10 @@
 //
 // A Script gives one Step per request, in order; when the steps run out the
 // server answers unscripted again ("then": "unscripted", the default) or
-// repeats the last step ("then": "repeat"). Example:
+// repeats the last step ("then": "repeat"). Options.Scripts holds named
+// scripts: a conversation whose first user message contains
+// "[script:NAME]" plays Scripts[NAME], each at its own position, so one
+// server can play many conversations at once. Example:
 //
 //	{
 //	  "steps": [
@@ -58,11 +89,18 @@
 //     offered schema (arguments {} if the tool is not offered).
 //   - text_only: text even though the finalizer is offered (text defaults
 //     to the unscripted echo).
-//   - reasoning: streamed first as delta.reasoning_content (non-streaming:
+//   - refusal: a refusal with this text, in the format's shape
+//     (delta.refusal, a Responses refusal part, Anthropic stop_reason
+//     "refusal").
+//   - reasoning: sent first: delta.reasoning_content (non-streaming:
 //     message.reasoning_content), which fantasy's openaicompat provider
-//     reports as reasoning.
+//     reports as reasoning; a Responses reasoning item with this summary;
+//     an Anthropic thinking block with its signature, only when the request
+//     enabled thinking (which then always gets one, by default a short
+//     one).
 //   - finish_reason: stop, length, content_filter or tool_calls instead of
-//     the natural one.
+//     the natural one (Responses: length and content_filter end as
+//     response.incomplete; Anthropic: max_tokens and refusal).
 //   - error: {status (default 500), message, type, code, retry_after
 //     (seconds, Retry-After header), should_retry (x-should-retry header,
 //     which the bare openai-go SDK obeys instead of retrying 408/409/429/5xx
@@ -72,13 +110,15 @@
 //   - chunk_delay_ms: wait between stream chunks instead of
 //     Options.ChunkDelay.
 //   - truncate: send only the first half of the response. A stream ends
-//     without finish_reason, usage or [DONE]; fantasy reports that as a
-//     retryable incomplete-stream error, except when a tool call had already
-//     started, which it then reports as a tool call with partial arguments.
-//     A JSON body is cut in half.
+//     without its terminal event (finish_reason / response.completed /
+//     message_stop); fantasy reports that as a retryable incomplete-stream
+//     error, except on Chat Completions when a tool call had already
+//     started, which it then reports as a tool call with partial arguments
+//     (chatd detects the missing finish_reason on the wire). A JSON body is
+//     cut in half.
 //
-// tool_calls, value, invalid and text_only are mutually exclusive; unknown
-// keys are rejected. An empty step {} is the unscripted answer, so
+// tool_calls, value, invalid, text_only and refusal are mutually exclusive;
+// unknown keys are rejected. An empty step {} is the unscripted answer, so
 // {"delay_ms": 500} is "the normal answer, slowly".
 //
 // # Value generation

@@ -25,7 +25,7 @@ const (
 
 // Step describes one response. An empty step {} gives the unscripted answer
 // (still honouring delays, finish_reason and truncate). Precedence: error,
-// then text_only, then explicit tool_calls / value / invalid.
+// then refusal, then text_only, then explicit tool_calls / value / invalid.
 type Step struct {
 	// Text is the assistant text. Alone it is the whole answer; next to tool
 	// calls it is sent before them.
@@ -40,12 +40,22 @@ type Step struct {
 	Invalid bool `json:"invalid,omitempty"`
 	// TextOnly forces a text answer even when the finalizer is offered.
 	TextOnly bool `json:"text_only,omitempty"`
-	// Reasoning is streamed as delta.reasoning_content before anything else
-	// (non-streaming: message.reasoning_content), which fantasy's
-	// openaicompat provider surfaces as reasoning.
+	// Refusal answers with a refusal in the format's own shape: Chat
+	// Completions delta.refusal / message.refusal, a Responses refusal
+	// content part, or Anthropic text with stop_reason "refusal".
+	Refusal string `json:"refusal,omitempty"`
+	// Reasoning comes before anything else: Chat Completions
+	// delta.reasoning_content (non-streaming: message.reasoning_content),
+	// which fantasy's openaicompat provider surfaces as reasoning; a
+	// Responses reasoning item with this summary; an Anthropic thinking
+	// block with a signature, sent only when the request enabled thinking
+	// (which then always gets one, by default a short one).
 	Reasoning string `json:"reasoning,omitempty"`
 	// FinishReason overrides the finish reason: stop, length,
-	// content_filter or tool_calls.
+	// content_filter or tool_calls (Chat Completions words; Responses
+	// answers length and content_filter as response.incomplete with
+	// max_output_tokens / content_filter, Anthropic as stop_reason
+	// max_tokens / refusal, tool_use, end_turn).
 	FinishReason string `json:"finish_reason,omitempty"`
 	// Error answers with an HTTP error instead of a completion.
 	Error *ErrorSpec `json:"error,omitempty"`
@@ -136,13 +146,13 @@ func (st *Step) validate() error {
 		return fmt.Errorf("unknown finish_reason %q", st.FinishReason)
 	}
 	n := 0
-	for _, set := range []bool{len(st.ToolCalls) > 0, st.Value != nil, st.Invalid, st.TextOnly} {
+	for _, set := range []bool{len(st.ToolCalls) > 0, st.Value != nil, st.Invalid, st.TextOnly, st.Refusal != ""} {
 		if set {
 			n++
 		}
 	}
 	if n > 1 {
-		return errors.New("tool_calls, value, invalid and text_only are mutually exclusive")
+		return errors.New("tool_calls, value, invalid, text_only and refusal are mutually exclusive")
 	}
 	if st.Value != nil && !json.Valid(st.Value) {
 		return errors.New("value is not valid JSON")

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -34,8 +35,16 @@ const maxBody = 32 << 20
 
 // Options configures a Server. The zero value is a working unscripted server.
 type Options struct {
-	// Script, if set, is consumed one step per chat completion request.
+	// Script, if set, is consumed one step per request.
 	Script *Script
+	// Scripts are named scripts: a request whose first user message
+	// contains the marker "[script:NAME]" takes its steps from Scripts[NAME]
+	// (each keeps its own position), so that one server can play several
+	// conversations at once. Other requests use Script.
+	Scripts map[string]*Script
+	// Formats limits the wire formats served (FormatOpenAI, FormatResponses,
+	// FormatAnthropic); empty serves all three.
+	Formats []string
 	// Mode shapes unscripted answers: "", ModeValid, ModeInvalid or ModeText.
 	Mode string
 	// ChunkDelay is waited between stream chunks.
@@ -67,8 +76,22 @@ type Options struct {
 	StepFor func(req *Request) (Step, bool)
 }
 
-// Request is a chat completion request as received.
+// Wire formats, each on its own route (also without the /v1 prefix).
+const (
+	FormatOpenAI    = "openai"    // Chat Completions: POST /v1/chat/completions
+	FormatResponses = "responses" // OpenAI Responses: POST /v1/responses
+	FormatAnthropic = "anthropic" // Anthropic Messages: POST /v1/messages
+)
+
+// Request is a request as received, in a form common to the wire formats.
+// Messages are normalised: an Anthropic tool_result block or a Responses
+// function_call_output item becomes a Message with role "tool"; Responses
+// function_call items and Anthropic tool_use blocks become ToolCalls of an
+// assistant Message; Anthropic's system field becomes a leading "system"
+// Message. Body keeps the exact bytes.
 type Request struct {
+	// Format is the wire format the request came in.
+	Format   string
 	Model    string
 	Messages []Message
 	Tools    []Tool
@@ -77,8 +100,23 @@ type Request struct {
 	ToolChoice   json.RawMessage
 	Stream       bool
 	IncludeUsage bool
+	// MaxTokens is max_tokens, max_completion_tokens or max_output_tokens
+	// (0 when absent).
+	MaxTokens int64
+	// ThinkingBudget is Anthropic's thinking.budget_tokens when thinking is
+	// enabled, else 0.
+	ThinkingBudget int64
+	// ReasoningEffort is reasoning_effort (Chat Completions) or
+	// reasoning.effort (Responses).
+	ReasoningEffort string
+	// Script names the script that answered ("" for Options.Script).
+	Script string
+	// Header holds the request headers (the API key among them).
+	Header http.Header
 	// Body is the raw request body.
 	Body []byte
+
+	include []string // Responses "include"
 }
 
 // Message is one prompt message; Content flattens text parts.
@@ -87,7 +125,13 @@ type Message struct {
 	Content    string
 	ToolCallID string
 	ToolCalls  []MessageToolCall
-	Raw        json.RawMessage
+	// Reasoning is replayed reasoning: an Anthropic thinking block's text
+	// (Signature its signature) or a chat message's reasoning_content.
+	Reasoning string
+	Signature string
+	// IsError marks an Anthropic tool_result with is_error.
+	IsError bool
+	Raw     json.RawMessage
 }
 
 // MessageToolCall is a tool call made by an earlier assistant message.
@@ -97,11 +141,14 @@ type MessageToolCall struct {
 	Arguments string
 }
 
-// Tool is one offered function tool; Parameters are the bytes as sent.
+// Tool is one offered function tool; Parameters are the bytes as sent
+// (Anthropic's input_schema).
 type Tool struct {
 	Name        string
 	Description string
 	Parameters  json.RawMessage
+	// Strict is the tool's strict flag as sent (nil when absent).
+	Strict *bool
 }
 
 // Tool returns the offered tool with that name, or nil.
@@ -121,12 +168,12 @@ type Server struct {
 
 	mu       sync.Mutex
 	requests []Request
-	next     int // index of the next script step
+	next     map[string]int // index of the next step, per script name
 }
 
 // New returns a Server; see Options.
 func New(opts Options) *Server {
-	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
+	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux(), next: map[string]int{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -136,9 +183,18 @@ func New(opts Options) *Server {
 		s.log.Warn("unknown mode, using valid", "mode", opts.Mode)
 		s.opts.Mode = ModeValid
 	}
+	serve := func(f string) bool { return len(opts.Formats) == 0 || slices.Contains(opts.Formats, f) }
 	// Clients are configured with a base URL either with or without /v1.
 	for _, prefix := range []string{"/v1", ""} {
-		s.mux.HandleFunc("POST "+prefix+"/chat/completions", s.chat)
+		if serve(FormatOpenAI) {
+			s.mux.HandleFunc("POST "+prefix+"/chat/completions", s.handler(chatFormat{}))
+		}
+		if serve(FormatResponses) {
+			s.mux.HandleFunc("POST "+prefix+"/responses", s.handler(responsesFormat{}))
+		}
+		if serve(FormatAnthropic) {
+			s.mux.HandleFunc("POST "+prefix+"/messages", s.handler(anthropicFormat{}))
+		}
 		s.mux.HandleFunc("GET "+prefix+"/models", s.models)
 		s.mux.HandleFunc("GET "+prefix+"/models/{model}", s.model)
 	}
@@ -158,8 +214,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// Requests returns every chat completion request received so far, oldest
-// first. The slice is a copy; the requests in it must not be modified.
+// Requests returns every request received so far, oldest first. The slice is a copy; the requests in it must not be modified.
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -171,20 +226,40 @@ func (s *Server) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.requests = nil
-	s.next = 0
+	clear(s.next)
 }
 
-// nextStep takes the next script step; index is -1 for an unscripted answer.
-func (s *Server) nextStep() (st Step, index int) {
+// scriptMarker selects a named script (Options.Scripts).
+var scriptMarker = regexp.MustCompile(`\[script:([A-Za-z0-9_.-]+)\]`)
+
+// scriptFor names the script for req: the marker in its first user message,
+// if Options.Scripts has that name.
+func (s *Server) scriptFor(req *Request) (string, *Script) {
+	for _, m := range req.Messages {
+		if m.Role != "user" {
+			continue
+		}
+		if sub := scriptMarker.FindStringSubmatch(m.Content); sub != nil {
+			if sc, ok := s.opts.Scripts[sub[1]]; ok {
+				return sub[1], sc
+			}
+		}
+		break
+	}
+	return "", s.opts.Script
+}
+
+// nextStep takes the next step of the named script; index is -1 for an
+// unscripted answer.
+func (s *Server) nextStep(name string, sc *Script) (st Step, index int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sc := s.opts.Script
 	if sc == nil || len(sc.Steps) == 0 {
 		return Step{}, -1
 	}
-	if s.next < len(sc.Steps) {
-		s.next++
-		return sc.Steps[s.next-1], s.next - 1
+	if n := s.next[name]; n < len(sc.Steps) {
+		s.next[name] = n + 1
+		return sc.Steps[n], n
 	}
 	if sc.Then == ThenRepeat {
 		return sc.Steps[len(sc.Steps)-1], len(sc.Steps) - 1
@@ -192,39 +267,66 @@ func (s *Server) nextStep() (st Step, index int) {
 	return Step{}, -1
 }
 
-func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+// wireFormat is one provider API: how its requests parse and check, and how
+// its answers and errors look.
+type wireFormat interface {
+	name() string
+	parse(body []byte) (Request, error)
+	// check applies the API's rules on the conversation (tool call
+	// pairing, thinking signatures, strict schemas); an error is a 400.
+	check(req *Request) error
+	callID() string
+	writeError(w http.ResponseWriter, e ErrorSpec)
+	writeJSON(w http.ResponseWriter, req *Request, rep reply)
+	writeStream(ctx context.Context, w http.ResponseWriter, req *Request, rep reply, delay time.Duration)
+}
+
+func (s *Server) handler(f wireFormat) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) { s.serve(f, w, r) }
+}
+
+func (s *Server) serve(f wireFormat, w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		writeError(w, ErrorSpec{Status: http.StatusBadRequest, Message: "could not read the request body: " + err.Error()})
+		f.writeError(w, ErrorSpec{Status: http.StatusBadRequest, Message: "could not read the request body: " + err.Error()})
 		return
 	}
-	req, err := parseRequest(body)
+	req, err := f.parse(body)
+	if err == nil {
+		err = f.check(&req)
+	}
 	if err != nil {
-		s.log.Warn("bad chat completion request", "error", err)
-		writeError(w, ErrorSpec{Status: http.StatusBadRequest, Message: err.Error()})
+		s.log.Warn("bad request", "format", f.name(), "error", err)
+		f.writeError(w, ErrorSpec{Status: http.StatusBadRequest, Message: err.Error()})
 		return
 	}
+	req.Format, req.Header = f.name(), r.Header.Clone()
+	name, sc := s.scriptFor(&req)
+	req.Script = name
 	s.mu.Lock()
 	s.requests = append(s.requests, req)
 	s.mu.Unlock()
 
 	ctx := r.Context()
-	log := s.log.With("model", req.Model, "stream", req.Stream, "tools", len(req.Tools))
+	log := s.log.With("format", f.name(), "model", req.Model, "stream", req.Stream, "tools", len(req.Tools))
+	if name != "" {
+		log = log.With("script", name)
+	}
 	if hook := s.opts.BeforeRespond; hook != nil {
 		if err := hook(ctx, &req); err != nil {
-			log.Info("chat completion failed by hook", "error", err)
-			writeError(w, ErrorSpec{Status: http.StatusInternalServerError, Message: err.Error()})
+			log.Info("request failed by hook", "error", err)
+			f.writeError(w, ErrorSpec{Status: http.StatusInternalServerError, Message: err.Error()})
 			return
 		}
 	}
 	var st Step
 	index, chosen := -1, false
-	if f := s.opts.StepFor; f != nil {
-		st, chosen = f(&req)
+	if pick := s.opts.StepFor; pick != nil {
+		st, chosen = pick(&req)
 	}
 	if !chosen {
-		st, index = s.nextStep()
+		st, index = s.nextStep(name, sc)
 	}
 	log = log.With("script_step", index, "step_for", chosen)
 	if !sleep(ctx, s.opts.Latency+time.Duration(st.DelayMS)*time.Millisecond) {
@@ -232,16 +334,16 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if st.Error != nil {
-		log.Info("chat completion scripted error", "status", cmp.Or(st.Error.Status, 500))
-		writeError(w, *st.Error)
+		log.Info("scripted error", "status", cmp.Or(st.Error.Status, 500))
+		f.writeError(w, *st.Error)
 		return
 	}
-	rep, err := s.plan(&req, st)
+	rep, err := s.plan(&req, st, f.callID)
 	if err != nil {
 		// Our own failure: tell the client not to retry, it would fail again.
-		log.Error("chat completion cannot be answered", "error", err)
+		log.Error("request cannot be answered", "error", err)
 		no := false
-		writeError(w, ErrorSpec{Status: http.StatusInternalServerError, Type: "mockllm_error", Message: err.Error(), ShouldRetry: &no})
+		f.writeError(w, ErrorSpec{Status: http.StatusInternalServerError, Type: "mockllm_error", Message: err.Error(), ShouldRetry: &no})
 		return
 	}
 	chunkDelay := s.opts.ChunkDelay
@@ -249,22 +351,24 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		chunkDelay = time.Duration(st.ChunkDelayMS) * time.Millisecond
 	}
 	if req.Stream {
-		var before func(int) error
-		if s.opts.BeforeChunk != nil {
-			before = func(n int) error { return s.opts.BeforeChunk(ctx, &req, n) }
+		if hook := s.opts.BeforeChunk; hook != nil {
+			w = &chunkHook{ResponseWriter: w, before: func(n int) error { return hook(ctx, &req, n) }}
 		}
-		writeStream(ctx, w, &req, rep, chunkDelay, before)
+		f.writeStream(ctx, w, &req, rep, chunkDelay)
 	} else {
-		writeCompletion(w, &req, rep)
+		f.writeJSON(w, &req, rep)
 	}
-	log.Info("chat completion", "finish_reason", rep.finish, "tool_calls", len(rep.calls),
+	log.Info("answered", "finish_reason", rep.finish, "tool_calls", len(rep.calls), "refusal", rep.refusal != "",
 		"text_bytes", len(rep.text), "truncated", rep.truncate, "duration_ms", time.Since(start).Milliseconds())
 }
 
-// reply is what the model "says", independent of the wire format.
+// reply is what the model "says", independent of the wire format. finish
+// uses the Chat Completions words (stop, length, content_filter,
+// tool_calls); each format maps them to its own.
 type reply struct {
 	reasoning string
 	text      string
+	refusal   string
 	calls     []call
 	finish    string
 	truncate  bool
@@ -272,10 +376,12 @@ type reply struct {
 
 type call struct{ id, name, args string }
 
-func (s *Server) plan(req *Request, st Step) (reply, error) {
+func (s *Server) plan(req *Request, st Step, newID func() string) (reply, error) {
 	rep := reply{reasoning: st.Reasoning, text: st.Text, truncate: st.Truncate}
 	var err error
 	switch {
+	case st.Refusal != "":
+		rep.refusal = st.Refusal
 	case st.TextOnly:
 		rep.text = cmp.Or(rep.text, echo(req))
 	case len(st.ToolCalls) > 0:
@@ -284,17 +390,17 @@ func (s *Server) plan(req *Request, st Step) (reply, error) {
 			if tc.Value != nil {
 				args = wrapOutput(tc.Value)
 			}
-			rep.calls = append(rep.calls, call{id: cmp.Or(tc.ID, newCallID()), name: tc.Name, args: args})
+			rep.calls = append(rep.calls, call{id: cmp.Or(tc.ID, newID()), name: tc.Name, args: args})
 		}
 	case st.Value != nil:
-		rep.calls = []call{{id: newCallID(), name: FinalizerTool, args: wrapOutput(st.Value)}}
+		rep.calls = []call{{id: newID(), name: FinalizerTool, args: wrapOutput(st.Value)}}
 	case st.Invalid:
-		rep.calls, err = finalizerCall(req, true)
+		rep.calls, err = finalizerCall(req, true, newID)
 	case st.Text != "":
 	case s.opts.Mode == ModeText || req.Tool(FinalizerTool) == nil:
 		rep.text = echo(req)
 	default:
-		rep.calls, err = finalizerCall(req, s.opts.Mode == ModeInvalid)
+		rep.calls, err = finalizerCall(req, s.opts.Mode == ModeInvalid, newID)
 	}
 	rep.finish = st.FinishReason
 	if rep.finish == "" {
@@ -309,7 +415,7 @@ func (s *Server) plan(req *Request, st Step) (reply, error) {
 // finalizerCall generates the arguments against the offered tool's whole
 // parameters schema, which yields {"output": V} (or, for an invalid value,
 // usually {"output": V'} with V' violating the output schema).
-func finalizerCall(req *Request, invalid bool) ([]call, error) {
+func finalizerCall(req *Request, invalid bool, newID func() string) ([]call, error) {
 	tool := req.Tool(FinalizerTool)
 	args := json.RawMessage(`{}`) // no schema to violate: omit the required output
 	var err error
@@ -324,7 +430,7 @@ func finalizerCall(req *Request, invalid bool) ([]call, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s arguments: %w", FinalizerTool, err)
 	}
-	return []call{{id: newCallID(), name: FinalizerTool, args: string(args)}}, nil
+	return []call{{id: newID(), name: FinalizerTool, args: string(args)}}, nil
 }
 
 // wrapOutput builds {"output": value} by concatenation so that the value's
@@ -385,12 +491,15 @@ func modelObject(id string) map[string]any {
 // compare exactly (tool parameters, messages).
 func parseRequest(body []byte) (Request, error) {
 	var wire struct {
-		Model      string            `json:"model"`
-		Messages   []json.RawMessage `json:"messages"`
-		Tools      []json.RawMessage `json:"tools"`
-		ToolChoice json.RawMessage   `json:"tool_choice"`
-		Stream     bool              `json:"stream"`
-		Options    *struct {
+		Model               string            `json:"model"`
+		Messages            []json.RawMessage `json:"messages"`
+		Tools               []json.RawMessage `json:"tools"`
+		ToolChoice          json.RawMessage   `json:"tool_choice"`
+		Stream              bool              `json:"stream"`
+		MaxTokens           int64             `json:"max_tokens"`
+		MaxCompletionTokens int64             `json:"max_completion_tokens"`
+		ReasoningEffort     string            `json:"reasoning_effort"`
+		Options             *struct {
 			IncludeUsage bool `json:"include_usage"`
 		} `json:"stream_options"`
 	}
@@ -404,18 +513,21 @@ func parseRequest(body []byte) (Request, error) {
 		return Request{}, errors.New("messages must be a non-empty array")
 	}
 	req := Request{
-		Model:      wire.Model,
-		ToolChoice: wire.ToolChoice,
-		Stream:     wire.Stream,
-		Body:       body,
+		Model:           wire.Model,
+		ToolChoice:      wire.ToolChoice,
+		Stream:          wire.Stream,
+		MaxTokens:       cmp.Or(wire.MaxCompletionTokens, wire.MaxTokens),
+		ReasoningEffort: wire.ReasoningEffort,
+		Body:            body,
 	}
 	req.IncludeUsage = wire.Options != nil && wire.Options.IncludeUsage
 	for i, raw := range wire.Messages {
 		var m struct {
-			Role       string          `json:"role"`
-			Content    json.RawMessage `json:"content"`
-			ToolCallID string          `json:"tool_call_id"`
-			ToolCalls  []struct {
+			Role             string          `json:"role"`
+			Content          json.RawMessage `json:"content"`
+			ReasoningContent string          `json:"reasoning_content"`
+			ToolCallID       string          `json:"tool_call_id"`
+			ToolCalls        []struct {
 				ID       string `json:"id"`
 				Function struct {
 					Name      string `json:"name"`
@@ -426,7 +538,7 @@ func parseRequest(body []byte) (Request, error) {
 		if err := json.Unmarshal(raw, &m); err != nil {
 			return Request{}, fmt.Errorf("messages[%d]: %w", i, err)
 		}
-		msg := Message{Role: m.Role, Content: flattenContent(m.Content), ToolCallID: m.ToolCallID, Raw: raw}
+		msg := Message{Role: m.Role, Content: flattenContent(m.Content), ToolCallID: m.ToolCallID, Reasoning: m.ReasoningContent, Raw: raw}
 		for _, tc := range m.ToolCalls {
 			msg.ToolCalls = append(msg.ToolCalls, MessageToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 		}
@@ -439,6 +551,7 @@ func parseRequest(body []byte) (Request, error) {
 				Name        string          `json:"name"`
 				Description string          `json:"description"`
 				Parameters  json.RawMessage `json:"parameters"`
+				Strict      *bool           `json:"strict"`
 			} `json:"function"`
 		}
 		if err := json.Unmarshal(raw, &t); err != nil {
@@ -447,7 +560,8 @@ func parseRequest(body []byte) (Request, error) {
 		if t.Type != "function" || t.Function.Name == "" {
 			return Request{}, fmt.Errorf("tools[%d]: only function tools with a name are supported", i)
 		}
-		req.Tools = append(req.Tools, Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
+		req.Tools = append(req.Tools, Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters,
+			Strict: t.Function.Strict})
 	}
 	return req, nil
 }
@@ -469,3 +583,29 @@ func flattenContent(raw json.RawMessage) string {
 	}
 	return b.String()
 }
+
+// chunkHook runs Options.BeforeChunk before each write of a stream: every
+// wire format writes one event per Write.
+type chunkHook struct {
+	http.ResponseWriter
+	before func(n int) error
+	n      int
+	failed bool
+}
+
+func (c *chunkHook) Write(b []byte) (int, error) {
+	if c.failed {
+		return 0, errHookStopped
+	}
+	if err := c.before(c.n); err != nil {
+		c.failed = true
+		return 0, err
+	}
+	c.n++
+	return c.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the real writer (Flush).
+func (c *chunkHook) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+var errHookStopped = errors.New("stream stopped by BeforeChunk")

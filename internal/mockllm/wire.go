@@ -5,15 +5,62 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
 
 // The shapes below follow recorded OpenAI traffic (fantasy's
 // providertests/testdata/TestOpenAICommon cassettes).
+
+// chatFormat is the Chat Completions API (POST /v1/chat/completions).
+type chatFormat struct{}
+
+func (chatFormat) name() string                                  { return FormatOpenAI }
+func (chatFormat) callID() string                                { return newCallID() }
+func (chatFormat) parse(body []byte) (Request, error)            { return parseRequest(body) }
+func (chatFormat) writeError(w http.ResponseWriter, e ErrorSpec) { writeError(w, e) }
+func (chatFormat) writeJSON(w http.ResponseWriter, req *Request, rep reply) {
+	writeCompletion(w, req, rep)
+}
+
+func (chatFormat) writeStream(ctx context.Context, w http.ResponseWriter, req *Request, rep reply, delay time.Duration) {
+	writeStream(ctx, w, req, rep, delay)
+}
+
+// check applies OpenAI's pairing rules (every tool call of an assistant
+// message answered by tool messages right after it, every tool message
+// answering one) and the strict-schema rules.
+func (chatFormat) check(req *Request) error {
+	var pending []string
+	for _, m := range req.Messages {
+		if m.Role == "tool" {
+			i := slices.Index(pending, m.ToolCallID)
+			if i < 0 {
+				return errors.New("Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.")
+			}
+			pending = slices.Delete(pending, i, i+1)
+			continue
+		}
+		if len(pending) > 0 {
+			return fmt.Errorf("An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. "+
+				"The following tool_call_ids did not have response messages: %s", strings.Join(pending, ", "))
+		}
+		for _, tc := range m.ToolCalls {
+			pending = append(pending, tc.ID)
+		}
+	}
+	if len(pending) > 0 {
+		return fmt.Errorf("An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. "+
+			"The following tool_call_ids did not have response messages: %s", strings.Join(pending, ", "))
+	}
+	return checkStrictTools(req.Tools)
+}
 
 const fingerprint = "fp_mockllm"
 
@@ -92,6 +139,9 @@ func writeCompletion(w http.ResponseWriter, req *Request, rep reply) {
 	if rep.text != "" {
 		msg["content"] = rep.text
 	}
+	if rep.refusal != "" {
+		msg["refusal"] = rep.refusal
+	}
 	if rep.reasoning != "" {
 		msg["reasoning_content"] = rep.reasoning
 	}
@@ -127,7 +177,7 @@ func writeCompletion(w http.ResponseWriter, req *Request, rep reply) {
 // writeStream sends the reply as server-sent events: a role chunk, then
 // reasoning, text and tool-call deltas in small pieces, the finish_reason
 // chunk, the usage chunk (empty choices) and [DONE].
-func writeStream(ctx context.Context, w http.ResponseWriter, req *Request, rep reply, delay time.Duration, before func(n int) error) {
+func writeStream(ctx context.Context, w http.ResponseWriter, req *Request, rep reply, delay time.Duration) {
 	deltas := streamDeltas(rep)
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -149,9 +199,6 @@ func writeStream(ctx context.Context, w http.ResponseWriter, req *Request, rep r
 	sent := 0
 	send := func(data []byte) bool {
 		if sent > 0 && !sleep(ctx, delay) {
-			return false
-		}
-		if before != nil && before(sent) != nil {
 			return false
 		}
 		sent++
@@ -198,7 +245,7 @@ func streamDeltas(rep reply) []map[string]any {
 	var deltas []map[string]any
 	// Like OpenAI: a separate role chunk before text, but the role rides on
 	// the first tool call when the answer is only tool calls.
-	preamble := rep.reasoning != "" || rep.text != "" || len(rep.calls) == 0
+	preamble := rep.reasoning != "" || rep.text != "" || rep.refusal != "" || len(rep.calls) == 0
 	if preamble {
 		deltas = append(deltas, map[string]any{"role": "assistant", "content": "", "refusal": nil})
 	}
@@ -207,6 +254,9 @@ func streamDeltas(rep reply) []map[string]any {
 	}
 	for _, p := range pieces(rep.text) {
 		deltas = append(deltas, map[string]any{"content": p})
+	}
+	for _, p := range pieces(rep.refusal) {
+		deltas = append(deltas, map[string]any{"refusal": p})
 	}
 	for i, c := range rep.calls {
 		head := map[string]any{"tool_calls": []any{map[string]any{

@@ -1,13 +1,19 @@
 // Package provider turns the configured providers and models into
-// charm.land/fantasy language models.
+// charm.land/fantasy language models, with the per-model call options
+// (reasoning, thinking, strict tools), the API keys read from the
+// environment, and an HTTP transport that observes what fantasy's stream
+// parts do not carry (see Observe).
 package provider
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 
 	"charm.land/fantasy"
@@ -21,28 +27,54 @@ import (
 // ErrUnknownModel: the model id is not configured.
 var ErrUnknownModel = errors.New("unknown model")
 
+// ErrStructuredUnsupported: the model's configuration cannot carry a
+// structured request (see StructuredOutputSupported).
+var ErrStructuredUnsupported = errors.New("structured output is not supported by this model's configuration")
+
 // Model is a configured model ready to call.
 type Model struct {
 	Config   config.Model
 	Provider config.Provider
 	LM       fantasy.LanguageModel
+	// Options are the provider options every call to this model carries
+	// (reasoning effort, extended thinking, the strict-tools switch); nil
+	// when the model sets none.
+	Options fantasy.ProviderOptions
+}
+
+// Options configure a Registry.
+type Options struct {
+	// HTTPClient is the base client for provider calls (nil: one over
+	// http.DefaultTransport). Its transport is wrapped, never replaced.
+	HTTPClient *http.Client
+	// Getenv reads the API key variables (nil: os.Getenv).
+	Getenv func(string) string
+	// Logger receives configuration warnings; keys are never logged.
+	Logger *slog.Logger
 }
 
 // Registry resolves model ids. Language models are built on first use.
 type Registry struct {
-	cfg    *config.Config
-	client *http.Client
+	cfg  *config.Config
+	opts Options
 
 	mu     sync.Mutex
 	models map[string]*Model
+	keys   map[string]string // provider name → API key, for Redact
 }
 
-// NewRegistry returns a registry over cfg. client may be nil.
-func NewRegistry(cfg *config.Config, client *http.Client) *Registry {
+// NewRegistry returns a registry over cfg.
+func NewRegistry(cfg *config.Config, o Options) *Registry {
 	if cfg == nil {
 		cfg = &config.Config{}
 	}
-	return &Registry{cfg: cfg, client: client, models: map[string]*Model{}}
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Registry{cfg: cfg, opts: o, models: map[string]*Model{}, keys: map[string]string{}}
 }
 
 // Default is the default model id ("" when none is configured).
@@ -72,6 +104,36 @@ func (r *Registry) modelConfig(id string) (config.Model, bool) {
 	return config.Model{}, false
 }
 
+func (r *Registry) providerConfig(name string) config.Provider {
+	for _, p := range r.cfg.Providers {
+		if p.Name == name {
+			return p
+		}
+	}
+	return config.Provider{}
+}
+
+// StructuredOutputSupported reports whether a structured request may run on
+// model id, judged from the configuration alone (no provider call). The
+// finalizer's parameters are the caller's schema inside a wrapper, sent as
+// they are: a model whose settings would force strict decoding on every
+// tool, with no per-tool override in fantasy's encoder, cannot carry it
+// without rewriting the schema, which chatd never does. The error wraps
+// ErrStructuredUnsupported and says why; it names no secret.
+func (r *Registry) StructuredOutputSupported(id string) error {
+	mc, ok := r.modelConfig(id)
+	if !ok {
+		return fmt.Errorf("%w %q", ErrUnknownModel, id)
+	}
+	pc := r.providerConfig(mc.Provider)
+	if pc.Type == config.TypeOpenAI && mc.StrictTools != nil && *mc.StrictTools {
+		return fmt.Errorf("%w: model %q has strict_tools on the OpenAI Responses API, which sends every function tool "+
+			"with strict:true and has no per-tool override, so the finalizer's schema would have to be rewritten "+
+			"into OpenAI's strict subset; turn strict_tools off for this model or use another model", ErrStructuredUnsupported, id)
+	}
+	return nil
+}
+
 // Model returns the model id, building its client on first use.
 func (r *Registry) Model(ctx context.Context, id string) (*Model, error) {
 	r.mu.Lock()
@@ -83,12 +145,7 @@ func (r *Registry) Model(ctx context.Context, id string) (*Model, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownModel, id)
 	}
-	var pc config.Provider
-	for _, p := range r.cfg.Providers {
-		if p.Name == mc.Provider {
-			pc = p
-		}
-	}
+	pc := r.providerConfig(mc.Provider)
 	p, err := r.build(pc)
 	if err != nil {
 		return nil, fmt.Errorf("provider %q: %w", pc.Name, err)
@@ -97,53 +154,142 @@ func (r *Registry) Model(ctx context.Context, id string) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("provider %q model %q: %w", pc.Name, mc.Model, err)
 	}
-	m := &Model{Config: mc, Provider: pc, LM: lm}
+	m := &Model{Config: mc, Provider: pc, LM: lm, Options: callOptions(pc, mc, lm)}
 	r.models[id] = m
 	return m, nil
 }
 
-func (r *Registry) build(pc config.Provider) (fantasy.Provider, error) {
-	key := ""
-	if pc.APIKeyEnv != "" {
-		key = os.Getenv(pc.APIKeyEnv)
+// Redact replaces every configured API key in s; use it on any provider
+// text that may be logged or stored (error messages can echo a key).
+func (r *Registry) Redact(s string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, k := range r.keys {
+		if len(k) >= minRedactLen {
+			s = strings.ReplaceAll(s, k, "[redacted]")
+		}
 	}
+	return s
+}
+
+// minRedactLen avoids redacting every occurrence of a toy key like "x".
+const minRedactLen = 6
+
+func (r *Registry) apiKey(pc config.Provider) string {
+	if pc.APIKeyEnv == "" {
+		return ""
+	}
+	key := r.opts.Getenv(pc.APIKeyEnv)
+	if key == "" {
+		r.opts.Logger.Warn("provider API key variable is empty or unset", slog.String("provider", pc.Name),
+			slog.String("variable", pc.APIKeyEnv))
+	}
+	r.keys[pc.Name] = key
+	return key
+}
+
+// httpClient is the base client with the observing transport around it.
+// Without a configured key it also strips credentials: the provider SDKs
+// fall back to their own environment variables (OPENAI_API_KEY,
+// ANTHROPIC_API_KEY...), which would send a key the configuration did not
+// name to whatever base URL it does name.
+func (r *Registry) httpClient(api, key string) *http.Client {
+	c := &http.Client{}
+	if r.opts.HTTPClient != nil {
+		*c = *r.opts.HTTPClient
+	}
+	base := c.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	c.Transport = &transport{base: base, api: api, stripAuth: key == ""}
+	return c
+}
+
+// unsetKey stands in for a missing Anthropic key: anthropic-sdk-go refuses
+// to send a request without a credential (after searching the environment
+// and its profile files); the transport removes it again.
+const unsetKey = "chatd-no-key-configured"
+
+func (r *Registry) build(pc config.Provider) (fantasy.Provider, error) {
+	key := r.apiKey(pc)
 	switch pc.Type {
 	case config.TypeOpenAICompatible:
-		opts := []openaicompat.Option{openaicompat.WithBaseURL(pc.BaseURL), openaicompat.WithAPIKey(key), openaicompat.WithName(pc.Name)}
+		opts := []openaicompat.Option{openaicompat.WithBaseURL(pc.BaseURL), openaicompat.WithAPIKey(key),
+			openaicompat.WithName(pc.Name), openaicompat.WithHTTPClient(r.httpClient(apiChat, key))}
 		if len(pc.Headers) > 0 {
 			opts = append(opts, openaicompat.WithHeaders(pc.Headers))
 		}
-		if r.client != nil {
-			opts = append(opts, openaicompat.WithHTTPClient(r.client))
-		}
 		return openaicompat.New(opts...)
 	case config.TypeOpenAI, config.TypeOpenAIChat:
-		opts := []openai.Option{openai.WithAPIKey(key), openai.WithName(pc.Name)}
+		api := apiChat
+		if pc.Type == config.TypeOpenAI {
+			api = apiResponses
+		}
+		opts := []openai.Option{openai.WithAPIKey(key), openai.WithName(pc.Name), openai.WithHTTPClient(r.httpClient(api, key))}
 		if pc.BaseURL != "" {
 			opts = append(opts, openai.WithBaseURL(pc.BaseURL))
 		}
 		if pc.Type == config.TypeOpenAI {
-			opts = append(opts, openai.WithUseResponsesAPI())
+			// fantasy would fall back to Chat Completions for model names
+			// it does not list; the type says Responses, so always.
+			opts = append(opts, openai.WithUseResponsesAPI(), openai.WithResponsesAPIFunc(func(string) bool { return true }))
 		}
 		if len(pc.Headers) > 0 {
 			opts = append(opts, openai.WithHeaders(pc.Headers))
 		}
-		if r.client != nil {
-			opts = append(opts, openai.WithHTTPClient(r.client))
-		}
 		return openai.New(opts...)
 	case config.TypeAnthropic:
-		opts := []anthropic.Option{anthropic.WithAPIKey(key), anthropic.WithName(pc.Name)}
+		opts := []anthropic.Option{anthropic.WithAPIKey(cmp.Or(key, unsetKey)), anthropic.WithName(pc.Name),
+			anthropic.WithHTTPClient(r.httpClient(apiAnthropic, key))}
 		if pc.BaseURL != "" {
 			opts = append(opts, anthropic.WithBaseURL(pc.BaseURL))
 		}
 		if len(pc.Headers) > 0 {
 			opts = append(opts, anthropic.WithHeaders(pc.Headers))
 		}
-		if r.client != nil {
-			opts = append(opts, anthropic.WithHTTPClient(r.client))
-		}
 		return anthropic.New(opts...)
 	}
 	return nil, fmt.Errorf("unknown provider type %q", pc.Type)
+}
+
+// callOptions are the per-model provider options, keyed as each encoder
+// reads them: "openai" for both OpenAI APIs, "anthropic", and the
+// provider's own name for openai-compatible (its encoder looks options up
+// under the language model's provider name).
+func callOptions(pc config.Provider, mc config.Model, lm fantasy.LanguageModel) fantasy.ProviderOptions {
+	var effort *openai.ReasoningEffort
+	if mc.ReasoningEffort != "" {
+		e := openai.ReasoningEffort(mc.ReasoningEffort)
+		effort = &e
+	}
+	switch pc.Type {
+	case config.TypeOpenAI:
+		if effort == nil && mc.ReasoningSummary == "" && mc.StrictTools == nil {
+			return nil
+		}
+		o := &openai.ResponsesProviderOptions{ReasoningEffort: effort, StrictJSONSchema: mc.StrictTools}
+		if mc.ReasoningSummary != "" {
+			s := mc.ReasoningSummary
+			o.ReasoningSummary = &s
+		}
+		return fantasy.ProviderOptions{openai.Name: o}
+	case config.TypeOpenAIChat:
+		if effort == nil {
+			return nil
+		}
+		return fantasy.ProviderOptions{openai.Name: &openai.ProviderOptions{ReasoningEffort: effort}}
+	case config.TypeOpenAICompatible:
+		if effort == nil {
+			return nil
+		}
+		return fantasy.ProviderOptions{lm.Provider(): &openaicompat.ProviderOptions{ReasoningEffort: effort}}
+	case config.TypeAnthropic:
+		if mc.ThinkingBudgetTokens == 0 {
+			return nil
+		}
+		return fantasy.ProviderOptions{anthropic.Name: &anthropic.ProviderOptions{
+			Thinking: &anthropic.ThinkingProviderOption{BudgetTokens: mc.ThinkingBudgetTokens}}}
+	}
+	return nil
 }

@@ -50,9 +50,13 @@ func (a *action) maybeCompact(ctx context.Context, model *provider.Model, system
 	}
 	prompt := buildPrompt(system, a.msgs[:boundary])
 	prompt = append(prompt, fantasy.NewUserMessage(summaryInstruction))
-	resp, err := model.LM.Generate(ctx, fantasy.Call{Prompt: prompt})
+	call := fantasy.Call{Prompt: prompt, ProviderOptions: model.Options}
+	if n := model.Config.MaxOutputTokens; n > 0 {
+		call.MaxOutputTokens = &n
+	}
+	resp, err := model.LM.Generate(ctx, call)
 	if err != nil {
-		a.t.log.Warn("compaction failed", slog.String("error", err.Error()))
+		a.t.log.Warn("compaction failed", slog.String("error", a.t.w.r.models.Redact(err.Error())))
 		if requested {
 			// Give up on this request rather than retrying forever; the
 			// turn goes on with the full history.

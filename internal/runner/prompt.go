@@ -189,10 +189,30 @@ func clientTools(chat dbgen.Chat) ([]fantasy.Tool, error) {
 				return nil, err
 			}
 			exactNumbers(schema)
+			requiredStrings(schema)
 		}
 		tools = append(tools, fantasy.FunctionTool{Name: d.Name, Description: d.Description, InputSchema: schema})
 	}
 	return tools, nil
+}
+
+// requiredStrings gives a decoded root "required" list the Go type
+// []string: fantasy's Anthropic encoder keeps only properties and required
+// of a tool's root schema, and drops required unless it is a []string.
+func requiredStrings(schema map[string]any) {
+	list, ok := schema["required"].([]any)
+	if !ok {
+		return
+	}
+	out := make([]string, 0, len(list))
+	for _, v := range list {
+		s, ok := v.(string)
+		if !ok {
+			return // not a valid list of names: leave it as declared
+		}
+		out = append(out, s)
+	}
+	schema["required"] = out
 }
 
 // structuredInstruction is appended to the system prompt while a structured

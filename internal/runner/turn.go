@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 
 	"github.com/chatd/chatd/internal/jsonb"
 	"github.com/chatd/chatd/internal/notify"
+	"github.com/chatd/chatd/internal/provider"
 	"github.com/chatd/chatd/internal/store"
 )
 
@@ -189,10 +192,19 @@ func (a *action) generate(ctx context.Context) (bool, error) {
 	chat := a.turn.Chat
 	model, err := r.models.Model(ctx, chat.Model)
 	if err != nil {
-		a.t.log.Warn("model unavailable", slog.String("model", chat.Model), slog.String("error", err.Error()))
+		a.t.log.Warn("model unavailable", slog.String("model", chat.Model), slog.String("error", r.models.Redact(err.Error())))
 		return a.fail(ctx, CodeConfiguration, fmt.Sprintf("model %q is not available on this server", chat.Model), store.EndError)
 	}
 	req := a.turn.Request
+	if req != nil {
+		// Admission checked this too, but the configuration may have
+		// changed since the request was accepted.
+		if err := r.models.StructuredOutputSupported(chat.Model); err != nil {
+			a.t.log.Warn("structured request on an incompatible model", slog.String("model", chat.Model), slog.String("error", err.Error()))
+			return a.fail(ctx, CodeConfiguration, fmt.Sprintf("structured output is not available on model %q as configured now "+
+				"(strict_tools is on and there is no per-tool override for the finalizer)", chat.Model), store.EndError)
+		}
+	}
 	system := chat.SystemPrompt
 	if chat.Mode == "plan" {
 		system = strings.TrimSpace(system + "\n\n" + planInstruction)
@@ -224,7 +236,7 @@ func (a *action) generate(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	auto := fantasy.ToolChoiceAuto
-	call := fantasy.Call{Prompt: buildPrompt(system, a.msgs), Tools: tools}
+	call := fantasy.Call{Prompt: buildPrompt(system, a.msgs), Tools: tools, ProviderOptions: model.Options}
 	if len(tools) > 0 {
 		call.ToolChoice = &auto
 	}
@@ -239,12 +251,19 @@ func (a *action) generate(ctx context.Context) (bool, error) {
 
 	var seq int64
 	start := time.Now()
-	res := streamStep(stepCtx, model.LM, call, func(d Delta) {
+	obsCtx, wire := provider.Observe(stepCtx)
+	res := streamStep(obsCtx, model.LM, call, func(d Delta) {
 		seq++
 		d.HistoryVersion, d.Attempt, d.Seq = a.fence.HistoryVersion, attempt, seq
 		r.opts.Preview.Delta(chat.ID, d)
 	})
 	r.opts.Preview.Flush()
+	v := wire.Verdict()
+	res.correct(v)
+	for _, w := range res.Warnings {
+		a.t.log.Warn("provider warning", slog.String("type", string(w.Type)), slog.String("setting", w.Setting),
+			slog.String("message", r.models.Redact(w.Message+" "+w.Details)))
+	}
 
 	if res.Err != nil {
 		if cause := context.Cause(stepCtx); errors.Is(cause, errChatChanged) || ctx.Err() != nil {
@@ -255,25 +274,30 @@ func (a *action) generate(ctx context.Context) (bool, error) {
 		return a.providerError(ctx, attempt, res.Err)
 	}
 	a.t.log.Debug("provider step", slog.Int("attempt", int(attempt)), slog.String("finish_reason", string(res.FinishReason)),
-		slog.Duration("took", time.Since(start)))
+		slog.String("wire_finish", v.Raw), slog.Bool("refused", res.Refused), slog.Duration("took", time.Since(start)))
 
 	usage, _ := json.Marshal(res.Usage)
 	parts := res.Parts
 	if req != nil {
 		screenFinalizerArgs(parts)
 	}
-	if req != nil && res.FinishReason == fantasy.FinishReasonContentFilter {
-		// A refusal or filtered answer ends the request: it is not a repairable mistake.
+	if req != nil && (res.Refused || res.FinishReason == fantasy.FinishReasonContentFilter) {
+		// A refusal or filtered answer ends the request: it is not a
+		// repairable mistake, and nothing of this step can be a candidate.
+		msg := "the model refused to answer"
+		if !res.Refused {
+			msg = "the model provider's content filter stopped the answer"
+		}
 		a.fence.Attempt = &attempt
-		return a.fail(ctx, CodeRefused, "the model provider refused or filtered the answer", store.EndTurn,
-			store.NewMessage{Role: "assistant", Parts: parts, RequestID: a.requestID(), FinishReason: string(res.FinishReason), Usage: usage})
+		return a.fail(ctx, CodeRefused, msg, store.EndTurn,
+			store.NewMessage{Role: "assistant", Parts: parts, RequestID: a.requestID(), FinishReason: finishReason(res), Usage: usage})
 	}
 	if len(parts) == 0 {
 		parts = []jsonb.Part{} // an empty answer is still a (text-only) ending
 	}
 	c := store.Commit{
 		Messages: []store.NewMessage{{Role: "assistant", Parts: parts, RequestID: a.requestID(),
-			FinishReason: string(res.FinishReason), Usage: usage}},
+			FinishReason: finishReason(res), Usage: usage}},
 	}
 	if req != nil {
 		c.Progress = &store.Progress{RequestID: req.RequestID, Steps: 1}
@@ -313,7 +337,11 @@ func (a *action) watch(ctx context.Context, cancel context.CancelCauseFunc) func
 }
 
 // providerError retries transient failures with backoff within the attempt
-// budget and ends the turn on terminal ones, with a sanitized message.
+// budget, waiting at least what the provider's Retry-After asks, and ends
+// the turn on terminal ones. The stored message is chatd's own sentence for
+// the status: provider bodies can carry the request, the schema or an
+// echoed key, so none of their text reaches a receipt or last_error; the
+// log gets the provider's message with configured keys redacted.
 func (a *action) providerError(ctx context.Context, attempt int32, err error) (bool, error) {
 	r := a.t.w.r
 	var pe *fantasy.ProviderError
@@ -323,10 +351,10 @@ func (a *action) providerError(ctx context.Context, attempt int32, err error) (b
 	if errors.As(err, &pe) {
 		retryable = pe.IsRetryable()
 		status = pe.StatusCode
-		floor = retryAfter(pe.ResponseHeaders)
+		floor = retryAfter(pe.ResponseHeaders, time.Now())
 	}
 	a.t.log.Warn("provider error", slog.Int("attempt", int(attempt)), slog.Int("status", status),
-		slog.Bool("retryable", retryable), slog.String("error", err.Error()))
+		slog.Bool("retryable", retryable), slog.Duration("retry_after", floor), slog.String("error", r.models.Redact(err.Error())))
 	if retryable && int(attempt) < r.opts.MaxAttempts {
 		select {
 		case <-ctx.Done():
@@ -335,15 +363,42 @@ func (a *action) providerError(ctx context.Context, attempt int32, err error) (b
 		}
 		return false, nil
 	}
-	msg := "the model provider failed"
-	if status != 0 {
-		msg = fmt.Sprintf("the model provider failed (HTTP %d)", status)
-	}
+	msg := providerFailure(status)
 	if retryable {
 		msg += fmt.Sprintf(" after %d attempts", attempt)
 	}
 	a.fence.Attempt = &attempt
 	return a.fail(ctx, CodeProviderError, msg, store.EndError)
+}
+
+// providerFailure is the sanitized sentence for a failed provider call.
+func providerFailure(status int) string {
+	switch status {
+	case 0:
+		return "the model provider failed"
+	case http.StatusBadRequest:
+		return "the model provider rejected the request as invalid (HTTP 400)"
+	case http.StatusUnauthorized:
+		return "the model provider rejected the credentials (HTTP 401)"
+	case http.StatusForbidden:
+		return "the model provider denied access (HTTP 403)"
+	case http.StatusNotFound:
+		return "the model provider does not know the model or endpoint (HTTP 404)"
+	case http.StatusRequestEntityTooLarge:
+		return "the model provider rejected the request as too large (HTTP 413)"
+	case http.StatusTooManyRequests:
+		return "the model provider kept rate-limiting the request (HTTP 429)"
+	}
+	return fmt.Sprintf("the model provider failed (HTTP %d)", status)
+}
+
+// finishReason is the finish provenance stored with the step: fantasy's
+// reason as corrected from the wire, or "refusal".
+func finishReason(res stepResult) string {
+	if res.Refused {
+		return "refusal"
+	}
+	return string(res.FinishReason)
 }
 
 // finishInterruption keeps the partial output, closes dangling tool calls,
@@ -412,15 +467,28 @@ func jsonString(s string) json.RawMessage {
 	return bytes.TrimRight(b.Bytes(), "\n")
 }
 
-// retryAfter reads a Retry-After header (seconds) from provider headers.
-func retryAfter(h map[string]string) time.Duration {
+// retryAfter reads how long the provider asked to wait: retry-after-ms
+// (OpenAI) or Retry-After in seconds or as an HTTP date, header names
+// matched case-insensitively (fantasy copies the SDK's header map, whose
+// keys are canonical). At most 5 minutes.
+func retryAfter(h map[string]string, now time.Time) time.Duration {
+	var d time.Duration
 	for k, v := range h {
-		if strings.EqualFold(k, "retry-after") {
-			var secs float64
-			if _, err := fmt.Sscanf(v, "%g", &secs); err == nil && secs > 0 {
-				return min(time.Duration(secs*float64(time.Second)), 5*time.Minute)
+		v = strings.TrimSpace(v)
+		switch {
+		case strings.EqualFold(k, "retry-after-ms"):
+			if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 && ms < 1e9 {
+				d = max(d, time.Duration(ms*float64(time.Millisecond)))
+			}
+		case strings.EqualFold(k, "retry-after"):
+			if secs, err := strconv.ParseFloat(v, 64); err == nil {
+				if secs > 0 && secs < 1e6 {
+					d = max(d, time.Duration(secs*float64(time.Second)))
+				}
+			} else if t, err := http.ParseTime(v); err == nil && t.After(now) {
+				d = max(d, t.Sub(now))
 			}
 		}
 	}
-	return 0
+	return min(d, 5*time.Minute)
 }

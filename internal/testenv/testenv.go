@@ -1,12 +1,16 @@
 // Package testenv assembles a whole chatd in-process for integration tests:
 // a database of the test's own (internal/dbtest), the notification hub, the
-// runner, the HTTP API on an httptest server, and a mockllm provider speaking
-// the OpenAI wire format through the real fantasy client. Test code only.
+// runner, the HTTP API on an httptest server, and a mockllm provider reached
+// through the real fantasy client of the configured provider type (by
+// default openai-compatible, i.e. Chat Completions). Test code only.
 package testenv
 
 import (
+	"bytes"
+	"cmp"
 	"context"
-	"fmt"
+	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -45,6 +49,42 @@ type Options struct {
 	Hooks []hooks.Config
 	// ContextWindow of the mock model (0: unknown, no automatic compaction).
 	ContextWindow int64
+	// Provider is the provider type chatd is configured with for the mock
+	// (config.TypeOpenAICompatible when empty); the mock serves every
+	// type's wire format, each on its own route.
+	Provider string
+	// Model is the mock model's configuration; ID and Provider are set
+	// here, Model defaults to "mock-1" and ContextWindow to the field
+	// above. Use it for max_output_tokens, reasoning and thinking options,
+	// strict_tools.
+	Model config.Model
+	// ExtraModels are more models on the same mock provider (Provider is
+	// set here).
+	ExtraModels []config.Model
+	// APIKey is the provider's API key, handed over through api_key_env
+	// from a private environment (tests stay parallel).
+	APIKey string
+}
+
+// apiKeyEnv names the (private) variable holding Options.APIKey.
+const apiKeyEnv = "CHATD_TEST_PROVIDER_KEY"
+
+// syncBuffer collects log output from concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // Env is one running chatd.
@@ -59,6 +99,10 @@ type Env struct {
 	Server  *httpapi.Server
 	Models  *provider.Registry
 	Logger  *slog.Logger
+	// Config is the configuration the Env runs with.
+	Config *config.Config
+
+	logs *syncBuffer
 
 	runnerOpts runner.Options
 	mu         sync.Mutex
@@ -80,11 +124,13 @@ func Reopen(t testing.TB, prev *Env, o Options) *Env {
 }
 
 func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
-	e := &Env{t: t, Pool: pool}
-	e.Logger = slog.New(slog.DiscardHandler)
+	e := &Env{t: t, Pool: pool, logs: &syncBuffer{}}
+	// Everything is logged, at debug level, into a buffer tests can read.
+	var logOut io.Writer = e.logs
 	if os.Getenv("CHATD_TEST_LOG") != "" {
-		e.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		logOut = io.MultiWriter(e.logs, os.Stderr)
 	}
+	e.Logger = slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e.Store = store.New(e.Pool)
 
 	e.Mock = mockllm.New(o.Mock)
@@ -92,12 +138,11 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 	t.Cleanup(mockSrv.Close)
 	e.MockURL = mockSrv.URL + "/v1"
 
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`{"providers":[{"name":"mock","type":"openai-compatible","base_url":%q}],`+
-		`"models":[{"id":"mock/model","provider":"mock","model":"mock-1","context_window":%d}],"default_model":"mock/model"}`,
-		e.MockURL, o.ContextWindow)))
+	cfg, err := mockConfig(o, mockSrv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.Config = cfg
 	var serverTools []tools.Tool
 	var toolNames []string
 	if o.Workspace != "" {
@@ -113,7 +158,12 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 		t.Fatal(err)
 	}
 	stopHooks.SetRetry(2, 5*time.Millisecond)
-	e.Models = provider.NewRegistry(cfg, nil)
+	e.Models = provider.NewRegistry(cfg, provider.Options{Logger: e.Logger, Getenv: func(k string) string {
+		if k == apiKeyEnv {
+			return o.APIKey
+		}
+		return ""
+	}})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	e.Hub = notify.New(e.Pool, e.Logger)
@@ -161,6 +211,32 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 	}
 	return e
 }
+
+// mockConfig configures one provider of type o.Provider on the mock, and
+// its models, through config.Parse (so the file's rules apply).
+func mockConfig(o Options, base string) (*config.Config, error) {
+	typ := cmp.Or(o.Provider, config.TypeOpenAICompatible)
+	p := config.Provider{Name: "mock", Type: typ, BaseURL: base + "/v1", APIKeyEnv: apiKeyEnv}
+	if typ == config.TypeAnthropic {
+		p.BaseURL = base // the Anthropic SDK adds /v1/messages itself
+	}
+	m := o.Model
+	m.ID, m.Provider, m.Model = "mock/model", "mock", cmp.Or(m.Model, "mock-1")
+	m.ContextWindow = cmp.Or(m.ContextWindow, o.ContextWindow)
+	models := []config.Model{m}
+	for _, x := range o.ExtraModels {
+		x.Provider, x.Model = "mock", cmp.Or(x.Model, "mock-1")
+		models = append(models, x)
+	}
+	doc, err := json.Marshal(config.Config{Providers: []config.Provider{p}, Models: models, DefaultModel: m.ID})
+	if err != nil {
+		return nil, err
+	}
+	return config.Parse(doc)
+}
+
+// Logs returns everything logged so far (at debug level and up).
+func (e *Env) Logs() string { return e.logs.String() }
 
 // StartRunner starts workers (a "server start").
 func (e *Env) StartRunner() {

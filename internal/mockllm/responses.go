@@ -1,0 +1,345 @@
+package mockllm
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The OpenAI Responses API (POST /v1/responses), shaped after the recorded
+// traffic in fantasy's providertests/testdata/TestOpenAIResponses*
+// cassettes. Errors use the OpenAI envelope, like Chat Completions.
+
+type responsesFormat struct{}
+
+func (responsesFormat) name() string                                  { return FormatResponses }
+func (responsesFormat) callID() string                                { return newCallID() }
+func (responsesFormat) writeError(w http.ResponseWriter, e ErrorSpec) { writeError(w, e) }
+
+func (responsesFormat) parse(body []byte) (Request, error) {
+	var wire struct {
+		Model           string            `json:"model"`
+		Input           json.RawMessage   `json:"input"`
+		Instructions    *string           `json:"instructions"`
+		Tools           []json.RawMessage `json:"tools"`
+		ToolChoice      json.RawMessage   `json:"tool_choice"`
+		Stream          bool              `json:"stream"`
+		MaxOutputTokens int64             `json:"max_output_tokens"`
+		Include         []string          `json:"include"`
+		Reasoning       *struct {
+			Effort string `json:"effort"`
+		} `json:"reasoning"`
+	}
+	if err := json.Unmarshal(body, &wire); err != nil {
+		return Request{}, fmt.Errorf("we could not parse the JSON body of your request: %w", err)
+	}
+	if wire.Model == "" {
+		return Request{}, errors.New("missing required parameter: 'model'")
+	}
+	req := Request{Model: wire.Model, ToolChoice: wire.ToolChoice, Stream: wire.Stream, IncludeUsage: true,
+		MaxTokens: wire.MaxOutputTokens, Body: body, include: wire.Include}
+	if wire.Reasoning != nil {
+		req.ReasoningEffort = wire.Reasoning.Effort
+	}
+	if wire.Instructions != nil {
+		req.Messages = append(req.Messages, Message{Role: "system", Content: *wire.Instructions})
+	}
+	var text string
+	if json.Unmarshal(wire.Input, &text) == nil {
+		req.Messages = append(req.Messages, Message{Role: "user", Content: text, Raw: wire.Input})
+	} else {
+		var items []json.RawMessage
+		if err := json.Unmarshal(wire.Input, &items); err != nil || len(items) == 0 {
+			return Request{}, errors.New("invalid 'input': expected a string or a non-empty array of input items")
+		}
+		calls := map[string]bool{}    // function_call call_ids seen
+		answered := map[string]bool{} // function_call_output call_ids seen
+		var order []string
+		for i, raw := range items {
+			var it struct {
+				Type      string          `json:"type"`
+				Role      string          `json:"role"`
+				Content   json.RawMessage `json:"content"`
+				ID        string          `json:"id"`
+				CallID    string          `json:"call_id"`
+				Name      string          `json:"name"`
+				Arguments string          `json:"arguments"`
+				Output    json.RawMessage `json:"output"`
+			}
+			if err := json.Unmarshal(raw, &it); err != nil {
+				return Request{}, fmt.Errorf("input[%d]: %w", i, err)
+			}
+			switch it.Type {
+			case "", "message":
+				switch it.Role {
+				case "system", "developer", "user", "assistant":
+				default:
+					return Request{}, fmt.Errorf("input[%d].role: invalid value %q", i, it.Role)
+				}
+				req.Messages = append(req.Messages, Message{Role: it.Role, Content: responsesText(it.Content), Raw: raw})
+			case "function_call":
+				if it.CallID == "" || it.Name == "" {
+					return Request{}, fmt.Errorf("input[%d]: a function_call needs call_id and name", i)
+				}
+				calls[it.CallID] = true
+				order = append(order, it.CallID)
+				tc := MessageToolCall{ID: it.CallID, Name: it.Name, Arguments: it.Arguments}
+				if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == "assistant" {
+					req.Messages[n-1].ToolCalls = append(req.Messages[n-1].ToolCalls, tc)
+				} else {
+					req.Messages = append(req.Messages, Message{Role: "assistant", ToolCalls: []MessageToolCall{tc}, Raw: raw})
+				}
+			case "function_call_output":
+				if !calls[it.CallID] {
+					return Request{}, fmt.Errorf("No tool call found for function call output with call_id %s.", it.CallID)
+				}
+				answered[it.CallID] = true
+				var out string
+				if json.Unmarshal(it.Output, &out) != nil {
+					out = string(it.Output)
+				}
+				req.Messages = append(req.Messages, Message{Role: "tool", ToolCallID: it.CallID, Content: out, Raw: raw})
+			case "reasoning":
+				// Accepted (with store false, only with its encrypted_content
+				// would a real server use it); fantasy never sends it.
+			case "item_reference":
+				return Request{}, fmt.Errorf("Item with id '%s' not found. Items are not persisted when `store` is set to false.", it.ID)
+			default:
+				return Request{}, fmt.Errorf("input[%d].type: unsupported item type %q", i, it.Type)
+			}
+		}
+		for _, id := range order {
+			if !answered[id] {
+				return Request{}, fmt.Errorf("No tool output found for function call %s.", id)
+			}
+		}
+	}
+	for i, raw := range wire.Tools {
+		var t struct {
+			Type        string          `json:"type"`
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			Parameters  json.RawMessage `json:"parameters"`
+			Strict      *bool           `json:"strict"`
+		}
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return Request{}, fmt.Errorf("tools[%d]: %w", i, err)
+		}
+		if t.Type != "function" {
+			continue // a built-in tool (web_search...)
+		}
+		if t.Name == "" {
+			return Request{}, fmt.Errorf("missing required parameter: 'tools[%d].name'", i)
+		}
+		req.Tools = append(req.Tools, Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict})
+	}
+	return req, nil
+}
+
+// responsesText flattens a message content: a string or input_text /
+// output_text parts.
+func responsesText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(raw, &parts)
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}
+
+func (responsesFormat) check(req *Request) error { return checkStrictTools(req.Tools) }
+
+// responsesItems builds the output items of a reply, with fresh ids.
+type responsesItem struct {
+	kind string // reasoning, message, function_call
+	id   string
+	call call
+}
+
+func responsesPlan(rep reply) []responsesItem {
+	var items []responsesItem
+	if rep.reasoning != "" {
+		items = append(items, responsesItem{kind: "reasoning", id: "rs_" + rand.Text()})
+	}
+	if rep.text != "" || rep.refusal != "" {
+		items = append(items, responsesItem{kind: "message", id: "msg_" + rand.Text()})
+	}
+	for _, c := range rep.calls {
+		items = append(items, responsesItem{kind: "function_call", id: "fc_" + rand.Text(), call: c})
+	}
+	return items
+}
+
+// responsesStatus is the response status and incomplete reason for a reply.
+func responsesStatus(rep reply) (string, any) {
+	switch rep.finish {
+	case "length":
+		return "incomplete", map[string]any{"reason": "max_output_tokens"}
+	case "content_filter":
+		return "incomplete", map[string]any{"reason": "content_filter"}
+	}
+	return "completed", nil
+}
+
+func (it responsesItem) done(req *Request, rep reply, status string) map[string]any {
+	switch it.kind {
+	case "reasoning":
+		m := map[string]any{"id": it.id, "type": "reasoning", "summary": []any{map[string]any{"type": "summary_text", "text": rep.reasoning}}}
+		if slices.Contains(req.include, "reasoning.encrypted_content") {
+			m["encrypted_content"] = "mockllm-encrypted:" + SignThinking(rep.reasoning)
+		}
+		return m
+	case "message":
+		part := map[string]any{"type": "output_text", "annotations": []any{}, "logprobs": []any{}, "text": rep.text}
+		if rep.refusal != "" {
+			part = map[string]any{"type": "refusal", "refusal": rep.refusal}
+		}
+		return map[string]any{"id": it.id, "type": "message", "status": status, "content": []any{part}, "role": "assistant"}
+	}
+	return map[string]any{"id": it.id, "type": "function_call", "status": status, "arguments": it.call.args,
+		"call_id": it.call.id, "name": it.call.name}
+}
+
+func responsesUsage(req *Request, rep reply) map[string]any {
+	u := usageFor(req, rep)
+	return map[string]any{"input_tokens": u.PromptTokens, "input_tokens_details": map[string]any{"cached_tokens": 0},
+		"output_tokens": u.CompletionTokens, "output_tokens_details": map[string]any{"reasoning_tokens": u.CompletionTokensDetails.ReasoningTokens},
+		"total_tokens": u.TotalTokens}
+}
+
+func responseObject(req *Request, id, status string, incomplete any, output []any, usage any) map[string]any {
+	var maxOut any
+	if req.MaxTokens > 0 {
+		maxOut = req.MaxTokens
+	}
+	return map[string]any{
+		"id": id, "object": "response", "created_at": time.Now().Unix(), "status": status, "background": false,
+		"error": nil, "incomplete_details": incomplete, "instructions": nil, "max_output_tokens": maxOut,
+		"model": req.Model, "output": output, "parallel_tool_calls": true, "previous_response_id": nil,
+		"reasoning": map[string]any{"effort": nil, "summary": nil}, "store": false, "temperature": 1.0,
+		"text": map[string]any{"format": map[string]any{"type": "text"}}, "tool_choice": "auto", "tools": []any{},
+		"top_p": 1.0, "truncation": "disabled", "usage": usage, "user": nil, "metadata": map[string]any{},
+	}
+}
+
+func (responsesFormat) writeJSON(w http.ResponseWriter, req *Request, rep reply) {
+	status, incomplete := responsesStatus(rep)
+	itemStatus := "completed"
+	if status == "incomplete" {
+		itemStatus = "incomplete"
+	}
+	var output []any
+	for _, it := range responsesPlan(rep) {
+		output = append(output, it.done(req, rep, itemStatus))
+	}
+	if output == nil {
+		output = []any{}
+	}
+	body, err := json.Marshal(responseObject(req, "resp_"+rand.Text(), status, incomplete, output, responsesUsage(req, rep)))
+	if err != nil {
+		writeError(w, ErrorSpec{Message: err.Error()})
+		return
+	}
+	if rep.truncate {
+		body = body[:len(body)/2]
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
+func (responsesFormat) writeStream(ctx context.Context, w http.ResponseWriter, req *Request, rep reply, delay time.Duration) {
+	status, incomplete := responsesStatus(rep)
+	itemStatus := "completed"
+	if status == "incomplete" {
+		itemStatus = "incomplete"
+	}
+	id := "resp_" + rand.Text()
+	var events []sseEvent
+	add := func(typ string, fields map[string]any) {
+		fields["type"] = typ
+		events = append(events, sseEvent{typ, fields})
+	}
+	add("response.created", map[string]any{"response": responseObject(req, id, "in_progress", nil, []any{}, nil)})
+	add("response.in_progress", map[string]any{"response": responseObject(req, id, "in_progress", nil, []any{}, nil)})
+	var output []any
+	for n, it := range responsesPlan(rep) {
+		done := it.done(req, rep, itemStatus)
+		output = append(output, done)
+		ref := func(m map[string]any) map[string]any {
+			m["item_id"], m["output_index"] = it.id, n
+			return m
+		}
+		switch it.kind {
+		case "reasoning":
+			added := map[string]any{"id": it.id, "type": "reasoning", "summary": []any{}}
+			if ec, ok := done["encrypted_content"]; ok {
+				added["encrypted_content"] = ec
+			}
+			add("response.output_item.added", map[string]any{"item": added, "output_index": n})
+			add("response.reasoning_summary_part.added", ref(map[string]any{"summary_index": 0, "part": map[string]any{"type": "summary_text", "text": ""}}))
+			for _, p := range pieces(rep.reasoning) {
+				add("response.reasoning_summary_text.delta", ref(map[string]any{"summary_index": 0, "delta": p}))
+			}
+			add("response.reasoning_summary_text.done", ref(map[string]any{"summary_index": 0, "text": rep.reasoning}))
+			add("response.reasoning_summary_part.done", ref(map[string]any{"summary_index": 0, "part": map[string]any{"type": "summary_text", "text": rep.reasoning}}))
+		case "message":
+			add("response.output_item.added", map[string]any{"output_index": n,
+				"item": map[string]any{"id": it.id, "type": "message", "status": "in_progress", "content": []any{}, "role": "assistant"}})
+			if rep.refusal != "" {
+				add("response.content_part.added", ref(map[string]any{"content_index": 0, "part": map[string]any{"type": "refusal", "refusal": ""}}))
+				for _, p := range pieces(rep.refusal) {
+					add("response.refusal.delta", ref(map[string]any{"content_index": 0, "delta": p}))
+				}
+				add("response.refusal.done", ref(map[string]any{"content_index": 0, "refusal": rep.refusal}))
+				add("response.content_part.done", ref(map[string]any{"content_index": 0, "part": map[string]any{"type": "refusal", "refusal": rep.refusal}}))
+			} else {
+				add("response.content_part.added", ref(map[string]any{"content_index": 0,
+					"part": map[string]any{"type": "output_text", "annotations": []any{}, "logprobs": []any{}, "text": ""}}))
+				for _, p := range pieces(rep.text) {
+					add("response.output_text.delta", ref(map[string]any{"content_index": 0, "delta": p, "logprobs": []any{}}))
+				}
+				add("response.output_text.done", ref(map[string]any{"content_index": 0, "text": rep.text, "logprobs": []any{}}))
+				add("response.content_part.done", ref(map[string]any{"content_index": 0,
+					"part": map[string]any{"type": "output_text", "annotations": []any{}, "logprobs": []any{}, "text": rep.text}}))
+			}
+		case "function_call":
+			add("response.output_item.added", map[string]any{"output_index": n, "item": map[string]any{"id": it.id, "type": "function_call",
+				"status": "in_progress", "arguments": "", "call_id": it.call.id, "name": it.call.name}})
+			for _, p := range pieces(it.call.args) {
+				add("response.function_call_arguments.delta", ref(map[string]any{"delta": p}))
+			}
+			add("response.function_call_arguments.done", ref(map[string]any{"arguments": it.call.args}))
+		}
+		add("response.output_item.done", map[string]any{"output_index": n, "item": done})
+	}
+	if output == nil {
+		output = []any{}
+	}
+	if rep.truncate {
+		events = events[:(len(events)+1)/2] // no response.completed
+	} else {
+		terminal := "response.completed"
+		if status == "incomplete" {
+			terminal = "response.incomplete"
+		}
+		add(terminal, map[string]any{"response": responseObject(req, id, status, incomplete, output, responsesUsage(req, rep))})
+	}
+	for i := range events {
+		events[i].data.(map[string]any)["sequence_number"] = i
+	}
+	writeEvents(ctx, w, events, delay)
+}

@@ -1,0 +1,293 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+
+	"charm.land/fantasy"
+)
+
+// The wire APIs the observing transport understands.
+const (
+	apiChat      = "chat"      // Chat Completions (openai-chat, openai-compatible)
+	apiResponses = "responses" // OpenAI Responses
+	apiAnthropic = "anthropic" // Anthropic Messages
+)
+
+// Observation records, from the raw server-sent events of one streaming
+// provider call, the facts fantasy v0.41.2 does not report in its stream
+// parts:
+//
+//   - Chat Completions: the real finish_reason (fantasy reports tool-calls
+//     whenever a tool call exists, masking length and content_filter),
+//     whether the stream ended properly, with a finish_reason or [DONE]
+//     (fantasy reports a stream cut after a tool call started as a normal
+//     tool-calls finish), and delta.refusal text (fantasy drops it).
+//   - Responses: response.incomplete's reason (masked by tool-calls the same
+//     way) and refusal content parts (dropped).
+//   - Anthropic: the stop_reason word; fantasy maps "refusal" to
+//     content-filter, and the observation tells the two apart.
+//
+// The transport fills it while fantasy reads the body, on the goroutine
+// that iterates the stream; read it with Verdict after the stream ends.
+type Observation struct {
+	mu       sync.Mutex
+	api      string
+	seen     bool
+	terminal bool
+	finish   string
+	refusal  strings.Builder
+}
+
+type observationKey struct{}
+
+// Observe returns a context under which the next streaming provider call
+// made through a Registry's models is observed, and the observation.
+func Observe(ctx context.Context) (context.Context, *Observation) {
+	o := &Observation{}
+	return context.WithValue(ctx, observationKey{}, o), o
+}
+
+// Verdict is an observation's correction of what fantasy reported.
+type Verdict struct {
+	// Seen says an event stream was observed at all; the rest is
+	// meaningful only then.
+	Seen bool
+	// FinishReason, when not empty, replaces fantasy's finish reason
+	// (length or content-filter hidden behind tool-calls).
+	FinishReason fantasy.FinishReason
+	// Refused says the model refused; Refusal is its text, if any.
+	Refused bool
+	Refusal string
+	// Incomplete says the stream ended without its terminal signal.
+	Incomplete bool
+	// Raw is the provider's own finish word (finish_reason, the
+	// incomplete reason or "completed", stop_reason).
+	Raw string
+}
+
+// Verdict interprets the observation.
+func (o *Observation) Verdict() Verdict {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	v := Verdict{Seen: o.seen, Raw: o.finish, Refusal: o.refusal.String(), Incomplete: o.seen && !o.terminal}
+	v.Refused = v.Refusal != ""
+	switch o.api {
+	case apiChat:
+		switch o.finish {
+		case "length":
+			v.FinishReason = fantasy.FinishReasonLength
+		case "content_filter":
+			v.FinishReason = fantasy.FinishReasonContentFilter
+		}
+	case apiResponses:
+		switch o.finish {
+		case "max_output_tokens":
+			v.FinishReason = fantasy.FinishReasonLength
+		case "content_filter":
+			v.FinishReason = fantasy.FinishReasonContentFilter
+		}
+	case apiAnthropic:
+		if o.finish == "refusal" {
+			v.Refused = true
+		}
+	}
+	return v
+}
+
+// transport observes the event streams of requests made under Observe and,
+// for a provider without a configured key, removes the credentials a
+// provider SDK took from its own environment variables.
+type transport struct {
+	base      http.RoundTripper
+	api       string
+	stripAuth bool
+}
+
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.stripAuth {
+		req = req.Clone(req.Context())
+		req.Header.Del("Authorization")
+		req.Header.Del("X-Api-Key")
+	}
+	resp, err := t.base.RoundTrip(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return resp, err
+	}
+	o, _ := req.Context().Value(observationKey{}).(*Observation)
+	if o == nil {
+		return resp, nil
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		return resp, nil
+	}
+	o.mu.Lock()
+	o.api, o.seen, o.terminal, o.finish = t.api, true, false, ""
+	o.refusal.Reset()
+	o.mu.Unlock()
+	resp.Body = &observedBody{ReadCloser: resp.Body, p: &sseParser{o: o}}
+	return resp, nil
+}
+
+type observedBody struct {
+	io.ReadCloser
+	p *sseParser
+}
+
+func (b *observedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.p.write(p[:n])
+	}
+	return n, err
+}
+
+// maxEventBytes bounds one buffered event; a longer one (a huge
+// response.completed echo) is skipped, which loses nothing the observation
+// needs from the shorter events.
+const maxEventBytes = 8 << 20
+
+// sseParser splits the byte stream into server-sent events.
+type sseParser struct {
+	o        *Observation
+	line     []byte
+	data     bytes.Buffer
+	overflow bool
+}
+
+func (s *sseParser) write(p []byte) {
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			s.appendLine(p)
+			return
+		}
+		s.appendLine(p[:i])
+		s.endLine()
+		p = p[i+1:]
+	}
+}
+
+func (s *sseParser) appendLine(b []byte) {
+	if len(s.line)+len(b) > maxEventBytes {
+		s.overflow = true
+		return
+	}
+	s.line = append(s.line, b...)
+}
+
+func (s *sseParser) endLine() {
+	line := bytes.TrimSuffix(s.line, []byte("\r"))
+	s.line = s.line[:0]
+	switch {
+	case len(line) == 0:
+		if s.data.Len() > 0 && !s.overflow {
+			s.o.event(s.data.Bytes())
+		}
+		s.data.Reset()
+		s.overflow = false
+	case bytes.HasPrefix(line, []byte("data:")):
+		v := bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))
+		if s.data.Len()+len(v) > maxEventBytes {
+			s.overflow = true
+			return
+		}
+		if s.data.Len() > 0 {
+			s.data.WriteByte('\n')
+		}
+		s.data.Write(v)
+	}
+}
+
+// wireEvent holds the fields of interest of any of the three APIs' events.
+// "delta" is a string on Responses and an object on Anthropic, so it stays
+// raw.
+type wireEvent struct {
+	Type    string `json:"type"`
+	Choices []struct {
+		FinishReason *string `json:"finish_reason"`
+		Delta        struct {
+			Refusal *string `json:"refusal"`
+		} `json:"delta"`
+	} `json:"choices"`
+	Delta    json.RawMessage `json:"delta"`
+	Refusal  string          `json:"refusal"`
+	Response *struct {
+		IncompleteDetails *struct {
+			Reason string `json:"reason"`
+		} `json:"incomplete_details"`
+	} `json:"response"`
+	Part *struct {
+		Type    string `json:"type"`
+		Refusal string `json:"refusal"`
+	} `json:"part"`
+}
+
+func (o *Observation) event(data []byte) {
+	if bytes.Equal(data, []byte("[DONE]")) {
+		// The end marker of Chat Completions: the stream was not cut, even
+		// from a compatible server that sent no finish_reason.
+		o.mu.Lock()
+		o.terminal = true
+		o.mu.Unlock()
+		return
+	}
+	var ev wireEvent
+	if json.Unmarshal(data, &ev) != nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch o.api {
+	case apiChat:
+		for _, c := range ev.Choices {
+			if c.FinishReason != nil && *c.FinishReason != "" {
+				o.finish, o.terminal = *c.FinishReason, true
+			}
+			if c.Delta.Refusal != nil {
+				o.refusal.WriteString(*c.Delta.Refusal)
+			}
+		}
+	case apiResponses:
+		switch ev.Type {
+		case "response.refusal.delta":
+			var d string
+			if json.Unmarshal(ev.Delta, &d) == nil {
+				o.refusal.WriteString(d)
+			}
+		case "response.refusal.done":
+			if o.refusal.Len() == 0 {
+				o.refusal.WriteString(ev.Refusal)
+			}
+		case "response.content_part.done":
+			if ev.Part != nil && ev.Part.Type == "refusal" && o.refusal.Len() == 0 {
+				o.refusal.WriteString(ev.Part.Refusal)
+			}
+		case "response.completed":
+			o.terminal, o.finish = true, "completed"
+		case "response.incomplete":
+			o.terminal, o.finish = true, "incomplete"
+			if ev.Response != nil && ev.Response.IncompleteDetails != nil {
+				o.finish = ev.Response.IncompleteDetails.Reason
+			}
+		}
+	case apiAnthropic:
+		switch ev.Type {
+		case "message_delta":
+			var d struct {
+				StopReason *string `json:"stop_reason"`
+			}
+			if json.Unmarshal(ev.Delta, &d) == nil && d.StopReason != nil {
+				o.finish = *d.StopReason
+			}
+		case "message_stop":
+			o.terminal = true
+		}
+	}
+}
