@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"time"
 
 	"charm.land/fantasy"
 
@@ -54,7 +55,9 @@ func (a *action) maybeCompact(ctx context.Context, model *provider.Model, system
 	if n := model.Config.MaxOutputTokens; n > 0 {
 		call.MaxOutputTokens = &n
 	}
+	start := time.Now()
 	resp, err := model.LM.Generate(ctx, call)
+	a.t.w.r.observeCall(chat.Model, "summary", time.Since(start), err, err != nil && ctx.Err() != nil)
 	if err != nil {
 		a.t.log.Warn("compaction failed", slog.String("error", a.t.w.r.models.Redact(err.Error())))
 		if requested {

@@ -44,7 +44,11 @@ func TestFinalizeEligibility(t *testing.T) {
 			t.Parallel()
 			c := call(tc.args)
 			c.ArgsRejected = tc.rejected
-			res, value, validation := a.finalize(step(tc.finish), c, req)
+			res, value, kind := a.finalize(step(tc.finish), c, req)
+			validation := kind == rejectValue
+			if (value == nil) != (kind != "") {
+				t.Fatalf("value %s with rejection kind %q", value, kind)
+			}
 			if (value != nil) != tc.wantValue || validation != tc.wantValidation {
 				t.Fatalf("value %s validation %v; result %s", value, validation, res.Result)
 			}

@@ -31,7 +31,7 @@ func (a *action) finishWithCandidate(ctx context.Context) (bool, error) {
 			if ctx.Err() != nil {
 				return false, ctx.Err()
 			}
-			a.t.log.Warn("stop hook failed", slog.String("request_id", req.RequestID.String()), slog.String("error", err.Error()))
+			a.t.log.Warn("stop hook failed", slog.String("structured_request_id", req.RequestID.String()), slog.String("error", err.Error()))
 			if errors.Is(err, hooks.ErrUnavailable) {
 				return a.fail(ctx, CodeHookFailed, "a stop hook could not vet the result", store.EndTurn)
 			}

@@ -12,11 +12,13 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/chatd/chatd/internal/hooks"
+	"github.com/chatd/chatd/internal/metrics"
 	"github.com/chatd/chatd/internal/notify"
 	"github.com/chatd/chatd/internal/provider"
 	"github.com/chatd/chatd/internal/store"
@@ -53,6 +55,8 @@ type Options struct {
 	DrainTimeout time.Duration
 	Preview      Preview
 	Logger       *slog.Logger
+	// Metrics, when set, receives the runner's metrics (see metrics.go).
+	Metrics *metrics.Registry
 }
 
 func (o *Options) defaults() {
@@ -103,12 +107,16 @@ type Runner struct {
 	log    *slog.Logger
 
 	schemas schemaCache
+	m       runnerMetrics
+	claimed atomic.Int64 // chats held by this runner's workers
 }
 
 // New returns a runner.
 func New(st *store.Store, models *provider.Registry, hub *notify.Hub, opts Options) *Runner {
 	opts.defaults()
-	return &Runner{store: st, models: models, hub: hub, opts: opts, log: opts.Logger}
+	r := &Runner{store: st, models: models, hub: hub, opts: opts, log: opts.Logger}
+	r.instrument(opts.Metrics)
+	return r
 }
 
 // Run runs the workers until ctx ends, then lets in-flight actions finish
@@ -164,6 +172,8 @@ var errLeaseLost = errors.New("lease lost")
 
 // runChat drives one claimed chat until it is no longer ours to run.
 func (w *worker) runChat(ctx, hard context.Context, chatID uuid.UUID, log *slog.Logger) {
+	w.r.claimed.Add(1)
+	defer w.r.claimed.Add(-1)
 	chatCtx, cancel := context.WithCancelCause(hard)
 	defer cancel(nil)
 	sub := w.r.hub.Subscribe(chatID)

@@ -32,11 +32,13 @@ func (a *action) runTools(ctx context.Context, step *parsed, calls []jsonb.Part)
 	if req != nil {
 		progress = &store.Progress{RequestID: req.RequestID}
 	}
-	reject := func(validation bool) {
+	kind := "" // of the batch's rejection, if any
+	reject := func(k string) {
 		progress.Rejections = 1
-		if validation {
+		if k == rejectValue {
 			progress.ValidationRejections = 1
 		}
+		kind = k
 	}
 
 	finalizers := 0
@@ -67,23 +69,23 @@ func (a *action) runTools(ctx context.Context, step *parsed, calls []jsonb.Part)
 			results = append(results, errorResult(c, "Not run: this message also used provider-side tools. "+
 				"Call "+FinalizerName+" alone, in a message of its own."))
 		}
-		reject(false)
+		reject(rejectProviderTools)
 	case finalizers > 0 && len(calls) > 1:
 		// Invalid batch: nothing in it runs.
 		for _, c := range calls {
 			results = append(results, errorResult(c, "Not run: "+FinalizerName+" must be the only tool call in its message. "+
 				"Run any other tools first, then call "+FinalizerName+" alone."))
 		}
-		reject(false)
+		reject(rejectBatch)
 	default:
 		for _, c := range calls {
 			if req != nil && c.ToolName == FinalizerName {
-				res, candidate, validationFailed := a.finalize(step, c, req)
+				res, candidate, k := a.finalize(step, c, req)
 				results = append(results, res)
 				if candidate != nil {
 					progress.SetCandidate, progress.Candidate, progress.CandidateCallID = true, candidate, c.ToolCallID
 				} else {
-					reject(validationFailed)
+					reject(k)
 				}
 				continue
 			}
@@ -115,7 +117,11 @@ func (a *action) runTools(ctx context.Context, step *parsed, calls []jsonb.Part)
 			Message: fmt.Sprintf("no valid result after %d attempts: %s", MaxRejections, lastFeedback(results))}}
 		commit.End = store.EndTurn
 	}
-	return a.commit(ctx, commit)
+	done, err := a.commit(ctx, commit)
+	if err == nil && kind != "" {
+		a.t.w.r.m.rejections.Inc(kind)
+	}
+	return done, err
 }
 
 // runServerTool runs a server tool; its failure is the model's to handle.
@@ -164,22 +170,22 @@ func parseDynamicTools(raw json.RawMessage) ([]dynamicTool, error) {
 // finalize executes one finalizer call: the step must have ended normally,
 // the arguments must be exactly {"output": <value>}, and the value must
 // satisfy the request's schema. It returns the tool result and, when valid,
-// the candidate value; validationFailed says a value was rejected by the
-// schema (rather than malformed or ineligible).
-func (a *action) finalize(step *parsed, call jsonb.Part, req *dbgen.StructuredRequest) (jsonb.Part, json.RawMessage, bool) {
+// the candidate value; otherwise the kind of rejection (rejectValue when a
+// value was rejected by the schema rather than malformed or ineligible).
+func (a *action) finalize(step *parsed, call jsonb.Part, req *dbgen.StructuredRequest) (jsonb.Part, json.RawMessage, string) {
 	if call.ArgsRejected != "" {
-		return errorResult(call, "Rejected: "+call.ArgsRejected+". Call "+FinalizerName+" again with {\"output\": <value>}."), nil, false
+		return errorResult(call, "Rejected: "+call.ArgsRejected+". Call "+FinalizerName+" again with {\"output\": <value>}."), nil, rejectArguments
 	}
 	if fr := ptrString(step.row.FinishReason); fr != "tool-calls" && fr != "stop" {
-		return errorResult(call, fmt.Sprintf("Rejected: the step ended with finish reason %q, so its arguments may be incomplete. Call %s again.", fr, FinalizerName)), nil, false
+		return errorResult(call, fmt.Sprintf("Rejected: the step ended with finish reason %q, so its arguments may be incomplete. Call %s again.", fr, FinalizerName)), nil, rejectIneligible
 	}
 	value, err := outputOf(call.Args)
 	if err != nil {
-		return errorResult(call, "Rejected: "+err.Error()+". Call "+FinalizerName+" again with {\"output\": <value>}."), nil, false
+		return errorResult(call, "Rejected: "+err.Error()+". Call "+FinalizerName+" again with {\"output\": <value>}."), nil, rejectArguments
 	}
 	schema, err := a.t.w.r.schemas.get(req)
 	if err != nil {
-		return errorResult(call, "Rejected: the request's schema cannot be used."), nil, false
+		return errorResult(call, "Rejected: the request's schema cannot be used."), nil, rejectUnusable
 	}
 	res := schema.Validate(value)
 	if !res.Valid() {
@@ -187,9 +193,9 @@ func (a *action) finalize(step *parsed, call jsonb.Part, req *dbgen.StructuredRe
 		if len(msg) > maxFeedbackBytes {
 			msg = msg[:maxFeedbackBytes] + "…"
 		}
-		return errorResult(call, msg+" Fix the value and call "+FinalizerName+" again."), nil, true
+		return errorResult(call, msg+" Fix the value and call "+FinalizerName+" again."), nil, rejectValue
 	}
-	return textResult(call, finalizerAccepted), value, false
+	return textResult(call, finalizerAccepted), value, ""
 }
 
 // screenFinalizerArgs checks a finalizer call's raw argument bytes before

@@ -177,13 +177,21 @@ func (a *action) rejectTextOnly(ctx context.Context) (bool, error) {
 				Message: "the model ended without submitting a valid result after 3 attempts"}},
 			End: store.EndTurn,
 		}
-		return a.commit(ctx, c)
+		return a.countRejection(a.commit(ctx, c))
 	}
-	return a.commit(ctx, store.Commit{
+	return a.countRejection(a.commit(ctx, store.Commit{
 		Messages: []store.NewMessage{{Role: "user", Visibility: "model", Parts: []jsonb.Part{{Type: jsonb.PartHookContext, Text: textOnlyFeedback}},
 			RequestID: a.requestID()}},
 		Progress: &store.Progress{RequestID: req.RequestID, Rejections: 1},
-	})
+	}))
+}
+
+// countRejection counts a committed text-only rejection.
+func (a *action) countRejection(done bool, err error) (bool, error) {
+	if err == nil {
+		a.t.w.r.m.rejections.Inc(rejectTextOnly)
+	}
+	return done, err
 }
 
 // generate makes one provider step and commits it.
@@ -260,6 +268,7 @@ func (a *action) generate(ctx context.Context) (bool, error) {
 	r.opts.Preview.Flush()
 	v := wire.Verdict()
 	res.correct(v)
+	r.observeCall(chat.Model, "step", time.Since(start), res.Err, res.Err != nil && (errors.Is(context.Cause(stepCtx), errChatChanged) || ctx.Err() != nil))
 	for _, w := range res.Warnings {
 		a.t.log.Warn("provider warning", slog.String("type", string(w.Type)), slog.String("setting", w.Setting),
 			slog.String("message", r.models.Redact(w.Message+" "+w.Details)))

@@ -72,8 +72,9 @@ func (s *Store) EditMessage(ctx context.Context, p EditParams) (EditResult, erro
 	if err != nil {
 		return res, err
 	}
+	var done []Outcome
 	err = s.tx(ctx, func(tx pgx.Tx) error {
-		res = EditResult{}
+		res, done = EditResult{}, nil
 		chat, err := s.q.ChatLockForOwner(ctx, tx, dbgen.ChatLockForOwnerParams{ID: p.ChatID, OwnerID: p.OwnerID})
 		if err != nil {
 			return err
@@ -126,7 +127,7 @@ func (s *Store) EditMessage(ctx context.Context, p EditParams) (EditResult, erro
 		}
 		for _, r := range discarded {
 			rows, _, err := s.finishRequest(ctx, tx, chat.ID, Outcome{RequestID: r.RequestID, Status: "cancelled",
-				Code: CodeSuperseded, Message: "the message that asked for it was edited"})
+				Code: CodeSuperseded, Message: "the message that asked for it was edited"}, &done)
 			if err != nil {
 				return err
 			}
@@ -149,6 +150,9 @@ func (s *Store) EditMessage(ctx context.Context, p EditParams) (EditResult, erro
 		res.Chat, err = s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: chat.ID, Status: "running", KeepOwner: keep})
 		return err
 	})
+	if err == nil {
+		s.countFinished(done)
+	}
 	return res, err
 }
 
@@ -158,8 +162,9 @@ func (s *Store) EditMessage(ctx context.Context, p EditParams) (EditResult, erro
 func (s *Store) DeleteQueued(ctx context.Context, owner, chatID uuid.UUID, queuedID int64) (dbgen.ChatQueuedMessage, []dbgen.ChatMessage, error) {
 	var q dbgen.ChatQueuedMessage
 	var receipts []dbgen.ChatMessage
+	var done []Outcome
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		receipts = nil
+		receipts, done = nil, nil
 		chat, err := s.q.ChatLockForOwner(ctx, tx, dbgen.ChatLockForOwnerParams{ID: chatID, OwnerID: owner})
 		if err != nil {
 			return err
@@ -169,10 +174,13 @@ func (s *Store) DeleteQueued(ctx context.Context, owner, chatID uuid.UUID, queue
 		}
 		if q.StructuredRequestID.Valid {
 			receipts, _, err = s.finishRequest(ctx, tx, chat.ID, Outcome{RequestID: q.StructuredRequestID.UUID,
-				Status: "cancelled", Code: CodeQueueDeleted, Message: "the queued message was deleted"})
+				Status: "cancelled", Code: CodeQueueDeleted, Message: "the queued message was deleted"}, &done)
 		}
 		return err
 	})
+	if err == nil {
+		s.countFinished(done)
+	}
 	return q, receipts, err
 }
 

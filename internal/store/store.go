@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/chatd/chatd/internal/dbgen"
+	"github.com/chatd/chatd/internal/metrics"
 )
 
 var (
@@ -42,6 +43,8 @@ func (e *ConflictError) Unwrap() error { return ErrConflict }
 type Store struct {
 	pool *pgxpool.Pool
 	q    *dbgen.Queries
+
+	finished *metrics.CounterVec // nil until Instrument
 }
 
 // New returns a Store on pool.

@@ -191,8 +191,9 @@ func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 	if len(statuses) == 0 {
 		statuses = []string{"running"}
 	}
+	var done []Outcome
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		out = Committed{}
+		out, done = Committed{}, nil
 		_, err := s.q.ChatLockIfOwned(ctx, tx, dbgen.ChatLockIfOwnedParams{
 			ID: c.Fence.ChatID, WorkerID: uuid.NullUUID{UUID: c.Fence.WorkerID, Valid: true},
 			HistoryVersion: c.Fence.HistoryVersion, Statuses: statuses, GenerationAttempt: c.Fence.Attempt,
@@ -232,7 +233,7 @@ func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 			out.Request = &r
 		}
 		for _, o := range c.Outcomes {
-			rows, r, err := s.finishRequest(ctx, tx, c.Fence.ChatID, o)
+			rows, r, err := s.finishRequest(ctx, tx, c.Fence.ChatID, o, &done)
 			if err != nil {
 				return err
 			}
@@ -250,6 +251,9 @@ func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 		out.Chat = chat
 		return nil
 	})
+	if err == nil {
+		s.countFinished(done)
+	}
 	return out, err
 }
 
@@ -271,10 +275,11 @@ func (s *Store) insertMessage(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, 
 	})
 }
 
-// finishRequest writes a receipt and closes its ledger row. A request that
-// is already finished (an ambiguous earlier commit, a recovered worker) is
-// left alone: the receipt that exists is the one outcome.
-func (s *Store) finishRequest(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, o Outcome) ([]dbgen.ChatMessage, dbgen.StructuredRequest, error) {
+// finishRequest writes a receipt and closes its ledger row, and appends o
+// to done (the caller counts done once the transaction committed). A
+// request that is already finished (an ambiguous earlier commit, a recovered
+// worker) is left alone: the receipt that exists is the one outcome.
+func (s *Store) finishRequest(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, o Outcome, done *[]Outcome) ([]dbgen.ChatMessage, dbgen.StructuredRequest, error) {
 	r, err := s.q.RequestGet(ctx, tx, o.RequestID)
 	if err != nil {
 		return nil, r, fmt.Errorf("finish request %s: %w", o.RequestID, err)
@@ -297,6 +302,7 @@ func (s *Store) finishRequest(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, 
 	if err != nil {
 		return nil, r, fmt.Errorf("finish request %s: %w", o.RequestID, err)
 	}
+	*done = append(*done, o)
 	return []dbgen.ChatMessage{receipt}, r, nil
 }
 

@@ -1,0 +1,96 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"charm.land/fantasy"
+
+	"github.com/chatd/chatd/internal/metrics"
+)
+
+// Rejection kinds, the label of chatd_structured_rejections_total.
+const (
+	rejectTextOnly      = "text_only"          // the step ended with text, no finalizer call
+	rejectArguments     = "invalid_arguments"  // unsafe, malformed or not {"output": v}
+	rejectIneligible    = "ineligible_step"    // the step ended by length, filter, ...
+	rejectValue         = "invalid_value"      // the value failed the schema
+	rejectBatch         = "invalid_batch"      // the finalizer beside other calls, or twice
+	rejectProviderTools = "provider_tools"     // the finalizer beside provider-executed tools
+	rejectUnusable      = "schema_unavailable" // the stored schema could not be compiled
+)
+
+// Outcomes of a provider call, the label of chatd_provider_call_duration_seconds.
+const (
+	callOK        = "ok"
+	callError     = "error"
+	callCancelled = "cancelled" // interrupted, edited, or the worker stopped
+)
+
+// runnerMetrics are the runner's instruments; all are no-ops without a
+// registry.
+type runnerMetrics struct {
+	providerLatency *metrics.HistogramVec
+	providerErrors  *metrics.CounterVec
+	rejections      *metrics.CounterVec
+}
+
+func (r *Runner) instrument(reg *metrics.Registry) {
+	reg.GaugeFunc("chatd_workers", "Chats this process can run at once (--workers).",
+		func() float64 { return float64(r.opts.Workers) })
+	reg.GaugeFunc("chatd_chats_claimed", "Chats this process's workers hold a lease on right now.",
+		func() float64 { return float64(r.claimed.Load()) })
+	r.m.providerLatency = reg.Histogram("chatd_provider_call_duration_seconds",
+		"Provider calls, from the request to the end of the response, by model, call (step: one streamed step; "+
+			"summary: a compaction summary) and outcome (ok, error, cancelled).", metrics.LatencyBuckets, "model", "call", "outcome")
+	r.m.providerErrors = reg.Counter("chatd_provider_errors_total",
+		"Failed provider calls by model and error type (transport, timeout, incomplete_stream, rate_limited, "+
+			"server_error, auth, client_error, other); retried ones included.", "model", "type")
+	r.m.rejections = reg.Counter("chatd_structured_rejections_total",
+		"Rejected finalization batches of structured requests, by kind (text_only, invalid_arguments, ineligible_step, "+
+			"invalid_value, invalid_batch, provider_tools, schema_unavailable); counted when committed.", "kind")
+}
+
+// observeCall records one provider call; call is "step" or "summary".
+func (r *Runner) observeCall(model, call string, took time.Duration, err error, cancelled bool) {
+	outcome := callOK
+	switch {
+	case cancelled:
+		outcome = callCancelled
+	case err != nil:
+		outcome = callError
+		r.m.providerErrors.Inc(model, providerErrorType(err))
+	}
+	r.m.providerLatency.Observe(took.Seconds(), model, call, outcome)
+}
+
+// providerErrorType classifies a failed provider call.
+func providerErrorType(err error) string {
+	var pe *fantasy.ProviderError
+	if errors.As(err, &pe) {
+		switch s := pe.StatusCode; {
+		case s == http.StatusTooManyRequests:
+			return "rate_limited"
+		case s == http.StatusRequestTimeout:
+			return "timeout"
+		case s == http.StatusUnauthorized || s == http.StatusForbidden:
+			return "auth"
+		case s >= 500:
+			return "server_error"
+		case s >= 400:
+			return "client_error"
+		case errors.Is(pe.Cause, io.ErrUnexpectedEOF):
+			return "incomplete_stream"
+		}
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case fantasy.IsTransportError(err):
+		return "transport"
+	}
+	return "other"
+}
