@@ -77,6 +77,10 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	if out == nil || resp.StatusCode == http.StatusNoContent {
 		return nil
 	}
+	if raw, ok := out.(*[]byte); ok {
+		*raw, err = io.ReadAll(resp.Body)
+		return err
+	}
 	return json.NewDecoder(resp.Body).Decode(out)
 }
 
@@ -207,6 +211,13 @@ func (c *Client) Ready(ctx context.Context) (Health, error) {
 func (c *Client) OpenAPI(ctx context.Context) (json.RawMessage, error) {
 	var out json.RawMessage
 	return out, c.do(ctx, http.MethodGet, "/api/v1/openapi.json", nil, &out)
+}
+
+// Metrics returns the server's Prometheus metrics in the text exposition
+// format (GET /metrics; no token needed).
+func (c *Client) Metrics(ctx context.Context) ([]byte, error) {
+	var out []byte
+	return out, c.do(ctx, http.MethodGet, "/metrics", nil, &out)
 }
 
 // Compact asks for the chat's older history to be summarised for the model.

@@ -208,6 +208,12 @@ func TestEveryMethod(t *testing.T) {
 		t.Fatalf("compact %+v", cp)
 	}
 
+	m, err := c.Metrics(ctx)
+	check("Metrics", err)
+	if !strings.Contains(string(m), "\n# TYPE chatd_http_requests_total counter\n") {
+		t.Fatalf("metrics: %.300s", m)
+	}
+
 	// Errors arrive as *APIError with the server's body.
 	_, err = c.GetChat(ctx, uuid.New())
 	var ae *client.APIError

@@ -97,14 +97,16 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 		toolNames = append(toolNames, t.Name)
 	}
 
+	reg := newMetrics()
 	st := store.New(d.pool)
+	st.Instrument(reg)
 	hub := notify.New(d.pool, logger)
 	relay := notify.NewRelay(d.pool, logger)
 	models := provider.NewRegistry(cfg, provider.Options{Logger: logger})
-	api := httpapi.New(httpapi.Options{Store: st, Models: models, Hub: hub, Experiments: exp, ServerTools: toolNames, Logger: logger})
+	api := httpapi.New(httpapi.Options{Store: st, Models: models, Hub: hub, Experiments: exp, ServerTools: toolNames, Logger: logger, Metrics: reg})
 	run := runner.New(st, models, hub, runner.Options{Workers: *workers, MaxSteps: *maxSteps, Tools: serverTools,
 		Lease: *lease, DrainTimeout: *drain, ActionTimeout: *toolTimeout,
-		Hooks: stopHooks, CompactionThreshold: cfg.CompactionThreshold, Preview: relay, Logger: logger})
+		Hooks: stopHooks, CompactionThreshold: cfg.CompactionThreshold, Preview: relay, Logger: logger, Metrics: reg})
 
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {

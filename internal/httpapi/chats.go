@@ -106,6 +106,7 @@ func (s *Server) createChat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	noteChat(r, chat.ID)
 	m, err := toMessage(msg)
 	if err != nil {
 		return err
@@ -322,6 +323,7 @@ func (s *Server) getStructuredOutput(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
+	noteChat(r, st.Request.ChatID)
 	if st.Request.Status == "pending" && wait > 0 {
 		// Subscribe before re-reading so no commit slips between the two.
 		sub := s.hub.Subscribe(st.Request.ChatID)

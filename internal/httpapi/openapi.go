@@ -153,6 +153,9 @@ var fieldDocs = map[string]map[string]any{
 // the events and their data types.
 type eventStream string
 
+// plainText documents a text/plain response.
+type plainText string
+
 // pathParams describe the wildcards of the route patterns.
 var pathParams = map[string]struct {
 	description string
@@ -226,6 +229,9 @@ func buildOpenAPI(routes []route, docs map[string]routeDoc) map[string]any {
 			case nil:
 			case eventStream:
 				out["content"] = map[string]any{"text/event-stream": map[string]any{"schema": map[string]any{
+					"type": "string", "description": string(b)}}}
+			case plainText:
+				out["content"] = map[string]any{"text/plain": map[string]any{"schema": map[string]any{
 					"type": "string", "description": string(b)}}}
 			default:
 				out["content"] = map[string]any{"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(r.body))}}

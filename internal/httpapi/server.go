@@ -18,6 +18,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/dbgen"
+	"github.com/chatd/chatd/internal/metrics"
 	"github.com/chatd/chatd/internal/notify"
 	"github.com/chatd/chatd/internal/provider"
 	"github.com/chatd/chatd/internal/store"
@@ -40,6 +42,10 @@ type Options struct {
 	// MaxBodyBytes caps request bodies (default 1 MiB).
 	MaxBodyBytes int64
 	Logger       *slog.Logger
+	// Metrics receives the API's metrics and is what GET /metrics serves
+	// (the runner and the store register theirs on the same registry). Nil:
+	// a registry of the API's own.
+	Metrics *metrics.Registry
 }
 
 // Server is the HTTP API.
@@ -58,6 +64,13 @@ type Server struct {
 	streams      atomic.Int64
 	shutdown     chan struct{}
 	shutdownOnce sync.Once
+
+	metrics      *metrics.Registry
+	httpRequests *metrics.CounterVec
+	httpDuration *metrics.HistogramVec
+	scrapeMu     sync.Mutex // one scrape at a time; guards depths
+	depths       dbgen.MetricsDepthsRow
+	depthsOK     bool
 }
 
 // New builds the API.
@@ -68,6 +81,10 @@ func New(o Options) *Server {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	o.Logger = slog.New(contextHandler{o.Logger.Handler()})
+	if o.Metrics == nil {
+		o.Metrics = metrics.NewRegistry()
+	}
 	s := &Server{store: o.Store, models: o.Models, hub: o.Hub, experiments: o.Experiments,
 		serverTools: map[string]bool{}, maxBody: o.MaxBodyBytes, log: o.Logger, mux: http.NewServeMux(),
 		shutdown: make(chan struct{})}
@@ -75,6 +92,7 @@ func New(o Options) *Server {
 		s.serverTools[n] = true
 	}
 	s.feeds = &feeds{s: s, m: map[uuid.UUID]*feed{}}
+	s.instrument(o.Metrics)
 	s.routes()
 	s.openapi = openAPIDocument(s.routeTable(), routeDocs())
 	return s
@@ -93,6 +111,7 @@ func (s *Server) routeTable() []route {
 	return []route{
 		{"GET", "/healthz", false, s.healthz},
 		{"GET", "/readyz", false, s.readyz},
+		{"GET", "/metrics", false, s.serveMetrics},
 		{"GET", "/api/v1/openapi.json", false, s.openAPI},
 		{"POST", "/api/v1/chats", true, s.createChat},
 		{"GET", "/api/v1/chats", true, s.listChats},
@@ -160,6 +179,12 @@ func routeDocs() map[string]routeDoc {
 			description: "Answers 200 when the database answers a ping within 2 seconds.",
 			responses: []response{{http.StatusOK, "Ready to serve.", client.Health{}},
 				{http.StatusServiceUnavailable, "The database is not reachable.", client.Error{}}}},
+		"GET /metrics": {op: "Metrics", summary: "Prometheus metrics",
+			description: "This process's metrics in the Prometheus text exposition format 0.0.4 (`text/plain; version=0.0.4`): " +
+				"HTTP requests, structured requests finished, rejections, provider calls and errors, claimed chats, open " +
+				"streams, and queue depths read from the database at scrape time. No token needed: it carries no chat or " +
+				"user data; keep it on a private network. See docs/operations.md for every metric.",
+			responses: []response{{http.StatusOK, "The metrics.", plainText("Prometheus text exposition format 0.0.4.")}}},
 		"GET /api/v1/openapi.json": {op: "OpenAPI", summary: "This OpenAPI document",
 			description: "The OpenAPI 3.0 description of every route and public type. No token needed.",
 			responses:   []response{{http.StatusOK, "The OpenAPI document.", map[string]any{}}}},
@@ -290,6 +315,11 @@ func (s *Server) handler(rt route) http.Handler {
 				slog.String("path", r.URL.Path), slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
 			writeJSON(w, http.StatusInternalServerError, client.Error{Message: "Internal error."})
 		}()
+		if v := r.PathValue("chat"); v != "" {
+			if id, err := uuid.Parse(v); err == nil {
+				noteChat(r, id)
+			}
+		}
 		if err := rt.h(w, r); err != nil {
 			s.render(w, r, err)
 		}
@@ -300,18 +330,24 @@ func (s *Server) handler(rt route) http.Handler {
 	return h
 }
 
-// ServeHTTP routes the request; the mux's own 404 and 405 answers are
-// replaced by the JSON error shape.
+// ServeHTTP routes the request with its request id, counts it and writes
+// its access log line; the mux's own 404 and 405 answers are replaced by the
+// JSON error shape.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.serveObserved(w, r, s.route)
+}
+
+// route serves a request and returns the pattern of its route ("" if none
+// matched). w is a *statusRecorder.
+func (s *Server) route(w http.ResponseWriter, r *http.Request) string {
 	h, pattern := s.mux.Handler(r)
 	if obs := statusObserver.Load(); obs != nil && pattern != "" {
-		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		rec := w.(*statusRecorder)
 		defer func() { (*obs)(pattern, rec.status) }()
-		w = rec
 	}
 	if pattern != "" {
 		s.mux.ServeHTTP(w, r) // sets the path values Handler does not
-		return
+		return pattern
 	}
 	probe := &statusProbe{header: http.Header{}}
 	h.ServeHTTP(probe, r)
@@ -320,9 +356,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if probe.status == http.StatusMethodNotAllowed {
 		s.render(w, r, errorf(http.StatusMethodNotAllowed, "Method %s is not allowed here.", r.Method))
-		return
+		return ""
 	}
 	s.render(w, r, errorf(http.StatusNotFound, "No route for %s %s.", r.Method, r.URL.Path))
+	return ""
 }
 
 // statusObserver, set only by tests, is told the route pattern and status
@@ -330,10 +367,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // answers is documented.
 var statusObserver atomic.Pointer[func(pattern string, status int)]
 
+// statusRecorder remembers the status and size of a response.
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
 	wrote  bool
+	bytes  int64
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
@@ -345,7 +384,9 @@ func (r *statusRecorder) WriteHeader(code int) {
 
 func (r *statusRecorder) Write(b []byte) (int, error) {
 	r.wrote = true
-	return r.ResponseWriter.Write(b)
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
 }
 
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
@@ -390,6 +431,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		ctx := context.WithValue(r.Context(), userKey, user{ID: row.ID, Name: row.Name})
+		noteUser(r, row.ID)
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }

@@ -53,14 +53,38 @@ type family interface {
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry { return &Registry{families: map[string]family{}} }
 
-func (r *Registry) register(f family) {
-	name, _, _ := f.header()
+// register adds f, or returns the family already registered under its name
+// when it has the same type and labels (a component started again, say a
+// runner after a restart, keeps counting where the last one stopped). A
+// different family under the same name panics.
+func (r *Registry) register(f family, labels []string) family {
+	name, _, typ := f.header()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, dup := r.families[name]; dup {
-		panic("metrics: " + name + " registered twice")
+	if old, dup := r.families[name]; dup {
+		_, _, oldTyp := old.header()
+		if oldTyp != typ || !slices.Equal(labelsOf(old), labels) || fmt.Sprintf("%T", old) != fmt.Sprintf("%T", f) {
+			panic("metrics: " + name + " registered twice with different types or labels")
+		}
+		if c, ok := old.(*collected); ok {
+			c.swap(f.(*collected).collect) // the newest source wins
+		}
+		return old
 	}
 	r.families[name] = f
+	return f
+}
+
+func labelsOf(f family) []string {
+	switch f := f.(type) {
+	case *vec[value]:
+		return f.labels
+	case *vec[histogram]:
+		return f.labels
+	case *collected:
+		return f.labels
+	}
+	return nil
 }
 
 func checkNames(name string, labels []string) {
@@ -153,10 +177,9 @@ func (r *Registry) Counter(name, help string, labels ...string) *CounterVec {
 		return nil
 	}
 	checkNames(name, labels)
-	c := &CounterVec{v: &vec[value]{name: name, help: help, typ: TypeCounter, labels: labels,
-		children: map[string]*child[value]{}, newValue: func() *value { return &value{} }, writeValue: writeScalar}}
-	r.register(c.v)
-	return c
+	v := &vec[value]{name: name, help: help, typ: TypeCounter, labels: labels,
+		children: map[string]*child[value]{}, newValue: func() *value { return &value{} }, writeValue: writeScalar}
+	return &CounterVec{v: r.register(v, labels).(*vec[value])}
 }
 
 // Inc adds one to the counter with these label values.
@@ -191,10 +214,9 @@ func (r *Registry) Gauge(name, help string, labels ...string) *GaugeVec {
 		return nil
 	}
 	checkNames(name, labels)
-	g := &GaugeVec{v: &vec[value]{name: name, help: help, typ: TypeGauge, labels: labels,
-		children: map[string]*child[value]{}, newValue: func() *value { return &value{} }, writeValue: writeScalar}}
-	r.register(g.v)
-	return g
+	v := &vec[value]{name: name, help: help, typ: TypeGauge, labels: labels,
+		children: map[string]*child[value]{}, newValue: func() *value { return &value{} }, writeValue: writeScalar}
+	return &GaugeVec{v: r.register(v, labels).(*vec[value])}
 }
 
 // Set sets the gauge with these label values.
@@ -232,6 +254,9 @@ type HistogramVec struct {
 	bounds []float64
 }
 
+// Registering a family again with the same name, type and labels returns
+// the existing one (see register).
+
 // Histogram registers a histogram with the given upper bounds (ascending;
 // +Inf is implicit).
 func (r *Registry) Histogram(name, help string, buckets []float64, labels ...string) *HistogramVec {
@@ -243,15 +268,19 @@ func (r *Registry) Histogram(name, help string, buckets []float64, labels ...str
 		panic("metrics: histogram " + name + " needs ascending buckets")
 	}
 	bounds := slices.Clone(buckets)
-	h := &HistogramVec{bounds: bounds}
-	h.v = &vec[histogram]{name: name, help: help, typ: TypeHistogram, labels: labels,
+	v := &vec[histogram]{name: name, help: help, typ: TypeHistogram, labels: labels,
 		children: map[string]*child[histogram]{},
 		newValue: func() *histogram {
 			return &histogram{bounds: bounds, counts: make([]atomic.Uint64, len(bounds)+1)}
 		},
 		writeValue: writeHistogram}
-	r.register(h.v)
-	return h
+	got := r.register(v, labels).(*vec[histogram])
+	if got != v {
+		if old := got.newValue(); !slices.Equal(old.bounds, bounds) {
+			panic("metrics: histogram " + name + " registered twice with different buckets")
+		}
+	}
+	return &HistogramVec{v: got, bounds: bounds}
 }
 
 // Observe records one value in the histogram with these label values.
@@ -300,13 +329,23 @@ type Sample struct {
 type collected struct {
 	name, help, typ string
 	labels          []string
+	mu              sync.Mutex
 	collect         func() []Sample
 }
 
 func (c *collected) header() (string, string, string) { return c.name, c.help, c.typ }
 
+func (c *collected) swap(f func() []Sample) {
+	c.mu.Lock()
+	c.collect = f
+	c.mu.Unlock()
+}
+
 func (c *collected) write(b *strings.Builder) {
-	samples := c.collect()
+	c.mu.Lock()
+	collect := c.collect
+	c.mu.Unlock()
+	samples := collect()
 	sort.Slice(samples, func(i, j int) bool { return slices.Compare(samples[i].Values, samples[j].Values) < 0 })
 	for _, s := range samples {
 		if len(s.Values) != len(c.labels) {
@@ -333,7 +372,7 @@ func (r *Registry) Collect(name, help, typ string, labels []string, f func() []S
 	if typ != TypeGauge && typ != TypeCounter {
 		panic("metrics: Collect supports gauges and counters")
 	}
-	r.register(&collected{name: name, help: help, typ: typ, labels: slices.Clone(labels), collect: f})
+	r.register(&collected{name: name, help: help, typ: typ, labels: slices.Clone(labels), collect: f}, labels)
 }
 
 // WriteText writes every family in the text exposition format, families

@@ -113,7 +113,10 @@ func TestNilIsANoOp(t *testing.T) {
 
 func TestRegistrationPanics(t *testing.T) {
 	for name, f := range map[string]func(r *Registry){
-		"twice":       func(r *Registry) { r.Gauge("a", ""); r.Gauge("a", "") },
+		"other type":  func(r *Registry) { r.Gauge("a", ""); r.Counter("a", "") },
+		"other label": func(r *Registry) { r.Gauge("a", "", "x"); r.Gauge("a", "", "y") },
+		"other kind":  func(r *Registry) { r.Gauge("a", ""); r.GaugeFunc("a", "", func() float64 { return 0 }) },
+		"buckets":     func(r *Registry) { r.Histogram("h", "", []float64{1}); r.Histogram("h", "", []float64{2}) },
 		"bad name":    func(r *Registry) { r.Gauge("a-b", "") },
 		"le label":    func(r *Registry) { r.Histogram("h", "", LatencyBuckets, "le") },
 		"label count": func(r *Registry) { r.Counter("c_total", "", "x").Inc() },
@@ -127,6 +130,34 @@ func TestRegistrationPanics(t *testing.T) {
 			}()
 			f(NewRegistry())
 		}()
+	}
+}
+
+// A component registered again (a runner started after a restart) keeps
+// counting in the same family, and the latest value function wins.
+func TestRegisterAgain(t *testing.T) {
+	r := NewRegistry()
+	r.Counter("c_total", "", "k").Inc("a")
+	r.Counter("c_total", "", "k").Inc("a")
+	r.Histogram("h", "", []float64{1}).Observe(1)
+	r.Histogram("h", "", []float64{1}).Observe(1)
+	r.GaugeFunc("g", "", func() float64 { return 1 })
+	r.GaugeFunc("g", "", func() float64 { return 2 })
+	var b strings.Builder
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Parse(strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		want float64
+	}{{"c_total", 2}, {"h_count", 2}, {"g", 2}} {
+		if v, _ := s.Get(c.name); v != c.want {
+			t.Errorf("%s = %v, want %v", c.name, v, c.want)
+		}
 	}
 }
 

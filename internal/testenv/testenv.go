@@ -25,6 +25,7 @@ import (
 	"github.com/chatd/chatd/internal/dbtest"
 	"github.com/chatd/chatd/internal/hooks"
 	"github.com/chatd/chatd/internal/httpapi"
+	"github.com/chatd/chatd/internal/metrics"
 	"github.com/chatd/chatd/internal/mockllm"
 	"github.com/chatd/chatd/internal/notify"
 	"github.com/chatd/chatd/internal/provider"
@@ -99,6 +100,9 @@ type Env struct {
 	Server  *httpapi.Server
 	Models  *provider.Registry
 	Logger  *slog.Logger
+	// Metrics is the registry the API serves at /metrics; the store and
+	// the runner count into it too.
+	Metrics *metrics.Registry
 	// Config is the configuration the Env runs with.
 	Config *config.Config
 
@@ -132,6 +136,8 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 	}
 	e.Logger = slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e.Store = store.New(e.Pool)
+	e.Metrics = metrics.NewRegistry()
+	e.Store.Instrument(e.Metrics)
 
 	e.Mock = mockllm.New(o.Mock)
 	mockSrv := httptest.NewServer(e.Mock)
@@ -183,7 +189,7 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 	}
 
 	exp := map[string]bool{httpapi.ExperimentStructuredOutput: !o.StructuredOutputOff}
-	e.Server = httpapi.New(httpapi.Options{Store: e.Store, Models: e.Models, Hub: e.Hub, Experiments: exp, ServerTools: toolNames, Logger: e.Logger})
+	e.Server = httpapi.New(httpapi.Options{Store: e.Store, Models: e.Models, Hub: e.Hub, Experiments: exp, ServerTools: toolNames, Logger: e.Logger, Metrics: e.Metrics})
 	e.API = httptest.NewServer(e.Server)
 	t.Cleanup(func() {
 		e.Server.Shutdown()
@@ -201,6 +207,7 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 		e.runnerOpts.Workers = 2
 	}
 	e.runnerOpts.Logger = e.Logger
+	e.runnerOpts.Metrics = e.Metrics
 	e.runnerOpts.Tools = serverTools
 	e.runnerOpts.Hooks = stopHooks
 	if e.runnerOpts.Preview == nil {

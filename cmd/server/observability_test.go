@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/chatd/chatd/internal/dbtest"
+	"github.com/chatd/chatd/internal/metrics"
+)
+
+// The assembled server serves one registry holding the API's, the
+// runner's, the store's and the process's metrics, and logs JSON with an
+// access line per request.
+func TestServerMetricsAndLogs(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewURL(t)
+	addr := freeAddr(t)
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var logs bytes.Buffer
+	wg.Go(func() {
+		err := run(ctx, []string{"server", "--listen", addr, "--database-url", url, "--workers", "1", "--log-level", "debug"}, io.Discard, &syncWriter{w: &logs})
+		if err != nil {
+			t.Errorf("server: %v", err)
+		}
+	})
+	defer func() { stop(); wg.Wait() }()
+	base := "http://" + addr
+	waitReady(t, base)
+
+	req, _ := http.NewRequest("GET", base+"/metrics", nil)
+	req.Header.Set("X-Request-ID", "scrape-1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("X-Request-ID") != "scrape-1" {
+		t.Fatalf("GET /metrics: %d, X-Request-ID %q", resp.StatusCode, resp.Header.Get("X-Request-ID"))
+	}
+	s, err := metrics.Parse(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{
+		"chatd_http_requests_total",                // API
+		"chatd_chats_claimed",                      // runner
+		"chatd_provider_call_duration_seconds",     // runner
+		"chatd_structured_requests_finished_total", // store
+		"process_start_time_seconds",               // process
+		"chatd_build_info",
+	} {
+		if s.Types[name] == "" {
+			t.Errorf("%s is not served", name)
+		}
+	}
+	if v, _ := s.Get("chatd_workers"); v != 1 {
+		t.Errorf("chatd_workers = %v", v)
+	}
+	if v, _ := s.Get("chatd_metrics_database_up"); v != 1 {
+		t.Errorf("chatd_metrics_database_up = %v", v)
+	}
+
+	stop()
+	wg.Wait()
+	var access map[string]any
+	sc := bufio.NewScanner(strings.NewReader(logs.String()))
+	for sc.Scan() {
+		var rec map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("not a JSON log line: %s", sc.Text())
+		}
+		if rec["msg"] == "http request" && rec["request_id"] == "scrape-1" {
+			access = rec
+		}
+	}
+	// Probes and scrapes are logged at debug level.
+	if access == nil || access["route"] != "/metrics" || access["status"] != float64(200) || access["level"] != "DEBUG" {
+		t.Errorf("access log line of the scrape: %v", access)
+	}
+}

@@ -1,0 +1,211 @@
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/chatd/chatd/internal/dbgen"
+	"github.com/chatd/chatd/internal/metrics"
+)
+
+// RequestIDHeader carries the request id: taken from the request when it is
+// acceptable (see acceptableRequestID), minted otherwise, and always echoed
+// in the response.
+const RequestIDHeader = "X-Request-ID"
+
+// maxRequestIDLen bounds an accepted request id.
+const maxRequestIDLen = 128
+
+// reqInfo is what the logs of one HTTP request carry.
+type reqInfo struct {
+	id string
+
+	mu     sync.Mutex
+	chatID string
+	userID string
+}
+
+const infoKey ctxKey = 1
+
+func infoFrom(ctx context.Context) *reqInfo {
+	info, _ := ctx.Value(infoKey).(*reqInfo)
+	return info
+}
+
+// RequestID returns the id of the HTTP request ctx belongs to, or "".
+func RequestID(ctx context.Context) string {
+	if info := infoFrom(ctx); info != nil {
+		return info.id
+	}
+	return ""
+}
+
+// noteChat records the chat a request is about, for its log lines.
+func noteChat(r *http.Request, id uuid.UUID) {
+	if info := infoFrom(r.Context()); info != nil {
+		info.mu.Lock()
+		info.chatID = id.String()
+		info.mu.Unlock()
+	}
+}
+
+func noteUser(r *http.Request, id uuid.UUID) {
+	if info := infoFrom(r.Context()); info != nil {
+		info.mu.Lock()
+		info.userID = id.String()
+		info.mu.Unlock()
+	}
+}
+
+func (i *reqInfo) ids() (chat, user string) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.chatID, i.userID
+}
+
+// acceptableRequestID allows what a proxy or client may reasonably send: 1
+// to 128 visible ASCII characters other than quotes and backslashes.
+func acceptableRequestID(id string) bool {
+	if id == "" || len(id) > maxRequestIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// contextHandler adds request_id, and chat_id when known, to every record
+// logged with the context of an HTTP request.
+type contextHandler struct{ slog.Handler }
+
+func (h contextHandler) Handle(ctx context.Context, rec slog.Record) error {
+	if info := infoFrom(ctx); info != nil {
+		rec = rec.Clone()
+		rec.AddAttrs(slog.String("request_id", info.id))
+		if chat, _ := info.ids(); chat != "" {
+			rec.AddAttrs(slog.String("chat_id", chat))
+		}
+	}
+	return h.Handler.Handle(ctx, rec)
+}
+
+func (h contextHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return contextHandler{h.Handler.WithAttrs(as)}
+}
+
+func (h contextHandler) WithGroup(name string) slog.Handler {
+	return contextHandler{h.Handler.WithGroup(name)}
+}
+
+// quietRoutes are logged at debug level: probes and scrapes.
+var quietRoutes = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
+
+// serveObserved serves one request with its id, then counts and logs it.
+func (s *Server) serveObserved(w http.ResponseWriter, r *http.Request, serve func(http.ResponseWriter, *http.Request) string) {
+	start := time.Now()
+	id := r.Header.Get(RequestIDHeader)
+	if !acceptableRequestID(id) {
+		id = uuid.NewString()
+	}
+	w.Header().Set(RequestIDHeader, id)
+	info := &reqInfo{id: id}
+	r = r.WithContext(context.WithValue(r.Context(), infoKey, info))
+	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+
+	pattern := serve(rec, r)
+
+	took := time.Since(start)
+	route := "unmatched"
+	if pattern != "" {
+		_, route, _ = strings.Cut(pattern, " ")
+	}
+	status := strconv.Itoa(rec.status)
+	s.httpRequests.Inc(route, r.Method, status)
+	s.httpDuration.Observe(took.Seconds(), route, r.Method)
+
+	level := slog.LevelInfo
+	if quietRoutes[route] {
+		level = slog.LevelDebug
+	}
+	attrs := []slog.Attr{
+		slog.String("method", r.Method), slog.String("route", route), slog.String("path", r.URL.Path),
+		slog.Int("status", rec.status), slog.Float64("duration_ms", float64(took.Microseconds())/1000),
+		slog.Int64("bytes", rec.bytes),
+	}
+	if _, user := info.ids(); user != "" {
+		attrs = append(attrs, slog.String("user_id", user))
+	}
+	s.log.LogAttrs(r.Context(), level, "http request", attrs...)
+}
+
+// instrument registers the API's metrics.
+func (s *Server) instrument(reg *metrics.Registry) {
+	s.metrics = reg
+	s.httpRequests = reg.Counter("chatd_http_requests_total",
+		"HTTP requests answered, by route pattern (\"unmatched\" for 404/405 outside the routes), method and status.",
+		"route", "method", "status")
+	s.httpDuration = reg.Histogram("chatd_http_request_duration_seconds",
+		"Time to answer HTTP requests, by route pattern and method (for streams: how long they stayed open).",
+		metrics.LatencyBuckets, "route", "method")
+	reg.GaugeFunc("chatd_open_streams", "Open event streams (chat streams and watches) served by this process.",
+		func() float64 { return float64(s.Streams()) })
+	reg.GaugeFunc("go_goroutines", "Goroutines of this process.", func() float64 { return float64(runtime.NumGoroutine()) })
+	depth := func(name, help string, field func(dbgen.MetricsDepthsRow) int64) {
+		reg.Collect(name, help, metrics.TypeGauge, nil, func() []metrics.Sample {
+			if !s.depthsOK {
+				return nil
+			}
+			return []metrics.Sample{{Value: float64(field(s.depths))}}
+		})
+	}
+	depth("chatd_queued_messages", "Messages waiting in chat queues behind a running turn (all replicas; read from the database at scrape time).",
+		func(d dbgen.MetricsDepthsRow) int64 { return d.QueuedMessages })
+	depth("chatd_runnable_chats", "Chats with a turn to run (running or interrupting), claimed or not (all replicas; read at scrape time).",
+		func(d dbgen.MetricsDepthsRow) int64 { return d.RunnableChats })
+	depth("chatd_unclaimed_chats", "Runnable chats no worker holds a live lease on: the workers' backlog (all replicas; read at scrape time).",
+		func(d dbgen.MetricsDepthsRow) int64 { return d.UnclaimedChats })
+	depth("chatd_structured_requests_pending", "Structured requests not finished yet, queued ones included (all replicas; read at scrape time).",
+		func(d dbgen.MetricsDepthsRow) int64 { return d.PendingRequests })
+	reg.GaugeFunc("chatd_metrics_database_up", "1 if this scrape's database read succeeded (the depth gauges are missing otherwise).",
+		func() float64 {
+			if s.depthsOK {
+				return 1
+			}
+			return 0
+		})
+}
+
+// scrapeTimeout bounds the database read of a scrape.
+const scrapeTimeout = 2 * time.Second
+
+// serveMetrics answers GET /metrics in the Prometheus text format 0.0.4.
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) error {
+	s.scrapeMu.Lock()
+	defer s.scrapeMu.Unlock()
+	s.depthsOK = false
+	if s.store != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), scrapeTimeout)
+		d, err := s.store.Depths(ctx)
+		cancel()
+		if err != nil {
+			s.log.WarnContext(r.Context(), "metrics: reading queue depths failed", slog.String("error", err.Error()))
+		} else {
+			s.depths, s.depthsOK = d, true
+		}
+	}
+	w.Header().Set("Content-Type", metrics.ContentType)
+	w.WriteHeader(http.StatusOK)
+	_ = s.metrics.WriteText(w) // a failed write means the scraper went away
+	return nil
+}
