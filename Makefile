@@ -4,7 +4,7 @@ export GOFLAGS := -buildvcs=false
 # The test command CI runs (.ci/run) and the README shows.
 TEST_FLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: all build run mockllm test test-short bench fuzz generate check-generated vet lint pg-deps clean
+.PHONY: all build run mockllm test test-short bench bench-all fuzz generate check-generated vet lint pg-deps clean
 
 all: build
 
@@ -27,8 +27,20 @@ test: pg-deps
 	@# Allocation bounds cannot be measured under -race: run those tests without it.
 	go test -count=1 -run '^(TestFastPathAllocatesNothingExtra|TestEstimatorBoundsAllocation)$$' ./internal/jsonb/ ./internal/validate/
 
-## bench: speed and memory benchmarks (targets are benchmarks, never timed tests).
-bench:
+## bench: the end-to-end benchmark (a throwaway PostgreSQL, chatd, mockllm,
+## N concurrent structured turns, pgbench for the database's ceiling; see
+## docs/benchmarks.md), then the validator and codec micro-benchmarks.
+## BENCH_FLAGS go to chatd-bench, e.g. BENCH_FLAGS='--clients 16 --rounds 5'.
+BENCH_FLAGS ?=
+bench: build pg-deps
+	go build -o bin/chatd-bench ./cmd/chatd-bench
+	bin/chatd-bench $(BENCH_FLAGS)
+	go test -run '^$$' -bench '^Benchmark(Compile|Validate|Decode|Refusal)$$' -benchmem ./internal/validate/
+	go test -run '^$$' -bench . -benchmem ./internal/jsonb/
+
+## bench-all: every benchmark of every package (slow: the validator's
+## adversarial families alone take minutes).
+bench-all:
 	go test -run '^$$' -bench . -benchmem ./...
 
 ## fuzz: short fuzz runs (seconds each) of the message codec and of the

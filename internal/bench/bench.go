@@ -1,0 +1,760 @@
+// Package bench is the end-to-end benchmark behind `make bench`: a
+// throwaway PostgreSQL cluster (internal/pglocal), the chatd and mockllm
+// binaries, and N clients each running structured turns back to back — a
+// new chat whose first message carries a json_schema response_format, then
+// a long poll until its receipt. It reports completed turns per second, the
+// create-to-receipt latency, the database commits per turn, and pgbench's
+// commit rate on the same cluster as the database's ceiling.
+//
+// Method, in rounds (medians are reported):
+//
+//  1. Wait until no client backend is connected to the chatd database,
+//     then read pg_stat_database.xact_commit for it and the next
+//     transaction id. With nobody connected every backend has flushed its
+//     statistics, so the figures are exact.
+//  2. Start chatd, warm up, measure a window, stop starting turns, let the
+//     ones in flight finish, scrape /metrics, stop chatd (SIGTERM).
+//  3. Read both figures again once chatd's backends are gone. The commit
+//     delta, minus what starting and stopping an idle chatd costs (measured
+//     once up front), divided by every turn that completed in between, is
+//     the commits per turn; the transaction id delta divided likewise is
+//     the writing transactions per turn (a transaction gets an id only when
+//     it writes or notifies).
+//  4. Run pgbench on the same cluster, chatd stopped: one-row UPDATE
+//     transactions, each client on a row of its own.
+package bench
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/metrics"
+	"github.com/chatd/chatd/internal/pglocal"
+)
+
+// Options configure a run.
+type Options struct {
+	// Chatd and MockLLM are the binaries to run.
+	Chatd, MockLLM string
+	// Clients run turns concurrently, each on a chat of its own.
+	Clients int
+	// Workers is chatd's --workers (0: as many as Clients).
+	Workers int
+	// Warmup precedes each measured window; Duration is its length.
+	Warmup, Duration time.Duration
+	// Turns, when positive, ends each window after that many completed
+	// turns instead of after Duration.
+	Turns int
+	// Rounds of (chatd, pgbench) to run; medians are reported.
+	Rounds int
+	// PgbenchClients are the client counts pgbench runs with each round
+	// (default: Clients).
+	PgbenchClients []int
+	// PgbenchDuration is how long each pgbench run lasts.
+	PgbenchDuration time.Duration
+	// Fast turns fsync and synchronous_commit off (the test clusters'
+	// settings); the default is PostgreSQL's durable defaults.
+	Fast bool
+	// Keep leaves the work directory (logs, cluster) in place.
+	Keep bool
+	// Statements loads pg_stat_statements and reports each round's
+	// statements per turn (a diagnostic: it costs a little throughput).
+	Statements bool
+	// Progress receives progress lines (nil: discarded).
+	Progress io.Writer
+}
+
+func (o *Options) defaults() {
+	if o.Clients <= 0 {
+		o.Clients = 8
+	}
+	if o.Workers <= 0 {
+		o.Workers = o.Clients
+	}
+	if o.Duration <= 0 {
+		o.Duration = 10 * time.Second
+	}
+	if o.Warmup < 0 {
+		o.Warmup = 0
+	}
+	if o.Rounds <= 0 {
+		o.Rounds = 3
+	}
+	if len(o.PgbenchClients) == 0 {
+		o.PgbenchClients = []int{o.Clients}
+	}
+	if o.PgbenchDuration <= 0 {
+		o.PgbenchDuration = 10 * time.Second
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+}
+
+// Round is what one round measured.
+type Round struct {
+	Load         string        // load average when the round started
+	WindowTurns  int           // turns whose receipt arrived inside the window
+	Window       time.Duration // the window's actual length
+	TurnsPerSec  float64
+	P50, P99     time.Duration // create-to-receipt, of turns started inside the window
+	Samples      int           // latency samples
+	TotalTurns   int           // every turn of the round (warm-up, window, drain)
+	Failed       int           // turns whose receipt was not succeeded
+	Commits      int64         // xact_commit delta of the chatd database, baseline subtracted
+	Rollbacks    int64
+	Writes       int64 // assigned transaction ids, baseline subtracted
+	CommitsTurn  float64
+	WritesTurn   float64
+	Pgbench      map[int]float64 // clients → tps
+	ServerCounts float64         // chatd's own count of finished requests (a cross-check)
+	Statements   []Statement     // with Options.Statements
+	ProviderP50  float64         // seconds, from chatd's histogram (bucket interpolation)
+	CreateP50    float64         // seconds, POST /api/v1/chats as chatd timed it
+}
+
+// Result is a whole run.
+type Result struct {
+	Options  Options
+	Machine  Machine
+	Postgres string            // server_version
+	Settings map[string]string // relevant server settings
+	Baseline struct{ Commits, Writes int64 }
+	Rounds   []Round
+}
+
+// Run runs the benchmark.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	o.defaults()
+	res := &Result{Options: o, Machine: readMachine()}
+	for _, bin := range []string{o.Chatd, o.MockLLM} {
+		if _, err := os.Stat(bin); err != nil {
+			return nil, fmt.Errorf("%w (run make build first)", err)
+		}
+	}
+	binDir, err := pglocal.FindBinaries()
+	if err != nil {
+		return nil, err
+	}
+	pgbench := filepath.Join(binDir, "pgbench")
+	if _, err := os.Stat(pgbench); err != nil {
+		return nil, fmt.Errorf("pgbench not found next to postgres in %s", binDir)
+	}
+
+	work, err := os.MkdirTemp("", "chatd-bench-")
+	if err != nil {
+		return nil, err
+	}
+	_ = os.Chmod(work, 0o755) // the cluster's account must enter it
+	if !o.Keep {
+		defer os.RemoveAll(work)
+	}
+	fmt.Fprintf(o.Progress, "bench: work directory %s\n", work)
+
+	settings := map[string]string{"max_connections": "300"}
+	if o.Statements {
+		settings["shared_preload_libraries"] = "pg_stat_statements"
+	}
+	if !o.Fast {
+		// pglocal's throwaway clusters turn durability off; benchmark with
+		// PostgreSQL's defaults unless asked not to.
+		settings["fsync"] = "on"
+		settings["synchronous_commit"] = "on"
+		settings["full_page_writes"] = "on"
+	}
+	cluster, err := pglocal.Start(ctx, pglocal.Options{Dir: filepath.Join(work, "pg"), Ephemeral: true, Settings: settings})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = cluster.Stop(stopCtx)
+	}()
+	for _, db := range []string{"chatd", "pgbench"} {
+		if err := cluster.EnsureDatabase(ctx, db); err != nil {
+			return nil, err
+		}
+	}
+	admin, err := pgx.Connect(ctx, cluster.URL("postgres"))
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close(context.Background())
+	if o.Statements {
+		if _, err := admin.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
+			return nil, err
+		}
+	}
+	if err := admin.QueryRow(ctx, "SHOW server_version").Scan(&res.Postgres); err != nil {
+		return nil, err
+	}
+	res.Settings = map[string]string{}
+	rows, err := admin.Query(ctx, `SELECT name, setting || coalesce(unit, '') FROM pg_settings
+		WHERE name IN ('fsync', 'synchronous_commit', 'full_page_writes', 'shared_buffers', 'wal_level',
+		               'max_connections', 'autovacuum', 'commit_delay', 'wal_sync_method')`)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, err
+		}
+		res.Settings[k] = v
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+
+	mock, mockURL, err := startMock(ctx, o.MockLLM, filepath.Join(work, "mockllm.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer mock.stop()
+	cfgPath := filepath.Join(work, "chatd.json")
+	cfg := fmt.Sprintf(`{"providers":[{"name":"mock","type":"openai-compatible","base_url":%q,"api_key_env":"BENCH_UNUSED_KEY"}],
+  "models":[{"id":"bench/mock","provider":"mock","model":"mock-1","context_window":32768,"max_output_tokens":4096}],
+  "default_model":"bench/mock"}`, mockURL)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		return nil, err
+	}
+	dbURL := cluster.URL("chatd")
+	ch := &chatdRunner{bin: o.Chatd, dbURL: dbURL, config: cfgPath, workers: o.Workers, logPath: filepath.Join(work, "chatd.log")}
+
+	// The schema and a token, then the cost of an idle start and stop.
+	out, err := exec.CommandContext(ctx, o.Chatd, "migrate", "up", "--database-url", dbURL).CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("chatd migrate up: %w: %s", err, out)
+	}
+	out, err = exec.CommandContext(ctx, o.Chatd, "token", "create", "--user", "bench", "--database-url", dbURL).Output()
+	if err != nil {
+		return nil, fmt.Errorf("chatd token create: %w", err)
+	}
+	token := strings.TrimSpace(string(out))
+	if err := preparePgbench(ctx, cluster.URL("pgbench"), maxInt(o.PgbenchClients)); err != nil {
+		return nil, err
+	}
+
+	fmt.Fprintf(o.Progress, "bench: measuring an idle chatd start and stop\n")
+	before, err := snapshot(ctx, admin)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := ch.start(ctx); err != nil {
+		return nil, err
+	}
+	if err := ch.stop(); err != nil {
+		return nil, err
+	}
+	after, err := snapshot(ctx, admin)
+	if err != nil {
+		return nil, err
+	}
+	res.Baseline.Commits, res.Baseline.Writes = after.commits-before.commits, after.nextXID-before.nextXID
+
+	for i := range o.Rounds {
+		r, err := runRound(ctx, o, ch, admin, token, res.Baseline.Commits, res.Baseline.Writes)
+		if err != nil {
+			return nil, fmt.Errorf("round %d: %w", i+1, err)
+		}
+		r.Pgbench = map[int]float64{}
+		for _, n := range o.PgbenchClients {
+			fmt.Fprintf(o.Progress, "bench: round %d: pgbench with %d clients for %s\n", i+1, n, o.PgbenchDuration)
+			tps, err := runPgbench(ctx, pgbench, cluster.URL("pgbench"), n, o.PgbenchDuration, work)
+			if err != nil {
+				return nil, fmt.Errorf("round %d: %w", i+1, err)
+			}
+			r.Pgbench[n] = tps
+		}
+		res.Rounds = append(res.Rounds, *r)
+		fmt.Fprintf(o.Progress, "bench: round %d: %.1f turns/s, p50 %s ms, p99 %s ms, %.2f commits/turn, pgbench %.0f tps\n",
+			i+1, r.TurnsPerSec, ms(r.P50), ms(r.P99), r.CommitsTurn, r.Pgbench[o.PgbenchClients[0]])
+	}
+	return res, nil
+}
+
+func maxInt(xs []int) int {
+	m := 0
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
+}
+
+// Statement is one normalised statement of a round, from pg_stat_statements.
+type Statement struct {
+	Name  string // the sqlc query name, or the statement's first line
+	Calls int64
+}
+
+// statementName is the sqlc name of a query ("-- name: ChatGet :one") or
+// its text, shortened.
+func statementName(q string) string {
+	q = strings.TrimSpace(q)
+	if rest, ok := strings.CutPrefix(q, "-- name: "); ok {
+		name, _, _ := strings.Cut(rest, " ")
+		return name
+	}
+	q = strings.Join(strings.Fields(q), " ")
+	if len(q) > 70 {
+		q = q[:70] + "…"
+	}
+	return q
+}
+
+func readStatements(ctx context.Context, admin *pgx.Conn) ([]Statement, error) {
+	rows, err := admin.Query(ctx, `SELECT s.query, sum(s.calls)::bigint FROM pg_stat_statements s
+		JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = 'chatd' GROUP BY s.query ORDER BY 2 DESC`)
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]int64{}
+	var order []string
+	for rows.Next() {
+		var q string
+		var calls int64
+		if err := rows.Scan(&q, &calls); err != nil {
+			return nil, err
+		}
+		n := statementName(q)
+		if _, ok := byName[n]; !ok {
+			order = append(order, n)
+		}
+		byName[n] += calls
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]Statement, 0, len(order))
+	for _, n := range order {
+		out = append(out, Statement{Name: n, Calls: byName[n]})
+	}
+	slices.SortStableFunc(out, func(a, b Statement) int { return cmp.Compare(b.Calls, a.Calls) })
+	return out, nil
+}
+
+// counters are the database figures read around a round.
+type counters struct {
+	commits, rollbacks, nextXID int64
+}
+
+// snapshot waits until no client backend is connected to the chatd
+// database (a backend flushes its statistics when it exits, so they are
+// then complete) and reads its committed and rolled back transactions and
+// the next transaction id.
+func snapshot(ctx context.Context, admin *pgx.Conn) (counters, error) {
+	var c counters
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var n int
+		if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = 'chatd' AND backend_type = 'client backend'`).Scan(&n); err != nil {
+			return c, err
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return c, errors.New("chatd's database connections did not close within 60s")
+		}
+		time.Sleep(10 * time.Millisecond) // polling PostgreSQL, not synchronising goroutines
+	}
+	// The statistics snapshot of this session is cached per transaction;
+	// clear it so the read is current.
+	if _, err := admin.Exec(ctx, "SELECT pg_stat_clear_snapshot()"); err != nil {
+		return c, err
+	}
+	err := admin.QueryRow(ctx, `SELECT xact_commit, xact_rollback,
+		pg_snapshot_xmax(pg_current_snapshot())::text::bigint
+		FROM pg_stat_database WHERE datname = 'chatd'`).Scan(&c.commits, &c.rollbacks, &c.nextXID)
+	return c, err
+}
+
+// turn is one completed structured turn.
+type turn struct {
+	start, end time.Time
+	ok         bool
+}
+
+func runRound(ctx context.Context, o Options, ch *chatdRunner, admin *pgx.Conn, token string, baseCommits, baseWrites int64) (*Round, error) {
+	r := &Round{Load: loadAverage()}
+	before, err := snapshot(ctx, admin)
+	if err != nil {
+		return nil, err
+	}
+	if o.Statements {
+		if _, err := admin.Exec(ctx, "SELECT pg_stat_statements_reset()"); err != nil {
+			return nil, err
+		}
+	}
+	base, err := ch.start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = ch.stop()
+		}
+	}()
+
+	httpc := &http.Client{Transport: &http.Transport{MaxIdleConns: 4 * o.Clients, MaxIdleConnsPerHost: 4 * o.Clients}}
+	c := client.New(base, token, httpc)
+	var (
+		mu       sync.Mutex
+		turns    []turn
+		stopping atomic.Bool
+		inWindow atomic.Int64
+		windowAt atomic.Int64 // unix nanos of the window's start, 0 before
+		full     = make(chan struct{})
+		fullOnce sync.Once
+		firstErr error
+	)
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range o.Clients {
+		wg.Go(func() {
+			for !stopping.Load() && runCtx.Err() == nil {
+				t, err := oneTurn(runCtx, c, i)
+				if err != nil {
+					if runCtx.Err() == nil {
+						mu.Lock()
+						if firstErr == nil {
+							firstErr = err
+						}
+						mu.Unlock()
+						cancel()
+					}
+					return
+				}
+				mu.Lock()
+				turns = append(turns, t)
+				mu.Unlock()
+				if ws := windowAt.Load(); ws != 0 && t.end.UnixNano() >= ws && o.Turns > 0 && inWindow.Add(1) >= int64(o.Turns) {
+					fullOnce.Do(func() { close(full) })
+				}
+			}
+		})
+	}
+	fmt.Fprintf(o.Progress, "bench: %d clients, warm-up %s\n", o.Clients, o.Warmup)
+	select {
+	case <-time.After(o.Warmup):
+	case <-runCtx.Done():
+	}
+	windowStart := time.Now()
+	windowAt.Store(windowStart.UnixNano())
+	var window <-chan time.Time
+	if o.Turns <= 0 {
+		window = time.After(o.Duration)
+	}
+	select {
+	case <-window:
+	case <-full:
+	case <-runCtx.Done():
+	}
+	windowEnd := time.Now()
+	stopping.Store(true)
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
+	// chatd's own view, then stop it.
+	if body, err := c.Metrics(ctx); err == nil {
+		if s, err := metrics.Parse(strings.NewReader(string(body))); err == nil {
+			r.ServerCounts, _ = s.Get("chatd_structured_requests_finished_total")
+			r.ProviderP50, _ = s.Quantile("chatd_provider_call_duration_seconds", 0.5, "call", "step")
+			r.CreateP50, _ = s.Quantile("chatd_http_request_duration_seconds", 0.5, "route", "/api/v1/chats", "method", "POST")
+		}
+	}
+	httpc.CloseIdleConnections()
+	stopped = true
+	if err := ch.stop(); err != nil {
+		return nil, err
+	}
+	after, err := snapshot(ctx, admin)
+	if err != nil {
+		return nil, err
+	}
+	if o.Statements {
+		if r.Statements, err = readStatements(ctx, admin); err != nil {
+			return nil, err
+		}
+	}
+
+	var lat []time.Duration
+	for _, t := range turns {
+		if !t.ok {
+			r.Failed++
+		}
+		if !t.end.Before(windowStart) && t.end.Before(windowEnd) {
+			r.WindowTurns++
+		}
+		if !t.start.Before(windowStart) && t.start.Before(windowEnd) {
+			lat = append(lat, t.end.Sub(t.start))
+		}
+	}
+	r.TotalTurns = len(turns)
+	r.Window = windowEnd.Sub(windowStart)
+	r.TurnsPerSec = float64(r.WindowTurns) / r.Window.Seconds()
+	r.P50, r.P99, r.Samples = percentile(lat, 0.50), percentile(lat, 0.99), len(lat)
+	r.Commits = after.commits - before.commits - baseCommits
+	r.Rollbacks = after.rollbacks - before.rollbacks
+	r.Writes = after.nextXID - before.nextXID - baseWrites
+	if r.TotalTurns > 0 {
+		r.CommitsTurn = float64(r.Commits) / float64(r.TotalTurns)
+		r.WritesTurn = float64(r.Writes) / float64(r.TotalTurns)
+	}
+	if r.Failed > 0 {
+		return nil, fmt.Errorf("%d of %d turns did not succeed (see the chatd log)", r.Failed, r.TotalTurns)
+	}
+	return r, nil
+}
+
+// benchSchema is the response format of every turn: a small realistic
+// report.
+const benchSchema = `{"type":"object","additionalProperties":false,
+ "required":["summary","severity","files","confidence"],
+ "properties":{
+  "summary":{"type":"string","minLength":1,"maxLength":200},
+  "severity":{"enum":["low","medium","high"]},
+  "files":{"type":"array","maxItems":5,"items":{"type":"string"}},
+  "confidence":{"type":"number","minimum":0,"maximum":1}}}`
+
+// oneTurn creates a structured chat and long-polls its receipt.
+func oneTurn(ctx context.Context, c *client.Client, i int) (turn, error) {
+	t := turn{start: time.Now()}
+	created, err := c.CreateChat(ctx, client.CreateChatRequest{
+		Content: []client.MessagePart{client.TextPart(fmt.Sprintf("Client %d: review the change and report.", i))},
+		ResponseFormat: &client.ResponseFormat{Type: "json_schema", JSONSchema: &client.JSONSchemaFormat{
+			Name: "review", Schema: json.RawMessage(benchSchema)}},
+	})
+	if err != nil {
+		return t, fmt.Errorf("create: %w", err)
+	}
+	if len(created.Messages) == 0 || created.Messages[0].StructuredOutputRequestID == nil {
+		return t, errors.New("create: no structured request id")
+	}
+	id := *created.Messages[0].StructuredOutputRequestID
+	for {
+		res, err := c.GetStructuredOutput(ctx, id, 30*time.Second)
+		if err != nil {
+			return t, fmt.Errorf("wait for %s: %w", id, err)
+		}
+		if res.Status != client.OutputPending {
+			t.end, t.ok = time.Now(), res.Status == client.OutputSucceeded
+			return t, nil
+		}
+	}
+}
+
+// process is a child process whose output goes to a log file.
+type process struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  *os.File
+}
+
+func (p *process) stop() error {
+	if p == nil || p.cmd.Process == nil {
+		return nil
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(60 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+	p.log.Close()
+	if ps := p.cmd.ProcessState; ps != nil && !ps.Success() {
+		return fmt.Errorf("%s exited: %s (log: %s)", filepath.Base(p.cmd.Path), ps, p.log.Name())
+	}
+	return nil
+}
+
+// spawn starts bin with args; every line it writes goes to logPath, and
+// match (if set) is told each line until it returns true.
+func spawn(bin string, args []string, logPath string, match func(line string) bool) (*process, <-chan struct{}, error) {
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, nil, err
+	}
+	// done closes once the process exited and its output is all logged.
+	p := &process{cmd: cmd, done: make(chan struct{}), log: logf}
+	matched := make(chan struct{})
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+		found := match == nil
+		for sc.Scan() {
+			fmt.Fprintln(logf, sc.Text())
+			if !found && match(sc.Text()) {
+				found = true
+				close(matched)
+			}
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	go func() {
+		_ = cmd.Wait()
+		pw.Close()
+		<-drained
+		close(p.done)
+	}()
+	return p, matched, nil
+}
+
+// startMock runs mockllm on a free port with zero latency and returns its
+// base URL.
+func startMock(ctx context.Context, bin, logPath string) (*process, string, error) {
+	var url string
+	p, matched, err := spawn(bin, []string{"--listen", "127.0.0.1:0", "--format", "openai", "--latency", "0s", "--chunk-delay", "0s"},
+		logPath, func(line string) bool {
+			if rest, ok := strings.CutPrefix(line, "mockllm listening on "); ok {
+				url = strings.TrimSpace(rest)
+				return true
+			}
+			return false
+		})
+	if err != nil {
+		return nil, "", err
+	}
+	select {
+	case <-matched:
+		return p, url, nil
+	case <-p.done:
+		return nil, "", fmt.Errorf("mockllm exited at start (log: %s)", logPath)
+	case <-time.After(30 * time.Second):
+	case <-ctx.Done():
+	}
+	_ = p.stop()
+	return nil, "", fmt.Errorf("mockllm did not start (log: %s)", logPath)
+}
+
+// chatdRunner starts and stops the chatd server.
+type chatdRunner struct {
+	bin, dbURL, config, logPath string
+	workers                     int
+	p                           *process
+}
+
+// start runs `chatd server` on a free port and returns its base URL once it
+// listens.
+func (c *chatdRunner) start(ctx context.Context) (string, error) {
+	var addr string
+	p, matched, err := spawn(c.bin, []string{"server", "--listen", "127.0.0.1:0", "--database-url", c.dbURL,
+		"--config", c.config, "--experiments", "chat-structured-output", "--workers", fmt.Sprint(c.workers),
+		"--log-format", "json", "--log-level", "info"}, c.logPath, func(line string) bool {
+		var rec struct {
+			Msg  string `json:"msg"`
+			Addr string `json:"addr"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "chatd listening" {
+			addr = rec.Addr
+			return true
+		}
+		return false
+	})
+	if err != nil {
+		return "", err
+	}
+	select {
+	case <-matched:
+	case <-p.done:
+		return "", fmt.Errorf("chatd exited at start (log: %s)", c.logPath)
+	case <-time.After(60 * time.Second):
+		_ = p.stop()
+		return "", fmt.Errorf("chatd did not start (log: %s)", c.logPath)
+	case <-ctx.Done():
+		_ = p.stop()
+		return "", ctx.Err()
+	}
+	c.p = p
+	// Ready means the database answers too.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := client.New(addr, "", nil).Ready(ctx); err == nil {
+			return addr, nil
+		}
+		if time.Now().After(deadline) {
+			return "", errors.New("chatd did not become ready")
+		}
+		time.Sleep(10 * time.Millisecond) // polling a process we started
+	}
+}
+
+func (c *chatdRunner) stop() error {
+	p := c.p
+	c.p = nil
+	return p.stop()
+}
+
+// pgbenchScript is one transaction per run: a one-row UPDATE of the
+// client's own row (no lock waits between clients), committed on its own.
+const pgbenchScript = "UPDATE commit_probe SET n = n + 1 WHERE id = :client_id;\n"
+
+func preparePgbench(ctx context.Context, url string, rows int) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS commit_probe (id int PRIMARY KEY, n bigint NOT NULL DEFAULT 0);
+		INSERT INTO commit_probe (id) SELECT g FROM generate_series(0, `+fmt.Sprint(max(rows, 1)-1)+`) g ON CONFLICT DO NOTHING`)
+	return err
+}
+
+// runPgbench measures the commit rate of clients one-row write
+// transactions for d.
+func runPgbench(ctx context.Context, bin, url string, clients int, d time.Duration, work string) (float64, error) {
+	script := filepath.Join(work, "commit_probe.sql")
+	if err := os.WriteFile(script, []byte(pgbenchScript), 0o644); err != nil {
+		return 0, err
+	}
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return 0, err
+	}
+	threads := min(clients, 2)
+	cmd := exec.CommandContext(ctx, bin, "-n", "-f", script, "-c", fmt.Sprint(clients), "-j", fmt.Sprint(threads),
+		"-T", fmt.Sprint(int(d.Round(time.Second).Seconds())), "-h", cfg.Host, "-p", fmt.Sprint(cfg.Port), "-U", cfg.User, cfg.Database)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("pgbench: %w: %s", err, out)
+	}
+	return parsePgbenchTPS(out)
+}

@@ -1,0 +1,138 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// Summary holds the medians over the rounds.
+type Summary struct {
+	TurnsPerSec, P50ms, P99ms  float64
+	CommitsTurn, WritesTurn    float64
+	Pgbench                    map[int]float64 // clients → median tps
+	CeilingTPS                 float64         // pgbench at Options.PgbenchClients[0]
+	CommitRate, WriteRate      float64         // chatd's commits and writing commits per second
+	WriteRatio, CommitRatio    float64         // chatd's rate ÷ the ceiling
+	TurnCeiling                float64         // ceiling ÷ writes per turn
+	ProviderP50ms, CreateP50ms float64
+	RollbacksPerRound          float64
+}
+
+// Summarize computes the medians.
+func (r *Result) Summarize() Summary {
+	var s Summary
+	col := func(f func(Round) float64) float64 {
+		xs := make([]float64, len(r.Rounds))
+		for i, rd := range r.Rounds {
+			xs[i] = f(rd)
+		}
+		return median(xs)
+	}
+	s.TurnsPerSec = col(func(rd Round) float64 { return rd.TurnsPerSec })
+	s.P50ms = col(func(rd Round) float64 { return float64(rd.P50.Microseconds()) / 1000 })
+	s.P99ms = col(func(rd Round) float64 { return float64(rd.P99.Microseconds()) / 1000 })
+	s.CommitsTurn = col(func(rd Round) float64 { return rd.CommitsTurn })
+	s.WritesTurn = col(func(rd Round) float64 { return rd.WritesTurn })
+	s.ProviderP50ms = col(func(rd Round) float64 { return rd.ProviderP50 * 1000 })
+	s.CreateP50ms = col(func(rd Round) float64 { return rd.CreateP50 * 1000 })
+	s.RollbacksPerRound = col(func(rd Round) float64 { return float64(rd.Rollbacks) })
+	s.Pgbench = map[int]float64{}
+	for _, n := range r.Options.PgbenchClients {
+		s.Pgbench[n] = col(func(rd Round) float64 { return rd.Pgbench[n] })
+	}
+	s.CeilingTPS = s.Pgbench[r.Options.PgbenchClients[0]]
+	s.CommitRate = s.TurnsPerSec * s.CommitsTurn
+	s.WriteRate = s.TurnsPerSec * s.WritesTurn
+	if s.CeilingTPS > 0 {
+		s.WriteRatio = s.WriteRate / s.CeilingTPS
+		s.CommitRatio = s.CommitRate / s.CeilingTPS
+	}
+	if s.WritesTurn > 0 {
+		s.TurnCeiling = s.CeilingTPS / s.WritesTurn
+	}
+	return s
+}
+
+// Report writes the figures.
+func (r *Result) Report(w io.Writer) {
+	o := r.Options
+	s := r.Summarize()
+	mode := "durable: PostgreSQL defaults"
+	if o.Fast {
+		mode = "fast: fsync and synchronous_commit off"
+	}
+	window := o.Duration.String()
+	if o.Turns > 0 {
+		window = fmt.Sprintf("%d turns", o.Turns)
+	}
+	fmt.Fprintf(w, "chatd end-to-end benchmark: %d concurrent chats of structured turns, chatd --workers %d, mockllm with zero latency\n",
+		o.Clients, o.Workers)
+	fmt.Fprintf(w, "%d rounds of %s after a %s warm-up; medians over the rounds\n", len(r.Rounds), window, o.Warmup)
+	fmt.Fprintf(w, "machine: %s, %d cores, %.1f GiB, %s\n", r.Machine.CPU, r.Machine.Cores, r.Machine.MemoryGB, r.Machine.GoOS)
+	keys := make([]string, 0, len(r.Settings))
+	for k := range r.Settings {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var set []string
+	for _, k := range keys {
+		set = append(set, k+"="+r.Settings[k])
+	}
+	fmt.Fprintf(w, "PostgreSQL %s (%s): %s\n", r.Postgres, mode, strings.Join(set, " "))
+	fmt.Fprintf(w, "idle chatd start+stop (subtracted): %d commits, %d writing transactions\n\n", r.Baseline.Commits, r.Baseline.Writes)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := "round\tload avg\tturns\tturns/s\tp50 ms\tp99 ms\tcommits/turn\twrites/turn\t"
+	for _, n := range o.PgbenchClients {
+		head += fmt.Sprintf("pgbench c=%d tps\t", n)
+	}
+	fmt.Fprintln(tw, head)
+	for i, rd := range r.Rounds {
+		line := fmt.Sprintf("%d\t%s\t%d\t%.1f\t%s\t%s\t%.2f\t%.2f\t", i+1, rd.Load, rd.WindowTurns, rd.TurnsPerSec,
+			ms(rd.P50), ms(rd.P99), rd.CommitsTurn, rd.WritesTurn)
+		for _, n := range o.PgbenchClients {
+			line += fmt.Sprintf("%.0f\t", rd.Pgbench[n])
+		}
+		fmt.Fprintln(tw, line)
+	}
+	line := fmt.Sprintf("median\t\t\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t", s.TurnsPerSec, s.P50ms, s.P99ms, s.CommitsTurn, s.WritesTurn)
+	for _, n := range o.PgbenchClients {
+		line += fmt.Sprintf("%.0f\t", s.Pgbench[n])
+	}
+	fmt.Fprintln(tw, line)
+	tw.Flush()
+
+	n0 := o.PgbenchClients[0]
+	fmt.Fprintf(w, "\ncompleted structured turns per second: %.1f\n", s.TurnsPerSec)
+	fmt.Fprintf(w, "create-to-receipt latency: p50 %.1f ms, p99 %.1f ms\n", s.P50ms, s.P99ms)
+	fmt.Fprintf(w, "database commits per turn: %.2f (all transactions committed in database chatd), of which %.2f wrote (were assigned a transaction id)\n",
+		s.CommitsTurn, s.WritesTurn)
+	fmt.Fprintf(w, "database ceiling: %.0f commits/s (pgbench, %d clients, one-row UPDATE per transaction, %s runs)\n",
+		s.CeilingTPS, n0, o.PgbenchDuration)
+	fmt.Fprintf(w, "chatd's load on it: %.0f writing commits/s = %.1f%% of the ceiling (%.0f commits/s in all = %.1f%%)\n",
+		s.WriteRate, 100*s.WriteRatio, s.CommitRate, 100*s.CommitRatio)
+	fmt.Fprintf(w, "ratio: measured %.1f turns/s vs %.0f turns/s if commits were the only limit (%.0f / %.2f writes per turn): %.2f\n",
+		s.TurnsPerSec, s.TurnCeiling, s.CeilingTPS, s.WritesTurn, s.WriteRatio)
+	fmt.Fprintf(w, "chatd's own view (median): provider step p50 %.1f ms, POST /api/v1/chats p50 %.1f ms (histogram buckets, interpolated)\n",
+		s.ProviderP50ms, s.CreateP50ms)
+	if o.Statements && len(r.Rounds) > 0 {
+		rd := r.Rounds[len(r.Rounds)-1]
+		fmt.Fprintf(w, "\nstatements per turn in database chatd, last round (pg_stat_statements, top level, %d turns):\n", rd.TotalTurns)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, st := range rd.Statements {
+			fmt.Fprintf(tw, "  %.2f\t%s\n", float64(st.Calls)/float64(max(rd.TotalTurns, 1)), st.Name)
+		}
+		tw.Flush()
+	}
+	for i, rd := range r.Rounds {
+		if int(rd.ServerCounts) != rd.TotalTurns {
+			fmt.Fprintf(w, "warning: round %d: chatd counted %.0f finished requests, the clients %d\n", i+1, rd.ServerCounts, rd.TotalTurns)
+		}
+		if rd.Rollbacks > 0 {
+			fmt.Fprintf(w, "note: round %d: %d transactions rolled back (fence misses, client disconnects)\n", i+1, rd.Rollbacks)
+		}
+	}
+}
