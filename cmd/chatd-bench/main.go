@@ -34,6 +34,15 @@ func main() {
 	fs.BoolVar(&o.Fast, "fast", false, "run PostgreSQL with fsync and synchronous_commit off")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the work directory (cluster, chatd and mockllm logs)")
 	fs.BoolVar(&o.Statements, "statements", false, "load pg_stat_statements and list the statements per turn (diagnostic)")
+	o.Settings = map[string]string{}
+	fs.Func("set", "a PostgreSQL setting name=value for the cluster (repeatable), e.g. --set commit_delay=100", func(v string) error {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("want name=value, not %q", v)
+		}
+		o.Settings[k] = val
+		return nil
+	})
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}

@@ -8,18 +8,17 @@
 //
 // Method, in rounds (medians are reported):
 //
-//  1. Wait until no client backend is connected to the chatd database,
-//     then read pg_stat_database.xact_commit for it and the next
-//     transaction id. With nobody connected every backend has flushed its
-//     statistics, so the figures are exact.
-//  2. Start chatd, warm up, measure a window, stop starting turns, let the
-//     ones in flight finish, scrape /metrics, stop chatd (SIGTERM).
-//  3. Read both figures again once chatd's backends are gone. The commit
-//     delta, minus what starting and stopping an idle chatd costs (measured
-//     once up front), divided by every turn that completed in between, is
-//     the commits per turn; the transaction id delta divided likewise is
-//     the writing transactions per turn (a transaction gets an id only when
-//     it writes or notifies).
+//  1. Start chatd and warm up (connections opened, statements prepared),
+//     then stay idle for 11 s: PostgreSQL 15 flushes an idle backend's
+//     statistics within 10 s. Read pg_stat_database.xact_commit of the
+//     chatd database and the cluster's next transaction id.
+//  2. Measure a window, stop starting turns, let those in flight finish,
+//     scrape /metrics, stop chatd (SIGTERM).
+//  3. Once no chatd backend is connected (a backend flushes its statistics
+//     when it exits), read both figures again. The commit delta divided by
+//     the turns of step 2 is the commits per turn; the transaction id delta
+//     likewise is the writing transactions per turn (a transaction gets an
+//     id only when it writes or notifies).
 //  4. Run pgbench on the same cluster, chatd stopped: one-row UPDATE
 //     transactions, each client on a row of its own.
 package bench
@@ -75,6 +74,8 @@ type Options struct {
 	Fast bool
 	// Keep leaves the work directory (logs, cluster) in place.
 	Keep bool
+	// Settings are extra PostgreSQL settings (name → value).
+	Settings map[string]string
 	// Statements loads pg_stat_statements and reports each round's
 	// statements per turn (a diagnostic: it costs a little throughput).
 	Statements bool
@@ -117,15 +118,15 @@ type Round struct {
 	TurnsPerSec  float64
 	P50, P99     time.Duration // create-to-receipt, of turns started inside the window
 	Samples      int           // latency samples
-	TotalTurns   int           // every turn of the round (warm-up, window, drain)
+	TotalTurns   int           // every turn between the two readings (window and drain)
 	Failed       int           // turns whose receipt was not succeeded
-	Commits      int64         // xact_commit delta of the chatd database, baseline subtracted
+	Commits      int64         // xact_commit delta of the chatd database
 	Rollbacks    int64
-	Writes       int64 // assigned transaction ids, baseline subtracted
+	Writes       int64 // transaction ids assigned in the cluster
 	CommitsTurn  float64
 	WritesTurn   float64
 	Pgbench      map[int]float64 // clients → tps
-	ServerCounts float64         // chatd's own count of finished requests (a cross-check)
+	ServerCounts float64         // chatd's own count of requests it finished after the warm-up (a cross-check)
 	Statements   []Statement     // with Options.Statements
 	ProviderP50  float64         // seconds, from chatd's histogram (bucket interpolation)
 	CreateP50    float64         // seconds, POST /api/v1/chats as chatd timed it
@@ -137,7 +138,6 @@ type Result struct {
 	Machine  Machine
 	Postgres string            // server_version
 	Settings map[string]string // relevant server settings
-	Baseline struct{ Commits, Writes int64 }
 	Rounds   []Round
 }
 
@@ -169,18 +169,18 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	fmt.Fprintf(o.Progress, "bench: work directory %s\n", work)
 
-	settings := map[string]string{"max_connections": "300"}
+	// PostgreSQL's durable defaults unless asked not to, said explicitly
+	// (pglocal's throwaway clusters turn durability off).
+	durable := map[bool]string{true: "off", false: "on"}[o.Fast]
+	settings := map[string]string{"max_connections": "300",
+		"fsync": durable, "synchronous_commit": durable, "full_page_writes": durable}
 	if o.Statements {
 		settings["shared_preload_libraries"] = "pg_stat_statements"
 	}
-	if !o.Fast {
-		// pglocal's throwaway clusters turn durability off; benchmark with
-		// PostgreSQL's defaults unless asked not to.
-		settings["fsync"] = "on"
-		settings["synchronous_commit"] = "on"
-		settings["full_page_writes"] = "on"
+	for k, v := range o.Settings {
+		settings[k] = v
 	}
-	cluster, err := pglocal.Start(ctx, pglocal.Options{Dir: filepath.Join(work, "pg"), Ephemeral: true, Settings: settings})
+	cluster, err := pglocal.Start(ctx, pglocal.Options{Dir: filepath.Join(work, "pg"), Ephemeral: !o.Keep, Settings: settings})
 	if err != nil {
 		return nil, err
 	}
@@ -254,25 +254,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 
-	fmt.Fprintf(o.Progress, "bench: measuring an idle chatd start and stop\n")
-	before, err := snapshot(ctx, admin)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := ch.start(ctx); err != nil {
-		return nil, err
-	}
-	if err := ch.stop(); err != nil {
-		return nil, err
-	}
-	after, err := snapshot(ctx, admin)
-	if err != nil {
-		return nil, err
-	}
-	res.Baseline.Commits, res.Baseline.Writes = after.commits-before.commits, after.nextXID-before.nextXID
-
 	for i := range o.Rounds {
-		r, err := runRound(ctx, o, ch, admin, token, res.Baseline.Commits, res.Baseline.Writes)
+		r, err := runRound(ctx, o, ch, admin, token)
 		if err != nil {
 			return nil, fmt.Errorf("round %d: %w", i+1, err)
 		}
@@ -357,14 +340,14 @@ type counters struct {
 	commits, rollbacks, nextXID int64
 }
 
-// snapshot waits until no client backend is connected to the chatd
-// database (a backend flushes its statistics when it exits, so they are
-// then complete) and reads its committed and rolled back transactions and
-// the next transaction id.
-func snapshot(ctx context.Context, admin *pgx.Conn) (counters, error) {
+// snapshot reads the chatd database's committed and rolled back
+// transactions and the next transaction id. With closed, it first waits
+// until no client backend is connected to the database: a backend flushes
+// its statistics when it exits, so they are then complete.
+func snapshot(ctx context.Context, admin *pgx.Conn, closed bool) (counters, error) {
 	var c counters
 	deadline := time.Now().Add(60 * time.Second)
-	for {
+	for closed {
 		var n int
 		if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = 'chatd' AND backend_type = 'client backend'`).Scan(&n); err != nil {
@@ -378,8 +361,7 @@ func snapshot(ctx context.Context, admin *pgx.Conn) (counters, error) {
 		}
 		time.Sleep(10 * time.Millisecond) // polling PostgreSQL, not synchronising goroutines
 	}
-	// The statistics snapshot of this session is cached per transaction;
-	// clear it so the read is current.
+	// This session caches statistics per transaction; read them afresh.
 	if _, err := admin.Exec(ctx, "SELECT pg_stat_clear_snapshot()"); err != nil {
 		return c, err
 	}
@@ -395,17 +377,13 @@ type turn struct {
 	ok         bool
 }
 
-func runRound(ctx context.Context, o Options, ch *chatdRunner, admin *pgx.Conn, token string, baseCommits, baseWrites int64) (*Round, error) {
+// statsSettle is how long the round waits, idle, after its warm-up before
+// reading the statistics: PostgreSQL 15 flushes an idle backend's pending
+// statistics at most 10 s after its last transaction.
+const statsSettle = 11 * time.Second
+
+func runRound(ctx context.Context, o Options, ch *chatdRunner, admin *pgx.Conn, token string) (*Round, error) {
 	r := &Round{Load: loadAverage()}
-	before, err := snapshot(ctx, admin)
-	if err != nil {
-		return nil, err
-	}
-	if o.Statements {
-		if _, err := admin.Exec(ctx, "SELECT pg_stat_statements_reset()"); err != nil {
-			return nil, err
-		}
-	}
 	base, err := ch.start(ctx)
 	if err != nil {
 		return nil, err
@@ -416,76 +394,39 @@ func runRound(ctx context.Context, o Options, ch *chatdRunner, admin *pgx.Conn, 
 			_ = ch.stop()
 		}
 	}()
-
 	httpc := &http.Client{Transport: &http.Transport{MaxIdleConns: 4 * o.Clients, MaxIdleConnsPerHost: 4 * o.Clients}}
 	c := client.New(base, token, httpc)
-	var (
-		mu       sync.Mutex
-		turns    []turn
-		stopping atomic.Bool
-		inWindow atomic.Int64
-		windowAt atomic.Int64 // unix nanos of the window's start, 0 before
-		full     = make(chan struct{})
-		fullOnce sync.Once
-		firstErr error
-	)
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	for i := range o.Clients {
-		wg.Go(func() {
-			for !stopping.Load() && runCtx.Err() == nil {
-				t, err := oneTurn(runCtx, c, i)
-				if err != nil {
-					if runCtx.Err() == nil {
-						mu.Lock()
-						if firstErr == nil {
-							firstErr = err
-						}
-						mu.Unlock()
-						cancel()
-					}
-					return
-				}
-				mu.Lock()
-				turns = append(turns, t)
-				mu.Unlock()
-				if ws := windowAt.Load(); ws != 0 && t.end.UnixNano() >= ws && o.Turns > 0 && inWindow.Add(1) >= int64(o.Turns) {
-					fullOnce.Do(func() { close(full) })
-				}
-			}
-		})
-	}
-	fmt.Fprintf(o.Progress, "bench: %d clients, warm-up %s\n", o.Clients, o.Warmup)
-	select {
-	case <-time.After(o.Warmup):
-	case <-runCtx.Done():
-	}
-	windowStart := time.Now()
-	windowAt.Store(windowStart.UnixNano())
-	var window <-chan time.Time
-	if o.Turns <= 0 {
-		window = time.After(o.Duration)
-	}
-	select {
-	case <-window:
-	case <-full:
-	case <-runCtx.Done():
-	}
-	windowEnd := time.Now()
-	stopping.Store(true)
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
-	}
-	if err := ctx.Err(); err != nil {
+
+	// Warm up: connections opened, statements prepared, caches filled.
+	fmt.Fprintf(o.Progress, "bench: %d clients, warm-up %s, then %s idle for the statistics to settle\n", o.Clients, o.Warmup, statsSettle)
+	warm, _, _, err := drive(ctx, c, o.Clients, o.Warmup, 0)
+	if err != nil {
 		return nil, err
 	}
+	select {
+	case <-time.After(statsSettle):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	before, err := snapshot(ctx, admin, false)
+	if err != nil {
+		return nil, err
+	}
+	if o.Statements {
+		if _, err := admin.Exec(ctx, "SELECT pg_stat_statements_reset()"); err != nil {
+			return nil, err
+		}
+	}
 
-	// chatd's own view, then stop it.
+	turns, windowStart, windowEnd, err := drive(ctx, c, o.Clients, o.Duration, o.Turns)
+	if err != nil {
+		return nil, err
+	}
+	// chatd's own view, then stop it: its backends exit and flush.
 	if body, err := c.Metrics(ctx); err == nil {
 		if s, err := metrics.Parse(strings.NewReader(string(body))); err == nil {
 			r.ServerCounts, _ = s.Get("chatd_structured_requests_finished_total")
+			r.ServerCounts -= float64(len(warm))
 			r.ProviderP50, _ = s.Quantile("chatd_provider_call_duration_seconds", 0.5, "call", "step")
 			r.CreateP50, _ = s.Quantile("chatd_http_request_duration_seconds", 0.5, "route", "/api/v1/chats", "method", "POST")
 		}
@@ -495,7 +436,7 @@ func runRound(ctx context.Context, o Options, ch *chatdRunner, admin *pgx.Conn, 
 	if err := ch.stop(); err != nil {
 		return nil, err
 	}
-	after, err := snapshot(ctx, admin)
+	after, err := snapshot(ctx, admin, true)
 	if err != nil {
 		return nil, err
 	}
@@ -506,10 +447,12 @@ func runRound(ctx context.Context, o Options, ch *chatdRunner, admin *pgx.Conn, 
 	}
 
 	var lat []time.Duration
-	for _, t := range turns {
+	for _, t := range append(warm, turns...) {
 		if !t.ok {
 			r.Failed++
 		}
+	}
+	for _, t := range turns {
 		if !t.end.Before(windowStart) && t.end.Before(windowEnd) {
 			r.WindowTurns++
 		}
@@ -521,17 +464,74 @@ func runRound(ctx context.Context, o Options, ch *chatdRunner, admin *pgx.Conn, 
 	r.Window = windowEnd.Sub(windowStart)
 	r.TurnsPerSec = float64(r.WindowTurns) / r.Window.Seconds()
 	r.P50, r.P99, r.Samples = percentile(lat, 0.50), percentile(lat, 0.99), len(lat)
-	r.Commits = after.commits - before.commits - baseCommits
+	r.Commits = after.commits - before.commits
 	r.Rollbacks = after.rollbacks - before.rollbacks
-	r.Writes = after.nextXID - before.nextXID - baseWrites
+	r.Writes = after.nextXID - before.nextXID
 	if r.TotalTurns > 0 {
 		r.CommitsTurn = float64(r.Commits) / float64(r.TotalTurns)
 		r.WritesTurn = float64(r.Writes) / float64(r.TotalTurns)
 	}
 	if r.Failed > 0 {
-		return nil, fmt.Errorf("%d of %d turns did not succeed (see the chatd log)", r.Failed, r.TotalTurns)
+		return nil, fmt.Errorf("%d of %d turns did not succeed (see the chatd log)", r.Failed, len(warm)+len(turns))
 	}
 	return r, nil
+}
+
+// drive runs clients loops of turns for d (or until maxTurns completed, if
+// positive), then lets the turns in flight finish. It returns every turn and
+// the window's bounds.
+func drive(ctx context.Context, c *client.Client, clients int, d time.Duration, maxTurns int) ([]turn, time.Time, time.Time, error) {
+	var (
+		mu       sync.Mutex
+		turns    []turn
+		stopping atomic.Bool
+		count    atomic.Int64
+		full     = make(chan struct{})
+		fullOnce sync.Once
+		firstErr error
+	)
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Go(func() {
+			for !stopping.Load() && runCtx.Err() == nil {
+				t, err := oneTurn(runCtx, c, i)
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil && runCtx.Err() == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					cancel()
+					return
+				}
+				mu.Lock()
+				turns = append(turns, t)
+				mu.Unlock()
+				if maxTurns > 0 && count.Add(1) >= int64(maxTurns) {
+					fullOnce.Do(func() { close(full) })
+				}
+			}
+		})
+	}
+	var window <-chan time.Time
+	if maxTurns <= 0 {
+		window = time.After(d)
+	}
+	select {
+	case <-window:
+	case <-full:
+	case <-runCtx.Done():
+	}
+	end := time.Now()
+	stopping.Store(true)
+	wg.Wait()
+	if firstErr != nil {
+		return nil, start, end, firstErr
+	}
+	return turns, start, end, ctx.Err()
 }
 
 // benchSchema is the response format of every turn: a small realistic

@@ -82,7 +82,7 @@ func (r *Result) Report(w io.Writer) {
 		set = append(set, k+"="+r.Settings[k])
 	}
 	fmt.Fprintf(w, "PostgreSQL %s (%s): %s\n", r.Postgres, mode, strings.Join(set, " "))
-	fmt.Fprintf(w, "idle chatd start+stop (subtracted): %d commits, %d writing transactions\n\n", r.Baseline.Commits, r.Baseline.Writes)
+	fmt.Fprintln(w)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := "round\tload avg\tturns\tturns/s\tp50 ms\tp99 ms\tcommits/turn\twrites/turn\t"
