@@ -108,6 +108,15 @@ func (a *action) runTools(ctx context.Context, step *parsed, calls []jsonb.Part)
 	if waiting {
 		commit.End, commit.ActionTimeout = store.EndRequiresAction, a.t.w.r.opts.ActionTimeout
 	}
+	if progress != nil && progress.SetCandidate && !waiting && !a.t.w.r.opts.Hooks.Enabled() {
+		// No stop hook can vet or replace the candidate, so the next pass
+		// would only publish it: commit the receipt (and end the turn) in
+		// this transaction instead, behind the same fence. An interrupt or
+		// an edit that comes later finds the request finished, exactly as
+		// if it had come after that next pass.
+		commit.Outcomes = []store.Outcome{{RequestID: req.RequestID, Status: "succeeded", Value: progress.Candidate}}
+		commit.End = store.EndTurn
+	}
 	if progress != nil && progress.Rejections > 0 && req.Rejections+1 >= MaxRejections {
 		code := CodeNotProduced
 		if req.ValidationRejections+progress.ValidationRejections > 0 {
