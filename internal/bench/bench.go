@@ -128,8 +128,11 @@ type Round struct {
 	Pgbench      map[int]float64 // clients → tps
 	ServerCounts float64         // chatd's own count of requests it finished after the warm-up (a cross-check)
 	Statements   []Statement     // with Options.Statements
-	ProviderP50  float64         // seconds, from chatd's histogram (bucket interpolation)
-	CreateP50    float64         // seconds, POST /api/v1/chats as chatd timed it
+	// CPU is the CPU time per turn of each participant between the two
+	// readings (Linux only; zero elsewhere).
+	CPU         struct{ Chatd, Postgres, Mock, Clients time.Duration }
+	ProviderP50 float64 // seconds, from chatd's histogram (bucket interpolation)
+	CreateP50   float64 // seconds, POST /api/v1/chats as chatd timed it
 }
 
 // Result is a whole run.
@@ -255,7 +258,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 
 	for i := range o.Rounds {
-		r, err := runRound(ctx, o, ch, admin, token)
+		r, err := runRound(ctx, o, ch, admin, token, mock.cmd.Process.Pid, postmasterPID(cluster.Dir()))
 		if err != nil {
 			return nil, fmt.Errorf("round %d: %w", i+1, err)
 		}
@@ -287,6 +290,7 @@ func maxInt(xs []int) int {
 type Statement struct {
 	Name  string // the sqlc query name, or the statement's first line
 	Calls int64
+	Time  time.Duration // planning and execution, summed over the calls
 }
 
 // statementName is the sqlc name of a query ("-- name: ChatGet :one") or
@@ -305,31 +309,35 @@ func statementName(q string) string {
 }
 
 func readStatements(ctx context.Context, admin *pgx.Conn) ([]Statement, error) {
-	rows, err := admin.Query(ctx, `SELECT s.query, sum(s.calls)::bigint FROM pg_stat_statements s
-		JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = 'chatd' GROUP BY s.query ORDER BY 2 DESC`)
+	rows, err := admin.Query(ctx, `SELECT s.query, sum(s.calls)::bigint, sum(s.total_plan_time + s.total_exec_time)::float8
+		FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+		WHERE d.datname = 'chatd' GROUP BY s.query ORDER BY 2 DESC`)
 	if err != nil {
 		return nil, err
 	}
-	byName := map[string]int64{}
+	byName := map[string]*Statement{}
 	var order []string
 	for rows.Next() {
 		var q string
 		var calls int64
-		if err := rows.Scan(&q, &calls); err != nil {
+		var ms float64
+		if err := rows.Scan(&q, &calls, &ms); err != nil {
 			return nil, err
 		}
 		n := statementName(q)
 		if _, ok := byName[n]; !ok {
 			order = append(order, n)
+			byName[n] = &Statement{Name: n}
 		}
-		byName[n] += calls
+		byName[n].Calls += calls
+		byName[n].Time += time.Duration(ms * float64(time.Millisecond))
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	out := make([]Statement, 0, len(order))
 	for _, n := range order {
-		out = append(out, Statement{Name: n, Calls: byName[n]})
+		out = append(out, *byName[n])
 	}
 	slices.SortStableFunc(out, func(a, b Statement) int { return cmp.Compare(b.Calls, a.Calls) })
 	return out, nil
@@ -382,7 +390,7 @@ type turn struct {
 // statistics at most 10 s after its last transaction.
 const statsSettle = 11 * time.Second
 
-func runRound(ctx context.Context, o Options, ch *chatdRunner, admin *pgx.Conn, token string) (*Round, error) {
+func runRound(ctx context.Context, o Options, ch *chatdRunner, admin *pgx.Conn, token string, mockPID, postmaster int) (*Round, error) {
 	r := &Round{Load: loadAverage()}
 	base, err := ch.start(ctx)
 	if err != nil {
@@ -412,6 +420,8 @@ func runRound(ctx context.Context, o Options, ch *chatdRunner, admin *pgx.Conn, 
 	if err != nil {
 		return nil, err
 	}
+	chatdPID := ch.p.cmd.Process.Pid
+	cpu0 := sampleCPU(chatdPID, mockPID, postmaster)
 	if o.Statements {
 		if _, err := admin.Exec(ctx, "SELECT pg_stat_statements_reset()"); err != nil {
 			return nil, err
@@ -432,6 +442,7 @@ func runRound(ctx context.Context, o Options, ch *chatdRunner, admin *pgx.Conn, 
 		}
 	}
 	httpc.CloseIdleConnections()
+	cpu1 := sampleCPU(chatdPID, mockPID, postmaster)
 	stopped = true
 	if err := ch.stop(); err != nil {
 		return nil, err
@@ -440,6 +451,7 @@ func runRound(ctx context.Context, o Options, ch *chatdRunner, admin *pgx.Conn, 
 	if err != nil {
 		return nil, err
 	}
+	cpu1.postgres = clusterCPU(postmaster) // chatd's backends have exited and been reaped
 	if o.Statements {
 		if r.Statements, err = readStatements(ctx, admin); err != nil {
 			return nil, err
@@ -467,9 +479,13 @@ func runRound(ctx context.Context, o Options, ch *chatdRunner, admin *pgx.Conn, 
 	r.Commits = after.commits - before.commits
 	r.Rollbacks = after.rollbacks - before.rollbacks
 	r.Writes = after.nextXID - before.nextXID
-	if r.TotalTurns > 0 {
+	if n := time.Duration(r.TotalTurns); n > 0 {
 		r.CommitsTurn = float64(r.Commits) / float64(r.TotalTurns)
 		r.WritesTurn = float64(r.Writes) / float64(r.TotalTurns)
+		r.CPU.Chatd = (cpu1.chatd - cpu0.chatd) / n
+		r.CPU.Postgres = (cpu1.postgres - cpu0.postgres) / n
+		r.CPU.Mock = (cpu1.mock - cpu0.mock) / n
+		r.CPU.Clients = (cpu1.clients - cpu0.clients) / n
 	}
 	if r.Failed > 0 {
 		return nil, fmt.Errorf("%d of %d turns did not succeed (see the chatd log)", r.Failed, len(warm)+len(turns))

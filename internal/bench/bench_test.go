@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +67,19 @@ func TestMachineFigures(t *testing.T) {
 	}
 	if n := statementName("SELECT   pg_notify($1,\n $2)"); n != "SELECT pg_notify($1, $2)" {
 		t.Errorf("statement %q", n)
+	}
+}
+
+func TestProcStat(t *testing.T) {
+	ppid, own, children, err := parseStat("4242 (post gres) (x)) S 17 4242 4242 0 -1 4194560 1 2 3 4 150 25 7 3 20 0 1 0 99 1 2")
+	if err != nil || ppid != 17 || own != 1750*time.Millisecond || children != 100*time.Millisecond {
+		t.Fatalf("ppid %d own %v children %v err %v", ppid, own, children, err)
+	}
+	if _, _, _, err := parseStat("garbage"); err == nil {
+		t.Fatal("no error")
+	}
+	if own := processCPU(os.Getpid()); own < 0 {
+		t.Fatalf("own CPU %v", own)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // Summary holds the medians over the rounds.
@@ -19,6 +20,8 @@ type Summary struct {
 	TurnCeiling                float64         // ceiling ÷ writes per turn
 	ProviderP50ms, CreateP50ms float64
 	RollbacksPerRound          float64
+	// CPU milliseconds per turn.
+	CPUChatd, CPUPostgres, CPUMock, CPUClients float64
 }
 
 // Summarize computes the medians.
@@ -39,6 +42,11 @@ func (r *Result) Summarize() Summary {
 	s.ProviderP50ms = col(func(rd Round) float64 { return rd.ProviderP50 * 1000 })
 	s.CreateP50ms = col(func(rd Round) float64 { return rd.CreateP50 * 1000 })
 	s.RollbacksPerRound = col(func(rd Round) float64 { return float64(rd.Rollbacks) })
+	cpu := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	s.CPUChatd = col(func(rd Round) float64 { return cpu(rd.CPU.Chatd) })
+	s.CPUPostgres = col(func(rd Round) float64 { return cpu(rd.CPU.Postgres) })
+	s.CPUMock = col(func(rd Round) float64 { return cpu(rd.CPU.Mock) })
+	s.CPUClients = col(func(rd Round) float64 { return cpu(rd.CPU.Clients) })
 	s.Pgbench = map[int]float64{}
 	for _, n := range r.Options.PgbenchClients {
 		s.Pgbench[n] = col(func(rd Round) float64 { return rd.Pgbench[n] })
@@ -118,12 +126,18 @@ func (r *Result) Report(w io.Writer) {
 		s.TurnsPerSec, s.TurnCeiling, s.CeilingTPS, s.WritesTurn, s.WriteRatio)
 	fmt.Fprintf(w, "chatd's own view (median): provider step p50 %.1f ms, POST /api/v1/chats p50 %.1f ms (histogram buckets, interpolated)\n",
 		s.ProviderP50ms, s.CreateP50ms)
+	if total := s.CPUChatd + s.CPUPostgres + s.CPUMock + s.CPUClients; total > 0 {
+		fmt.Fprintf(w, "CPU per turn (median): %.1f ms = chatd %.1f + PostgreSQL %.1f + mockllm %.1f + clients %.1f; %d cores allow %.0f turns/s at that cost\n",
+			total, s.CPUChatd, s.CPUPostgres, s.CPUMock, s.CPUClients, r.Machine.Cores, float64(r.Machine.Cores)*1000/total)
+	}
 	if o.Statements && len(r.Rounds) > 0 {
 		rd := r.Rounds[len(r.Rounds)-1]
-		fmt.Fprintf(w, "\nstatements per turn in database chatd, last round (pg_stat_statements, top level, %d turns):\n", rd.TotalTurns)
+		fmt.Fprintf(w, "\nstatements per turn in database chatd, last round (pg_stat_statements, %d turns):\n", rd.TotalTurns)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "  calls\tms\tstatement\n")
+		n := float64(max(rd.TotalTurns, 1))
 		for _, st := range rd.Statements {
-			fmt.Fprintf(tw, "  %.2f\t%s\n", float64(st.Calls)/float64(max(rd.TotalTurns, 1)), st.Name)
+			fmt.Fprintf(tw, "  %.2f\t%.3f\t%s\n", float64(st.Calls)/n, float64(st.Time.Microseconds())/1000/n, st.Name)
 		}
 		tw.Flush()
 	}
