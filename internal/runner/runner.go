@@ -168,6 +168,19 @@ func (w *worker) runChat(ctx, hard context.Context, chatID uuid.UUID, log *slog.
 	defer cancel(nil)
 	sub := w.r.hub.Subscribe(chatID)
 	defer sub.Close()
+	// Stopping (drained or cut off): hand the chat back at once rather than
+	// leaving it to the lease. The release is guarded by worker_id, so it is
+	// a no-op for a chat this worker no longer owns.
+	defer func() {
+		if ctx.Err() == nil {
+			return
+		}
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer rcancel()
+		if err := w.r.store.Release(rctx, chatID, w.id); err != nil {
+			log.Warn("release failed", slog.String("error", err.Error()))
+		}
+	}()
 
 	go func() {
 		t := time.NewTicker(w.r.opts.Lease / 3)
@@ -193,11 +206,7 @@ func (w *worker) runChat(ctx, hard context.Context, chatID uuid.UUID, log *slog.
 	misses := 0
 	for {
 		if ctx.Err() != nil {
-			// Draining: hand the chat back for another replica.
-			if err := w.r.store.Release(context.WithoutCancel(hard), chatID, w.id); err != nil {
-				log.Warn("release failed", slog.String("error", err.Error()))
-			}
-			return
+			return // draining: released above, for another replica
 		}
 		if chatCtx.Err() != nil {
 			return

@@ -301,6 +301,13 @@ func TestRestartBetweenCandidateAndReceiptWritesOneReceipt(t *testing.T) {
 		t.Fatal("no candidate committed before the hook")
 	}
 	env.StopRunner() // the worker dies between the candidate commit and the receipt
+	// Cut off by the drain timeout, it still handed the chat back instead of
+	// leaving it to its lease.
+	var released bool
+	_ = env.Pool.QueryRow(ctxT(t), `SELECT worker_id IS NULL FROM chats WHERE id = $1`, chat).Scan(&released)
+	if !released {
+		t.Fatal("a stopped worker kept its chat until the lease expires")
+	}
 	hs.mu.Lock()
 	hs.block = nil
 	hs.mu.Unlock()
