@@ -36,6 +36,9 @@ type Options struct {
 	MaxAttempts int
 	// RetryBase and RetryMax shape the retry backoff.
 	RetryBase, RetryMax time.Duration
+	// SilenceTimeout cuts off a provider step that sends nothing for that
+	// long (the step is retried as a transient failure).
+	SilenceTimeout time.Duration
 	// Poll is the idle re-check interval that covers lost notifications.
 	Poll time.Duration
 	// Tools are the server-executed tools offered to every chat.
@@ -73,6 +76,9 @@ func (o *Options) defaults() {
 	}
 	if o.RetryMax <= 0 {
 		o.RetryMax = 30 * time.Second
+	}
+	if o.SilenceTimeout <= 0 {
+		o.SilenceTimeout = 5 * time.Minute
 	}
 	if o.Poll <= 0 {
 		o.Poll = 5 * time.Second

@@ -465,3 +465,31 @@ func TestStepLimitEndsTheRequest(t *testing.T) {
 		t.Fatalf("steps %d, want the limit 3", s)
 	}
 }
+
+func TestStalledProviderStreamIsRetried(t *testing.T) {
+	t.Parallel()
+	// The first response stops after a few chunks and never finishes; the
+	// silence timeout cuts it off and the retry succeeds.
+	var stalls atomic.Int32
+	stall := func(ctx context.Context, r *mockllm.Request, n int) error {
+		if n == 2 && stalls.Add(1) == 1 {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	}
+	env := testenv.New(t, testenv.Options{Mock: mockllm.Options{BeforeChunk: stall},
+		Runner: runner.Options{SilenceTimeout: 300 * time.Millisecond}})
+	c := env.Client("alice")
+	chat, req := create(t, c, reportSchema)
+	if res := wait(t, c, req); res.Status != client.OutputSucceeded {
+		t.Fatalf("result %+v", res)
+	}
+	settled(t, env, chat, req, "succeeded", "")
+	if n := providerCalls(env); n != 2 {
+		t.Fatalf("%d provider calls, want the stalled one and its retry", n)
+	}
+	if _, _, s := ledger(t, env, req); s != 1 {
+		t.Fatalf("steps %d: the stalled attempt must not count", s)
+	}
+}
