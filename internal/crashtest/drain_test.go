@@ -2,6 +2,7 @@ package crashtest
 
 import (
 	"context"
+	"errors"
 	"net/http/httptest"
 	"strings"
 	"syscall"
@@ -120,15 +121,15 @@ func TestSigtermDrains(t *testing.T) {
 		if tag := <-r.entered; tag != "[c1 m1]" {
 			t.Fatalf("held call for %s", tag)
 		}
-		shuttingDown := srv.log.logged("shutting down")
 		sent := time.Now()
 		srv.signal(syscall.SIGTERM)
-		select {
-		case <-shuttingDown:
-		case <-ctx.Done():
-			t.Fatal("no shutdown logged")
-		}
-		// The server has an idle worker, but takes no new chat now.
+		// The server closes its listener after it told its workers to stop
+		// claiming; from then on it must take no new chat, although it has
+		// an idle worker.
+		poll(t, 30*time.Second, "the draining server to close its listener", func() bool {
+			_, err := srv.client("").Health(ctx)
+			return errors.Is(err, syscall.ECONNREFUSED)
+		})
 		chat2, req2 := r.create(ctx, "[c2 m1]")
 		_, snap2, _ := r.chatState(ctx, chat2, req2)
 		close(r.release)

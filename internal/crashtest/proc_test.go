@@ -178,18 +178,17 @@ func (s *server) ready(ctx context.Context) bool {
 	return err == nil
 }
 
-// logTee writes the child's output to a file and watches it for lines the
-// tests wait on (the listening address, the start of a shutdown).
+// logTee writes the child's output to a file and watches it for the
+// listening address.
 type logTee struct {
 	mu        sync.Mutex
 	w         io.Writer
 	buf       bytes.Buffer
 	listening chan string
-	seen      map[string]chan struct{}
 }
 
 func newLogTee(w io.Writer) *logTee {
-	return &logTee{w: w, listening: make(chan string, 1), seen: map[string]chan struct{}{}}
+	return &logTee{w: w, listening: make(chan string, 1)}
 }
 
 // Write is called by exec's copying goroutine.
@@ -213,38 +212,12 @@ func (l *logTee) line(b []byte) {
 		Msg  string `json:"msg"`
 		Addr string `json:"addr"`
 	}
-	if json.Unmarshal(b, &rec) != nil {
-		return
-	}
-	if rec.Msg == "chatd listening" && rec.Addr != "" {
+	if json.Unmarshal(b, &rec) == nil && rec.Msg == "chatd listening" && rec.Addr != "" {
 		select {
 		case l.listening <- rec.Addr:
 		default:
 		}
 	}
-	ch := l.seen[rec.Msg]
-	if ch == nil {
-		ch = make(chan struct{})
-		l.seen[rec.Msg] = ch
-	}
-	select {
-	case <-ch:
-	default:
-		close(ch)
-	}
-}
-
-// logged returns a channel closed once a log line with message msg was
-// written.
-func (l *logTee) logged(msg string) <-chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ch := l.seen[msg]
-	if ch == nil {
-		ch = make(chan struct{})
-		l.seen[msg] = ch
-	}
-	return ch
 }
 
 func tailFile(path string, n int) string {
