@@ -257,6 +257,25 @@ func (c *cluster) client(n uint64) *client.Client {
 	return c.slots[n%uint64(len(c.slots))].client(c.token)
 }
 
+// slotClient is a client of whatever process serves the slot: its
+// transport sends each request to the slot's current address, so a stream
+// reconnects to the restarted server as it would through a load balancer.
+func (c *cluster) slotClient(slot int) *client.Client {
+	return client.New(fmt.Sprintf("http://slot%d", slot), c.token, &http.Client{Transport: slotTransport{c, slot}})
+}
+
+type slotTransport struct {
+	c    *cluster
+	slot int
+}
+
+func (st slotTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.URL.Host = strings.TrimPrefix(st.c.server(st.slot).URL, "http://")
+	r.Host = r.URL.Host
+	return http.DefaultTransport.RoundTrip(r)
+}
+
 // waitIdle polls the chat through the servers until it is idle.
 func (c *cluster) waitIdle(ctx context.Context, chat uuid.UUID, rng *rand.Rand) bool {
 	for ctx.Err() == nil {
@@ -394,8 +413,16 @@ func TestKillRestart(t *testing.T) {
 		wg.Go(func() { c.drive(ctx, id, seed, record) })
 	}
 
+	// One more client follows its chat with a stream through slot 0,
+	// which reconnects every time that server is killed and restarted.
+	followRNG := rand.New(rand.NewPCG(seed, 99))
+	fol := follow(t, ctx, c.slotClient(0), 99, func(ctx context.Context, chat uuid.UUID) bool {
+		return c.waitIdle(ctx, chat, followRNG)
+	}, record)
+
 	start := time.Now()
 	phases := map[string]int{}
+	slot0Kills := 0
 	for i := 0; i < kills; {
 		p := planKill(rng)
 		slot := p.Slot
@@ -418,6 +445,9 @@ func TestKillRestart(t *testing.T) {
 		}
 		c.server(slot).kill()
 		phases[p.Phase]++
+		if slot == 0 {
+			slot0Kills++
+		}
 		i++
 		c.start(slot)
 	}
@@ -438,6 +468,10 @@ func TestKillRestart(t *testing.T) {
 	}
 	outcomes := auditRequests(t, pool, seen)
 	auditInputs(t, pool, inputs)
+	fol.verify()
+	if slot0Kills > 0 && fol.stream.Reconnects == 0 {
+		t.Errorf("slot 0 was killed %d times, but the stream through it never reconnected", slot0Kills)
+	}
 	if out, code := runChatd(t, "check", "--database-url", db); code != 0 || !strings.HasSuffix(out, " 0 violations\n") {
 		t.Errorf("chatd check: exit %d\n%s", code, out)
 	}
