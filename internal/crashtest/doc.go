@@ -10,11 +10,16 @@
 //
 //   - TestKillRestart: two servers share a database while clients send
 //     structured (and plain) messages, one at a time or two at once so that
-//     they queue; servers are SIGKILLed at seeded kill points — while a
+//     they queue (the second sometimes interrupting the running turn or
+//     deleted from the queue again), and one client follows its chat with a
+//     stream that reconnects through the restarts; servers are SIGKILLed at
+//     seeded kill points — while a
 //     provider call is unanswered, in the middle of a streamed answer, just
 //     after an answer (while its step is committed), or at a random moment —
 //     and restarted. Afterwards every request is finished with exactly one
-//     receipt, every accepted message is in history exactly once, succeeded
+//     receipt, every accepted message is in history exactly once (or was
+//     deleted from the queue and cancelled), the stream delivered every
+//     message, succeeded
 //     values validate against their schema (with another validator than the
 //     server's), and `chatd check` is clean. 50 kill points by default.
 //   - TestZombieServerCannotCommit: a server frozen with SIGSTOP during a

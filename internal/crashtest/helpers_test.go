@@ -134,7 +134,17 @@ type input struct {
 	// Known: the API answered 2xx. Otherwise the connection was lost and
 	// the message may or may not have been accepted.
 	Known bool
+	// Removed says whether the client deleted it from the queue.
+	Removed removal
 }
+
+type removal int
+
+const (
+	notRemoved   removal = iota
+	removed              // the deletion was answered 2xx
+	maybeRemoved         // the deletion's answer was lost
+)
 
 // auditRequests checks the ledger after the traffic settled: every request
 // in the database is finished with exactly one receipt that the ledger
@@ -218,7 +228,9 @@ func auditRequests(t *testing.T, pool *pgxpool.Pool, seen []uuid.UUID) map[strin
 
 // auditInputs checks that no message was lost: every accepted input is in
 // its chat's history exactly once, unless it was a structured request that
-// ended cancelled; an input whose answer was lost is there at most once.
+// ended cancelled; an input whose answer was lost is there at most once; an
+// input deleted from the queue is not there, and its request (if any) was
+// cancelled.
 func auditInputs(t *testing.T, pool *pgxpool.Pool, inputs []input) {
 	t.Helper()
 	ctx := context.Background()
@@ -230,14 +242,19 @@ func auditInputs(t *testing.T, pool *pgxpool.Pool, inputs []input) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		var status, code string
+		if in.Request != uuid.Nil {
+			_ = pool.QueryRow(ctx, `SELECT status, coalesce(error_code, '') FROM structured_requests WHERE request_id = $1`, in.Request).
+				Scan(&status, &code)
+		}
 		switch {
 		case n > 1:
 			t.Errorf("input %q is in history %d times", in.Text, n)
-		case n == 0 && in.Known:
-			var status string
-			if in.Request != uuid.Nil {
-				_ = pool.QueryRow(ctx, `SELECT status FROM structured_requests WHERE request_id = $1`, in.Request).Scan(&status)
+		case in.Removed == removed:
+			if n != 0 || (in.Request != uuid.Nil && code != "queue_deleted") {
+				t.Errorf("input %q was deleted from the queue, but is in history %d times (request %s %s %s)", in.Text, n, in.Request, status, code)
 			}
+		case n == 0 && in.Known && in.Removed == notRemoved:
 			if status != "cancelled" {
 				t.Errorf("input %q (chat %s, request %s) was accepted but is not in history (request status %q)", in.Text, in.Chat, in.Request, status)
 			}

@@ -293,8 +293,9 @@ func (c *cluster) waitIdle(ctx context.Context, chat uuid.UUID, rng *rand.Rand) 
 
 // drive is one client: it opens a chat and, whenever the chat is idle,
 // sends one message or two at once (the second queues), structured most of
-// the time; after a dozen messages it opens a new chat. Every message
-// starts with a unique tag.
+// the time, sometimes interrupting the running turn, sometimes deleting the
+// queued message again; after a dozen messages it opens a new chat. Every
+// message starts with a unique tag.
 func (c *cluster) drive(ctx context.Context, id int, seed uint64, record func(input)) {
 	rng := rand.New(rand.NewPCG(seed, uint64(id)))
 	msg := 0
@@ -345,13 +346,19 @@ func (c *cluster) drive(ctx context.Context, id int, seed uint64, record func(in
 		}
 		for sent := 1; sent < 12 && c.waitIdle(ctx, chat, rng); {
 			n := 1
-			if rng.IntN(100) < 30 {
+			if rng.IntN(100) < 40 {
 				n = 2
 			}
-			for range n {
+			for i := range n {
 				txt, f := next()
 				sent++
 				req := client.SendMessageRequest{Content: text(txt), ResponseFormat: f}
+				// The second of two usually arrives during the first's turn.
+				action := rng.IntN(100)
+				if i == 1 && action < 30 {
+					req.BusyBehavior = client.BusyInterrupt // cancels the running turn
+				}
+				deleteIt := i == 1 && action >= 70
 				res, err := c.client(rng.Uint64()).SendMessage(ctx, chat, req)
 				for refused(err) {
 					res, err = c.client(rng.Uint64()).SendMessage(ctx, chat, req)
@@ -360,7 +367,22 @@ func (c *cluster) drive(ctx context.Context, id int, seed uint64, record func(in
 					record(input{Chat: chat, Text: txt})
 					continue
 				}
-				record(input{Chat: chat, Text: txt, Request: requestOf(res.Message, res.QueuedMessage), Known: true})
+				in := input{Chat: chat, Text: txt, Request: requestOf(res.Message, res.QueuedMessage), Known: true}
+				if q := res.QueuedMessage; q != nil && deleteIt {
+					// Take it back while it waits (404: it was promoted first).
+					_, err := c.client(rng.Uint64()).DeleteQueued(ctx, chat, q.ID)
+					for refused(err) {
+						_, err = c.client(rng.Uint64()).DeleteQueued(ctx, chat, q.ID)
+					}
+					var ae *client.APIError
+					switch {
+					case err == nil:
+						in.Removed = removed
+					case !errors.As(err, &ae) || ae.StatusCode != http.StatusNotFound:
+						in.Removed = maybeRemoved
+					}
+				}
+				record(in)
 			}
 		}
 	}
