@@ -25,7 +25,7 @@ type follower struct {
 	chat   uuid.UUID
 	stream *client.Stream
 	stop   context.CancelFunc
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // the stream's reader
 
 	mu         sync.Mutex
 	msgs       map[int64]client.ChatMessage
@@ -33,10 +33,12 @@ type follower struct {
 }
 
 // follow creates the chat through cl and starts following it; it sends until
-// ctx ends. idle waits for the chat to be idle (false: ctx ended). A
-// message refused by a server that is down is sent again; one whose answer
-// was lost is recorded as unknown.
-func follow(t *testing.T, ctx context.Context, cl *client.Client, id int, idle func(context.Context, uuid.UUID) bool, record func(input)) *follower {
+// ctx ends, in a goroutine of senders (so that waiting for senders covers
+// it). idle waits for the chat to be idle (false: ctx ended). A message
+// refused by a server that is down is sent again; one whose answer was lost
+// is recorded as unknown.
+func follow(t *testing.T, ctx context.Context, senders *sync.WaitGroup, cl *client.Client, id int,
+	idle func(context.Context, uuid.UUID) bool, record func(input)) *follower {
 	t.Helper()
 	f := &follower{t: t, cl: cl, msgs: map[int64]client.ChatMessage{}}
 	var created client.CreateChatResponse
@@ -66,7 +68,7 @@ func follow(t *testing.T, ctx context.Context, cl *client.Client, id int, idle f
 			}
 		}
 	})
-	f.wg.Go(func() {
+	senders.Go(func() {
 		for i := 2; idle(ctx, f.chat); i++ {
 			txt := fmt.Sprintf("[c%d m%d] Report again.", id, i)
 			req := client.SendMessageRequest{Content: text(txt), ResponseFormat: structured()}

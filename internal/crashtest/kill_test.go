@@ -438,7 +438,7 @@ func TestKillRestart(t *testing.T) {
 	// One more client follows its chat with a stream through slot 0,
 	// which reconnects every time that server is killed and restarted.
 	followRNG := rand.New(rand.NewPCG(seed, 99))
-	fol := follow(t, ctx, c.slotClient(0), 99, func(ctx context.Context, chat uuid.UUID) bool {
+	fol := follow(t, ctx, &wg, c.slotClient(0), 99, func(ctx context.Context, chat uuid.UUID) bool {
 		return c.waitIdle(ctx, chat, followRNG)
 	}, record)
 

@@ -125,7 +125,7 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 
 	// The followed chat: a stream on it, and a message whenever it is idle.
 	followRNG := rand.New(rand.NewPCG(seed, 99))
-	fol := follow(t, ctx, srv.client(c.token), 99, func(ctx context.Context, chat uuid.UUID) bool {
+	fol := follow(t, ctx, &wg, srv.client(c.token), 99, func(ctx context.Context, chat uuid.UUID) bool {
 		return c.waitIdle(ctx, chat, followRNG)
 	}, record)
 
