@@ -11,7 +11,8 @@
 //   - TestKillRestart: two servers share a database while clients send
 //     structured (and plain) messages, one at a time or two at once so that
 //     they queue (the second sometimes interrupting the running turn or
-//     deleted from the queue again), and one client follows its chat with a
+//     deleted from the queue again; half the chats declare a client tool
+//     the clients answer), and one client follows its chat with a
 //     stream that reconnects through the restarts; servers are SIGKILLed at
 //     seeded kill points — while a
 //     provider call is unanswered, in the middle of a streamed answer, just

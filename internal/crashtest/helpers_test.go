@@ -108,11 +108,21 @@ func workspace(t *testing.T) string {
 }
 
 // settle waits until no chat has work left: every chat idle, no request
-// pending.
-func settle(t *testing.T, pool *pgxpool.Pool, d time.Duration) {
+// pending. answer, if not nil, is called for each chat waiting for client
+// tool results.
+func settle(t *testing.T, pool *pgxpool.Pool, d time.Duration, answer func(chat uuid.UUID)) {
 	t.Helper()
 	var busy, pending int
 	poll(t, d, "every chat to become idle", func() bool {
+		if answer != nil {
+			rows, err := pool.Query(context.Background(), `SELECT id FROM chats WHERE status = 'requires_action'`)
+			if err == nil {
+				ids, _ := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+				for _, id := range ids {
+					answer(id)
+				}
+			}
+		}
 		err := pool.QueryRow(context.Background(), `SELECT
 			(SELECT count(*) FROM chats WHERE status NOT IN ('waiting', 'error')),
 			(SELECT count(*) FROM structured_requests WHERE status = 'pending')`).Scan(&busy, &pending)

@@ -2,6 +2,7 @@ package crashtest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -206,7 +207,7 @@ func (c *cluster) start(slot int) {
 	c.gen++
 	name := fmt.Sprintf("s%dg%d", slot, c.gen)
 	c.mu.Unlock()
-	s := startServer(c.t, serverOpts{Name: name, DB: c.db, Config: writeConfig(c.t, c.mockURL, c.ws, name), Workers: c.workers})
+	s := startServer(c.t, serverOpts{Name: name, DB: c.db, Config: writeConfig(c.t, c.mockURL, c.ws, name), Workers: c.workers, Quiet: true})
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if slot == len(c.slots) {
@@ -215,7 +216,24 @@ func (c *cluster) start(slot int) {
 		c.slots[slot] = s
 	}
 	c.procs[name] = slot
+	if len(c.all) == 0 {
+		c.t.Cleanup(c.report)
+	}
 	c.all = append(c.all, s)
+}
+
+// report shows, when the test failed, the warnings and errors of every
+// process and the end of the latest processes' logs.
+func (c *cluster) report() {
+	if !c.t.Failed() {
+		return
+	}
+	c.t.Logf("server warnings and errors:\n%s", c.logSummary())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.all[max(0, len(c.all)-4):] {
+		c.t.Logf("chatd %s log (%s), last lines:\n%s", s.name, s.LogPath, tailFile(s.LogPath, 20))
+	}
 }
 
 // logSummary sums up the warnings and errors of every process.
@@ -257,6 +275,21 @@ func (c *cluster) client(n uint64) *client.Client {
 	return c.slots[n%uint64(len(c.slots))].client(c.token)
 }
 
+// answer submits results for the client tool calls the chat waits for;
+// a conflict or a lost answer is fine, the caller looks again.
+func (c *cluster) answer(ctx context.Context, chat uuid.UUID, rng *rand.Rand) {
+	cl := c.client(rng.Uint64())
+	ch, err := cl.GetChat(ctx, chat)
+	if err != nil || ch.Status != client.StatusRequiresAction {
+		return
+	}
+	var results []client.ToolResult
+	for _, call := range ch.PendingToolCalls {
+		results = append(results, client.ToolResult{ToolCallID: call.ToolCallID, Output: json.RawMessage(`{"answer":"calm"}`)})
+	}
+	_, _ = cl.SubmitToolResults(ctx, chat, client.ToolResultsRequest{Results: results})
+}
+
 // slotClient is a client of whatever process serves the slot: its
 // transport sends each request to the slot's current address, so a stream
 // reconnects to the restarted server as it would through a load balancer.
@@ -276,12 +309,18 @@ func (st slotTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// waitIdle polls the chat through the servers until it is idle.
+// waitIdle polls the chat through the servers until it is idle, answering
+// the client tool calls it waits for.
 func (c *cluster) waitIdle(ctx context.Context, chat uuid.UUID, rng *rand.Rand) bool {
 	for ctx.Err() == nil {
-		ch, err := c.client(rng.Uint64()).GetChat(ctx, chat)
+		cl := c.client(rng.Uint64())
+		ch, err := cl.GetChat(ctx, chat)
 		if err == nil && (ch.Status == client.StatusWaiting || ch.Status == client.StatusError) {
 			return true
+		}
+		if err == nil && ch.Status == client.StatusRequiresAction {
+			c.answer(ctx, chat, rng)
+			continue
 		}
 		select {
 		case <-ctx.Done():
@@ -294,8 +333,9 @@ func (c *cluster) waitIdle(ctx context.Context, chat uuid.UUID, rng *rand.Rand) 
 // drive is one client: it opens a chat and, whenever the chat is idle,
 // sends one message or two at once (the second queues), structured most of
 // the time, sometimes interrupting the running turn, sometimes deleting the
-// queued message again; after a dozen messages it opens a new chat. Every
-// message starts with a unique tag.
+// queued message again; half its chats declare a client tool, whose calls
+// it answers. After a dozen messages it opens a new chat. Every message
+// starts with a unique tag.
 func (c *cluster) drive(ctx context.Context, id int, seed uint64, record func(input)) {
 	rng := rand.New(rand.NewPCG(seed, uint64(id)))
 	msg := 0
@@ -333,9 +373,13 @@ func (c *cluster) drive(ctx context.Context, id int, seed uint64, record func(in
 		var chat uuid.UUID
 		for chat == uuid.Nil && ctx.Err() == nil {
 			txt, f := next()
-			res, err := c.client(rng.Uint64()).CreateChat(ctx, client.CreateChatRequest{Content: text(txt), ResponseFormat: f})
+			req := client.CreateChatRequest{Content: text(txt), ResponseFormat: f}
+			if rng.IntN(2) == 0 {
+				req.DynamicTools = []client.DynamicTool{stormTool}
+			}
+			res, err := c.client(rng.Uint64()).CreateChat(ctx, req)
 			for refused(err) {
-				res, err = c.client(rng.Uint64()).CreateChat(ctx, client.CreateChatRequest{Content: text(txt), ResponseFormat: f})
+				res, err = c.client(rng.Uint64()).CreateChat(ctx, req)
 			}
 			if err != nil {
 				record(input{Text: txt})
@@ -409,7 +453,7 @@ func TestKillRestart(t *testing.T) {
 	mock := mockllm.New(mockllm.Options{
 		Latency:       15 * time.Millisecond,
 		ChunkDelay:    3 * time.Millisecond,
-		StepFor:       chaosStep(seed),
+		StepFor:       stormStep(seed),
 		BeforeRespond: func(ctx context.Context, _ *mockllm.Request) error { return hold(ctx, "request", 0) },
 		BeforeChunk:   func(ctx context.Context, _ *mockllm.Request, n int) error { return hold(ctx, "stream", n) },
 	})
@@ -477,7 +521,8 @@ func TestKillRestart(t *testing.T) {
 	stopDrivers()
 	wg.Wait()
 
-	settle(t, pool, 120*time.Second)
+	answerRNG := rand.New(rand.NewPCG(seed, 98))
+	settle(t, pool, 120*time.Second, func(chat uuid.UUID) { c.answer(context.Background(), chat, answerRNG) })
 	var seen []uuid.UUID
 	known := 0
 	for _, in := range inputs {
@@ -500,9 +545,10 @@ func TestKillRestart(t *testing.T) {
 	if testing.Verbose() {
 		t.Logf("server warnings and errors:\n%s", c.logSummary())
 	}
-	providerCalls := len(mock.Requests())
-	t.Logf("%d kills in %s (%v); %d messages sent (%d accepted), %d structured requests: %s; %d provider calls",
-		kills, chaos.Round(time.Millisecond), phases, len(inputs), known, len(seen), outcomeSummary(outcomes), providerCalls)
+	var toolResults int
+	_ = pool.QueryRow(context.Background(), `SELECT count(*) FROM chat_messages WHERE role = 'tool' AND content::text LIKE '%calm%'`).Scan(&toolResults)
+	t.Logf("%d kills in %s (%v); %d messages sent (%d accepted), %d structured requests: %s; %d provider calls, %d client tool results",
+		kills, chaos.Round(time.Millisecond), phases, len(inputs), known, len(seen), outcomeSummary(outcomes), len(mock.Requests()), toolResults)
 	if kills > 0 && len(seen) < kills/2 {
 		t.Errorf("only %d structured requests were accepted during %d kills: the test did little work", len(seen), kills)
 	}

@@ -153,7 +153,8 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 	}
 	stop()
 	wg.Wait()
-	settle(t, pool, 120*time.Second)
+	answerRNG := rand.New(rand.NewPCG(seed, 98))
+	settle(t, pool, 120*time.Second, func(chat uuid.UUID) { c.answer(context.Background(), chat, answerRNG) })
 
 	if _, exited := srv.wait(0); exited {
 		t.Fatal("the server exited")

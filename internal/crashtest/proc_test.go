@@ -33,6 +33,8 @@ type serverOpts struct {
 	Lease   time.Duration
 	Drain   time.Duration
 	Extra   []string
+	// Quiet: the caller reports the log on failure (see cluster.report).
+	Quiet bool
 }
 
 // server is a running `chatd server` child process.
@@ -113,7 +115,7 @@ func startServer(t *testing.T, o serverOpts) *server {
 	t.Cleanup(func() {
 		s.signal(syscall.SIGKILL)
 		<-s.exited
-		if t.Failed() {
+		if t.Failed() && !o.Quiet {
 			t.Logf("chatd %s log (%s), last lines:\n%s", s.name, logPath, tailFile(logPath, 30))
 		}
 	})
