@@ -158,7 +158,7 @@ func ensureMigrated(ctx context.Context, d *database, force bool, logger *slog.L
 	}
 	defer m.Close()
 	if d.local || force {
-		res, err := m.Up(ctx)
+		res, err := m.UpIfPending(ctx)
 		for _, r := range res {
 			logger.Info("migration applied", slog.Int64("version", r.Version), slog.String("name", r.Name))
 		}
