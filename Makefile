@@ -4,7 +4,7 @@ export GOFLAGS := -buildvcs=false
 # The test command CI runs (.ci/run) and the README shows.
 TEST_FLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: all build run mockllm test test-short bench bench-all fuzz generate check-generated vet lint pg-deps clean
+.PHONY: all build run mockllm test test-short bench bench-all fuzz crash-long generate check-generated vet lint pg-deps clean
 
 all: build
 
@@ -51,6 +51,16 @@ fuzz:
 	go test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/jsonb/
 	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/validate/
 	go test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/validate/
+
+## crash-long: the SIGKILL crash test with many kill points and a longer
+## concurrency storm (internal/crashtest). CRASH_KILLS, STORM_OPS and
+## CRASH_SEED shape it; the seed is printed, and CRASH_SEED=N replays a run.
+CRASH_KILLS ?= 500
+STORM_OPS ?= 200
+CRASH_SEED ?=
+crash-long: pg-deps
+	CHATD_CRASH_KILLS=$(CRASH_KILLS) CHATD_STORM_OPS=$(STORM_OPS) CHATD_CRASH_SEED=$(CRASH_SEED) \
+	  go test -race -count=1 -timeout 4h -v -run '^(TestKillRestart|TestStorm)$$' ./internal/crashtest/
 
 generate:
 	go tool sqlc generate

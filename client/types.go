@@ -43,8 +43,10 @@ type Chat struct {
 	// PendingToolCalls are the client tool calls to answer while the chat
 	// is requires_action.
 	PendingToolCalls []ToolCall `json:"pending_tool_calls,omitempty"`
-	CreatedAt        time.Time  `json:"created_at"`
-	UpdatedAt        time.Time  `json:"updated_at"`
+	// LastError says why the last turn failed while the chat is in error.
+	LastError *StreamError `json:"last_error,omitempty"`
+	CreatedAt time.Time    `json:"created_at"`
+	UpdatedAt time.Time    `json:"updated_at"`
 }
 
 // ToolCall is a pending call of a client-executed tool.

@@ -1,6 +1,7 @@
 // Package sql embeds the database definition: goose migrations in schema/,
-// idempotent trigger and function files in triggers/, and the sqlc query
-// files in queries/ (compiled into internal/dbgen, not used at run time).
+// idempotent trigger and function files in triggers/, the invariant checks in
+// check.sql (run by internal/check), and the sqlc query files in queries/
+// (compiled into internal/dbgen, not used at run time).
 package sql
 
 import (
@@ -8,7 +9,7 @@ import (
 	"io/fs"
 )
 
-//go:embed schema/*.sql triggers/*.sql
+//go:embed schema/*.sql triggers/*.sql check.sql
 var files embed.FS
 
 // Migrations returns the goose migration files.
@@ -27,4 +28,13 @@ func Triggers() fs.FS {
 		panic(err)
 	}
 	return sub
+}
+
+// Checks returns sql/check.sql: the invariant checks, one named query each.
+func Checks() string {
+	b, err := files.ReadFile("check.sql")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }

@@ -35,6 +35,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	maxSteps := f.Int("max-steps", "CHATD_MAX_STEPS", 25, "provider steps allowed per turn")
 	lease := f.Duration("lease", "CHATD_LEASE", 30*time.Second, "how long a worker's claim on a chat lasts without renewal")
 	drain := f.Duration("drain-timeout", "CHATD_DRAIN_TIMEOUT", 15*time.Second, "on shutdown, how long in-flight steps may finish before they are cut off and their chats released")
+	silence := f.Duration("provider-silence-timeout", "CHATD_PROVIDER_SILENCE_TIMEOUT", 5*time.Minute, "cut off and retry a provider step that sends nothing for this long")
 	toolTimeout := f.Duration("tool-result-timeout", "CHATD_TOOL_RESULT_TIMEOUT", 10*time.Minute, "how long a turn waits for client tool results before answering the calls with errors")
 	logFormat := f.String("log-format", "CHATD_LOG_FORMAT", "json", "log format: json or text")
 	logLevel := f.String("log-level", "CHATD_LOG_LEVEL", "info", "log level: debug, info, warn, error")
@@ -51,8 +52,8 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	if *workers < 0 || *workers > 1024 {
 		return errors.New("--workers must be from 0 to 1024")
 	}
-	if *lease < time.Second || *drain <= 0 || *toolTimeout <= 0 {
-		return errors.New("--lease must be at least 1s; --drain-timeout and --tool-result-timeout must be positive")
+	if *lease < time.Second || *drain <= 0 || *toolTimeout <= 0 || *silence <= 0 {
+		return errors.New("--lease must be at least 1s; --drain-timeout, --tool-result-timeout and --provider-silence-timeout must be positive")
 	}
 
 	cfg := &config.Config{}
@@ -105,7 +106,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	models := provider.NewRegistry(cfg, provider.Options{Logger: logger})
 	api := httpapi.New(httpapi.Options{Store: st, Models: models, Hub: hub, Experiments: exp, ServerTools: toolNames, Logger: logger, Metrics: reg})
 	run := runner.New(st, models, hub, runner.Options{Workers: *workers, MaxSteps: *maxSteps, Tools: serverTools,
-		Lease: *lease, DrainTimeout: *drain, ActionTimeout: *toolTimeout,
+		Lease: *lease, DrainTimeout: *drain, ActionTimeout: *toolTimeout, SilenceTimeout: *silence,
 		Hooks: stopHooks, CompactionThreshold: cfg.CompactionThreshold, Preview: relay, Logger: logger, Metrics: reg})
 
 	ln, err := net.Listen("tcp", *listen)
@@ -159,7 +160,7 @@ func ensureMigrated(ctx context.Context, d *database, force bool, logger *slog.L
 	}
 	defer m.Close()
 	if d.local || force {
-		res, err := m.Up(ctx)
+		res, err := m.UpIfPending(ctx)
 		for _, r := range res {
 			logger.Info("migration applied", slog.Int64("version", r.Version), slog.String("name", r.Name))
 		}

@@ -3,6 +3,7 @@
 //	chatd server            run the HTTP API and the workers
 //	chatd migrate up|down|status
 //	chatd token create --user NAME
+//	chatd check             report invariant violations (sql/check.sql)
 //
 // Every flag has an environment twin (CHATD_*); see `chatd <command> --help`.
 package main
@@ -28,6 +29,7 @@ Usage:
   chatd server [flags]                 run the HTTP API and the workers
   chatd migrate up|down|status [flags] manage the database schema
   chatd token create --user NAME       create a user if needed and print a new API token
+  chatd check [flags]                  check the database's invariants; exit 1 on violations
 
 Run "chatd <command> --help" for the flags of a command.
 `
@@ -75,6 +77,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdMigrate(ctx, args[1:], stdout, stderr)
 	case "token":
 		return cmdToken(ctx, args[1:], stdout, stderr)
+	case "check":
+		return cmdCheck(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -387,6 +387,10 @@ func toChat(c dbgen.Chat) client.Chat {
 		id := c.ParentChatID.UUID
 		out.ParentChatID = &id
 	}
+	if c.Status == client.StatusError {
+		e := chatError(c)
+		out.LastError = &e
+	}
 	return out
 }
 

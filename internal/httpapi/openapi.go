@@ -84,6 +84,7 @@ var fieldDocs = map[string]map[string]any{
 		client.StatusInterrupting, client.StatusError}},
 	"Chat.mode":               {"enum": []string{client.ModeNormal, client.ModePlan, client.ModeChild}},
 	"Chat.parent_chat_id":     {"description": "Set on a child chat."},
+	"Chat.last_error":         {"description": "Only while `status` is `error`: why the last turn failed (a code such as `provider_error` and a short sentence)."},
 	"Chat.pending_tool_calls": {"description": "Only while `status` is `requires_action`: the calls to answer with POST .../tool-results."},
 	"ToolCall.args":           {"description": "The arguments the model sent (any JSON value)."},
 	"DynamicTool.name":        {"pattern": "^[A-Za-z0-9_-]{1,64}$"},

@@ -59,6 +59,16 @@ func (s *sse) comment(text string) error {
 	return s.rc.Flush()
 }
 
+// openSSE starts an event stream response; done must be called when it ends.
+func (s *Server) openSSE(w http.ResponseWriter, lastID int64) (*sse, func()) {
+	s.streams.Add(1)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no") // no proxy buffering
+	w.WriteHeader(http.StatusOK)
+	return &sse{w: w, rc: http.NewResponseController(w), lastID: lastID}, func() { s.streams.Add(-1) }
+}
+
 // streamState is what one stream has told its client.
 type streamState struct {
 	watermark int64 // snapshot_version of the last successful read
@@ -100,13 +110,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err // 404 and friends, before any byte is written
 	}
-	s.streams.Add(1)
-	defer s.streams.Add(-1)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	out := &sse{w: w, rc: http.NewResponseController(w), lastID: int64(after)}
+	out, done := s.openSSE(w, int64(after))
+	defer done()
 	st := &streamState{}
 	if err := s.apply(out, st, first, true); err != nil {
 		return nil // the client went away
@@ -319,12 +324,8 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s.streams.Add(1)
-	defer s.streams.Add(-1)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	out := &sse{w: w, rc: http.NewResponseController(w)}
+	out, done := s.openSSE(w, 0)
+	defer done()
 	seen := map[uuid.UUID]int64{}
 	send := func(c dbgen.Chat) error {
 		if seen[c.ID] >= c.SnapshotVersion {

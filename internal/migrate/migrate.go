@@ -68,6 +68,20 @@ func (m *Migrator) Up(ctx context.Context) ([]Result, error) {
 	return out, nil
 }
 
+// UpIfPending is Up when there is anything to apply (see Pending) and
+// otherwise touches nothing. A server starting with --migrate uses it:
+// re-applying trigger files that are already current would take table
+// locks (DROP/CREATE TRIGGER) while replicas already running commit turns,
+// deadlocking with their transactions and failing the start-up or their
+// requests.
+func (m *Migrator) UpIfPending(ctx context.Context) ([]Result, error) {
+	pending, err := m.Pending(ctx)
+	if err != nil || !pending {
+		return nil, err
+	}
+	return m.Up(ctx)
+}
+
 // Down reverts the most recent migration.
 func (m *Migrator) Down(ctx context.Context) (*Result, error) {
 	r, err := m.p.Down(ctx)

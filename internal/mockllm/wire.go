@@ -279,7 +279,9 @@ func streamDeltas(rep reply) []map[string]any {
 // pieces splits s into fragments of at most 16 bytes, on rune boundaries so
 // that every fragment survives JSON encoding intact.
 func pieces(s string) []string {
-	const size = 16
+	// Small pieces, as real providers send, but at most about 64 of them:
+	// a 300 KiB argument string must not cost tens of thousands of events.
+	size := max(16, len(s)/64)
 	var out []string
 	for len(s) > 0 {
 		n := min(size, len(s))

@@ -38,6 +38,9 @@ type Options struct {
 	MaxAttempts int
 	// RetryBase and RetryMax shape the retry backoff.
 	RetryBase, RetryMax time.Duration
+	// SilenceTimeout cuts off a provider step that sends nothing for that
+	// long (the step is retried as a transient failure).
+	SilenceTimeout time.Duration
 	// Poll is the idle re-check interval that covers lost notifications.
 	Poll time.Duration
 	// Tools are the server-executed tools offered to every chat.
@@ -77,6 +80,9 @@ func (o *Options) defaults() {
 	}
 	if o.RetryMax <= 0 {
 		o.RetryMax = 30 * time.Second
+	}
+	if o.SilenceTimeout <= 0 {
+		o.SilenceTimeout = 5 * time.Minute
 	}
 	if o.Poll <= 0 {
 		o.Poll = 5 * time.Second
@@ -178,6 +184,19 @@ func (w *worker) runChat(ctx, hard context.Context, chatID uuid.UUID, log *slog.
 	defer cancel(nil)
 	sub := w.r.hub.Subscribe(chatID)
 	defer sub.Close()
+	// Stopping (drained or cut off): hand the chat back at once rather than
+	// leaving it to the lease. The release is guarded by worker_id, so it is
+	// a no-op for a chat this worker no longer owns.
+	defer func() {
+		if ctx.Err() == nil {
+			return
+		}
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer rcancel()
+		if err := w.r.store.Release(rctx, chatID, w.id); err != nil {
+			log.Warn("release failed", slog.String("error", err.Error()))
+		}
+	}()
 
 	go func() {
 		t := time.NewTicker(w.r.opts.Lease / 3)
@@ -203,11 +222,7 @@ func (w *worker) runChat(ctx, hard context.Context, chatID uuid.UUID, log *slog.
 	misses := 0
 	for {
 		if ctx.Err() != nil {
-			// Draining: hand the chat back for another replica.
-			if err := w.r.store.Release(context.WithoutCancel(hard), chatID, w.id); err != nil {
-				log.Warn("release failed", slog.String("error", err.Error()))
-			}
-			return
+			return // draining: released above, for another replica
 		}
 		if chatCtx.Err() != nil {
 			return

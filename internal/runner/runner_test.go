@@ -348,8 +348,8 @@ func TestProviderErrorsExhaustAttempts(t *testing.T) {
 	}
 	settled(t, env, chat, req, "failed", runner.CodeProviderError)
 	ch, _ := c.GetChat(ctxT(t), chat)
-	if ch.Status != client.StatusError {
-		t.Fatalf("chat status %s, want error", ch.Status)
+	if ch.Status != client.StatusError || ch.LastError == nil || ch.LastError.Code != runner.CodeProviderError {
+		t.Fatalf("chat status %s last_error %+v, want error with provider_error", ch.Status, ch.LastError)
 	}
 }
 

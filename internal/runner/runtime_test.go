@@ -301,6 +301,13 @@ func TestRestartBetweenCandidateAndReceiptWritesOneReceipt(t *testing.T) {
 		t.Fatal("no candidate committed before the hook")
 	}
 	env.StopRunner() // the worker dies between the candidate commit and the receipt
+	// Cut off by the drain timeout, it still handed the chat back instead of
+	// leaving it to its lease.
+	var released bool
+	_ = env.Pool.QueryRow(ctxT(t), `SELECT worker_id IS NULL FROM chats WHERE id = $1`, chat).Scan(&released)
+	if !released {
+		t.Fatal("a stopped worker kept its chat until the lease expires")
+	}
 	hs.mu.Lock()
 	hs.block = nil
 	hs.mu.Unlock()
@@ -456,5 +463,33 @@ func TestStepLimitEndsTheRequest(t *testing.T) {
 	settled(t, env, chat, req, "failed", runner.CodeNotProduced)
 	if _, _, s := ledger(t, env, req); s != 3 {
 		t.Fatalf("steps %d, want the limit 3", s)
+	}
+}
+
+func TestStalledProviderStreamIsRetried(t *testing.T) {
+	t.Parallel()
+	// The first response stops after a few chunks and never finishes; the
+	// silence timeout cuts it off and the retry succeeds.
+	var stalls atomic.Int32
+	stall := func(ctx context.Context, r *mockllm.Request, n int) error {
+		if n == 2 && stalls.Add(1) == 1 {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	}
+	env := testenv.New(t, testenv.Options{Mock: mockllm.Options{BeforeChunk: stall},
+		Runner: runner.Options{SilenceTimeout: 300 * time.Millisecond}})
+	c := env.Client("alice")
+	chat, req := create(t, c, reportSchema)
+	if res := wait(t, c, req); res.Status != client.OutputSucceeded {
+		t.Fatalf("result %+v", res)
+	}
+	settled(t, env, chat, req, "succeeded", "")
+	if n := providerCalls(env); n != 2 {
+		t.Fatalf("%d provider calls, want the stalled one and its retry", n)
+	}
+	if _, _, s := ledger(t, env, req); s != 1 {
+		t.Fatalf("steps %d: the stalled attempt must not count", s)
 	}
 }

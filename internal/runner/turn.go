@@ -260,11 +260,23 @@ func (a *action) generate(ctx context.Context) (bool, error) {
 	var seq int64
 	start := time.Now()
 	obsCtx, wire := provider.Observe(stepCtx)
-	res := streamStep(obsCtx, model.LM, call, func(d Delta) {
+	// A provider that stops sending (a stalled connection) would hold the
+	// chat forever while the lease is renewed: the step is cut off after a
+	// silence and retried like a transport error.
+	silentCtx, cancelSilent := context.WithCancelCause(obsCtx)
+	defer cancelSilent(nil)
+	silence := time.AfterFunc(r.opts.SilenceTimeout, func() { cancelSilent(errProviderSilent) })
+	res := streamStep(silentCtx, model.LM, call, func(d Delta) {
+		silence.Reset(r.opts.SilenceTimeout)
 		seq++
 		d.HistoryVersion, d.Attempt, d.Seq = a.fence.HistoryVersion, attempt, seq
 		r.opts.Preview.Delta(chat.ID, d)
 	})
+	silence.Stop()
+	if res.Err != nil && errors.Is(context.Cause(silentCtx), errProviderSilent) && stepCtx.Err() == nil {
+		res.Err = &fantasy.ProviderError{Title: "stream stalled", TransientError: true,
+			Message: fmt.Sprintf("no data from the provider for %s", r.opts.SilenceTimeout)}
+	}
 	r.opts.Preview.Flush()
 	v := wire.Verdict()
 	res.correct(v)
@@ -317,6 +329,9 @@ func (a *action) generate(ctx context.Context) (bool, error) {
 
 // errChatChanged cancels a step whose chat moved (interrupt, edit).
 var errChatChanged = errors.New("chat changed")
+
+// errProviderSilent cuts off a step whose provider stopped sending.
+var errProviderSilent = errors.New("provider silent")
 
 // watch cancels the step when the chat's status, owner or history moves.
 func (a *action) watch(ctx context.Context, cancel context.CancelCauseFunc) func() {

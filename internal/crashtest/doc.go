@@ -1,0 +1,48 @@
+// Package crashtest holds the tests that put chatd under fire with real
+// processes and real PostgreSQL, and a concurrency storm. It has no code of
+// its own outside its tests.
+//
+// The tests build the chatd binary once per test binary (with -race when the
+// tests run with it), run mockllm in-process with latency so that turns take
+// time, and start `chatd server` processes against a database of the test's
+// own. Every child runs in its own process group, is killed when its test
+// ends, and gets SIGKILL if the test binary dies (Pdeathsig).
+//
+//   - TestKillRestart: two servers share a database while clients send
+//     structured (and plain) messages, one at a time or two at once so that
+//     they queue (the second sometimes interrupting the running turn or
+//     deleted from the queue again; half the chats declare a client tool
+//     the clients answer), and one client follows its chat with a
+//     stream that reconnects through the restarts; servers are SIGKILLed at
+//     seeded kill points — while a
+//     provider call is unanswered, in the middle of a streamed answer, just
+//     after an answer (while its step is committed), or at a random moment —
+//     and restarted. Afterwards every request is finished with exactly one
+//     receipt, every accepted message is in history exactly once (or was
+//     deleted from the queue and cancelled), the stream delivered every
+//     message, succeeded
+//     values validate against their schema (with another validator than the
+//     server's), and `chatd check` is clean. 50 kill points by default.
+//   - TestZombieServerCannotCommit: a server frozen with SIGSTOP during a
+//     provider call loses its lease; a second server takes over and finishes;
+//     the thawed server's value reaches neither the history nor the receipt.
+//   - TestPostgresRestartUnderLoad: PostgreSQL (a cluster of the test's own)
+//     is stopped — fast, then immediately — and started again under load;
+//     the server recovers on its own (/readyz, workers, a client's stream),
+//     nothing is stranded, the checker is clean.
+//   - TestSigtermDrains: SIGTERM stops claiming, lets the step in flight
+//     finish (or cuts it at --drain-timeout), hands the chat back and exits 0
+//     within the bound; the next server completes the work.
+//   - TestStreamAcrossProcesses: a stream on a server without workers gets
+//     every message of a turn another server runs, in order, exactly once.
+//   - TestStorm (in-process, internal/testenv): 24 clients create, send,
+//     queue, interrupt, edit, delete queued requests, answer client tool
+//     calls and read streams at once; then every request a client saw has
+//     exactly one receipt and a terminal lookup, and the checker is clean.
+//
+// The seeded tests print their seed (with -v, and on failure); set
+// CHATD_CRASH_SEED to replay one. The schedule of kills and every answer of
+// the mock follow from the seed; the interleaving of processes does not.
+// CHATD_CRASH_KILLS, CHATD_STORM_CLIENTS and CHATD_STORM_OPS size the runs;
+// `make crash-long` runs 500 kill points and a longer storm.
+package crashtest

@@ -1,0 +1,245 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/chatd/chatd/internal/check"
+	"github.com/chatd/chatd/internal/dbtest"
+	"github.com/chatd/chatd/internal/jsonb"
+	"github.com/chatd/chatd/internal/store"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// state is everything a commit could have changed.
+type state struct {
+	Snapshot, History int64
+	Attempt           int32
+	Worker            uuid.NullUUID
+	Messages          int
+	Steps, Receipts   int
+	Status            string
+}
+
+func readState(t *testing.T, pool *pgxpool.Pool, chat uuid.UUID) state {
+	t.Helper()
+	var s state
+	err := pool.QueryRow(ctxT(t), `SELECT c.snapshot_version, c.history_version, c.generation_attempt, c.worker_id, c.status,
+			(SELECT count(*) FROM chat_messages m WHERE m.chat_id = c.id),
+			(SELECT count(*) FROM chat_messages m WHERE m.chat_id = c.id AND m.kind = 'receipt'),
+			(SELECT coalesce(sum(r.steps), 0) FROM structured_requests r WHERE r.chat_id = c.id)
+		FROM chats c WHERE c.id = $1`, chat).
+		Scan(&s.Snapshot, &s.History, &s.Attempt, &s.Worker, &s.Status, &s.Messages, &s.Receipts, &s.Steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// waitLeaseExpired polls the database clock until the chat's lease is over.
+func waitLeaseExpired(t *testing.T, pool *pgxpool.Pool, chat uuid.UUID) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var expired bool
+		if err := pool.QueryRow(ctxT(t), `SELECT lease_expires_at < now() FROM chats WHERE id = $1`, chat).Scan(&expired); err != nil {
+			t.Fatal(err)
+		}
+		if expired {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("lease did not expire")
+		}
+		time.Sleep(5 * time.Millisecond) // polling the database clock
+	}
+}
+
+// TestZombieWorkerCannotCommit: worker A claims a chat and starts a
+// provider step; its lease runs out (it is paused, partitioned, slow);
+// worker B takes the chat over. Whatever A then tries to commit — the step,
+// a receipt, another attempt, a renewal — misses its fence and writes
+// nothing, while B's commits go through.
+func TestZombieWorkerCannotCommit(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	st := store.New(pool)
+	ctx := ctxT(t)
+	token, err := st.CreateToken(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, err := st.Authenticate(ctx, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chat, input, err := st.CreateChat(ctx, store.NewChat{OwnerID: user.ID, Model: "m", Content: []jsonb.Part{jsonb.Text("go")},
+		Request: &store.RequestSpec{Name: "r", Schema: json.RawMessage(`{"type":"integer"}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := input.StructuredRequestID
+
+	// A claims with a lease that is over at once, reads, and counts its attempt.
+	a, b := uuid.New(), uuid.New()
+	if c, err := st.Claim(ctx, a, time.Millisecond); err != nil || c.ID != chat.ID {
+		t.Fatalf("A claims: %v", err)
+	}
+	turnA, err := st.LoadTurn(ctx, chat.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fenceA := store.Fence{ChatID: chat.ID, WorkerID: a, HistoryVersion: turnA.Chat.HistoryVersion}
+	attemptA, err := st.RecordAttempt(ctx, fenceA)
+	if err != nil || attemptA != 1 {
+		t.Fatalf("A's attempt: %d %v", attemptA, err)
+	}
+	waitLeaseExpired(t, pool, chat.ID)
+
+	// B takes over and starts its own attempt on the same history.
+	if c, err := st.Claim(ctx, b, time.Minute); err != nil || c.ID != chat.ID {
+		t.Fatalf("B claims: %v", err)
+	}
+	fenceB := store.Fence{ChatID: chat.ID, WorkerID: b, HistoryVersion: turnA.Chat.HistoryVersion}
+	attemptB, err := st.RecordAttempt(ctx, fenceB)
+	if err != nil || attemptB != 2 {
+		t.Fatalf("B's attempt: %d %v", attemptB, err)
+	}
+	before := readState(t, pool, chat.ID)
+
+	step := func(value string) store.Commit {
+		return store.Commit{
+			Messages: []store.NewMessage{{Role: "assistant", RequestID: req, FinishReason: "tool-calls",
+				Parts: []jsonb.Part{{Type: jsonb.PartToolCall, ToolCallID: "call_" + value, ToolName: "coder_structured_output",
+					Args: json.RawMessage(`{"output":` + value + `}`)}}}},
+			Progress: &store.Progress{RequestID: req.UUID, Steps: 1, SetCandidate: true, Candidate: json.RawMessage(value), CandidateCallID: "call_" + value},
+		}
+	}
+	// A's step, fenced on its attempt.
+	c := step("1")
+	c.Fence = fenceA
+	c.Fence.Attempt = &attemptA
+	if _, err := st.Apply(ctx, c); !errors.Is(err, store.ErrFenceMiss) {
+		t.Fatalf("A's step: %v, want a fence miss", err)
+	}
+	// A's receipt, ending the turn.
+	if _, err := st.Apply(ctx, store.Commit{Fence: fenceA, End: store.EndTurn,
+		Outcomes: []store.Outcome{{RequestID: req.UUID, Status: "succeeded", Value: json.RawMessage(`1`)}}}); !errors.Is(err, store.ErrFenceMiss) {
+		t.Fatalf("A's receipt: %v, want a fence miss", err)
+	}
+	// A's interruption commit, another attempt, a renewal, a release.
+	if _, err := st.Apply(ctx, store.Commit{Fence: store.Fence{ChatID: chat.ID, WorkerID: a, HistoryVersion: fenceA.HistoryVersion,
+		Statuses: []string{"running", "interrupting"}}, End: store.EndTurn}); !errors.Is(err, store.ErrFenceMiss) {
+		t.Fatalf("A's end of turn: %v, want a fence miss", err)
+	}
+	if _, err := st.RecordAttempt(ctx, fenceA); !errors.Is(err, store.ErrFenceMiss) {
+		t.Fatalf("A's new attempt: %v, want a fence miss", err)
+	}
+	if err := st.RenewLease(ctx, chat.ID, a, time.Minute); !errors.Is(err, store.ErrFenceMiss) {
+		t.Fatalf("A's renewal: %v, want a fence miss", err)
+	}
+	if err := st.Release(ctx, chat.ID, a); err != nil {
+		t.Fatal(err)
+	}
+	if after := readState(t, pool, chat.ID); after != before {
+		t.Fatalf("A's commits changed the chat:\nbefore %+v\nafter  %+v", before, after)
+	}
+
+	// B's own stale attempt is a zombie generation too: a retry (attempt 3)
+	// supersedes attempt 2.
+	attemptB3, err := st.RecordAttempt(ctx, fenceB)
+	if err != nil || attemptB3 != 3 {
+		t.Fatalf("B's retry: %d %v", attemptB3, err)
+	}
+	c = step("2")
+	c.Fence = fenceB
+	c.Fence.Attempt = &attemptB
+	if _, err := st.Apply(ctx, c); !errors.Is(err, store.ErrFenceMiss) {
+		t.Fatalf("B's superseded attempt: %v, want a fence miss", err)
+	}
+
+	// B's current attempt commits, then its receipt.
+	c = step("3")
+	c.Fence = fenceB
+	c.Fence.Attempt = &attemptB3
+	res, err := st.Apply(ctx, c)
+	if err != nil {
+		t.Fatalf("B's step: %v", err)
+	}
+	fenceB.HistoryVersion = res.Chat.HistoryVersion
+	res, err = st.Apply(ctx, store.Commit{Fence: fenceB, End: store.EndTurn,
+		Outcomes: []store.Outcome{{RequestID: req.UUID, Status: "succeeded", Value: json.RawMessage(`3`)}}})
+	if err != nil {
+		t.Fatalf("B's receipt: %v", err)
+	}
+	if res.Chat.Status != "waiting" || res.Request.Status != "succeeded" {
+		t.Fatalf("after B: chat %s request %s", res.Chat.Status, res.Request.Status)
+	}
+	final := readState(t, pool, chat.ID)
+	if final.Receipts != 1 || final.Steps != 1 || final.Messages != before.Messages+2 || final.Worker.Valid {
+		t.Fatalf("final state %+v", final)
+	}
+	rs, err := st.GetRequest(ctx, user.ID, req.UUID)
+	if err != nil || rs.Receipt == nil {
+		t.Fatalf("lookup: %v", err)
+	}
+	parts, err := jsonb.ParseContent(rs.Receipt.Content)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var value string
+	for _, p := range parts {
+		if p.Type == jsonb.PartOutcome {
+			value = string(p.Outcome.Value)
+		}
+	}
+	if value != "3" {
+		t.Fatalf("receipt value %q, want B's 3", value)
+	}
+	if rep, err := check.Run(ctx, pool); err != nil || !rep.Clean() {
+		t.Fatalf("checker: %v %+v", err, rep.Violations)
+	}
+}
+
+// TestExpiredLeaseWithoutTakeoverStillCommits: a lease that ran out only
+// lets another worker claim the chat; until one does, the owner's fence
+// holds and its work is not thrown away.
+func TestExpiredLeaseWithoutTakeoverStillCommits(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	st := store.New(pool)
+	ctx := ctxT(t)
+	token, _ := st.CreateToken(ctx, "alice")
+	user, err := st.Authenticate(ctx, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chat, _, err := st.CreateChat(ctx, store.NewChat{OwnerID: user.ID, Model: "m", Content: []jsonb.Part{jsonb.Text("go")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := uuid.New()
+	c, err := st.Claim(ctx, a, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitLeaseExpired(t, pool, chat.ID)
+	res, err := st.Apply(ctx, store.Commit{Fence: store.Fence{ChatID: chat.ID, WorkerID: a, HistoryVersion: c.HistoryVersion},
+		Messages: []store.NewMessage{{Role: "assistant", Parts: []jsonb.Part{jsonb.Text("hi")}}}, End: store.EndTurn})
+	if err != nil || res.Chat.Status != "waiting" {
+		t.Fatalf("commit after expiry: %v %s", err, res.Chat.Status)
+	}
+}
