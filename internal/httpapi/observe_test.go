@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -148,25 +147,11 @@ func TestMetricsCountFailures(t *testing.T) {
 	})
 }
 
-// syncBuffer collects log output from concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-// lines returns the JSON log records written so far.
-func (s *syncBuffer) lines(t *testing.T) []map[string]any {
+// logLines returns the JSON log records written so far.
+func logLines(t *testing.T, logs *testenv.LogBuffer) []map[string]any {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(s.b.Bytes()))
+	sc := bufio.NewScanner(strings.NewReader(logs.String()))
 	for sc.Scan() {
 		var m map[string]any
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
@@ -180,7 +165,7 @@ func (s *syncBuffer) lines(t *testing.T) []map[string]any {
 func TestRequestIDAndAccessLog(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t, testenv.Options{NoRunner: true})
-	logs := &syncBuffer{}
+	logs := &testenv.LogBuffer{}
 	api := httpapi.New(httpapi.Options{Store: env.Store, Models: env.Models, Hub: env.Hub,
 		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	token := env.Token("alice")
@@ -201,7 +186,7 @@ func TestRequestIDAndAccessLog(t *testing.T) {
 	}
 	access := func(id string) map[string]any {
 		t.Helper()
-		for _, l := range logs.lines(t) {
+		for _, l := range logLines(t, logs) {
 			if l["msg"] == "http request" && l["request_id"] == id {
 				return l
 			}
@@ -264,7 +249,7 @@ func TestRequestIDAndAccessLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	gone.Close() // a database that went away
-	logs2 := &syncBuffer{}
+	logs2 := &testenv.LogBuffer{}
 	broken := httpapi.New(httpapi.Options{Store: store.New(gone), Models: env.Models, Hub: env.Hub,
 		Logger: slog.New(slog.NewJSONHandler(logs2, nil))})
 	req := httptest.NewRequest("GET", "/api/v1/chats", nil)
@@ -276,7 +261,7 @@ func TestRequestIDAndAccessLog(t *testing.T) {
 		t.Fatalf("with the database gone: %d", rec.Code)
 	}
 	n := 0
-	for _, l := range logs2.lines(t) {
+	for _, l := range logLines(t, logs2) {
 		if l["request_id"] != "broken-1" {
 			t.Errorf("record without the request id: %v", l)
 		}

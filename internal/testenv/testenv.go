@@ -70,19 +70,19 @@ type Options struct {
 // apiKeyEnv names the (private) variable holding Options.APIKey.
 const apiKeyEnv = "CHATD_TEST_PROVIDER_KEY"
 
-// syncBuffer collects log output from concurrent writers.
-type syncBuffer struct {
+// LogBuffer collects log output from concurrent writers.
+type LogBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *LogBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *LogBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
@@ -106,7 +106,7 @@ type Env struct {
 	// Config is the configuration the Env runs with.
 	Config *config.Config
 
-	logs *syncBuffer
+	logs *LogBuffer
 
 	runnerOpts runner.Options
 	mu         sync.Mutex
@@ -128,7 +128,7 @@ func Reopen(t testing.TB, prev *Env, o Options) *Env {
 }
 
 func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
-	e := &Env{t: t, Pool: pool, logs: &syncBuffer{}}
+	e := &Env{t: t, Pool: pool, logs: &LogBuffer{}}
 	// Everything is logged, at debug level, into a buffer tests can read.
 	var logOut io.Writer = e.logs
 	if os.Getenv("CHATD_TEST_LOG") != "" {
