@@ -169,6 +169,10 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 	auditInputs(t, pool, inputs)
 
 	fol.verify()
+	// An outage is a 503 (Retry-After), never a 500.
+	if failed := logErrors(srv.LogPath, "request failed"); len(failed) > 0 {
+		t.Errorf("%d requests answered 500 around the restarts, first: %s", len(failed), failed[0])
+	}
 	if testing.Verbose() {
 		t.Logf("server warnings and errors:\n%s", logSummary(srv.LogPath))
 	}

@@ -326,3 +326,22 @@ func logSummary(path string) string {
 	slices.Sort(lines)
 	return strings.Join(lines, "\n")
 }
+
+// logErrors returns the error texts of the log records with message msg.
+func logErrors(path, msg string) []string {
+	f, err := os.Open(path)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var rec struct{ Msg, Path, Error string }
+		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == msg {
+			out = append(out, rec.Path+": "+rec.Error)
+		}
+	}
+	return out
+}

@@ -40,7 +40,10 @@ func badField(field, detail string) *apiError {
 
 func fromFieldError(fe *validate.FieldError) *apiError { return badField(fe.Field, fe.Detail) }
 
-var errNotFound = errorf(http.StatusNotFound, "Not found.")
+var (
+	errNotFound    = errorf(http.StatusNotFound, "Not found.")
+	errUnavailable = errorf(http.StatusServiceUnavailable, "The database is not reachable; retry after a moment.")
+)
 
 // handlerFunc is an HTTP handler that returns its error for render.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
@@ -66,6 +69,11 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, err error) {
 		}
 	case errors.Is(err, r.Context().Err()) && r.Context().Err() != nil:
 		return // the client went away
+	case store.Unavailable(err):
+		s.log.WarnContext(r.Context(), "database unavailable", slog.String("method", r.Method),
+			slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+		w.Header().Set("Retry-After", "1")
+		ae = errUnavailable
 	default:
 		s.log.ErrorContext(r.Context(), "request failed", slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.String("error", err.Error()))

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -164,6 +165,9 @@ var (
 	resp413 = response{http.StatusRequestEntityTooLarge, "The request body is larger than the server's limit (1 MiB by default).", client.Error{}}
 	resp415 = response{http.StatusUnsupportedMediaType, "A Content-Type other than application/json was sent.", client.Error{}}
 	resp500 = response{http.StatusInternalServerError, "An internal error; the message carries no details.", client.Error{}}
+	resp503 = response{http.StatusServiceUnavailable, "The database could not be reached or dropped the connection; " +
+		"retry after `Retry-After` seconds. A write answered 503 may have been applied if the connection was lost " +
+		"while it committed: read the state before repeating it.", client.Error{}}
 )
 
 // withBody adds the answers of every route that decodes a JSON body.
@@ -171,7 +175,7 @@ func withBody(rs ...response) []response { return append(rs, resp400, resp413, r
 
 // routeDocs is keyed by "METHOD pattern", as in routeTable.
 func routeDocs() map[string]routeDoc {
-	return map[string]routeDoc{
+	docs := map[string]routeDoc{
 		"GET /healthz": {op: "Health", summary: "Liveness",
 			description: "Answers while the process serves HTTP; does not touch the database.",
 			responses:   []response{{http.StatusOK, "The process is alive.", client.Health{}}}},
@@ -290,6 +294,14 @@ func routeDocs() map[string]routeDoc {
 				{http.StatusBadRequest, "`wait` is not a duration.", client.Error{}}, resp401,
 				response{http.StatusNotFound, "No such request of the caller's.", client.Error{}}, resp500}},
 	}
+	// Every route that reads the database can find it unreachable.
+	for key, d := range docs {
+		if slices.ContainsFunc(d.responses, func(r response) bool { return r.status == http.StatusInternalServerError }) {
+			d.responses = append(d.responses, resp503)
+			docs[key] = d
+		}
+	}
+	return docs
 }
 
 func (s *Server) routes() {

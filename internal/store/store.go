@@ -11,7 +11,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
+	"syscall"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -76,6 +79,36 @@ func mapError(err error) error {
 		return fmt.Errorf("%w: %s", ErrQueueFull, pgErr.Message)
 	}
 	return err
+}
+
+// Unavailable reports whether err means the database could not be reached
+// or dropped the connection: a restart, a failover, a network fault, a full
+// connection table. Such a failure says nothing about the request, so the
+// API answers 503 (retry later) instead of 500. A write whose connection was
+// lost while it committed may have been applied; the API documents that.
+func Unavailable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false // the caller gave up; the database may be fine
+	}
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return true // whatever the server said, it did not let us in
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// Class 08: connection exception. 57P01-57P03: the server is
+		// shutting down, crashed, or is still starting. 53300: too many
+		// connections.
+		switch pgErr.Code {
+		case "57P01", "57P02", "57P03", "53300":
+			return true
+		}
+		return strings.HasPrefix(pgErr.Code, "08")
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr) || pgconn.SafeToRetry(err) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE)
 }
 
 // Ping checks that the database answers.
