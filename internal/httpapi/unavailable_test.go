@@ -52,8 +52,11 @@ func TestDatabaseUnavailableIs503(t *testing.T) {
 	}
 
 	calls := map[string]func() error{
-		"list":   func() error { _, err := c.ListChats(ctx, 0); return err },
-		"create": func() error { _, err := c.CreateChat(ctx, client.CreateChatRequest{Content: []client.MessagePart{client.TextPart("hi")}}); return err },
+		"list": func() error { _, err := c.ListChats(ctx, 0); return err },
+		"create": func() error {
+			_, err := c.CreateChat(ctx, client.CreateChatRequest{Content: []client.MessagePart{client.TextPart("hi")}})
+			return err
+		},
 	}
 	for name, call := range calls {
 		var apiErr *client.APIError
