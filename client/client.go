@@ -91,11 +91,19 @@ func (c *Client) CreateChat(ctx context.Context, req CreateChatRequest) (CreateC
 }
 
 // ListChats lists the caller's chats, most recently active first: at most
-// limit (0 means the server's default of 50; the server allows 1 to 200).
-func (c *Client) ListChats(ctx context.Context, limit int) (ListChatsResponse, error) {
-	path := "/api/v1/chats"
+// limit (0 means the server's default of 50; the server allows 1 to 200),
+// starting after cursor (a previous page's NextCursor; "" for the first).
+func (c *Client) ListChats(ctx context.Context, limit int, cursor string) (ListChatsResponse, error) {
+	q := url.Values{}
 	if limit > 0 {
-		path += "?limit=" + strconv.Itoa(limit)
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	path := "/api/v1/chats"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
 	}
 	var out ListChatsResponse
 	return out, c.do(ctx, http.MethodGet, path, nil, &out)

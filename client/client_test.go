@@ -127,7 +127,7 @@ func TestEveryMethod(t *testing.T) {
 	if ch.Title != title {
 		t.Fatalf("title %q", ch.Title)
 	}
-	list, err := c.ListChats(ctx, 1)
+	list, err := c.ListChats(ctx, 1, "")
 	check("ListChats", err)
 	if len(list.Chats) != 1 || list.Chats[0].ID != chat {
 		t.Fatalf("chats %+v", list.Chats)

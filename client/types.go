@@ -230,6 +230,9 @@ type SendMessageResponse struct {
 // ListChatsResponse answers GET /api/v1/chats.
 type ListChatsResponse struct {
 	Chats []Chat `json:"chats"`
+	// NextCursor, when set, fetches the next (older) page: pass it as
+	// `cursor`. Absent on the last page.
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // ListMessagesResponse answers GET /api/v1/chats/{chat}/messages.

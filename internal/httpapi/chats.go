@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -233,16 +234,53 @@ func (s *Server) listChats(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	chats, err := s.store.ListChats(r.Context(), currentUser(r).ID, int32(limit), nil)
+	var before *dbgen.Chat
+	if v := r.URL.Query().Get("cursor"); v != "" {
+		if before, err = parseChatCursor(v); err != nil {
+			return err
+		}
+	}
+	// One row more than asked says whether another page exists.
+	chats, err := s.store.ListChats(r.Context(), currentUser(r).ID, int32(limit)+1, before)
 	if err != nil {
 		return err
 	}
-	out := client.ListChatsResponse{Chats: make([]client.Chat, 0, len(chats))}
+	out := client.ListChatsResponse{Chats: make([]client.Chat, 0, min(len(chats), limit))}
+	if len(chats) > limit {
+		chats = chats[:limit]
+		out.NextCursor = chatCursor(chats[limit-1])
+	}
 	for _, c := range chats {
 		out.Chats = append(out.Chats, toChat(c))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// A chat list cursor is the position (updated_at, id) of the last chat of
+// a page, opaque to clients: base64url of "<RFC 3339 time>|<uuid>".
+func chatCursor(c dbgen.Chat) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(c.UpdatedAt.UTC().Format(time.RFC3339Nano) + "|" + c.ID.String()))
+}
+
+func parseChatCursor(v string) (*dbgen.Chat, error) {
+	bad := badField("cursor", "is not a cursor from a previous page's next_cursor")
+	raw, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil {
+		return nil, bad
+	}
+	ts, id, ok := strings.Cut(string(raw), "|")
+	if !ok {
+		return nil, bad
+	}
+	var c dbgen.Chat
+	if c.UpdatedAt, err = time.Parse(time.RFC3339Nano, ts); err != nil {
+		return nil, bad
+	}
+	if c.ID, err = uuid.Parse(id); err != nil {
+		return nil, bad
+	}
+	return &c, nil
 }
 
 func (s *Server) getChat(w http.ResponseWriter, r *http.Request) error {

@@ -141,6 +141,7 @@ var fieldDocs = map[string]map[string]any{
 	"ToolResult.is_error":                     {"description": "The tool failed; `output` explains why."},
 	"SendMessageResponse.queued":              {"description": "True when the message went to the queue."},
 	"ListMessagesResponse.has_more":           {"description": "More messages follow; ask again with `after_id` set to the last id."},
+	"ListChatsResponse.next_cursor":           {"description": "Present when older chats remain: pass it as `cursor` for the next page."},
 	"StructuredOutputResult.status": {"enum": []string{client.OutputPending, client.OutputSucceeded, client.OutputFailed,
 		client.OutputCancelled}},
 	"StructuredOutputResult.value":              {"description": "As StructuredOutput.value: present exactly when `succeeded`, possibly JSON null."},

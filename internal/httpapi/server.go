@@ -200,10 +200,13 @@ func routeDocs() map[string]routeDoc {
 			responses: withBody(response{http.StatusCreated, "The chat and its first message.", client.CreateChatResponse{}},
 				resp401, resp500)},
 		"GET /api/v1/chats": {op: "ListChats", summary: "List the caller's chats",
-			description: "Most recently updated first.",
-			query:       []queryParam{{"limit", "How many chats to return.", map[string]any{"type": "integer", "minimum": 1, "maximum": 200, "default": 50}}},
+			description: "Most recently updated first, a page at a time: `next_cursor`, present when older chats remain, " +
+				"is passed as `cursor` for the next page. A chat updated while you page moves to the front: it shows up " +
+				"in a fresh first page, not in the later pages.",
+			query: []queryParam{{"limit", "How many chats to return.", map[string]any{"type": "integer", "minimum": 1, "maximum": 200, "default": 50}},
+				{"cursor", "The previous page's `next_cursor`.", map[string]any{"type": "string"}}},
 			responses: []response{{http.StatusOK, "The chats.", client.ListChatsResponse{}},
-				{http.StatusBadRequest, "`limit` is out of range.", client.Error{}}, resp401, resp500}},
+				{http.StatusBadRequest, "`limit` is out of range, or `cursor` is not a cursor.", client.Error{}}, resp401, resp500}},
 		"GET /api/v1/chats/{chat}": {op: "GetChat", summary: "Get a chat",
 			description: "The chat with its status; while it is `requires_action`, `pending_tool_calls` lists the client tool calls to answer.",
 			responses:   []response{{http.StatusOK, "The chat.", client.Chat{}}, resp401, resp404, resp500}},

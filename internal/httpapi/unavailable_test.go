@@ -24,7 +24,7 @@ func TestDatabaseUnavailableIs503(t *testing.T) {
 	env := testenv.New(t, testenv.Options{NoRunner: true})
 	c := env.Client("alice")
 	bob := env.Token("bob")
-	if _, err := c.ListChats(ctx, 0); err != nil {
+	if _, err := c.ListChats(ctx, 0, ""); err != nil {
 		t.Fatal(err)
 	}
 
@@ -52,7 +52,7 @@ func TestDatabaseUnavailableIs503(t *testing.T) {
 	}
 
 	calls := map[string]func() error{
-		"list": func() error { _, err := c.ListChats(ctx, 0); return err },
+		"list": func() error { _, err := c.ListChats(ctx, 0, ""); return err },
 		"create": func() error {
 			_, err := c.CreateChat(ctx, client.CreateChatRequest{Content: []client.MessagePart{client.TextPart("hi")}})
 			return err

@@ -1,0 +1,76 @@
+package httpapi_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/testenv"
+)
+
+func TestListChatsPages(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	env := testenv.New(t, testenv.Options{NoRunner: true})
+	alice, bob := env.Client("alice"), env.Client("bob")
+	var created []uuid.UUID // oldest first
+	for range 5 {
+		res, err := alice.CreateChat(ctx, client.CreateChatRequest{Content: []client.MessagePart{client.TextPart("hi")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created = append(created, res.Chat.ID)
+	}
+	if _, err := bob.CreateChat(ctx, client.CreateChatRequest{Content: []client.MessagePart{client.TextPart("not alice's")}}); err != nil {
+		t.Fatal(err)
+	}
+
+	var got []uuid.UUID
+	var sizes []int
+	cursor := ""
+	for page := 0; ; page++ {
+		if page > 5 {
+			t.Fatal("the pages never end")
+		}
+		res, err := alice.ListChats(ctx, 2, cursor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, len(res.Chats))
+		for _, c := range res.Chats {
+			got = append(got, c.ID)
+		}
+		if res.NextCursor == "" {
+			break
+		}
+		cursor = res.NextCursor
+	}
+	if len(sizes) != 3 || sizes[0] != 2 || sizes[1] != 2 || sizes[2] != 1 {
+		t.Fatalf("page sizes %v, want [2 2 1]", sizes)
+	}
+	for i, id := range got {
+		if want := created[len(created)-1-i]; id != want {
+			t.Fatalf("chat %d is %s, want %s (newest first, each once): %v", i, id, want, got)
+		}
+	}
+
+	// A page that ends exactly at the last chat says so.
+	if res, err := alice.ListChats(ctx, 5, ""); err != nil || len(res.Chats) != 5 || res.NextCursor != "" {
+		t.Fatalf("limit 5: %d chats, next_cursor %q, %v", len(res.Chats), res.NextCursor, err)
+	}
+
+	for _, bad := range []string{"x", "!!!", "bm90IGEgY3Vyc29y", "MjAyNi0xMS0zMFQwMDowMDowMFp8bm90LWEtdXVpZA"} {
+		var apiErr *client.APIError
+		_, err := alice.ListChats(ctx, 2, bad)
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest ||
+			len(apiErr.Body.Validations) != 1 || apiErr.Body.Validations[0].Field != "cursor" {
+			t.Fatalf("cursor %q: %v, want a 400 naming cursor", bad, err)
+		}
+	}
+}
