@@ -248,7 +248,16 @@ func runChatd(t *testing.T, args ...string) (string, int) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	err := cmd.Run()
+	// Pdeathsig fires when the forking thread exits. A goroutine that locked
+	// its thread (as startServer's do) destroys that thread when it ends,
+	// killing any child an unlocked goroutine forked on it earlier; so this
+	// child, too, is forked from a thread of its own.
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		done <- cmd.Run()
+	}()
+	err := <-done
 	code := 0
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
