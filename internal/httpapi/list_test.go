@@ -74,3 +74,31 @@ func TestListChatsPages(t *testing.T) {
 		}
 	}
 }
+
+// The watch starts with every chat of the caller, however many pages of
+// the list that takes.
+func TestWatchStartsWithEveryChat(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	env := testenv.New(t, testenv.Options{NoRunner: true})
+	c := env.Client("alice")
+	const n = 1100 // more than two of the watch's pages
+	if _, err := env.Pool.Exec(ctx, `INSERT INTO chats (owner_id, model, updated_at)
+		SELECT u.id, 'mock/model', now() - g * interval '1 second' FROM users u, generate_series(1, $1::int) g
+		WHERE u.name = 'alice'`, n); err != nil {
+		t.Fatal(err)
+	}
+	w := c.Watch(ctx)
+	defer w.Close()
+	seen := map[uuid.UUID]bool{}
+	for len(seen) < n {
+		ev, err := w.Next()
+		if err != nil {
+			t.Fatalf("after %d chats: %v", len(seen), err)
+		}
+		if ev.Type == client.EventChat {
+			seen[ev.Chat.ID] = true
+		}
+	}
+}

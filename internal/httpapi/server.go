@@ -284,7 +284,7 @@ func routeDocs() map[string]routeDoc {
 				"Comments `: keep-alive` every 15 s.")},
 				{http.StatusBadRequest, "`after_id` is not a non-negative integer.", client.Error{}}, resp401, resp404, resp500}},
 		"GET /api/v1/chats/watch": {op: "Watch", summary: "Follow all the caller's chats (Server-Sent Events)",
-			description: "A `chat` event (Chat) for each of the caller's 200 most recently active chats, then one after each " +
+			description: "A `chat` event (Chat) for each of the caller's chats (most recently active first), then one after each " +
 				"committed change of a chat (coalesced: the latest state, not every intermediate one).",
 			responses: []response{{http.StatusOK, "An event stream.", eventStream("Events: `chat` (Chat). Comments `: keep-alive` every 15 s.")},
 				resp401, resp500}},

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -320,7 +321,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	sub := s.hub.SubscribeOwner(owner)
 	defer sub.Close()
-	chats, err := s.store.ListChats(ctx, owner, 200, nil)
+	chats, err := s.allChats(ctx, owner)
 	if err != nil {
 		return err
 	}
@@ -355,7 +356,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) error {
 		case <-sub.C():
 			ev, _ := sub.Next()
 			if ev.Snapshot == -1 { // resync: re-read everything
-				cs, err := s.store.ListChats(ctx, owner, 200, nil)
+				cs, err := s.allChats(ctx, owner)
 				if err != nil {
 					continue
 				}
@@ -374,6 +375,27 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) error {
 				return nil
 			}
 		}
+	}
+}
+
+// allChats reads every chat of owner, a page at a time, newest activity
+// first. A chat that changes meanwhile moves ahead of the pages and may be
+// missed by them; its change notification reaches the watch instead (the
+// watch subscribes before it reads).
+func (s *Server) allChats(ctx context.Context, owner uuid.UUID) ([]dbgen.Chat, error) {
+	const page = 500
+	var all []dbgen.Chat
+	var before *dbgen.Chat
+	for {
+		cs, err := s.store.ListChats(ctx, owner, page, before)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, cs...)
+		if len(cs) < page {
+			return all, nil
+		}
+		before = &cs[len(cs)-1]
 	}
 }
 
