@@ -45,6 +45,16 @@ func (e *APIError) Error() string {
 	return msg
 }
 
+type idempotencyKey struct{}
+
+// WithIdempotencyKey returns a context whose CreateChat or SendMessage
+// carries the Idempotency-Key header: retrying the call with the same key
+// (and the same request) returns the first answer instead of creating or
+// sending again. Use a fresh key, such as a UUID, per intended request.
+func WithIdempotencyKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, idempotencyKey{}, key)
+}
+
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {
@@ -63,6 +73,9 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if key, ok := ctx.Value(idempotencyKey{}).(string); ok && method == http.MethodPost {
+		req.Header.Set("Idempotency-Key", key)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

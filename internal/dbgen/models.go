@@ -73,6 +73,15 @@ type ChatdTriggerState struct {
 	AppliedAt time.Time
 }
 
+type IdempotencyKey struct {
+	UserID      uuid.UUID
+	Key         string
+	Fingerprint []byte
+	Status      int32
+	Response    []byte
+	CreatedAt   time.Time
+}
+
 type StructuredRequest struct {
 	RequestID            uuid.UUID
 	ChatID               uuid.UUID

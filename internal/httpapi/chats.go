@@ -43,6 +43,15 @@ const (
 )
 
 func (s *Server) createChat(w http.ResponseWriter, r *http.Request) error {
+	key, err := s.idempotency(w, r)
+	if err != nil {
+		return err
+	}
+	if key != nil {
+		if done, err := s.replay(w, r, key); done || err != nil {
+			return err
+		}
+	}
 	var body createChatBody
 	if err := decodeBody(w, r, s.maxBody, &body); err != nil {
 		return err
@@ -100,21 +109,43 @@ func (s *Server) createChat(w http.ResponseWriter, r *http.Request) error {
 	if err := s.checkStructured(p.Request, p.Mode, p.Model, tools); err != nil {
 		return err
 	}
+	if key != nil {
+		p.Key = key
+		p.Answer = func(chat dbgen.Chat, msg dbgen.ChatMessage) (int, []byte, error) {
+			out, err := createAnswer(chat, msg)
+			if err != nil {
+				return 0, nil, err
+			}
+			body, err := encodeJSON(out)
+			return http.StatusCreated, body, err
+		}
+	}
 	chat, msg, err := s.store.CreateChat(r.Context(), p)
 	if errors.Is(err, store.ErrUnknownParent) {
 		return badField("parent_chat_id", "no such chat of yours (child chats cannot have children)")
+	}
+	if errors.Is(err, store.ErrKeyTaken) {
+		return s.replayRace(w, r, key)
 	}
 	if err != nil {
 		return err
 	}
 	noteChat(r, chat.ID)
-	m, err := toMessage(msg)
+	out, err := createAnswer(chat, msg)
 	if err != nil {
 		return err
 	}
 	w.Header().Set("Location", "/api/v1/chats/"+chat.ID.String())
-	writeJSON(w, http.StatusCreated, client.CreateChatResponse{Chat: toChat(chat), Messages: []client.ChatMessage{m}})
+	writeJSON(w, http.StatusCreated, out)
 	return nil
+}
+
+func createAnswer(chat dbgen.Chat, msg dbgen.ChatMessage) (client.CreateChatResponse, error) {
+	m, err := toMessage(msg)
+	if err != nil {
+		return client.CreateChatResponse{}, err
+	}
+	return client.CreateChatResponse{Chat: toChat(chat), Messages: []client.ChatMessage{m}}, nil
 }
 
 // admitFormat applies the response_format rules and the experiment gate,
@@ -175,6 +206,15 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	key, err := s.idempotency(w, r)
+	if err != nil {
+		return err
+	}
+	if key != nil {
+		if done, err := s.replay(w, r, key); done || err != nil {
+			return err
+		}
+	}
 	var body sendMessageBody
 	if err := decodeBody(w, r, s.maxBody, &body); err != nil {
 		return err
@@ -200,33 +240,56 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) error {
 	if spec != nil && body.PlanMode != nil && *body.PlanMode {
 		return badField("response_format", "structured output is not available in plan mode")
 	}
-	res, err := s.store.SendMessage(r.Context(), store.SendParams{
+	params := store.SendParams{
 		OwnerID: currentUser(r).ID, ChatID: chatID, Content: content, Request: spec,
 		Interrupt: interrupt, PlanMode: body.PlanMode,
 		Check: func(chat dbgen.Chat, mode string) error {
 			return s.checkStructured(spec, mode, chat.Model, chat.DynamicTools)
 		},
-	})
+	}
+	if key != nil {
+		params.Key = key
+		params.Answer = func(res store.SendResult) (int, []byte, error) {
+			out, err := sendAnswer(res)
+			if err != nil {
+				return 0, nil, err
+			}
+			body, err := encodeJSON(out)
+			return http.StatusOK, body, err
+		}
+	}
+	res, err := s.store.SendMessage(r.Context(), params)
+	if errors.Is(err, store.ErrKeyTaken) {
+		return s.replayRace(w, r, key)
+	}
 	if err != nil {
 		return err
 	}
+	out, err := sendAnswer(res)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func sendAnswer(res store.SendResult) (client.SendMessageResponse, error) {
 	out := client.SendMessageResponse{Queued: res.Queued != nil}
 	if res.Message != nil {
 		m, err := toMessage(*res.Message)
 		if err != nil {
-			return err
+			return out, err
 		}
 		out.Message = &m
 	}
 	if res.Queued != nil {
 		q, err := toQueued(*res.Queued)
 		if err != nil {
-			return err
+			return out, err
 		}
 		out.QueuedMessage = &q
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out, nil
 }
 
 func (s *Server) listChats(w http.ResponseWriter, r *http.Request) error {

@@ -217,6 +217,10 @@ func buildOpenAPI(routes []route, docs map[string]routeDoc) map[string]any {
 			params = append(params, map[string]any{"name": q.name, "in": "query", "required": false,
 				"description": q.description, "schema": q.schema})
 		}
+		for _, h := range d.headers {
+			params = append(params, map[string]any{"name": h.name, "in": "header", "required": false,
+				"description": h.description, "schema": h.schema})
+		}
 		if len(params) > 0 {
 			op["parameters"] = params
 		}

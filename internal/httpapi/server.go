@@ -140,6 +140,7 @@ type routeDoc struct {
 	// op is the operationId: the name of the Go client's method.
 	op, summary, description string
 	query                    []queryParam
+	headers                  []queryParam
 	request                  any // nil: no body
 	responses                []response
 }
@@ -170,6 +171,18 @@ var (
 		"while it committed: read the state before repeating it.", client.Error{}}
 )
 
+// Idempotency-Key, on the routes that create.
+var (
+	idempotentNote = "With an `Idempotency-Key` header the request can be retried safely: the first one with a key does " +
+		"the work and keeps its answer in the same transaction; a repeat within 24 hours with the same method, path and body " +
+		"gets the same status and body again, with `Idempotent-Replayed: true`, and changes nothing."
+	idempotencyKeyParam = queryParam{IdempotencyKeyHeader, "1 to 255 visible ASCII characters chosen by the client, " +
+		"unique per request it means (a UUID, say); scoped to the caller.", map[string]any{"type": "string", "minLength": 1, "maxLength": 255}}
+	respKeyRace   = response{http.StatusConflict, "A request with the same `Idempotency-Key` was being processed; retry.", client.Error{}}
+	respKeyReused = response{http.StatusUnprocessableEntity, "The `Idempotency-Key` was used in the last 24 hours for another " +
+		"method, path or body (`validations` names `Idempotency-Key`).", client.Error{}}
+)
+
 // withBody adds the answers of every route that decodes a JSON body.
 func withBody(rs ...response) []response { return append(rs, resp400, resp413, resp415) }
 
@@ -195,10 +208,12 @@ func routeDocs() map[string]routeDoc {
 		"POST /api/v1/chats": {op: "CreateChat", summary: "Create a chat with its first message",
 			description: "Creates a chat owned by the caller and its first user message, and starts a turn. " +
 				"With a json_schema `response_format` the message carries a fresh `structured_output_request_id`. " +
-				"All validation happens before anything is stored. The `Location` header names the new chat.",
+				"All validation happens before anything is stored. The `Location` header names the new chat. " +
+				idempotentNote,
+			headers: []queryParam{idempotencyKeyParam},
 			request: client.CreateChatRequest{},
 			responses: withBody(response{http.StatusCreated, "The chat and its first message.", client.CreateChatResponse{}},
-				resp401, resp500)},
+				resp401, respKeyRace, respKeyReused, resp500)},
 		"GET /api/v1/chats": {op: "ListChats", summary: "List the caller's chats",
 			description: "Most recently updated first, a page at a time: `next_cursor`, present when older chats remain, " +
 				"is passed as `cursor` for the next page. A chat updated while you page moves to the front: it shows up " +
@@ -230,11 +245,13 @@ func routeDocs() map[string]routeDoc {
 			description: "An idle chat (`waiting` or `error`) takes the message into history and starts a turn (`message` is set). " +
 				"A busy chat queues it (`queued` is true, `queued_message` is set); with `busy_behavior: interrupt` the " +
 				"running turn is interrupted too and the message runs once the queue reaches it. " +
-				"`response_format` is validated before anything is queued or interrupted.",
+				"`response_format` is validated before anything is queued or interrupted. " + idempotentNote,
+			headers: []queryParam{idempotencyKeyParam},
 			request: client.SendMessageRequest{},
 			responses: withBody(response{http.StatusOK, "Where the message went.", client.SendMessageResponse{}},
 				resp401, resp404,
-				response{http.StatusConflict, "The queue is full (20 messages), or `plan_mode: true` would drop a pending structured request.", client.Error{}},
+				response{http.StatusConflict, "The queue is full (20 messages), or `plan_mode: true` would drop a pending structured request, " +
+					"or a request with the same `Idempotency-Key` was being processed (retry).", client.Error{}}, respKeyReused,
 				resp500)},
 		"PATCH /api/v1/chats/{chat}/messages/{message}": {op: "EditMessage", summary: "Edit a user message",
 			description: "Replaces a user message and discards everything after it. In one transaction: collect the pending " +

@@ -166,6 +166,10 @@ func (w *worker) loop(ctx, hard context.Context) {
 			case <-ctx.Done():
 			case <-wake:
 			case <-time.After(w.r.opts.Poll + jitter):
+				// Idle: housekeeping that needs no hurry.
+				if _, err := w.r.store.DeleteExpiredKeys(hard, 1000); err != nil {
+					log.Warn("deleting expired idempotency keys failed", slog.String("error", err.Error()))
+				}
 			}
 			continue
 		}

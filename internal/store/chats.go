@@ -33,6 +33,10 @@ type NewChat struct {
 	DynamicTools json.RawMessage
 	Content      []jsonb.Part
 	Request      *RequestSpec
+	// Key, when set, keeps Answer's rendering of the result under the
+	// client's idempotency key in the same transaction.
+	Key    *Idempotency
+	Answer func(dbgen.Chat, dbgen.ChatMessage) (status int, body []byte, err error)
 }
 
 // ErrUnknownParent: the parent chat does not exist or is not the caller's.
@@ -88,8 +92,13 @@ func (s *Store) CreateChat(ctx context.Context, p NewChat) (dbgen.Chat, dbgen.Ch
 		if err != nil {
 			return err
 		}
-		chat, err = s.q.ChatGet(ctx, tx, chat.ID)
-		return err
+		if chat, err = s.q.ChatGet(ctx, tx, chat.ID); err != nil {
+			return err
+		}
+		if p.Key != nil {
+			return s.saveAnswer(ctx, tx, p.OwnerID, p.Key, func() (int, []byte, error) { return p.Answer(chat, msg) })
+		}
+		return nil
 	})
 	return chat, msg, err
 }
@@ -137,6 +146,10 @@ type SendParams struct {
 	// lock, given the chat and its effective mode for this message; an
 	// error aborts the transaction unchanged.
 	Check func(chat dbgen.Chat, mode string) error
+	// Key, when set, keeps Answer's rendering of the result under the
+	// client's idempotency key in the same transaction.
+	Key    *Idempotency
+	Answer func(SendResult) (status int, body []byte, err error)
 }
 
 // SendResult says where the message went.
@@ -155,55 +168,66 @@ func (s *Store) SendMessage(ctx context.Context, p SendParams) (SendResult, erro
 		return res, err
 	}
 	err = s.tx(ctx, func(tx pgx.Tx) error {
-		chat, err := s.q.ChatLockForOwner(ctx, tx, dbgen.ChatLockForOwnerParams{ID: p.ChatID, OwnerID: p.OwnerID})
-		if err != nil {
+		if err := s.send(ctx, tx, p, content, &res); err != nil {
 			return err
 		}
-		mode := chat.Mode
-		if p.PlanMode != nil {
-			if mode, err = s.planMode(ctx, tx, chat, *p.PlanMode); err != nil {
-				return err
-			}
+		if p.Key != nil {
+			return s.saveAnswer(ctx, tx, p.OwnerID, p.Key, func() (int, []byte, error) { return p.Answer(res) })
 		}
-		if p.Check != nil {
-			if err := p.Check(chat, mode); err != nil {
-				return err
-			}
-		}
-		if mode != chat.Mode {
-			if chat, err = s.q.ChatSetSettings(ctx, tx, dbgen.ChatSetSettingsParams{ID: chat.ID, Mode: mode, Title: chat.Title}); err != nil {
-				return err
-			}
-		}
-		reqID, err := s.insertRequest(ctx, tx, chat.ID, p.Request)
-		if err != nil {
-			return err
-		}
-		if chat.Status == "waiting" || chat.Status == "error" {
-			msg, err := s.q.MessageInsert(ctx, tx, dbgen.MessageInsertParams{
-				ChatID: chat.ID, Role: "user", Kind: "message", Visibility: "both",
-				Content: content, StructuredRequestID: reqID,
-			})
-			if err != nil {
-				return err
-			}
-			res.Message = &msg
-			res.Chat, err = s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: chat.ID, Status: "running"})
-			return err
-		}
-		q, err := s.q.QueueInsert(ctx, tx, dbgen.QueueInsertParams{ChatID: chat.ID, Content: content, StructuredRequestID: reqID})
-		if err != nil {
-			return err
-		}
-		res.Queued = &q
-		if p.Interrupt && (chat.Status == "running" || chat.Status == "requires_action") {
-			res.Chat, err = s.setInterrupting(ctx, tx, chat)
-			return err
-		}
-		res.Chat, err = s.q.ChatGet(ctx, tx, chat.ID)
-		return err
+		return nil
 	})
 	return res, err
+}
+
+// send is SendMessage's transaction.
+func (s *Store) send(ctx context.Context, tx pgx.Tx, p SendParams, content []byte, res *SendResult) error {
+	chat, err := s.q.ChatLockForOwner(ctx, tx, dbgen.ChatLockForOwnerParams{ID: p.ChatID, OwnerID: p.OwnerID})
+	if err != nil {
+		return err
+	}
+	mode := chat.Mode
+	if p.PlanMode != nil {
+		if mode, err = s.planMode(ctx, tx, chat, *p.PlanMode); err != nil {
+			return err
+		}
+	}
+	if p.Check != nil {
+		if err := p.Check(chat, mode); err != nil {
+			return err
+		}
+	}
+	if mode != chat.Mode {
+		if chat, err = s.q.ChatSetSettings(ctx, tx, dbgen.ChatSetSettingsParams{ID: chat.ID, Mode: mode, Title: chat.Title}); err != nil {
+			return err
+		}
+	}
+	reqID, err := s.insertRequest(ctx, tx, chat.ID, p.Request)
+	if err != nil {
+		return err
+	}
+	if chat.Status == "waiting" || chat.Status == "error" {
+		msg, err := s.q.MessageInsert(ctx, tx, dbgen.MessageInsertParams{
+			ChatID: chat.ID, Role: "user", Kind: "message", Visibility: "both",
+			Content: content, StructuredRequestID: reqID,
+		})
+		if err != nil {
+			return err
+		}
+		res.Message = &msg
+		res.Chat, err = s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: chat.ID, Status: "running"})
+		return err
+	}
+	q, err := s.q.QueueInsert(ctx, tx, dbgen.QueueInsertParams{ChatID: chat.ID, Content: content, StructuredRequestID: reqID})
+	if err != nil {
+		return err
+	}
+	res.Queued = &q
+	if p.Interrupt && (chat.Status == "running" || chat.Status == "requires_action") {
+		res.Chat, err = s.setInterrupting(ctx, tx, chat)
+		return err
+	}
+	res.Chat, err = s.q.ChatGet(ctx, tx, chat.ID)
+	return err
 }
 
 // GetChat returns the owner's chat.
