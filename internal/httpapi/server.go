@@ -168,7 +168,7 @@ var (
 	resp500 = response{http.StatusInternalServerError, "An internal error; the message carries no details.", client.Error{}}
 	resp503 = response{http.StatusServiceUnavailable, "The database could not be reached or dropped the connection; " +
 		"retry after `Retry-After` seconds. A write answered 503 may have been applied if the connection was lost " +
-		"while it committed: read the state before repeating it.", client.Error{}}
+		"while it committed: repeat a create or send with the same `Idempotency-Key`, or read the state first.", client.Error{}}
 )
 
 // Idempotency-Key, on the routes that create.
