@@ -43,14 +43,9 @@ const (
 )
 
 func (s *Server) createChat(w http.ResponseWriter, r *http.Request) error {
-	key, err := s.idempotency(w, r)
-	if err != nil {
+	key, replayed, err := s.idempotency(w, r)
+	if replayed || err != nil {
 		return err
-	}
-	if key != nil {
-		if done, err := s.replay(w, r, key); done || err != nil {
-			return err
-		}
 	}
 	var body createChatBody
 	if err := decodeBody(w, r, s.maxBody, &body); err != nil {
@@ -206,14 +201,9 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	key, err := s.idempotency(w, r)
-	if err != nil {
+	key, replayed, err := s.idempotency(w, r)
+	if replayed || err != nil {
 		return err
-	}
-	if key != nil {
-		if done, err := s.replay(w, r, key); done || err != nil {
-			return err
-		}
 	}
 	var body sendMessageBody
 	if err := decodeBody(w, r, s.maxBody, &body); err != nil {

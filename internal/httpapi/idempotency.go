@@ -23,29 +23,32 @@ const (
 )
 
 // idempotency reads the request's Idempotency-Key, if it has one, and
-// fingerprints the request (method, path, body). The body is read here and
-// put back for decodeBody.
-func (s *Server) idempotency(w http.ResponseWriter, r *http.Request) (*store.Idempotency, error) {
+// fingerprints the request (method, path, body; the body is put back for
+// decodeBody). If the key already has an answer, it answers r with it and
+// reports replayed.
+func (s *Server) idempotency(w http.ResponseWriter, r *http.Request) (key *store.Idempotency, replayed bool, err error) {
 	values, ok := r.Header[http.CanonicalHeaderKey(IdempotencyKeyHeader)]
 	if !ok {
-		return nil, nil
+		return nil, false, nil
 	}
 	if len(values) != 1 || !validKey(values[0]) {
-		return nil, badField(IdempotencyKeyHeader, "must be one value of 1 to 255 visible ASCII characters")
+		return nil, false, badField(IdempotencyKeyHeader, "must be one value of 1 to 255 visible ASCII characters")
 	}
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, err // 413
+			return nil, false, err // 413
 		}
-		return nil, badField("body", "the body could not be read")
+		return nil, false, badField("body", "the body could not be read")
 	}
 	r.Body = io.NopCloser(bytes.NewReader(data))
 	h := sha256.New()
 	h.Write([]byte(r.Method + " " + r.URL.Path + "\n"))
 	h.Write(data)
-	return &store.Idempotency{Key: values[0], Fingerprint: h.Sum(nil)}, nil
+	key = &store.Idempotency{Key: values[0], Fingerprint: h.Sum(nil)}
+	replayed, err = s.replay(w, r, key)
+	return key, replayed, err
 }
 
 func validKey(k string) bool {
