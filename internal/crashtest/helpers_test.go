@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -132,6 +133,31 @@ func settle(t *testing.T, pool *pgxpool.Pool, d time.Duration, answer func(chat 
 		}
 		return busy == 0 && pending == 0
 	})
+}
+
+// journal collects the messages concurrent senders sent.
+type journal struct {
+	mu     sync.Mutex
+	inputs []input
+}
+
+func (j *journal) record(in input) {
+	j.mu.Lock()
+	j.inputs = append(j.inputs, in)
+	j.mu.Unlock()
+}
+
+// requests returns the structured request ids the API answered.
+func (j *journal) requests() []uuid.UUID {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var ids []uuid.UUID
+	for _, in := range j.inputs {
+		if in.Request != uuid.Nil {
+			ids = append(ids, in.Request)
+		}
+	}
+	return ids
 }
 
 // input is a user message a test sent.

@@ -465,18 +465,12 @@ func TestKillRestart(t *testing.T) {
 	c.token = newToken(t, db, "alice")
 	c.start(1)
 
-	var mu sync.Mutex
-	var inputs []input
-	record := func(in input) {
-		mu.Lock()
-		inputs = append(inputs, in)
-		mu.Unlock()
-	}
+	sent := &journal{}
 	ctx, stopDrivers := context.WithCancel(context.Background())
 	defer stopDrivers()
 	var wg sync.WaitGroup
 	for id := range 8 {
-		wg.Go(func() { c.drive(ctx, id, seed, record) })
+		wg.Go(func() { c.drive(ctx, id, seed, sent.record) })
 	}
 
 	// One more client follows its chat with a stream through slot 0,
@@ -484,7 +478,7 @@ func TestKillRestart(t *testing.T) {
 	followRNG := rand.New(rand.NewPCG(seed, 99))
 	fol := follow(t, ctx, &wg, c.slotClient(0), 99, func(ctx context.Context, chat uuid.UUID) bool {
 		return c.waitIdle(ctx, chat, followRNG)
-	}, record)
+	}, sent.record)
 
 	start := time.Now()
 	phases := map[string]int{}
@@ -523,18 +517,15 @@ func TestKillRestart(t *testing.T) {
 
 	answerRNG := rand.New(rand.NewPCG(seed, 98))
 	settle(t, pool, 120*time.Second, func(chat uuid.UUID) { c.answer(context.Background(), chat, answerRNG) })
-	var seen []uuid.UUID
+	seen := sent.requests()
 	known := 0
-	for _, in := range inputs {
-		if in.Request != uuid.Nil {
-			seen = append(seen, in.Request)
-		}
+	for _, in := range sent.inputs {
 		if in.Known {
 			known++
 		}
 	}
 	outcomes := auditRequests(t, pool, seen)
-	auditInputs(t, pool, inputs)
+	auditInputs(t, pool, sent.inputs)
 	fol.verify()
 	if slot0Kills > 0 && fol.stream.Reconnects == 0 {
 		t.Errorf("slot 0 was killed %d times, but the stream through it never reconnected", slot0Kills)
@@ -548,7 +539,7 @@ func TestKillRestart(t *testing.T) {
 	var toolResults int
 	_ = pool.QueryRow(context.Background(), `SELECT count(*) FROM chat_messages WHERE role = 'tool' AND content::text LIKE '%calm%'`).Scan(&toolResults)
 	t.Logf("%d kills in %s (%v); %d messages sent (%d accepted), %d structured requests: %s; %d provider calls, %d client tool results",
-		kills, chaos.Round(time.Millisecond), phases, len(inputs), known, len(seen), outcomeSummary(outcomes), len(mock.Requests()), toolResults)
+		kills, chaos.Round(time.Millisecond), phases, len(sent.inputs), known, len(seen), outcomeSummary(outcomes), len(mock.Requests()), toolResults)
 	if kills > 0 && len(seen) < kills/2 {
 		t.Errorf("only %d structured requests were accepted during %d kills: the test did little work", len(seen), kills)
 	}

@@ -109,25 +109,19 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 	c.token = newToken(t, db, "alice")
 	srv := c.server(0)
 
-	var mu sync.Mutex
-	var inputs []input
-	record := func(in input) {
-		mu.Lock()
-		inputs = append(inputs, in)
-		mu.Unlock()
-	}
+	sent := &journal{}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	var wg sync.WaitGroup
 	for id := range 5 {
-		wg.Go(func() { c.drive(ctx, id, seed, record) })
+		wg.Go(func() { c.drive(ctx, id, seed, sent.record) })
 	}
 
 	// The followed chat: a stream on it, and a message whenever it is idle.
 	followRNG := rand.New(rand.NewPCG(seed, 99))
 	fol := follow(t, ctx, &wg, srv.client(c.token), 99, func(ctx context.Context, chat uuid.UUID) bool {
 		return c.waitIdle(ctx, chat, followRNG)
-	}, record)
+	}, sent.record)
 
 	finished := func() int {
 		var n int
@@ -159,14 +153,9 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 	if _, exited := srv.wait(0); exited {
 		t.Fatal("the server exited")
 	}
-	var seen []uuid.UUID
-	for _, in := range inputs {
-		if in.Request != uuid.Nil {
-			seen = append(seen, in.Request)
-		}
-	}
+	seen := sent.requests()
 	outcomes := auditRequests(t, pool, seen)
-	auditInputs(t, pool, inputs)
+	auditInputs(t, pool, sent.inputs)
 
 	fol.verify()
 	// An outage is a 503 (Retry-After), never a 500.
@@ -176,5 +165,5 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 	if testing.Verbose() {
 		t.Logf("server warnings and errors:\n%s", logSummary(srv.LogPath))
 	}
-	t.Logf("%d messages sent, %d requests: %s", len(inputs), len(seen), outcomeSummary(outcomes))
+	t.Logf("%d messages sent, %d requests: %s", len(sent.inputs), len(seen), outcomeSummary(outcomes))
 }

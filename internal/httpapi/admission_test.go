@@ -18,11 +18,14 @@ import (
 
 type apiResult struct {
 	status int
+	header http.Header
 	err    client.Error
 	body   []byte
 }
 
-func call(t *testing.T, env *testenv.Env, token, method, path, body string) apiResult {
+// call sends a raw request; headers are name, value pairs (an empty value
+// sends no header).
+func call(t *testing.T, env *testenv.Env, token, method, path, body string, headers ...string) apiResult {
 	t.Helper()
 	req, err := http.NewRequest(method, env.API.URL+path, strings.NewReader(body))
 	if err != nil {
@@ -34,13 +37,18 @@ func call(t *testing.T, env *testenv.Env, token, method, path, body string) apiR
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i+1] != "" {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+	}
 	resp, err := env.API.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	res := apiResult{status: resp.StatusCode, body: b}
+	res := apiResult{status: resp.StatusCode, header: resp.Header, body: b}
 	if resp.StatusCode >= 400 {
 		if err := json.Unmarshal(b, &res.err); err != nil {
 			t.Fatalf("%s %s: error body is not the JSON error shape: %s", method, path, b)

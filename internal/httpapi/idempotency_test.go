@@ -3,7 +3,6 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -18,27 +17,8 @@ import (
 // post sends a raw POST with an optional Idempotency-Key.
 func post(t *testing.T, env *testenv.Env, token, path, key, body string) (int, http.Header, []byte) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "POST", env.API.URL+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set(httpapi.IdempotencyKeyHeader, key)
-	}
-	resp, err := env.API.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, resp.Header, b
+	res := call(t, env, token, "POST", path, body, httpapi.IdempotencyKeyHeader, key)
+	return res.status, res.header, res.body
 }
 
 func count(t *testing.T, env *testenv.Env, query string, args ...any) int {
@@ -181,7 +161,7 @@ func TestClientIdempotencyKey(t *testing.T) {
 	env := testenv.New(t, testenv.Options{NoRunner: true})
 	c := env.Client("alice")
 	ctx := client.WithIdempotencyKey(context.Background(), "client-key")
-	req := client.CreateChatRequest{Content: []client.MessagePart{client.TextPart("hi")}}
+	req := client.CreateChatRequest{Content: text("hi")}
 	a, err := c.CreateChat(ctx, req)
 	if err != nil {
 		t.Fatal(err)

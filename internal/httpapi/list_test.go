@@ -1,11 +1,9 @@
 package httpapi_test
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -15,19 +13,18 @@ import (
 
 func TestListChatsPages(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := testCtx(t)
 	env := testenv.New(t, testenv.Options{NoRunner: true})
 	alice, bob := env.Client("alice"), env.Client("bob")
 	var created []uuid.UUID // oldest first
 	for range 5 {
-		res, err := alice.CreateChat(ctx, client.CreateChatRequest{Content: []client.MessagePart{client.TextPart("hi")}})
+		res, err := alice.CreateChat(ctx, client.CreateChatRequest{Content: text("hi")})
 		if err != nil {
 			t.Fatal(err)
 		}
 		created = append(created, res.Chat.ID)
 	}
-	if _, err := bob.CreateChat(ctx, client.CreateChatRequest{Content: []client.MessagePart{client.TextPart("not alice's")}}); err != nil {
+	if _, err := bob.CreateChat(ctx, client.CreateChatRequest{Content: text("not alice's")}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -79,8 +76,7 @@ func TestListChatsPages(t *testing.T) {
 // the list that takes.
 func TestWatchStartsWithEveryChat(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := testCtx(t)
 	env := testenv.New(t, testenv.Options{NoRunner: true})
 	c := env.Client("alice")
 	const n = 1100 // more than two of the watch's pages

@@ -19,8 +19,7 @@ import (
 // the API recovers by itself once the database is back.
 func TestDatabaseUnavailableIs503(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := testCtx(t)
 	env := testenv.New(t, testenv.Options{NoRunner: true})
 	c := env.Client("alice")
 	bob := env.Token("bob")
@@ -54,7 +53,7 @@ func TestDatabaseUnavailableIs503(t *testing.T) {
 	calls := map[string]func() error{
 		"list": func() error { _, err := c.ListChats(ctx, 0, ""); return err },
 		"create": func() error {
-			_, err := c.CreateChat(ctx, client.CreateChatRequest{Content: []client.MessagePart{client.TextPart("hi")}})
+			_, err := c.CreateChat(ctx, client.CreateChatRequest{Content: text("hi")})
 			return err
 		},
 	}
