@@ -17,9 +17,12 @@ build:
 run: build
 	bin/chatd server --config examples/chatd.json --experiments chat-structured-output --log-format text
 
-## mockllm: the local scriptable LLM the example config points at.
+## mockllm: the local scriptable LLM the example config points at, with the
+## rules of examples/mockllm.json (docs/mockllm.md). MOCKLLM_FLAGS adds flags,
+## e.g. make mockllm MOCKLLM_FLAGS='--mode invalid'.
+MOCKLLM_FLAGS ?=
 mockllm: build
-	bin/mockllm
+	bin/mockllm --script examples/mockllm.json $(MOCKLLM_FLAGS)
 
 ## test: everything, against real PostgreSQL (each package starts its own).
 test: pg-deps

@@ -13,10 +13,11 @@
 // everything up to the next blank, or a single-quoted text with blanks).
 // Every ```sh block of the document must be an example.
 //
-// The mock model holds a provider call, until the test ends, when the
-// chat's latest user message contains the word "hold" (a chat kept busy),
-// and answers a user message about "weather" with one call of the client
-// tool get_weather.
+// The model is the real mockllm binary started exactly as `make mockllm`
+// starts it, with the rules of examples/mockllm.json: a user message with
+// the word "hold" keeps its provider call waiting (a chat kept busy), and
+// one about "weather" is answered with a call of the client tool
+// get_weather.
 package docs_test
 
 import (
@@ -33,12 +34,16 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/internal/dbtest"
-	"github.com/chatd/chatd/internal/mockllm"
+	"github.com/chatd/chatd/internal/proctest"
 	"github.com/chatd/chatd/internal/runner"
 	"github.com/chatd/chatd/internal/testenv"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) {
+	code := dbtest.Run(m)
+	proctest.Cleanup()
+	os.Exit(code)
+}
 
 type example struct {
 	name     string
@@ -167,13 +172,14 @@ func TestAPIExamples(t *testing.T) {
 		seen[ex.name] = true
 	}
 
-	release := make(chan struct{})
+	// The README's `make mockllm`: bin/mockllm --script examples/mockllm.json.
+	mock := proctest.Mockllm(t, "--script", "examples/mockllm.json")
 	env := testenv.New(t, testenv.Options{
-		Mock: mockllm.Options{BeforeRespond: holdHook(release), StepFor: weatherStep},
+		ProviderURL: mock.URL,
 		// Held turns keep their worker busy until the test ends.
 		Runner: runner.Options{Workers: 64},
 	})
-	t.Cleanup(func() { close(release) })
+	t.Cleanup(mock.Stop) // first: stopping mockllm answers the held turns
 	token := env.Token("alice")
 
 	for _, ex := range examples {
@@ -227,34 +233,4 @@ func TestParseExamples(t *testing.T) {
 			t.Errorf("accepted %q", bad)
 		}
 	}
-}
-
-func holdHook(release <-chan struct{}) func(context.Context, *mockllm.Request) error {
-	return func(ctx context.Context, r *mockllm.Request) error {
-		if !strings.Contains(lastUser(r), "hold") {
-			return nil
-		}
-		select {
-		case <-release:
-		case <-ctx.Done():
-		}
-		return nil
-	}
-}
-
-func lastUser(r *mockllm.Request) string {
-	for i := len(r.Messages) - 1; i >= 0; i-- {
-		if r.Messages[i].Role == "user" {
-			return r.Messages[i].Content
-		}
-	}
-	return ""
-}
-
-func weatherStep(r *mockllm.Request) (mockllm.Step, bool) {
-	last := r.Messages[len(r.Messages)-1]
-	if last.Role != "user" || !strings.Contains(last.Content, "weather") || r.Tool("get_weather") == nil {
-		return mockllm.Step{}, false
-	}
-	return mockllm.Step{ToolCalls: []mockllm.ToolCall{{Name: "get_weather", Arguments: `{"city":"Florence"}`}}}, true
 }

@@ -97,7 +97,8 @@ Flags (each also read from the environment variable named):
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	srv := &http.Server{Handler: mockllm.New(opts), ReadHeaderTimeout: 10 * time.Second}
+	mock := mockllm.New(opts)
+	srv := &http.Server{Handler: mock, ReadHeaderTimeout: 10 * time.Second}
 	// The first line is the base URL to configure; Anthropic's SDK adds
 	// /v1 itself.
 	switch *format {
@@ -121,6 +122,7 @@ Flags (each also read from the environment variable named):
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")
+	mock.Release() // held requests are answered now, not cut off
 	// Streams still being written get a few seconds to finish, then are cut.
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

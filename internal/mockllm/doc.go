@@ -50,76 +50,15 @@
 //
 // # Scripts
 //
-// A Script gives one Step per request, in order; when the steps run out the
-// server answers unscripted again ("then": "unscripted", the default) or
-// repeats the last step ("then": "repeat"). Options.Scripts holds named
-// scripts: a conversation whose first user message contains
-// "[script:NAME]" plays Scripts[NAME], each at its own position, so one
-// server can play many conversations at once. Example:
-//
-//	{
-//	  "steps": [
-//	    {"invalid": true},
-//	    {"text_only": true, "text": "I'm not done yet."},
-//	    {"error": {"status": 500, "message": "upstream overloaded", "retry_after": 1}},
-//	    {"error": {"status": 429, "retry_after": 2, "should_retry": false}},
-//	    {"text": "Let me think.", "truncate": true},
-//	    {"reasoning": "The user wants a title.", "value": {"title": "Hello"}},
-//	    {"tool_calls": [
-//	      {"name": "read_file", "arguments": "{\"path\":\"README.md\"}"},
-//	      {"id": "call_fixed", "name": "coder_structured_output", "value": 42}
-//	    ], "chunk_delay_ms": 20},
-//	    {"tool_calls": [{"name": "read_file", "arguments": "{not json"}]},
-//	    {"text": "cut short", "finish_reason": "length", "delay_ms": 250},
-//	    {}
-//	  ],
-//	  "then": "repeat"
-//	}
-//
-// Step fields (all optional):
-//
-//   - text: assistant text; alone it is the whole answer, with tool calls
-//     it comes first.
-//   - tool_calls: calls sent as given; id defaults to a fresh call_ id,
-//     arguments is sent verbatim even if it is not JSON, and value (instead
-//     of arguments) makes the arguments {"output": value}.
-//   - value: one coder_structured_output call with arguments
-//     {"output": value}, the value's bytes kept exactly as written.
-//   - invalid: one coder_structured_output call whose output violates the
-//     offered schema (arguments {} if the tool is not offered).
-//   - text_only: text even though the finalizer is offered (text defaults
-//     to the unscripted echo).
-//   - refusal: a refusal with this text, in the format's shape
-//     (delta.refusal, a Responses refusal part, Anthropic stop_reason
-//     "refusal").
-//   - reasoning: sent first: delta.reasoning_content (non-streaming:
-//     message.reasoning_content), which fantasy's openaicompat provider
-//     reports as reasoning; a Responses reasoning item with this summary;
-//     an Anthropic thinking block with its signature, only when the request
-//     enabled thinking (which then always gets one, by default a short
-//     one).
-//   - finish_reason: stop, length, content_filter or tool_calls instead of
-//     the natural one (Responses: length and content_filter end as
-//     response.incomplete; Anthropic: max_tokens and refusal).
-//   - error: {status (default 500), message, type, code, retry_after
-//     (seconds, Retry-After header), should_retry (x-should-retry header,
-//     which the bare openai-go SDK obeys instead of retrying 408/409/429/5xx
-//     twice; fantasy disables SDK retries and retries in its agent)}; the
-//     other fields are then ignored.
-//   - delay_ms: wait before responding, on top of Options.Latency.
-//   - chunk_delay_ms: wait between stream chunks instead of
-//     Options.ChunkDelay.
-//   - truncate: send only the first half of the response. A stream ends
-//     without its terminal event (finish_reason / response.completed /
-//     message_stop); fantasy reports that as a retryable incomplete-stream
-//     error, except on Chat Completions when a tool call had already
-//     started, which it then reports as a tool call with partial arguments
-//     (chatd detects the missing finish_reason on the wire). A JSON body is
-//     cut in half.
-//
-// tool_calls, value, invalid, text_only and refusal are mutually exclusive;
-// unknown keys are rejected. An empty step {} is the unscripted answer, so
-// {"delay_ms": 500} is "the normal answer, slowly".
+// A Script (docs/mockllm.md documents the file format) has rules, which
+// answer by content — the first Rule whose text the request's last user
+// message contains answers it — and steps, one per request, in order; when
+// the steps run out the server answers unscripted again ("then":
+// "unscripted", the default) or repeats the last step ("then": "repeat"). A
+// step with hold waits until the client leaves or Server.Release is called.
+// Options.Scripts holds named scripts: a conversation whose first user
+// message contains "[script:NAME]" plays Scripts[NAME], each at its own
+// position, so one server can play many conversations at once.
 //
 // # Value generation
 //

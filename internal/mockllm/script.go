@@ -6,15 +6,40 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 )
 
-// Script is a sequence of canned responses, one Step per request, in order.
-// The Server keeps the position, so one Script may be shared by servers.
+// Script is a sequence of canned responses, one Step per request, in order,
+// and rules that answer by content. The Server keeps the position, so one
+// Script may be shared by servers.
 type Script struct {
-	Steps []Step `json:"steps"`
+	// Rules are tried first, in order: the first that matches a request
+	// answers it, and no step is consumed.
+	Rules []Rule `json:"rules,omitempty"`
+	Steps []Step `json:"steps,omitempty"`
 	// Then says what happens after the last step: ThenUnscripted (the
 	// default, also for "") or ThenRepeat (the last step forever).
 	Then string `json:"then,omitempty"`
+}
+
+// Rule answers the requests that answer a user message containing a text:
+// the request's last message is from the user and contains Contains (and,
+// when Tool is set, the request offers that tool). A conversation resumed
+// after tool results ends with a tool message, so a rule does not answer it
+// again.
+type Rule struct {
+	Contains string `json:"contains"`
+	Tool     string `json:"tool,omitempty"`
+	Step     Step   `json:"step"`
+}
+
+// matches reports whether the rule answers req.
+func (r *Rule) matches(req *Request) bool {
+	if len(req.Messages) == 0 {
+		return false
+	}
+	last := req.Messages[len(req.Messages)-1]
+	return last.Role == "user" && strings.Contains(last.Content, r.Contains) && (r.Tool == "" || req.Tool(r.Tool) != nil)
 }
 
 // Values of Script.Then.
@@ -66,6 +91,11 @@ type Step struct {
 	// Truncate ends the response half-way: a stream stops without a
 	// finish_reason, usage chunk or [DONE]; a JSON body is cut in half.
 	Truncate bool `json:"truncate,omitempty"`
+	// Hold keeps the request waiting, before any byte is written, until the
+	// client goes away or the server is released (Server.Release, which
+	// mockllm calls when it stops); a released request is then answered as
+	// the rest of the step says.
+	Hold bool `json:"hold,omitempty"`
 }
 
 // ToolCall is one scripted tool call.
@@ -134,6 +164,14 @@ func (s *Script) validate() error {
 	for i, st := range s.Steps {
 		if err := st.validate(); err != nil {
 			return fmt.Errorf("step %d: %w", i, err)
+		}
+	}
+	for i, r := range s.Rules {
+		if r.Contains == "" {
+			return fmt.Errorf("rule %d: contains is required", i)
+		}
+		if err := r.Step.validate(); err != nil {
+			return fmt.Errorf("rule %d: %w", i, err)
 		}
 	}
 	return nil

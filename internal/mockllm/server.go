@@ -169,11 +169,14 @@ type Server struct {
 	mu       sync.Mutex
 	requests []Request
 	next     map[string]int // index of the next step, per script name
+
+	released    chan struct{} // closed by Release: held requests go on
+	releaseOnce sync.Once
 }
 
 // New returns a Server; see Options.
 func New(opts Options) *Server {
-	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux(), next: map[string]int{}}
+	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux(), next: map[string]int{}, released: make(chan struct{})}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -221,6 +224,10 @@ func (s *Server) Requests() []Request {
 	return slices.Clone(s.requests)
 }
 
+// Release lets every held request (a step with hold) go on, now and from
+// then on; call it before shutting the server down.
+func (s *Server) Release() { s.releaseOnce.Do(func() { close(s.released) }) }
+
 // Reset forgets the recorded requests and rewinds the script.
 func (s *Server) Reset() {
 	s.mu.Lock()
@@ -249,12 +256,20 @@ func (s *Server) scriptFor(req *Request) (string, *Script) {
 	return "", s.opts.Script
 }
 
-// nextStep takes the next step of the named script; index is -1 for an
-// unscripted answer.
-func (s *Server) nextStep(name string, sc *Script) (st Step, index int) {
+// nextStep takes the step of the named script's first matching rule, or its
+// next step; index is -1 for an unscripted answer and -2 for a rule.
+func (s *Server) nextStep(name string, sc *Script, req *Request) (st Step, index int) {
+	if sc == nil {
+		return Step{}, -1
+	}
+	for _, r := range sc.Rules {
+		if r.matches(req) {
+			return r.Step, -2
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if sc == nil || len(sc.Steps) == 0 {
+	if len(sc.Steps) == 0 {
 		return Step{}, -1
 	}
 	if n := s.next[name]; n < len(sc.Steps) {
@@ -326,9 +341,18 @@ func (s *Server) serve(f wireFormat, w http.ResponseWriter, r *http.Request) {
 		st, chosen = pick(&req)
 	}
 	if !chosen {
-		st, index = s.nextStep(name, sc)
+		st, index = s.nextStep(name, sc, &req)
 	}
 	log = log.With("script_step", index, "step_for", chosen)
+	if st.Hold {
+		log.Info("holding the request")
+		select {
+		case <-s.released:
+		case <-ctx.Done():
+			log.Info("client gone while held")
+			return
+		}
+	}
 	if !sleep(ctx, s.opts.Latency+time.Duration(st.DelayMS)*time.Millisecond) {
 		log.Info("client gone before response")
 		return

@@ -38,6 +38,10 @@ import (
 type Options struct {
 	// Mock configures the provider; its zero value answers unscripted.
 	Mock mockllm.Options
+	// ProviderURL, if set, is the base URL (without /v1) of a mock LLM
+	// running elsewhere, such as a mockllm process: no mock is started in
+	// process, Mock is ignored and Env.Mock is nil.
+	ProviderURL string
 	// StructuredOutputOff leaves the experiment disabled.
 	StructuredOutputOff bool
 	// NoRunner starts no workers (StartRunner can start them later).
@@ -139,12 +143,16 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 	e.Metrics = metrics.NewRegistry()
 	e.Store.Instrument(e.Metrics)
 
-	e.Mock = mockllm.New(o.Mock)
-	mockSrv := httptest.NewServer(e.Mock)
-	t.Cleanup(mockSrv.Close)
-	e.MockURL = mockSrv.URL + "/v1"
+	base := o.ProviderURL
+	if base == "" {
+		e.Mock = mockllm.New(o.Mock)
+		mockSrv := httptest.NewServer(e.Mock)
+		t.Cleanup(mockSrv.Close)
+		base = mockSrv.URL
+	}
+	e.MockURL = base + "/v1"
 
-	cfg, err := mockConfig(o, mockSrv.URL)
+	cfg, err := mockConfig(o, base)
 	if err != nil {
 		t.Fatal(err)
 	}
