@@ -8,14 +8,21 @@ TEST_FLAGS ?= -race -count=1 -timeout 12m
 
 all: build
 
+# The commit `chatd version` reports (the build has no VCS stamp: -buildvcs=false).
+COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+
 build:
-	go build -o bin/chatd ./cmd/server
+	go build -ldflags '-X github.com/chatd/chatd/internal/cli.commit=$(COMMIT)' -o bin/chatd ./cmd/server
 	go build -o bin/mockllm ./cmd/mockllm
 
 ## run: the server with its own local PostgreSQL, the example config (models
-## served by mockllm on 127.0.0.1:9999) and structured output enabled.
+## served by mockllm on 127.0.0.1:9999) and structured output enabled; text
+## logs at info, the per-request access lines at debug (shown with
+## RUN_FLAGS='--log-level debug'). RUN_FLAGS adds flags.
+RUN_FLAGS ?=
 run: build
-	bin/chatd server --config examples/chatd.json --experiments chat-structured-output --log-format text
+	bin/chatd server --config examples/chatd.json --experiments chat-structured-output --log-format text \
+	  --access-log-level debug $(RUN_FLAGS)
 
 ## mockllm: the local scriptable LLM the example config points at, with the
 ## rules of examples/mockllm.json (docs/mockllm.md). MOCKLLM_FLAGS adds flags,

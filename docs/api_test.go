@@ -234,3 +234,22 @@ func TestParseExamples(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeListsEveryDoc: every document of docs/ is linked from the
+// README's documentation table.
+func TestReadmeListsEveryDoc(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := filepath.Glob("*.md")
+	if err != nil || len(docs) == 0 {
+		t.Fatalf("%v %v", docs, err)
+	}
+	for _, d := range docs {
+		if !strings.Contains(string(readme), "](docs/"+d+")") {
+			t.Errorf("README.md does not link docs/%s", d)
+		}
+	}
+}

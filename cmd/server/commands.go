@@ -39,6 +39,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	toolTimeout := f.Duration("tool-result-timeout", "CHATD_TOOL_RESULT_TIMEOUT", 10*time.Minute, "how long a turn waits for client tool results before answering the calls with errors")
 	logFormat := f.String("log-format", "CHATD_LOG_FORMAT", "json", "log format: json or text")
 	logLevel := f.String("log-level", "CHATD_LOG_LEVEL", "info", "log level: debug, info, warn, error")
+	accessLevel := f.String("access-log-level", "CHATD_ACCESS_LOG_LEVEL", "info", "level of the per-request access lines: debug, info, warn, error")
 	if err := f.Parse(args); err != nil {
 		return err
 	}
@@ -48,6 +49,10 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	logger, err := newLogger(stderr, *logFormat, *logLevel)
 	if err != nil {
 		return err
+	}
+	var accessLogLevel slog.Level
+	if err := accessLogLevel.UnmarshalText([]byte(*accessLevel)); err != nil {
+		return fmt.Errorf("--access-log-level: %w", err)
 	}
 	if *workers < 0 || *workers > 1024 {
 		return errors.New("--workers must be from 0 to 1024")
@@ -104,7 +109,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	hub := notify.New(d.pool, logger)
 	relay := notify.NewRelay(d.pool, logger)
 	models := provider.NewRegistry(cfg, provider.Options{Logger: logger})
-	api := httpapi.New(httpapi.Options{Store: st, Models: models, Hub: hub, Experiments: exp, ServerTools: toolNames, Logger: logger, Metrics: reg})
+	api := httpapi.New(httpapi.Options{Store: st, Models: models, Hub: hub, Experiments: exp, ServerTools: toolNames, Logger: logger, AccessLogLevel: accessLogLevel, Metrics: reg})
 	run := runner.New(st, models, hub, runner.Options{Workers: *workers, MaxSteps: *maxSteps, Tools: serverTools,
 		Lease: *lease, DrainTimeout: *drain, ActionTimeout: *toolTimeout, SilenceTimeout: *silence,
 		Hooks: stopHooks, CompactionThreshold: cfg.CompactionThreshold, Preview: relay, Logger: logger, Metrics: reg})

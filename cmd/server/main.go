@@ -4,6 +4,9 @@
 //	chatd migrate up|down|status
 //	chatd token create --user NAME
 //	chatd check             report invariant violations (sql/check.sql)
+//	chatd chat ...          use chats over HTTP (internal/cli)
+//	chatd result REQUEST_ID a structured request's result
+//	chatd version
 //
 // Every flag has an environment twin (CHATD_*); see `chatd <command> --help`.
 package main
@@ -21,6 +24,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/chatd/chatd/internal/cli"
 )
 
 const usage = `chatd: a durable agent-chat backend on PostgreSQL.
@@ -30,6 +35,10 @@ Usage:
   chatd migrate up|down|status [flags] manage the database schema
   chatd token create --user NAME       create a user if needed and print a new API token
   chatd check [flags]                  check the database's invariants; exit 1 on violations
+  chatd chat new|send|list|show|tail|interrupt ...
+                                       use chats on a server (CHATD_URL, CHATD_TOKEN)
+  chatd result [--wait] REQUEST_ID     print a structured request's result
+  chatd version                        module version, commit, Go version
 
 Run "chatd <command> --help" for the flags of a command.
 `
@@ -38,7 +47,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
+		if !errors.Is(err, flag.ErrHelp) && !errors.Is(err, errReported) {
 			fmt.Fprintln(os.Stderr, "chatd:", err)
 		}
 		os.Exit(exitCode(err))
@@ -53,6 +62,17 @@ type exitError struct {
 
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
+
+// errReported ends a command that printed its own error.
+var errReported = errors.New("reported")
+
+// cliStatus turns an exit status of package cli into run's error.
+func cliStatus(code int) error {
+	if code == 0 {
+		return nil
+	}
+	return &exitError{code: code, err: errReported}
+}
 
 func exitCode(err error) int {
 	var ee *exitError
@@ -79,6 +99,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdToken(ctx, args[1:], stdout, stderr)
 	case "check":
 		return cmdCheck(ctx, args[1:], stdout, stderr)
+	case "chat":
+		return cliStatus(cli.Chat(ctx, args[1:], cli.IO{Stdin: os.Stdin, Stdout: stdout, Stderr: stderr, Getenv: os.Getenv}))
+	case "result":
+		return cliStatus(cli.Result(ctx, args[1:], cli.IO{Stdin: os.Stdin, Stdout: stdout, Stderr: stderr, Getenv: os.Getenv}))
+	case "version", "--version":
+		cli.PrintVersion(stdout)
+		return nil
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -10,8 +10,8 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -22,11 +22,15 @@ import (
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/dbtest"
-	"github.com/chatd/chatd/internal/mockllm"
+	"github.com/chatd/chatd/internal/proctest"
 	chatdsql "github.com/chatd/chatd/sql"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) {
+	code := dbtest.Run(m)
+	proctest.Cleanup()
+	os.Exit(code)
+}
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -50,8 +54,8 @@ func runCmd(ctx context.Context, args ...string) (string, string, error) {
 // validates against the schema sent.
 func TestWalkthrough(t *testing.T) {
 	t.Parallel()
-	mock := httptest.NewServer(mockllm.New(mockllm.Options{}))
-	defer mock.Close()
+	// make mockllm: the real binary with the example rules.
+	mock := proctest.Mockllm(t, "--script", "examples/mockllm.json")
 
 	dataDir, err := os.MkdirTemp("", "chatd-walkthrough-")
 	if err != nil {
@@ -87,45 +91,26 @@ func TestWalkthrough(t *testing.T) {
 	base := "http://" + addr
 	waitReady(t, base)
 
-	token, errOut, err := runCmd(context.Background(), "token", "create", "--user", "alice", "--data-dir", dataDir)
-	if err != nil {
-		t.Fatalf("token create: %v %s", err, errOut)
+	// Terminal 3, exactly as the README has it, with bin/chatd and examples/
+	// where the reader has them.
+	out := runWalkthrough(t, base, dataDir)
+	l := strings.Split(strings.TrimSpace(out), "\n")
+	var res client.StructuredOutputResult
+	if len(l) != 3 || json.Unmarshal([]byte(l[2]), &res) != nil || res.Status != client.OutputSucceeded ||
+		res.ChatID.String() != l[0] || res.RequestID.String() != l[1] {
+		t.Fatalf("the walkthrough printed:\n%s", out)
 	}
-	token = strings.TrimSpace(token)
-	if !strings.HasPrefix(token, "chatd_") || strings.Contains(token, "\n") {
-		t.Fatalf("token create printed %q; want only the token", token)
-	}
-
-	schema := `{"type":"object","properties":{"command":{"type":"string"}},"required":["command"],"additionalProperties":false}`
-	body := `{"content":[{"type":"text","text":"Inspect the project and report its test command."}],
-		"response_format":{"type":"json_schema","json_schema":{"name":"project_report","schema":` + schema + `}}}`
-	req, _ := http.NewRequest("POST", base+"/api/v1/chats", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	schema, err := os.ReadFile("../../examples/project-report.schema.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var created client.CreateChatResponse
-	if err := json.NewDecoder(resp.Body).Decode(&created); err != nil || resp.StatusCode != 201 {
-		t.Fatalf("create: %d %v", resp.StatusCode, err)
-	}
-	resp.Body.Close()
-
-	c := client.New(base, token, nil)
-	waitCtx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	res, err := c.WaitStructuredOutput(waitCtx, *created.Messages[0].StructuredOutputRequestID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Status != client.OutputSucceeded {
-		t.Fatalf("result %+v", res)
-	}
-	v, err := gojsonschema.Validate(gojsonschema.NewStringLoader(schema), gojsonschema.NewBytesLoader(res.Value))
+	v, err := gojsonschema.Validate(gojsonschema.NewBytesLoader(schema), gojsonschema.NewBytesLoader(res.Value))
 	if err != nil || !v.Valid() {
 		t.Fatalf("value %s does not validate: %v", res.Value, err)
 	}
+	waitCtx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	created := struct{ Chat client.Chat }{client.Chat{ID: res.ChatID}}
 
 	// Without a token: 401; another user's chat: 404.
 	if _, err := client.New(base, "", nil).GetChat(waitCtx, created.Chat.ID); !isStatus(err, 401) {
@@ -148,6 +133,51 @@ func TestWalkthrough(t *testing.T) {
 	if _, err := os.Stat(pidFile); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("postmaster still running after the server stopped (%v)\n%s", err, serverLog.String())
 	}
+}
+
+// runWalkthrough runs the README's walkthrough block (the sh block after
+// the "<!-- walkthrough" marker) in bash, in a directory laid out like the
+// repository (bin/chatd, examples/), against the server at base, and returns
+// what it printed.
+func runWalkthrough(t *testing.T, base, dataDir string) string {
+	t.Helper()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(readme), "<!-- walkthrough")
+	if _, block, ok = strings.Cut(block, "```sh\n"); !ok {
+		t.Fatal("README.md: no sh block after the walkthrough marker")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	if !strings.Contains(block, "bin/chatd chat new") {
+		t.Fatalf("the walkthrough block does not use the CLI:\n%s", block)
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	examples, _ := filepath.Abs("../../examples")
+	if err := os.Mkdir(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{"bin/chatd": proctest.Build(t, "./cmd/server"), "examples": examples} {
+		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bash, "-euo", "pipefail", "-c", block)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "CHATD_URL=" + base, "CHATD_DATA_DIR=" + dataDir}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("the walkthrough failed: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	return stdout.String()
 }
 
 type syncWriter struct {

@@ -134,7 +134,7 @@ func (s *Server) serveObserved(w http.ResponseWriter, r *http.Request, serve fun
 	s.httpRequests.Inc(route, r.Method, status)
 	s.httpDuration.Observe(took.Seconds(), route, r.Method)
 
-	level := slog.LevelInfo
+	level := s.accessLevel
 	if quietRoutes[route] {
 		level = slog.LevelDebug
 	}

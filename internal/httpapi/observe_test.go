@@ -271,3 +271,21 @@ func TestRequestIDAndAccessLog(t *testing.T) {
 		t.Errorf("%d records", n)
 	}
 }
+
+// TestAccessLogLevel: the access lines are logged at the level asked for
+// (make run puts them at debug, under its info logger).
+func TestAccessLogLevel(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		level slog.Level
+		want  int
+	}{{0, 1}, {slog.LevelDebug, 0}} {
+		logs := &testenv.LogBuffer{}
+		api := httpapi.New(httpapi.Options{AccessLogLevel: tc.level,
+			Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+		api.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/api/v1/nothing-here", nil))
+		if got := strings.Count(logs.String(), `"msg":"http request"`); got != tc.want {
+			t.Errorf("access level %v under an info logger: %d access lines, want %d\n%s", tc.level, got, tc.want, logs.String())
+		}
+	}
+}

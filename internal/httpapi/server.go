@@ -43,6 +43,9 @@ type Options struct {
 	// MaxBodyBytes caps request bodies (default 1 MiB).
 	MaxBodyBytes int64
 	Logger       *slog.Logger
+	// AccessLogLevel is the level of the one access line per request (the
+	// zero value is info); probes and scrapes are always at debug.
+	AccessLogLevel slog.Level
 	// Metrics receives the API's metrics and is what GET /metrics serves
 	// (the runner and the store register theirs on the same registry). Nil:
 	// a registry of the API's own.
@@ -58,6 +61,7 @@ type Server struct {
 	serverTools map[string]bool
 	maxBody     int64
 	log         *slog.Logger
+	accessLevel slog.Level
 	mux         *http.ServeMux
 	openapi     []byte
 
@@ -87,7 +91,7 @@ func New(o Options) *Server {
 		o.Metrics = metrics.NewRegistry()
 	}
 	s := &Server{store: o.Store, models: o.Models, hub: o.Hub, experiments: o.Experiments,
-		serverTools: map[string]bool{}, maxBody: o.MaxBodyBytes, log: o.Logger, mux: http.NewServeMux(),
+		serverTools: map[string]bool{}, maxBody: o.MaxBodyBytes, log: o.Logger, accessLevel: o.AccessLogLevel, mux: http.NewServeMux(),
 		shutdown: make(chan struct{})}
 	for _, n := range o.ServerTools {
 		s.serverTools[n] = true

@@ -1,0 +1,244 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/cli"
+	"github.com/chatd/chatd/internal/dbtest"
+	"github.com/chatd/chatd/internal/mockllm"
+	"github.com/chatd/chatd/internal/testenv"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+const schema = `{"type":"object","properties":{"command":{"type":"string"}},"required":["command"],"additionalProperties":false}`
+
+// run runs one command line (["chat", "new", ...] or ["result", ...])
+// against env as user alice.
+type runner struct {
+	t     *testing.T
+	url   string
+	token string
+}
+
+func newRunner(t *testing.T, env *testenv.Env) runner {
+	return runner{t: t, url: env.API.URL, token: env.Token("alice")}
+}
+
+func (r runner) run(ctx context.Context, args ...string) (code int, stdout, stderr string) {
+	r.t.Helper()
+	var out, errOut bytes.Buffer
+	io := cli.IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut, Getenv: func(k string) string {
+		switch k {
+		case "CHATD_URL":
+			return r.url
+		case "CHATD_TOKEN":
+			return r.token
+		}
+		return ""
+	}}
+	switch args[0] {
+	case "chat":
+		code = cli.Chat(ctx, args[1:], io)
+	case "result":
+		code = cli.Result(ctx, args[1:], io)
+	default:
+		r.t.Fatalf("no command %s", args[0])
+	}
+	return code, out.String(), errOut.String()
+}
+
+func schemaFile(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "project-report.schema.json")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func lines(s string) []string { return strings.Split(strings.TrimRight(s, "\n"), "\n") }
+
+func result(t *testing.T, line string) client.StructuredOutputResult {
+	t.Helper()
+	var res client.StructuredOutputResult
+	if err := json.Unmarshal([]byte(line), &res); err != nil {
+		t.Fatalf("not a result: %q: %v", line, err)
+	}
+	return res
+}
+
+// TestNewSchemaExitCodes: `chat new --schema --wait` exits 0 on a succeeded
+// receipt, 1 on a failed one, 2 when the server refuses the schema.
+func TestNewSchemaExitCodes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		mode   string
+		code   int
+		status string
+		error  string
+	}{
+		{mockllm.ModeValid, cli.ExitOK, client.OutputSucceeded, ""},
+		{mockllm.ModeInvalid, cli.ExitFailed, client.OutputFailed, "validation_exhausted"},
+		{mockllm.ModeText, cli.ExitFailed, client.OutputFailed, "not_produced"},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			t.Parallel()
+			env := testenv.New(t, testenv.Options{Mock: mockllm.Options{Mode: tc.mode}})
+			r := newRunner(t, env)
+			code, out, errOut := r.run(t.Context(), "chat", "new", "--schema", schemaFile(t, schema), "--wait", "Report the test command.")
+			l := lines(out)
+			if code != tc.code || len(l) != 3 {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, out, errOut)
+			}
+			chat, err1 := uuid.Parse(l[0])
+			req, err2 := uuid.Parse(l[1])
+			res := result(t, l[2])
+			if err1 != nil || err2 != nil || res.RequestID != req || res.ChatID != chat || res.Status != tc.status {
+				t.Fatalf("output:\n%s", out)
+			}
+			if tc.error != "" && (res.Error == nil || res.Error.Code != tc.error) {
+				t.Fatalf("error %+v, want %s", res.Error, tc.error)
+			}
+			if tc.status == client.OutputSucceeded && !strings.Contains(string(res.Value), `"command"`) {
+				t.Fatalf("value %s", res.Value)
+			}
+			// chatd result agrees, with the same exit status.
+			code, out, _ = r.run(t.Context(), "result", req.String())
+			if code != tc.code || result(t, strings.TrimSpace(out)).Status != tc.status {
+				t.Fatalf("result: exit %d %s", code, out)
+			}
+		})
+	}
+}
+
+func TestUsageAndTransportErrorsExit2(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.Options{})
+	r := newRunner(t, env)
+	ctx := t.Context()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no text", []string{"chat", "new"}, "want the message TEXT"},
+		{"unknown command", []string{"chat", "frobnicate"}, `unknown command "frobnicate"`},
+		{"unknown flag", []string{"chat", "new", "--colour", "red", "hi"}, "flag provided but not defined"},
+		{"missing schema file", []string{"chat", "new", "--schema", "/nonexistent.json", "hi"}, "--schema"},
+		{"not JSON", []string{"chat", "new", "--schema", schemaFile(t, "{"), "hi"}, "not JSON"},
+		{"schema refused by the server", []string{"chat", "new", "--schema", schemaFile(t, `{"type":"object","$ref":"#/x"}`), "hi"},
+			"response_format.json_schema.schema"},
+		{"bad chat id", []string{"chat", "show", "nope"}, "not a chat id"},
+		{"no such chat", []string{"chat", "show", uuid.NewString()}, "HTTP 404"},
+		{"bad request id", []string{"result", "nope"}, "not a request id"},
+	} {
+		code, out, errOut := r.run(ctx, tc.args...)
+		if code != cli.ExitUsage || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%s: exit %d, stderr %q (want %q), stdout %q", tc.name, code, errOut, tc.want, out)
+		}
+	}
+
+	// A server that does not answer, and no token.
+	gone := runner{t: t, url: "http://127.0.0.1:1", token: "x"}
+	if code, _, errOut := gone.run(ctx, "chat", "list"); code != cli.ExitUsage || !strings.Contains(errOut, "connect") {
+		t.Errorf("unreachable server: exit %d %q", code, errOut)
+	}
+	noToken := runner{t: t, url: env.API.URL}
+	if code, _, errOut := noToken.run(ctx, "chat", "list"); code != cli.ExitUsage || !strings.Contains(errOut, "CHATD_TOKEN") {
+		t.Errorf("no token: exit %d %q", code, errOut)
+	}
+}
+
+// holdAll keeps every provider call waiting until released (or the test ends).
+type holdAll struct {
+	once    sync.Once
+	release chan struct{}
+}
+
+func (h *holdAll) hook(ctx context.Context, _ *mockllm.Request) error {
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+func TestChatCommands(t *testing.T) {
+	t.Parallel()
+	h := &holdAll{release: make(chan struct{})}
+	env := testenv.New(t, testenv.Options{Mock: mockllm.Options{BeforeRespond: h.hook}})
+	t.Cleanup(func() { h.once.Do(func() { close(h.release) }) })
+	r := newRunner(t, env)
+	ctx := t.Context()
+
+	// A structured chat whose turn is held: pending (exit 3), then
+	// interrupted (exit 1, cancelled).
+	code, out, errOut := r.run(ctx, "chat", "new", "--schema", schemaFile(t, schema), "--title", "Held", "Report.")
+	if code != 0 || len(lines(out)) != 2 {
+		t.Fatalf("new: exit %d %q %q", code, out, errOut)
+	}
+	chat, req := lines(out)[0], lines(out)[1]
+	if code, out, _ := r.run(ctx, "result", req); code != cli.ExitPending || result(t, strings.TrimSpace(out)).Status != client.OutputPending {
+		t.Fatalf("pending result: exit %d %s", code, out)
+	}
+	// A send to the busy chat is queued (stderr says so).
+	if code, out, errOut := r.run(ctx, "chat", "send", chat, "And then?"); code != 0 || out != "" || !strings.Contains(errOut, "queued") {
+		t.Fatalf("send while busy: exit %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut := r.run(ctx, "chat", "interrupt", chat); code != 0 || !strings.Contains(out, "interrupting") {
+		t.Fatalf("interrupt: exit %d %q %q", code, out, errOut)
+	}
+	h.once.Do(func() { close(h.release) })
+	code, out, _ = r.run(ctx, "result", "--wait", req)
+	if res := result(t, strings.TrimSpace(out)); code != cli.ExitFailed || res.Status != client.OutputCancelled || res.Error.Code != "interrupted" {
+		t.Fatalf("interrupted result: exit %d %s", code, out)
+	}
+	// The queued message ran after the interrupt; tail prints the history
+	// and stops once the chat is idle.
+	code, out, errOut = r.run(ctx, "chat", "tail", "--until-idle", chat)
+	for _, want := range []string{"user: (structured request " + req + ")", "receipt " + req + " cancelled (interrupted:",
+		"user:\n    And then?", "assistant:\n    mockllm: And then?", "-- waiting"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("tail lacks %q:\n%s\n%s", want, out, errOut)
+		}
+	}
+	if code != 0 {
+		t.Fatalf("tail: exit %d %s", code, errOut)
+	}
+	code, show, _ := r.run(ctx, "chat", "show", chat)
+	if code != 0 || !strings.Contains(show, "chat "+chat+"  waiting") || !strings.Contains(show, "mockllm: And then?") {
+		t.Fatalf("show: exit %d\n%s", code, show)
+	}
+	code, js, _ := r.run(ctx, "chat", "show", "--json", chat)
+	var shown struct {
+		Chat     client.Chat
+		Messages []client.ChatMessage
+	}
+	if code != 0 || json.Unmarshal([]byte(js), &shown) != nil || shown.Chat.ID.String() != chat || len(shown.Messages) < 4 {
+		t.Fatalf("show --json: exit %d\n%s", code, js)
+	}
+
+	// An idle chat: send --wait prints the reply; list shows both chats.
+	if code, out, errOut := r.run(ctx, "chat", "send", "--wait", chat, "Hello again."); code != 0 || out != "mockllm: Hello again.\n" {
+		t.Fatalf("send --wait: exit %d %q %q", code, out, errOut)
+	}
+	code, out, errOut = r.run(ctx, "chat", "new", "--wait", "Plain question.")
+	if l := lines(out); code != 0 || len(l) != 2 || l[1] != "mockllm: Plain question." {
+		t.Fatalf("new --wait without a schema: exit %d %q %q", code, out, errOut)
+	}
+	code, out, errOut = r.run(ctx, "chat", "list", "--limit", "1")
+	if code != 0 || !strings.HasPrefix(out, "ID") || !strings.Contains(out, "Plain question.") || !strings.Contains(errOut, "--cursor") {
+		t.Fatalf("list: exit %d %q %q", code, out, errOut)
+	}
+}
