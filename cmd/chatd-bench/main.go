@@ -23,8 +23,10 @@ func main() {
 	var o bench.Options
 	fs.StringVar(&o.Chatd, "chatd", "bin/chatd", "the chatd binary")
 	fs.StringVar(&o.MockLLM, "mockllm", "bin/mockllm", "the mockllm binary")
+	fs.StringVar(&o.Baseline, "baseline", "", "another chatd binary to measure in the same run (rounds alternate between the two; ratios are reported)")
+	fs.IntVar(&o.Replicas, "replicas", 1, "chatd processes sharing the database (clients are spread over them)")
 	fs.IntVar(&o.Clients, "clients", 8, "concurrent chats (each client runs structured turns back to back)")
-	fs.IntVar(&o.Workers, "workers", 0, "chatd --workers (0: as many as --clients)")
+	fs.IntVar(&o.Workers, "workers", 0, "each replica's --workers (0: as many as --clients)")
 	fs.DurationVar(&o.Warmup, "warmup", 3*time.Second, "warm-up before each measured window")
 	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "length of each measured window")
 	fs.IntVar(&o.Turns, "turns", 0, "end each window after this many turns instead of --duration")
@@ -33,7 +35,7 @@ func main() {
 	fs.DurationVar(&o.PgbenchDuration, "pgbench-duration", 10*time.Second, "length of each pgbench run")
 	fs.BoolVar(&o.Fast, "fast", false, "run PostgreSQL with fsync and synchronous_commit off")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the work directory (cluster, chatd and mockllm logs)")
-	fs.BoolVar(&o.Statements, "statements", false, "load pg_stat_statements and list the statements per turn (diagnostic)")
+	fs.BoolVar(&o.Statements, "statements", true, "load pg_stat_statements (when installed) and report the statements per turn")
 	o.Settings = map[string]string{}
 	fs.Func("set", "a PostgreSQL setting name=value for the cluster (repeatable), e.g. --set commit_delay=100", func(v string) error {
 		k, val, ok := strings.Cut(v, "=")

@@ -40,6 +40,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	logFormat := f.String("log-format", "CHATD_LOG_FORMAT", "json", "log format: json or text")
 	logLevel := f.String("log-level", "CHATD_LOG_LEVEL", "info", "log level: debug, info, warn, error")
 	accessLevel := f.String("access-log-level", "CHATD_ACCESS_LOG_LEVEL", "info", "level of the per-request access lines: debug, info, warn, error")
+	debugListen := f.String("debug-listen", "CHATD_DEBUG_LISTEN", "", "serve Go's profiler (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; off when empty. Keep it private: profiles reveal the process's internals")
 	if err := f.Parse(args); err != nil {
 		return err
 	}
@@ -106,6 +107,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	reg := newMetrics()
 	st := store.New(d.pool)
 	st.Instrument(reg)
+	d.txs.Instrument(reg)
 	hub := notify.New(d.pool, logger)
 	relay := notify.NewRelay(d.pool, logger)
 	models := provider.NewRegistry(cfg, provider.Options{Logger: logger})
@@ -117,6 +119,14 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err
+	}
+	if *debugListen != "" {
+		dbg, err := serveDebug(*debugListen, logger)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer dbg.Close()
 	}
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
 
@@ -131,6 +141,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
+
 	logger.Info("chatd listening", slog.String("addr", "http://"+ln.Addr().String()), slog.Int("workers", *workers),
 		slog.Bool("structured_output", exp[httpapi.ExperimentStructuredOutput]), slog.Bool("local_database", d.local))
 

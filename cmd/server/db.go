@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/chatd/chatd/internal/pglocal"
+	"github.com/chatd/chatd/internal/store"
 )
 
 // database is an open pool plus, for a local cluster, the means to stop it.
@@ -16,6 +17,8 @@ type database struct {
 	pool    *pgxpool.Pool
 	cluster *pglocal.Cluster
 	local   bool
+	// txs counts the pool's transactions by purpose (for /metrics).
+	txs *store.TxCounter
 }
 
 func (d *database) Close() {
@@ -56,6 +59,7 @@ func openDatabase(ctx context.Context, df databaseFlags, maxConns int32, logger 
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
+	d.txs = store.Trace(cfg)
 	d.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		if d.cluster != nil {

@@ -54,6 +54,7 @@ func TestServerMetricsAndLogs(t *testing.T) {
 		"chatd_chats_claimed",                      // runner
 		"chatd_provider_call_duration_seconds",     // runner
 		"chatd_structured_requests_finished_total", // store
+		"chatd_db_transactions_total",              // store's transaction counter
 		"process_start_time_seconds",               // process
 		"chatd_build_info",
 	} {
@@ -84,5 +85,41 @@ func TestServerMetricsAndLogs(t *testing.T) {
 	// Probes and scrapes are logged at debug level.
 	if access == nil || access["route"] != "/metrics" || access["status"] != float64(200) || access["level"] != "DEBUG" {
 		t.Errorf("access log line of the scrape: %v", access)
+	}
+}
+
+// The profiler is off unless --debug-listen names an address, and is never
+// served on the API's listener.
+func TestDebugListen(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewURL(t)
+	addr, debugAddr := freeAddr(t), freeAddr(t)
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		err := run(ctx, []string{"server", "--listen", addr, "--database-url", url, "--workers", "0",
+			"--debug-listen", debugAddr}, io.Discard, io.Discard)
+		if err != nil {
+			t.Errorf("server: %v", err)
+		}
+	})
+	defer func() { stop(); wg.Wait() }()
+	waitReady(t, "http://"+addr)
+	for _, c := range []struct {
+		url  string
+		want int
+	}{
+		{"http://" + debugAddr + "/debug/pprof/", http.StatusOK},
+		{"http://" + debugAddr + "/debug/pprof/goroutine?debug=1", http.StatusOK},
+		{"http://" + addr + "/debug/pprof/", http.StatusNotFound},
+	} {
+		resp, err := http.Get(c.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("GET %s: %d, want %d", c.url, resp.StatusCode, c.want)
+		}
 	}
 }

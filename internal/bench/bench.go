@@ -53,9 +53,16 @@ import (
 type Options struct {
 	// Chatd and MockLLM are the binaries to run.
 	Chatd, MockLLM string
+	// Baseline, when set, is another chatd binary measured in the same run:
+	// every round runs both, in alternating order, each on a database of its
+	// own in the same cluster, so that the machine's load affects both.
+	Baseline string
+	// Replicas is how many chatd processes share the database; the clients
+	// are spread over them (default 1).
+	Replicas int
 	// Clients run turns concurrently, each on a chat of its own.
 	Clients int
-	// Workers is chatd's --workers (0: as many as Clients).
+	// Workers is each replica's --workers (0: as many as Clients).
 	Workers int
 	// Warmup precedes each measured window; Duration is its length.
 	Warmup, Duration time.Duration
@@ -76,8 +83,8 @@ type Options struct {
 	Keep bool
 	// Settings are extra PostgreSQL settings (name → value).
 	Settings map[string]string
-	// Statements loads pg_stat_statements and reports each round's
-	// statements per turn (a diagnostic: it costs a little throughput).
+	// Statements loads pg_stat_statements, when the installation has it,
+	// and reports each round's statements per turn.
 	Statements bool
 	// Progress receives progress lines (nil: discarded).
 	Progress io.Writer
@@ -89,6 +96,9 @@ func (o *Options) defaults() {
 	}
 	if o.Workers <= 0 {
 		o.Workers = o.Clients
+	}
+	if o.Replicas <= 0 {
+		o.Replicas = 1
 	}
 	if o.Duration <= 0 {
 		o.Duration = 10 * time.Second
@@ -110,7 +120,7 @@ func (o *Options) defaults() {
 	}
 }
 
-// Round is what one round measured.
+// Round is what one round measured of one build.
 type Round struct {
 	Load         string        // load average when the round started
 	WindowTurns  int           // turns whose receipt arrived inside the window
@@ -120,19 +130,31 @@ type Round struct {
 	Samples      int           // latency samples
 	TotalTurns   int           // every turn between the two readings (window and drain)
 	Failed       int           // turns whose receipt was not succeeded
-	Commits      int64         // xact_commit delta of the chatd database
+	Commits      int64         // xact_commit delta of the build's database
 	Rollbacks    int64
 	Writes       int64 // transaction ids assigned in the cluster
+	Sessions     int64 // database sessions opened during the window (pg_stat_database.sessions)
 	CommitsTurn  float64
 	WritesTurn   float64
 	Pgbench      map[int]float64 // clients → tps
-	ServerCounts float64         // chatd's own count of requests it finished after the warm-up (a cross-check)
+	ServerCounts float64         // chatd's own count of requests it finished in the window (a cross-check)
 	Statements   []Statement     // with Options.Statements
+	// Purposes are chatd's own count of its transactions in the window, by
+	// purpose (chatd_db_transactions_total; empty for builds without it).
+	Purposes map[string]float64
 	// CPU is the CPU time per turn of each participant between the two
 	// readings (Linux only; zero elsewhere).
 	CPU         struct{ Chatd, Postgres, Mock, Clients time.Duration }
 	ProviderP50 float64 // seconds, from chatd's histogram (bucket interpolation)
 	CreateP50   float64 // seconds, POST /api/v1/chats as chatd timed it
+}
+
+// Build is one chatd binary's part of a run.
+type Build struct {
+	Name   string // "chatd", or "baseline"
+	Chatd  string
+	DB     string // its database in the cluster
+	Rounds []Round
 }
 
 // Result is a whole run.
@@ -141,14 +163,26 @@ type Result struct {
 	Machine  Machine
 	Postgres string            // server_version
 	Settings map[string]string // relevant server settings
-	Rounds   []Round
+	// Builds are the measured binaries: the chatd under test first, then
+	// the baseline, if any.
+	Builds []*Build
+	// Rounds are the first build's rounds (its pgbench figures are the
+	// round's).
+	Rounds []Round
 }
 
 // Run runs the benchmark.
 func Run(ctx context.Context, o Options) (*Result, error) {
 	o.defaults()
 	res := &Result{Options: o, Machine: readMachine()}
-	for _, bin := range []string{o.Chatd, o.MockLLM} {
+	res.Builds = []*Build{{Name: "chatd", Chatd: o.Chatd, DB: "chatd"}}
+	if o.Baseline != "" {
+		res.Builds = append(res.Builds, &Build{Name: "baseline", Chatd: o.Baseline, DB: "chatd_baseline"})
+	}
+	for _, bin := range []string{o.Chatd, o.MockLLM, o.Baseline} {
+		if bin == "" {
+			continue
+		}
 		if _, err := os.Stat(bin); err != nil {
 			return nil, fmt.Errorf("%w (run make build first)", err)
 		}
@@ -160,6 +194,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	pgbench := filepath.Join(binDir, "pgbench")
 	if _, err := os.Stat(pgbench); err != nil {
 		return nil, fmt.Errorf("pgbench not found next to postgres in %s", binDir)
+	}
+	if o.Statements {
+		if _, err := os.Stat(filepath.Join(binDir, "..", "lib", "pg_stat_statements.so")); err != nil {
+			fmt.Fprintf(o.Progress, "bench: pg_stat_statements is not installed next to %s: no statement counts\n", binDir)
+			o.Statements = false
+			res.Options.Statements = false
+		}
 	}
 
 	work, err := os.MkdirTemp("", "chatd-bench-")
@@ -192,7 +233,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		defer cancel()
 		_ = cluster.Stop(stopCtx)
 	}()
-	for _, db := range []string{"chatd", "pgbench"} {
+	dbs := []string{"pgbench"}
+	for _, b := range res.Builds {
+		dbs = append(dbs, b.DB)
+	}
+	for _, db := range dbs {
 		if err := cluster.EnsureDatabase(ctx, db); err != nil {
 			return nil, err
 		}
@@ -210,21 +255,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := admin.QueryRow(ctx, "SHOW server_version").Scan(&res.Postgres); err != nil {
 		return nil, err
 	}
-	res.Settings = map[string]string{}
-	rows, err := admin.Query(ctx, `SELECT name, setting || coalesce(unit, '') FROM pg_settings
-		WHERE name IN ('fsync', 'synchronous_commit', 'full_page_writes', 'shared_buffers', 'wal_level',
-		               'max_connections', 'autovacuum', 'commit_delay', 'wal_sync_method')`)
-	if err != nil {
-		return nil, err
-	}
-	for rows.Next() {
-		var k, v string
-		if err := rows.Scan(&k, &v); err != nil {
-			return nil, err
-		}
-		res.Settings[k] = v
-	}
-	if err := rows.Err(); err != nil {
+	if res.Settings, err = readSettings(ctx, admin); err != nil {
 		return nil, err
 	}
 
@@ -240,42 +271,79 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return nil, err
 	}
-	dbURL := cluster.URL("chatd")
-	ch := &chatdRunner{bin: o.Chatd, dbURL: dbURL, config: cfgPath, workers: o.Workers, logPath: filepath.Join(work, "chatd.log")}
 
-	// The schema and a token, then the cost of an idle start and stop.
-	out, err := exec.CommandContext(ctx, o.Chatd, "migrate", "up", "--database-url", dbURL).CombinedOutput()
-	if err != nil {
-		return nil, fmt.Errorf("chatd migrate up: %w: %s", err, out)
+	// Each build: its schema and a token.
+	runners := map[*Build]*chatdRunner{}
+	tokens := map[*Build]string{}
+	for _, b := range res.Builds {
+		dbURL := cluster.URL(b.DB)
+		out, err := exec.CommandContext(ctx, b.Chatd, "migrate", "up", "--database-url", dbURL).CombinedOutput()
+		if err != nil {
+			return nil, fmt.Errorf("%s migrate up: %w: %s", b.Chatd, err, out)
+		}
+		out, err = exec.CommandContext(ctx, b.Chatd, "token", "create", "--user", "bench", "--database-url", dbURL).Output()
+		if err != nil {
+			return nil, fmt.Errorf("%s token create: %w", b.Chatd, err)
+		}
+		tokens[b] = strings.TrimSpace(string(out))
+		runners[b] = &chatdRunner{bin: b.Chatd, dbURL: dbURL, config: cfgPath, workers: o.Workers, replicas: o.Replicas,
+			logPath: filepath.Join(work, b.Name+".log")}
 	}
-	out, err = exec.CommandContext(ctx, o.Chatd, "token", "create", "--user", "bench", "--database-url", dbURL).Output()
-	if err != nil {
-		return nil, fmt.Errorf("chatd token create: %w", err)
-	}
-	token := strings.TrimSpace(string(out))
 	if err := preparePgbench(ctx, cluster.URL("pgbench"), maxInt(o.PgbenchClients)); err != nil {
 		return nil, err
 	}
 
 	for i := range o.Rounds {
-		r, err := runRound(ctx, o, ch, admin, token, mock.cmd.Process.Pid, postmasterPID(cluster.Dir()))
-		if err != nil {
-			return nil, fmt.Errorf("round %d: %w", i+1, err)
+		order := slices.Clone(res.Builds)
+		if i%2 == 1 {
+			slices.Reverse(order) // alternate, so that drift in the load hits both alike
 		}
-		r.Pgbench = map[int]float64{}
+		rounds := map[*Build]*Round{}
+		for _, b := range order {
+			fmt.Fprintf(o.Progress, "bench: round %d: %s\n", i+1, b.Name)
+			r, err := runRound(ctx, o, runners[b], b.DB, admin, tokens[b], mock.cmd.Process.Pid, postmasterPID(cluster.Dir()))
+			if err != nil {
+				return nil, fmt.Errorf("round %d (%s): %w", i+1, b.Name, err)
+			}
+			rounds[b] = r
+		}
+		pg := map[int]float64{}
 		for _, n := range o.PgbenchClients {
 			fmt.Fprintf(o.Progress, "bench: round %d: pgbench with %d clients for %s\n", i+1, n, o.PgbenchDuration)
 			tps, err := runPgbench(ctx, pgbench, cluster.URL("pgbench"), n, o.PgbenchDuration, work)
 			if err != nil {
 				return nil, fmt.Errorf("round %d: %w", i+1, err)
 			}
-			r.Pgbench[n] = tps
+			pg[n] = tps
 		}
-		res.Rounds = append(res.Rounds, *r)
-		fmt.Fprintf(o.Progress, "bench: round %d: %.1f turns/s, p50 %s ms, p99 %s ms, %.2f commits/turn, pgbench %.0f tps\n",
-			i+1, r.TurnsPerSec, ms(r.P50), ms(r.P99), r.CommitsTurn, r.Pgbench[o.PgbenchClients[0]])
+		for _, b := range res.Builds {
+			r := rounds[b]
+			r.Pgbench = pg
+			b.Rounds = append(b.Rounds, *r)
+			fmt.Fprintf(o.Progress, "bench: round %d: %s: %.1f turns/s, p50 %s ms, p99 %s ms, %.2f commits/turn, %.2f writes/turn, pgbench %.0f tps\n",
+				i+1, b.Name, r.TurnsPerSec, ms(r.P50), ms(r.P99), r.CommitsTurn, r.WritesTurn, pg[o.PgbenchClients[0]])
+		}
 	}
+	res.Rounds = res.Builds[0].Rounds
 	return res, nil
+}
+
+func readSettings(ctx context.Context, admin *pgx.Conn) (map[string]string, error) {
+	out := map[string]string{}
+	rows, err := admin.Query(ctx, `SELECT name, setting || coalesce(unit, '') FROM pg_settings
+		WHERE name IN ('fsync', 'synchronous_commit', 'full_page_writes', 'shared_buffers', 'wal_level',
+		               'max_connections', 'autovacuum', 'commit_delay', 'wal_sync_method')`)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, err
+		}
+		out[k] = v
+	}
+	return out, rows.Err()
 }
 
 func maxInt(xs []int) int {
@@ -308,10 +376,10 @@ func statementName(q string) string {
 	return q
 }
 
-func readStatements(ctx context.Context, admin *pgx.Conn) ([]Statement, error) {
+func readStatements(ctx context.Context, admin *pgx.Conn, db string) ([]Statement, error) {
 	rows, err := admin.Query(ctx, `SELECT s.query, sum(s.calls)::bigint, sum(s.total_plan_time + s.total_exec_time)::float8
 		FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
-		WHERE d.datname = 'chatd' GROUP BY s.query ORDER BY 2 DESC`)
+		WHERE d.datname = $1 GROUP BY s.query ORDER BY 2 DESC`, db)
 	if err != nil {
 		return nil, err
 	}
@@ -345,20 +413,20 @@ func readStatements(ctx context.Context, admin *pgx.Conn) ([]Statement, error) {
 
 // counters are the database figures read around a round.
 type counters struct {
-	commits, rollbacks, nextXID int64
+	commits, rollbacks, sessions, nextXID int64
 }
 
-// snapshot reads the chatd database's committed and rolled back
-// transactions and the next transaction id. With closed, it first waits
-// until no client backend is connected to the database: a backend flushes
-// its statistics when it exits, so they are then complete.
-func snapshot(ctx context.Context, admin *pgx.Conn, closed bool) (counters, error) {
+// snapshot reads the database's committed and rolled back transactions, the
+// sessions opened in it, and the next transaction id. With closed, it first
+// waits until no client backend is connected to the database: a backend
+// flushes its statistics when it exits, so they are then complete.
+func snapshot(ctx context.Context, admin *pgx.Conn, db string, closed bool) (counters, error) {
 	var c counters
 	deadline := time.Now().Add(60 * time.Second)
 	for closed {
 		var n int
 		if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = 'chatd' AND backend_type = 'client backend'`).Scan(&n); err != nil {
+			WHERE datname = $1 AND backend_type = 'client backend'`, db).Scan(&n); err != nil {
 			return c, err
 		}
 		if n == 0 {
@@ -373,9 +441,9 @@ func snapshot(ctx context.Context, admin *pgx.Conn, closed bool) (counters, erro
 	if _, err := admin.Exec(ctx, "SELECT pg_stat_clear_snapshot()"); err != nil {
 		return c, err
 	}
-	err := admin.QueryRow(ctx, `SELECT xact_commit, xact_rollback,
+	err := admin.QueryRow(ctx, `SELECT xact_commit, xact_rollback, sessions,
 		pg_snapshot_xmax(pg_current_snapshot())::text::bigint
-		FROM pg_stat_database WHERE datname = 'chatd'`).Scan(&c.commits, &c.rollbacks, &c.nextXID)
+		FROM pg_stat_database WHERE datname = $1`, db).Scan(&c.commits, &c.rollbacks, &c.sessions, &c.nextXID)
 	return c, err
 }
 
@@ -390,9 +458,43 @@ type turn struct {
 // statistics at most 10 s after its last transaction.
 const statsSettle = 11 * time.Second
 
-func runRound(ctx context.Context, o Options, ch *chatdRunner, admin *pgx.Conn, token string, mockPID, postmaster int) (*Round, error) {
+// serverView is what the replicas' /metrics say, summed.
+type serverView struct {
+	finished float64
+	purposes map[string]float64 // committed transactions by purpose
+	provider float64            // provider step p50, seconds (first replica)
+	create   float64            // POST /api/v1/chats p50, seconds (first replica)
+}
+
+func scrape(ctx context.Context, cs []*client.Client) serverView {
+	v := serverView{purposes: map[string]float64{}}
+	for i, c := range cs {
+		body, err := c.Metrics(ctx)
+		if err != nil {
+			continue
+		}
+		s, err := metrics.Parse(strings.NewReader(string(body)))
+		if err != nil {
+			continue
+		}
+		n, _ := s.Get("chatd_structured_requests_finished_total")
+		v.finished += n
+		for _, smp := range s.Samples {
+			if smp.Name == "chatd_db_transactions_total" && smp.Labels["outcome"] == "commit" {
+				v.purposes[smp.Labels["purpose"]] += smp.Value
+			}
+		}
+		if i == 0 {
+			v.provider, _ = s.Quantile("chatd_provider_call_duration_seconds", 0.5, "call", "step")
+			v.create, _ = s.Quantile("chatd_http_request_duration_seconds", 0.5, "route", "/api/v1/chats", "method", "POST")
+		}
+	}
+	return v
+}
+
+func runRound(ctx context.Context, o Options, ch *chatdRunner, db string, admin *pgx.Conn, token string, mockPID, postmaster int) (*Round, error) {
 	r := &Round{Load: loadAverage()}
-	base, err := ch.start(ctx)
+	bases, err := ch.start(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -403,12 +505,15 @@ func runRound(ctx context.Context, o Options, ch *chatdRunner, admin *pgx.Conn, 
 		}
 	}()
 	httpc := &http.Client{Transport: &http.Transport{MaxIdleConns: 4 * o.Clients, MaxIdleConnsPerHost: 4 * o.Clients}}
-	c := client.New(base, token, httpc)
+	var cs []*client.Client
+	for _, base := range bases {
+		cs = append(cs, client.New(base, token, httpc))
+	}
 
 	// Warm up: connections opened, statements prepared, caches filled.
-	fmt.Fprintf(o.Progress, "bench: %d clients, warm-up %s, then %s idle for the statistics to settle\n", o.Clients, o.Warmup, statsSettle)
-	warm, _, _, err := drive(ctx, c, o.Clients, o.Warmup, 0)
-	if err != nil {
+	fmt.Fprintf(o.Progress, "bench: %d clients on %d replica(s), warm-up %s, then %s idle for the statistics to settle\n",
+		o.Clients, len(cs), o.Warmup, statsSettle)
+	if _, _, _, err := drive(ctx, cs, o.Clients, o.Warmup, 0); err != nil {
 		return nil, err
 	}
 	select {
@@ -416,55 +521,55 @@ func runRound(ctx context.Context, o Options, ch *chatdRunner, admin *pgx.Conn, 
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	before, err := snapshot(ctx, admin, false)
+	before, err := snapshot(ctx, admin, db, false)
 	if err != nil {
 		return nil, err
 	}
-	chatdPID := ch.p.cmd.Process.Pid
-	cpu0 := sampleCPU(chatdPID, mockPID, postmaster)
+	view0 := scrape(ctx, cs)
+	pids := ch.pids()
+	cpu0 := sampleCPU(pids, mockPID, postmaster)
 	if o.Statements {
 		if _, err := admin.Exec(ctx, "SELECT pg_stat_statements_reset()"); err != nil {
 			return nil, err
 		}
 	}
 
-	turns, windowStart, windowEnd, err := drive(ctx, c, o.Clients, o.Duration, o.Turns)
+	turns, windowStart, windowEnd, err := drive(ctx, cs, o.Clients, o.Duration, o.Turns)
 	if err != nil {
 		return nil, err
 	}
 	// chatd's own view, then stop it: its backends exit and flush.
-	if body, err := c.Metrics(ctx); err == nil {
-		if s, err := metrics.Parse(strings.NewReader(string(body))); err == nil {
-			r.ServerCounts, _ = s.Get("chatd_structured_requests_finished_total")
-			r.ServerCounts -= float64(len(warm))
-			r.ProviderP50, _ = s.Quantile("chatd_provider_call_duration_seconds", 0.5, "call", "step")
-			r.CreateP50, _ = s.Quantile("chatd_http_request_duration_seconds", 0.5, "route", "/api/v1/chats", "method", "POST")
+	view1 := scrape(ctx, cs)
+	r.ServerCounts = view1.finished - view0.finished
+	r.ProviderP50, r.CreateP50 = view1.provider, view1.create
+	r.Purposes = map[string]float64{}
+	for p, n := range view1.purposes {
+		if d := n - view0.purposes[p]; d > 0 {
+			r.Purposes[p] = d
 		}
 	}
 	httpc.CloseIdleConnections()
-	cpu1 := sampleCPU(chatdPID, mockPID, postmaster)
+	cpu1 := sampleCPU(pids, mockPID, postmaster)
 	stopped = true
 	if err := ch.stop(); err != nil {
 		return nil, err
 	}
-	after, err := snapshot(ctx, admin, true)
+	after, err := snapshot(ctx, admin, db, true)
 	if err != nil {
 		return nil, err
 	}
 	cpu1.postgres = clusterCPU(postmaster) // chatd's backends have exited and been reaped
 	if o.Statements {
-		if r.Statements, err = readStatements(ctx, admin); err != nil {
+		if r.Statements, err = readStatements(ctx, admin, db); err != nil {
 			return nil, err
 		}
 	}
 
 	var lat []time.Duration
-	for _, t := range append(warm, turns...) {
+	for _, t := range turns {
 		if !t.ok {
 			r.Failed++
 		}
-	}
-	for _, t := range turns {
 		if !t.end.Before(windowStart) && t.end.Before(windowEnd) {
 			r.WindowTurns++
 		}
@@ -478,6 +583,7 @@ func runRound(ctx context.Context, o Options, ch *chatdRunner, admin *pgx.Conn, 
 	r.P50, r.P99, r.Samples = percentile(lat, 0.50), percentile(lat, 0.99), len(lat)
 	r.Commits = after.commits - before.commits
 	r.Rollbacks = after.rollbacks - before.rollbacks
+	r.Sessions = after.sessions - before.sessions
 	r.Writes = after.nextXID - before.nextXID
 	if n := time.Duration(r.TotalTurns); n > 0 {
 		r.CommitsTurn = float64(r.Commits) / float64(r.TotalTurns)
@@ -488,15 +594,15 @@ func runRound(ctx context.Context, o Options, ch *chatdRunner, admin *pgx.Conn, 
 		r.CPU.Clients = (cpu1.clients - cpu0.clients) / n
 	}
 	if r.Failed > 0 {
-		return nil, fmt.Errorf("%d of %d turns did not succeed (see the chatd log)", r.Failed, len(warm)+len(turns))
+		return nil, fmt.Errorf("%d of %d turns did not succeed (see the chatd log)", r.Failed, len(turns))
 	}
 	return r, nil
 }
 
 // drive runs clients loops of turns for d (or until maxTurns completed, if
-// positive), then lets the turns in flight finish. It returns every turn and
-// the window's bounds.
-func drive(ctx context.Context, c *client.Client, clients int, d time.Duration, maxTurns int) ([]turn, time.Time, time.Time, error) {
+// positive), then lets the turns in flight finish. Client i uses replica
+// i mod len(cs). It returns every turn and the window's bounds.
+func drive(ctx context.Context, cs []*client.Client, clients int, d time.Duration, maxTurns int) ([]turn, time.Time, time.Time, error) {
 	var (
 		mu       sync.Mutex
 		turns    []turn
@@ -511,6 +617,7 @@ func drive(ctx context.Context, c *client.Client, clients int, d time.Duration, 
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range clients {
+		c := cs[i%len(cs)]
 		wg.Go(func() {
 			for !stopping.Load() && runCtx.Err() == nil {
 				t, err := oneTurn(runCtx, c, i)
@@ -681,16 +788,29 @@ func startMock(ctx context.Context, bin, logPath string) (*process, string, erro
 	return nil, "", fmt.Errorf("mockllm did not start (log: %s)", logPath)
 }
 
-// chatdRunner starts and stops the chatd server.
+// chatdRunner starts and stops the chatd servers of one build.
 type chatdRunner struct {
 	bin, dbURL, config, logPath string
-	workers                     int
-	p                           *process
+	workers, replicas           int
+	ps                          []*process
 }
 
-// start runs `chatd server` on a free port and returns its base URL once it
-// listens.
-func (c *chatdRunner) start(ctx context.Context) (string, error) {
+// start runs the replicas, each `chatd server` on a free port, and returns
+// their base URLs once they are ready.
+func (c *chatdRunner) start(ctx context.Context) ([]string, error) {
+	var addrs []string
+	for range c.replicas {
+		addr, err := c.startOne(ctx)
+		if err != nil {
+			_ = c.stop()
+			return nil, err
+		}
+		addrs = append(addrs, addr)
+	}
+	return addrs, nil
+}
+
+func (c *chatdRunner) startOne(ctx context.Context) (string, error) {
 	var addr string
 	p, matched, err := spawn(c.bin, []string{"server", "--listen", "127.0.0.1:0", "--database-url", c.dbURL,
 		"--config", c.config, "--experiments", "chat-structured-output", "--workers", fmt.Sprint(c.workers),
@@ -719,7 +839,7 @@ func (c *chatdRunner) start(ctx context.Context) (string, error) {
 		_ = p.stop()
 		return "", ctx.Err()
 	}
-	c.p = p
+	c.ps = append(c.ps, p)
 	// Ready means the database answers too.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -733,10 +853,25 @@ func (c *chatdRunner) start(ctx context.Context) (string, error) {
 	}
 }
 
+func (c *chatdRunner) pids() []int {
+	var out []int
+	for _, p := range c.ps {
+		out = append(out, p.cmd.Process.Pid)
+	}
+	return out
+}
+
+// stop stops every replica at once (they drain in parallel).
 func (c *chatdRunner) stop() error {
-	p := c.p
-	c.p = nil
-	return p.stop()
+	ps := c.ps
+	c.ps = nil
+	errs := make([]error, len(ps))
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		wg.Go(func() { errs[i] = p.stop() })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // pgbenchScript is one transaction per run: a one-row UPDATE of the

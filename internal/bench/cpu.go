@@ -96,6 +96,10 @@ func selfCPU() time.Duration {
 // cpuSample is the CPU time of every participant at one moment.
 type cpuSample struct{ chatd, postgres, mock, clients time.Duration }
 
-func sampleCPU(chatdPID, mockPID, postmaster int) cpuSample {
-	return cpuSample{chatd: processCPU(chatdPID), postgres: clusterCPU(postmaster), mock: processCPU(mockPID), clients: selfCPU()}
+func sampleCPU(chatdPIDs []int, mockPID, postmaster int) cpuSample {
+	s := cpuSample{postgres: clusterCPU(postmaster), mock: processCPU(mockPID), clients: selfCPU()}
+	for _, pid := range chatdPIDs {
+		s.chatd += processCPU(pid)
+	}
+	return s
 }

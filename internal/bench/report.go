@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -20,16 +22,20 @@ type Summary struct {
 	TurnCeiling                float64         // ceiling ÷ writes per turn
 	ProviderP50ms, CreateP50ms float64
 	RollbacksPerRound          float64
+	SessionsPerRound           float64
+	StatementsTurn             float64 // pg_stat_statements calls per turn (0 without it)
 	// CPU milliseconds per turn.
 	CPUChatd, CPUPostgres, CPUMock, CPUClients float64
 }
 
-// Summarize computes the medians.
-func (r *Result) Summarize() Summary {
+// Summarize computes the medians of the first build.
+func (r *Result) Summarize() Summary { return r.summarize(r.Rounds) }
+
+func (r *Result) summarize(rounds []Round) Summary {
 	var s Summary
 	col := func(f func(Round) float64) float64 {
-		xs := make([]float64, len(r.Rounds))
-		for i, rd := range r.Rounds {
+		xs := make([]float64, len(rounds))
+		for i, rd := range rounds {
 			xs[i] = f(rd)
 		}
 		return median(xs)
@@ -42,6 +48,8 @@ func (r *Result) Summarize() Summary {
 	s.ProviderP50ms = col(func(rd Round) float64 { return rd.ProviderP50 * 1000 })
 	s.CreateP50ms = col(func(rd Round) float64 { return rd.CreateP50 * 1000 })
 	s.RollbacksPerRound = col(func(rd Round) float64 { return float64(rd.Rollbacks) })
+	s.SessionsPerRound = col(func(rd Round) float64 { return float64(rd.Sessions) })
+	s.StatementsTurn = col(func(rd Round) float64 { return statementsPerTurn(rd) })
 	cpu := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	s.CPUChatd = col(func(rd Round) float64 { return cpu(rd.CPU.Chatd) })
 	s.CPUPostgres = col(func(rd Round) float64 { return cpu(rd.CPU.Postgres) })
@@ -64,10 +72,17 @@ func (r *Result) Summarize() Summary {
 	return s
 }
 
-// Report writes the figures.
+func statementsPerTurn(rd Round) float64 {
+	var n int64
+	for _, st := range rd.Statements {
+		n += st.Calls
+	}
+	return float64(n) / float64(max(rd.TotalTurns, 1))
+}
+
+// Report writes the figures: each build's, then the comparison.
 func (r *Result) Report(w io.Writer) {
 	o := r.Options
-	s := r.Summarize()
 	mode := "durable: PostgreSQL defaults"
 	if o.Fast {
 		mode = "fast: fsync and synchronous_commit off"
@@ -76,9 +91,9 @@ func (r *Result) Report(w io.Writer) {
 	if o.Turns > 0 {
 		window = fmt.Sprintf("%d turns", o.Turns)
 	}
-	fmt.Fprintf(w, "chatd end-to-end benchmark: %d concurrent chats of structured turns, chatd --workers %d, mockllm with zero latency\n",
-		o.Clients, o.Workers)
-	fmt.Fprintf(w, "%d rounds of %s after a %s warm-up; medians over the rounds\n", len(r.Rounds), window, o.Warmup)
+	fmt.Fprintf(w, "chatd end-to-end benchmark: %d concurrent chats of structured turns, %d replica(s) with --workers %d each, mockllm with zero latency\n",
+		o.Clients, o.Replicas, o.Workers)
+	fmt.Fprintf(w, "%d rounds of %s after a %s warm-up; medians over the rounds\n", o.Rounds, window, o.Warmup)
 	fmt.Fprintf(w, "machine: %s, %d cores, %.1f GiB, %s\n", r.Machine.CPU, r.Machine.Cores, r.Machine.MemoryGB, r.Machine.GoOS)
 	keys := make([]string, 0, len(r.Settings))
 	for k := range r.Settings {
@@ -90,23 +105,52 @@ func (r *Result) Report(w io.Writer) {
 		set = append(set, k+"="+r.Settings[k])
 	}
 	fmt.Fprintf(w, "PostgreSQL %s (%s): %s\n", r.Postgres, mode, strings.Join(set, " "))
-	fmt.Fprintln(w)
+	for _, b := range r.Builds {
+		fmt.Fprintf(w, "\n== %s (%s)\n\n", b.Name, b.Chatd)
+		r.reportBuild(w, b.Rounds)
+	}
+	if len(r.Builds) == 2 {
+		r.compare(w, r.Builds[0], r.Builds[1])
+	}
+}
 
+// compare prints the per-round ratios of a to b (rounds ran back to back)
+// and their median and range.
+func (r *Result) compare(w io.Writer, a, b *Build) {
+	fmt.Fprintf(w, "\n== %s vs %s, round by round (each round ran both, in alternating order)\n\n", a.Name, b.Name)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := "round\tload avg\tturns\tturns/s\tp50 ms\tp99 ms\tcommits/turn\twrites/turn\t"
+	fmt.Fprintf(tw, "round\t%s turns/s\t%s turns/s\tratio\t%s p50 ms\t%s p50 ms\tp50 ratio\t\n", a.Name, b.Name, a.Name, b.Name)
+	var tps, p50 []float64
+	for i := range min(len(a.Rounds), len(b.Rounds)) {
+		ra, rb := a.Rounds[i], b.Rounds[i]
+		t := ra.TurnsPerSec / math.Max(rb.TurnsPerSec, 1e-9)
+		l := float64(ra.P50) / math.Max(float64(rb.P50), 1)
+		tps, p50 = append(tps, t), append(p50, l)
+		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.2f\t%s\t%s\t%.2f\t\n", i+1, ra.TurnsPerSec, rb.TurnsPerSec, t, ms(ra.P50), ms(rb.P50), l)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nturns/s ratio %s/%s: median %.2f (range %.2f–%.2f); p50 latency ratio: median %.2f (range %.2f–%.2f)\n",
+		a.Name, b.Name, median(tps), slices.Min(tps), slices.Max(tps), median(p50), slices.Min(p50), slices.Max(p50))
+}
+
+func (r *Result) reportBuild(w io.Writer, rounds []Round) {
+	o := r.Options
+	s := r.summarize(rounds)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := "round\tload avg\tturns\tturns/s\tp50 ms\tp99 ms\tcommits/turn\twrites/turn\tsessions\t"
 	for _, n := range o.PgbenchClients {
 		head += fmt.Sprintf("pgbench c=%d tps\t", n)
 	}
 	fmt.Fprintln(tw, head)
-	for i, rd := range r.Rounds {
-		line := fmt.Sprintf("%d\t%s\t%d\t%.1f\t%s\t%s\t%.2f\t%.2f\t", i+1, rd.Load, rd.WindowTurns, rd.TurnsPerSec,
-			ms(rd.P50), ms(rd.P99), rd.CommitsTurn, rd.WritesTurn)
+	for i, rd := range rounds {
+		line := fmt.Sprintf("%d\t%s\t%d\t%.1f\t%s\t%s\t%.2f\t%.2f\t%d\t", i+1, rd.Load, rd.WindowTurns, rd.TurnsPerSec,
+			ms(rd.P50), ms(rd.P99), rd.CommitsTurn, rd.WritesTurn, rd.Sessions)
 		for _, n := range o.PgbenchClients {
 			line += fmt.Sprintf("%.0f\t", rd.Pgbench[n])
 		}
 		fmt.Fprintln(tw, line)
 	}
-	line := fmt.Sprintf("median\t\t\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t", s.TurnsPerSec, s.P50ms, s.P99ms, s.CommitsTurn, s.WritesTurn)
+	line := fmt.Sprintf("median\t\t\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t%.0f\t", s.TurnsPerSec, s.P50ms, s.P99ms, s.CommitsTurn, s.WritesTurn, s.SessionsPerRound)
 	for _, n := range o.PgbenchClients {
 		line += fmt.Sprintf("%.0f\t", s.Pgbench[n])
 	}
@@ -116,8 +160,12 @@ func (r *Result) Report(w io.Writer) {
 	n0 := o.PgbenchClients[0]
 	fmt.Fprintf(w, "\ncompleted structured turns per second: %.1f\n", s.TurnsPerSec)
 	fmt.Fprintf(w, "create-to-receipt latency: p50 %.1f ms, p99 %.1f ms\n", s.P50ms, s.P99ms)
-	fmt.Fprintf(w, "database commits per turn: %.2f (all transactions committed in database chatd), of which %.2f wrote (were assigned a transaction id)\n",
+	fmt.Fprintf(w, "database commits per turn: %.2f (all transactions committed in chatd's database), of which %.2f wrote (were assigned a transaction id)\n",
 		s.CommitsTurn, s.WritesTurn)
+	fmt.Fprintf(w, "new database sessions during the window: %.0f (median per round)\n", s.SessionsPerRound)
+	if s.StatementsTurn > 0 {
+		fmt.Fprintf(w, "statements per turn (pg_stat_statements): %.1f\n", s.StatementsTurn)
+	}
 	fmt.Fprintf(w, "database ceiling: %.0f commits/s (pgbench, %d clients, one-row UPDATE per transaction, %s runs)\n",
 		s.CeilingTPS, n0, o.PgbenchDuration)
 	fmt.Fprintf(w, "chatd's load on it: %.0f writing commits/s = %.1f%% of the ceiling (%.0f commits/s in all = %.1f%%)\n",
@@ -130,9 +178,10 @@ func (r *Result) Report(w io.Writer) {
 		fmt.Fprintf(w, "CPU per turn (median): %.1f ms = chatd %.1f + PostgreSQL %.1f + mockllm %.1f + clients %.1f; %d cores allow %.0f turns/s at that cost\n",
 			total, s.CPUChatd, s.CPUPostgres, s.CPUMock, s.CPUClients, r.Machine.Cores, float64(r.Machine.Cores)*1000/total)
 	}
-	if o.Statements && len(r.Rounds) > 0 {
-		rd := r.Rounds[len(r.Rounds)-1]
-		fmt.Fprintf(w, "\nstatements per turn in database chatd, last round (pg_stat_statements, %d turns):\n", rd.TotalTurns)
+	r.reportPurposes(w, rounds)
+	if len(rounds) > 0 && len(rounds[len(rounds)-1].Statements) > 0 {
+		rd := rounds[len(rounds)-1]
+		fmt.Fprintf(w, "\nstatements per turn, last round (pg_stat_statements, %d turns):\n", rd.TotalTurns)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintf(tw, "  calls\tms\tstatement\n")
 		n := float64(max(rd.TotalTurns, 1))
@@ -141,7 +190,7 @@ func (r *Result) Report(w io.Writer) {
 		}
 		tw.Flush()
 	}
-	for i, rd := range r.Rounds {
+	for i, rd := range rounds {
 		if int(rd.ServerCounts) != rd.TotalTurns {
 			fmt.Fprintf(w, "warning: round %d: chatd counted %.0f finished requests, the clients %d\n", i+1, rd.ServerCounts, rd.TotalTurns)
 		}
@@ -149,4 +198,41 @@ func (r *Result) Report(w io.Writer) {
 			fmt.Fprintf(w, "note: round %d: %d transactions rolled back (fence misses, client disconnects)\n", i+1, rd.Rollbacks)
 		}
 	}
+}
+
+// reportPurposes lists chatd's own count of its committed transactions per
+// turn by purpose (median over the rounds); the rest of the database's
+// commits are the listening connections' (PostgreSQL delivers
+// notifications inside transactions of their own).
+func (r *Result) reportPurposes(w io.Writer, rounds []Round) {
+	names := map[string]bool{}
+	for _, rd := range rounds {
+		for p := range rd.Purposes {
+			names[p] = true
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	type row struct {
+		name string
+		n    float64
+	}
+	var rows []row
+	var total float64
+	for p := range names {
+		xs := make([]float64, len(rounds))
+		for i, rd := range rounds {
+			xs[i] = rd.Purposes[p] / float64(max(rd.TotalTurns, 1))
+		}
+		rows = append(rows, row{p, median(xs)})
+		total += median(xs)
+	}
+	slices.SortFunc(rows, func(a, b row) int { return cmp.Compare(b.n, a.n) })
+	fmt.Fprintf(w, "\nchatd's transactions per turn by purpose (its own count, median over the rounds): %.2f\n", total)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, x := range rows {
+		fmt.Fprintf(tw, "  %.2f\t%s\n", x.n, x.name)
+	}
+	tw.Flush()
 }

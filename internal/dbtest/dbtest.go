@@ -204,11 +204,24 @@ func NewURL(t testing.TB) string {
 // when the test ends.
 func New(t testing.TB) *pgxpool.Pool {
 	t.Helper()
+	return NewPool(t, Config(t))
+}
+
+// Config is the pool configuration New uses, on a database of the test's
+// own, for a test that adjusts it (a tracer, say) before NewPool.
+func Config(t testing.TB) *pgxpool.Config {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(NewURL(t))
 	if err != nil {
 		t.Fatalf("dbtest: pool: %v", err)
 	}
 	cfg.MaxConns = 16 // as a server with a few workers and open streams has
+	return cfg
+}
+
+// NewPool opens a pool on cfg, closed when the test ends.
+func NewPool(t testing.TB, cfg *pgxpool.Config) *pgxpool.Pool {
+	t.Helper()
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("dbtest: pool: %v", err)

@@ -63,7 +63,7 @@ func (s *Store) CreateChat(ctx context.Context, p NewChat) (dbgen.Chat, dbgen.Ch
 	if p.ParentChatID.Valid {
 		p.Mode = "child"
 	}
-	err = s.tx(ctx, func(tx pgx.Tx) error {
+	err = s.tx(ctx, "admit", func(tx pgx.Tx) error {
 		var err error
 		if p.ParentChatID.Valid {
 			parent, err := s.q.ChatGetForOwner(ctx, tx, dbgen.ChatGetForOwnerParams{ID: p.ParentChatID.UUID, OwnerID: p.OwnerID})
@@ -167,7 +167,7 @@ func (s *Store) SendMessage(ctx context.Context, p SendParams) (SendResult, erro
 	if err != nil {
 		return res, err
 	}
-	err = s.tx(ctx, func(tx pgx.Tx) error {
+	err = s.tx(ctx, "send", func(tx pgx.Tx) error {
 		if err := s.send(ctx, tx, p, content, &res); err != nil {
 			return err
 		}
@@ -259,7 +259,7 @@ type History struct {
 // queue, read in one snapshot under the chat's share lock.
 func (s *Store) ListMessages(ctx context.Context, owner, chatID uuid.UUID, afterID int64, limit int32) (History, error) {
 	var h History
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(withPurpose(ctx, "list_messages"), s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		if _, err := s.q.ChatGetForOwner(ctx, tx, dbgen.ChatGetForOwnerParams{ID: chatID, OwnerID: owner}); err != nil {
 			return err
 		}

@@ -73,7 +73,7 @@ func (s *Store) EditMessage(ctx context.Context, p EditParams) (EditResult, erro
 		return res, err
 	}
 	var done []Outcome
-	err = s.tx(ctx, func(tx pgx.Tx) error {
+	err = s.tx(ctx, "edit", func(tx pgx.Tx) error {
 		res, done = EditResult{}, nil
 		chat, err := s.q.ChatLockForOwner(ctx, tx, dbgen.ChatLockForOwnerParams{ID: p.ChatID, OwnerID: p.OwnerID})
 		if err != nil {
@@ -163,7 +163,7 @@ func (s *Store) DeleteQueued(ctx context.Context, owner, chatID uuid.UUID, queue
 	var q dbgen.ChatQueuedMessage
 	var receipts []dbgen.ChatMessage
 	var done []Outcome
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := s.tx(ctx, "delete_queued", func(tx pgx.Tx) error {
 		receipts, done = nil, nil
 		chat, err := s.q.ChatLockForOwner(ctx, tx, dbgen.ChatLockForOwnerParams{ID: chatID, OwnerID: owner})
 		if err != nil {
@@ -189,7 +189,7 @@ func (s *Store) DeleteQueued(ctx context.Context, owner, chatID uuid.UUID, queue
 // request and lets the queue move on.
 func (s *Store) Interrupt(ctx context.Context, owner, chatID uuid.UUID) (dbgen.Chat, error) {
 	var chat dbgen.Chat
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := s.tx(ctx, "interrupt", func(tx pgx.Tx) error {
 		c, err := s.q.ChatLockForOwner(ctx, tx, dbgen.ChatLockForOwnerParams{ID: chatID, OwnerID: owner})
 		if err != nil {
 			return err
@@ -230,7 +230,7 @@ func (e *ToolResultsError) Error() string { return e.Field + ": " + e.Detail }
 func (s *Store) SubmitToolResults(ctx context.Context, owner, chatID uuid.UUID, results []ToolResult, finalizer string) (dbgen.Chat, dbgen.ChatMessage, error) {
 	var chat dbgen.Chat
 	var msg dbgen.ChatMessage
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := s.tx(ctx, "tool_results", func(tx pgx.Tx) error {
 		c, err := s.q.ChatLockForOwner(ctx, tx, dbgen.ChatLockForOwnerParams{ID: chatID, OwnerID: owner})
 		if err != nil {
 			return err
@@ -322,7 +322,7 @@ func (s *Store) PendingToolCalls(ctx context.Context, chat dbgen.Chat) ([]jsonb.
 		return nil, nil
 	}
 	var out []jsonb.Part
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(withPurpose(ctx, "pending_calls"), s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var err error
 		out, err = s.pendingCalls(ctx, tx, chat.ID)
 		return err
@@ -340,7 +340,7 @@ func (s *Store) ExpireActions(ctx context.Context, limit int32) (int, error) {
 	}
 	n := 0
 	for _, id := range ids {
-		err := s.tx(ctx, func(tx pgx.Tx) error {
+		err := s.tx(ctx, "expire_actions", func(tx pgx.Tx) error {
 			c, err := s.q.ChatLockExpiredAction(ctx, tx, id)
 			if err != nil {
 				return err
@@ -396,7 +396,7 @@ func (e *PlanModeConflictError) Unwrap() error { return ErrConflict }
 // is refused while a structured request is pending (active or queued).
 func (s *Store) UpdateChat(ctx context.Context, owner, chatID uuid.UUID, u ChatUpdate) (dbgen.Chat, error) {
 	var chat dbgen.Chat
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := s.tx(ctx, "update_chat", func(tx pgx.Tx) error {
 		c, err := s.q.ChatLockForOwner(ctx, tx, dbgen.ChatLockForOwnerParams{ID: chatID, OwnerID: owner})
 		if err != nil {
 			return err

@@ -61,9 +61,10 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 // Queries returns the generated queries, for reads.
 func (s *Store) Queries() *dbgen.Queries { return s.q }
 
-// tx runs fn in a transaction, mapping errors.
-func (s *Store) tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return mapError(pgx.BeginFunc(ctx, s.pool, fn))
+// tx runs fn in a transaction, mapping errors; purpose names it for the
+// transaction counter (TxCounter).
+func (s *Store) tx(ctx context.Context, purpose string, fn func(tx pgx.Tx) error) error {
+	return mapError(pgx.BeginFunc(withPurpose(ctx, purpose), s.pool, fn))
 }
 
 // mapError translates database errors into the package's sentinels.
@@ -132,7 +133,7 @@ func (s *Store) CreateToken(ctx context.Context, userName string) (string, error
 		return "", err
 	}
 	token := TokenPrefix + base64.RawURLEncoding.EncodeToString(secret[:])
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := s.tx(ctx, "create_token", func(tx pgx.Tx) error {
 		u, err := s.q.UserUpsertByName(ctx, tx, userName)
 		if err != nil {
 			return err

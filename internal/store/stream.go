@@ -32,7 +32,7 @@ type StreamRead struct {
 // succeeded.
 func (s *Store) ReadStream(ctx context.Context, owner, chatID uuid.UUID, watermark, afterID int64, full bool) (StreamRead, error) {
 	var out StreamRead
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := s.tx(ctx, "stream_read", func(tx pgx.Tx) error {
 		out = StreamRead{}
 		var err error
 		if out.Chat, err = s.q.ChatShareLockForOwner(ctx, tx, dbgen.ChatShareLockForOwnerParams{ID: chatID, OwnerID: owner}); err != nil {

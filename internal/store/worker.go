@@ -57,7 +57,7 @@ type Turn struct {
 // one snapshot.
 func (s *Store) LoadTurn(ctx context.Context, chatID uuid.UUID) (Turn, error) {
 	var t Turn
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(withPurpose(ctx, "worker_read"), s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var err error
 		if t.Chat, err = s.q.ChatGet(ctx, tx, chatID); err != nil {
 			return err
@@ -192,7 +192,7 @@ func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 		statuses = []string{"running"}
 	}
 	var done []Outcome
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := s.tx(ctx, "worker_commit", func(tx pgx.Tx) error {
 		out, done = Committed{}, nil
 		_, err := s.q.ChatLockIfOwned(ctx, tx, dbgen.ChatLockIfOwnedParams{
 			ID: c.Fence.ChatID, WorkerID: uuid.NullUUID{UUID: c.Fence.WorkerID, Valid: true},

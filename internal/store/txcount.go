@@ -1,0 +1,257 @@
+package store
+
+import (
+	"context"
+	"maps"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/chatd/chatd/internal/metrics"
+)
+
+// TxCounter counts the transactions a pool runs, by purpose, as the
+// database sees them: an explicit BEGIN … COMMIT is one, a batch sent
+// outside one is one (an implicit transaction), and every other statement
+// is one of its own (autocommit). Install it with Trace before the pool is
+// created. The purpose is the one a store method named (withPurpose), or
+// else the sqlc name of the transaction's first statement.
+//
+// It is how the benchmark and the transaction-budget test tell what a turn
+// costs, and it is cheap enough to stay on in production: one map lookup
+// under a mutex per statement.
+type TxCounter struct {
+	opened atomic.Int64 // connections established
+
+	mu    sync.Mutex
+	open  map[*pgx.Conn]*openTx
+	stats map[string]*TxStat
+}
+
+// TxStat is what the counter saw for one purpose.
+type TxStat struct {
+	Commits, Rollbacks int64
+	Statements         int64 // inside the committed and rolled back transactions
+}
+
+type openTx struct {
+	purpose    string
+	statements int64
+	failed     bool
+}
+
+// Trace installs a new counter on cfg, after any tracer already there.
+func Trace(cfg *pgxpool.Config) *TxCounter {
+	c := &TxCounter{open: map[*pgx.Conn]*openTx{}, stats: map[string]*TxStat{}}
+	if prev := cfg.ConnConfig.Tracer; prev != nil {
+		panic("store.Trace: the pool already has a tracer")
+	}
+	cfg.ConnConfig.Tracer = c
+	return c
+}
+
+// Snapshot returns the counts so far, by purpose.
+func (c *TxCounter) Snapshot() map[string]TxStat {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]TxStat, len(c.stats))
+	for k, v := range c.stats {
+		out[k] = *v
+	}
+	return out
+}
+
+// Opened is how many database connections the pool has established.
+func (c *TxCounter) Opened() int64 { return c.opened.Load() }
+
+type purposeKey struct{}
+
+// withPurpose names the transactions ctx runs, for the counter.
+func withPurpose(ctx context.Context, purpose string) context.Context {
+	return context.WithValue(ctx, purposeKey{}, purpose)
+}
+
+func purposeOf(ctx context.Context, sql string) string {
+	if p, ok := ctx.Value(purposeKey{}).(string); ok {
+		return p
+	}
+	return statementName(sql)
+}
+
+// statementName is the sqlc name of a query ("-- name: ChatGet :one"), or
+// its first word.
+func statementName(sql string) string {
+	sql = strings.TrimSpace(sql)
+	if rest, ok := strings.CutPrefix(sql, "-- name: "); ok {
+		name, _, _ := strings.Cut(rest, " ")
+		return name
+	}
+	word, _, _ := strings.Cut(sql, " ")
+	return strings.ToLower(word)
+}
+
+func (c *TxCounter) statement(ctx context.Context, conn *pgx.Conn, sql string, err error) {
+	word := statementName(sql)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tx := c.open[conn]
+	switch {
+	case word == "begin":
+		if err == nil {
+			c.open[conn] = &openTx{purpose: purposeOf(ctx, "")}
+		}
+		return
+	case tx != nil && (word == "commit" || word == "rollback"):
+		delete(c.open, conn)
+		c.done(tx.purpose, tx.statements, word == "commit" && err == nil && !tx.failed)
+		return
+	case tx != nil:
+		if tx.purpose == "" {
+			tx.purpose = purposeOf(ctx, sql)
+		}
+		tx.statements++
+		tx.failed = tx.failed || err != nil
+		return
+	}
+	c.done(purposeOf(ctx, sql), 1, err == nil)
+}
+
+func (c *TxCounter) done(purpose string, statements int64, committed bool) {
+	st := c.stats[purpose]
+	if st == nil {
+		st = &TxStat{}
+		c.stats[purpose] = st
+	}
+	if committed {
+		st.Commits++
+	} else {
+		st.Rollbacks++
+	}
+	st.Statements += statements
+}
+
+type sqlKey struct{}
+
+// TraceQueryStart implements pgx.QueryTracer.
+func (c *TxCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	return context.WithValue(ctx, sqlKey{}, data.SQL)
+}
+
+// TraceQueryEnd implements pgx.QueryTracer.
+func (c *TxCounter) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
+	sql, _ := ctx.Value(sqlKey{}).(string)
+	c.statement(ctx, conn, sql, data.Err)
+}
+
+type batchKey struct{}
+
+// batchState follows one batch: outside a transaction its statements are
+// one implicit transaction.
+type batchState struct {
+	implicit   bool
+	purpose    string
+	statements int64
+	failed     bool
+}
+
+// TraceBatchStart implements pgx.BatchTracer.
+func (c *TxCounter) TraceBatchStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
+	c.mu.Lock()
+	_, inTx := c.open[conn]
+	c.mu.Unlock()
+	b := &batchState{}
+	if !inTx && data.Batch != nil && len(data.Batch.QueuedQueries) > 0 &&
+		statementName(data.Batch.QueuedQueries[0].SQL) != "begin" {
+		b.implicit = true
+		b.purpose = purposeOf(ctx, data.Batch.QueuedQueries[0].SQL)
+	}
+	return context.WithValue(ctx, batchKey{}, b)
+}
+
+// TraceBatchQuery implements pgx.BatchTracer.
+func (c *TxCounter) TraceBatchQuery(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchQueryData) {
+	b, _ := ctx.Value(batchKey{}).(*batchState)
+	if b == nil || !b.implicit {
+		c.statement(ctx, conn, data.SQL, data.Err)
+		return
+	}
+	b.statements++
+	b.failed = b.failed || data.Err != nil
+}
+
+// TraceBatchEnd implements pgx.BatchTracer.
+func (c *TxCounter) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchEndData) {
+	b, _ := ctx.Value(batchKey{}).(*batchState)
+	if b == nil || !b.implicit {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.done(b.purpose, b.statements, !b.failed && data.Err == nil)
+}
+
+// TraceConnectStart implements pgx.ConnectTracer.
+func (c *TxCounter) TraceConnectStart(ctx context.Context, _ pgx.TraceConnectStartData) context.Context {
+	return ctx
+}
+
+// TraceConnectEnd implements pgx.ConnectTracer.
+func (c *TxCounter) TraceConnectEnd(_ context.Context, data pgx.TraceConnectEndData) {
+	if data.Err == nil {
+		c.opened.Add(1)
+	}
+}
+
+// TraceRelease implements pgxpool.ReleaseTracer: a connection handed back
+// in the middle of a transaction (it is then closed) leaves no state.
+func (c *TxCounter) TraceRelease(_ *pgxpool.Pool, data pgxpool.TraceReleaseData) {
+	c.mu.Lock()
+	delete(c.open, data.Conn)
+	c.mu.Unlock()
+}
+
+// Sub returns after − before, leaving out purposes that did not change.
+func Sub(after, before map[string]TxStat) map[string]TxStat {
+	out := maps.Clone(after)
+	for k, b := range before {
+		a := out[k]
+		a.Commits -= b.Commits
+		a.Rollbacks -= b.Rollbacks
+		a.Statements -= b.Statements
+		if a == (TxStat{}) {
+			delete(out, k)
+			continue
+		}
+		out[k] = a
+	}
+	return out
+}
+
+// Instrument registers the counter's figures on reg.
+func (c *TxCounter) Instrument(reg *metrics.Registry) {
+	reg.Collect("chatd_db_transactions_total", "Database transactions this process ran, by purpose (the store "+
+		"method, or the first statement's query name) and outcome (commit, rollback). A statement outside a "+
+		"transaction counts as one.", metrics.TypeCounter, []string{"purpose", "outcome"}, func() []metrics.Sample {
+		var out []metrics.Sample
+		for p, st := range c.Snapshot() {
+			out = append(out, metrics.Sample{Values: []string{p, "commit"}, Value: float64(st.Commits)},
+				metrics.Sample{Values: []string{p, "rollback"}, Value: float64(st.Rollbacks)})
+		}
+		return out
+	})
+	reg.Collect("chatd_db_statements_total", "Statements this process ran inside its counted transactions, by purpose.",
+		metrics.TypeCounter, []string{"purpose"}, func() []metrics.Sample {
+			var out []metrics.Sample
+			for p, st := range c.Snapshot() {
+				out = append(out, metrics.Sample{Values: []string{p}, Value: float64(st.Statements)})
+			}
+			return out
+		})
+	reg.Collect("chatd_db_connections_opened_total", "Database connections this process established.",
+		metrics.TypeCounter, nil, func() []metrics.Sample {
+			return []metrics.Sample{{Value: float64(c.Opened())}}
+		})
+}

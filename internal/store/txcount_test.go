@@ -1,0 +1,78 @@
+package store_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/chatd/chatd/internal/dbtest"
+	"github.com/chatd/chatd/internal/store"
+)
+
+// TestTxCounter checks the counter against what PostgreSQL counts as
+// transactions: explicit ones, autocommit statements, and batches.
+func TestTxCounter(t *testing.T) {
+	t.Parallel()
+	cfg := dbtest.Config(t)
+	cfg.MaxConns = 1
+	txs := store.Trace(cfg)
+	pool := dbtest.NewPool(t, cfg)
+	ctx := t.Context()
+
+	// Two statements in an explicit transaction: one, named after the first.
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "-- name: First :exec\nSELECT 1"); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "SELECT 2")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A named purpose wins; a statement alone is a transaction.
+	if _, err := pool.Exec(store.WithPurpose(ctx, "probe"), "SELECT 3"); err != nil {
+		t.Fatal(err)
+	}
+	// A failed statement rolls back.
+	if _, err := pool.Exec(ctx, "SELECT 1/0"); err == nil {
+		t.Fatal("division by zero succeeded")
+	}
+	// A batch outside a transaction is one implicit transaction.
+	b := &pgx.Batch{}
+	b.Queue("-- name: Batched :one\nSELECT 4")
+	b.Queue("SELECT 5")
+	if err := pool.SendBatch(ctx, b).Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A rolled back transaction.
+	errStop := errors.New("stop")
+	err = pgx.BeginFunc(store.WithPurpose(ctx, "undone"), pool, func(tx pgx.Tx) error {
+		_, _ = tx.Exec(ctx, "SELECT 6")
+		return errStop
+	})
+	if !errors.Is(err, errStop) {
+		t.Fatal(err)
+	}
+
+	got := txs.Snapshot()
+	want := map[string]store.TxStat{
+		"First":   {Commits: 1, Statements: 2},
+		"probe":   {Commits: 1, Statements: 1},
+		"select":  {Rollbacks: 1, Statements: 1},
+		"Batched": {Commits: 1, Statements: 2},
+		"undone":  {Rollbacks: 1, Statements: 1},
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s: %+v, want %+v", k, got[k], w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("purposes %v, want %v", got, want)
+	}
+	if txs.Opened() != 1 {
+		t.Errorf("%d connections opened, want 1", txs.Opened())
+	}
+}
