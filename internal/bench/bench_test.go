@@ -90,6 +90,7 @@ func TestSummaryAndReport(t *testing.T) {
 		res.Rounds = append(res.Rounds, Round{TurnsPerSec: tps, P50: time.Duration(i+1) * time.Millisecond, P99: 9 * time.Millisecond,
 			CommitsTurn: 20, WritesTurn: 5, Pgbench: map[int]float64{4: 1000, 1: 300}, TotalTurns: 7, ServerCounts: 7})
 	}
+	res.Builds = []*Build{{Name: "chatd", Chatd: "bin/chatd", Rounds: res.Rounds}}
 	s := res.Summarize()
 	if s.TurnsPerSec != 20 || s.P50ms != 2 || s.CeilingTPS != 1000 || s.WriteRate != 100 || s.WriteRatio != 0.1 ||
 		s.TurnCeiling != 200 || s.CommitRatio != 0.4 || s.Pgbench[1] != 300 {
@@ -105,5 +106,18 @@ func TestSummaryAndReport(t *testing.T) {
 	}
 	if strings.Contains(b.String(), "warning") {
 		t.Errorf("unexpected warning:\n%s", b.String())
+	}
+
+	// With a baseline, the rounds are compared pairwise.
+	base := &Build{Name: "baseline", Chatd: "old/chatd"}
+	for _, tps := range []float64{5, 10, 10} {
+		base.Rounds = append(base.Rounds, Round{TurnsPerSec: tps, P50: 4 * time.Millisecond, TotalTurns: 7, ServerCounts: 7,
+			Pgbench: map[int]float64{4: 1000, 1: 300}})
+	}
+	res.Builds = append(res.Builds, base)
+	b.Reset()
+	res.Report(&b)
+	if want := "turns/s ratio chatd/baseline: median 2.00 (range 2.00–3.00); p50 latency ratio: median 0.50 (range 0.25–0.75)"; !strings.Contains(b.String(), want) {
+		t.Errorf("report lacks %q:\n%s", want, b.String())
 	}
 }
