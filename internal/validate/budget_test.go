@@ -101,7 +101,7 @@ func TestEstimatorBoundsAllocation(t *testing.T) {
 	for i := range 400 * seeds {
 		rng := rand.New(rand.NewPCG(uint64(i), 2))
 		g := &gen{rng: rng}
-		schema := g.schema(0)
+		schema := g.root()
 		s, err := Compile([]byte(schema))
 		if err != nil {
 			continue // the generator is loose; the screening decides
@@ -192,7 +192,7 @@ func (g *gen) schema(depth int) string {
 		case 23:
 			kws = append(kws, `"additionalProperties":false`)
 		case 24:
-			kws = append(kws, g.pick(`"$ref":"#"`, `"$id":"http://example.invalid/"`, `"id":"x"`, `"definitions":{}`, `"x-ext":1`, `"$schema":"http://json-schema.org/draft-07/schema#"`))
+			kws = append(kws, g.pick(`"$ref":"#"`, `"$ref":"#/definitions/d"`, `"$ref":"#/definitions/d"`, `"$id":"http://example.invalid/"`, `"id":"x"`, `"definitions":{}`, `"x-ext":1`, `"$schema":"http://json-schema.org/draft-07/schema#"`))
 		case 25:
 			kws = append(kws, `"default":{"$ref":"file:///etc/passwd"},"examples":[{"$id":"x"}],"title":"$ref"`)
 		case 26:
@@ -209,6 +209,16 @@ func (g *gen) schema(depth int) string {
 		}
 	}
 	return "{" + strings.Join(uniq, ",") + "}"
+}
+
+// root is a random schema, often with a definition that "$ref" names
+// (recursion included: the definition may refer to itself or the root).
+func (g *gen) root() string {
+	s := g.schema(0)
+	if strings.HasPrefix(s, "{") && s != "{}" && g.rng.IntN(2) == 0 {
+		s = `{"definitions":{"d":` + g.schema(1) + `},` + s[1:]
+	}
+	return s
 }
 
 func (g *gen) value(depth int) string {

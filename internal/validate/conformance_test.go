@@ -166,7 +166,9 @@ func rejectionReason(err error) string {
 	switch {
 	case strings.Contains(se.Detail, "U+0000"):
 		return "U+0000"
-	case forbidden[last] != "":
+	case strings.Contains(se.Detail, `beside "$ref" is ignored`):
+		return "assertion beside $ref"
+	case last == "$ref" || last == "$id" || last == "id" || last == "$schema":
 		return last
 	case strings.HasPrefix(se.Detail, "unknown keyword"):
 		return "unknown keyword"

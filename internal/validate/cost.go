@@ -214,6 +214,9 @@ func (e *estimate) eval(n *cnode, v *vnode, pl int) float64 {
 		}
 		return 0
 	}
+	if n.ref != nil {
+		return e.eval(n.ref, v, pl)
+	}
 	if v.kind == kNumber {
 		e.parse(v.num) // checkJSONInteger, before the type check
 	}

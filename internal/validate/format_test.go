@@ -13,7 +13,7 @@ func TestParseResponseFormat(t *testing.T) {
 	for _, c := range []struct {
 		raw, field, detail string
 	}{
-		{env(`{"$ref":"#"}`), "response_format.json_schema.schema", "/$ref: references are not supported"},
+		{env(`{"$ref":"http://example.invalid/s.json"}`), "response_format.json_schema.schema", "/$ref: \"http://example.invalid/s.json\" refers to another document"},
 		{env(`{"properties":{"a":{"type":"string","type":"number"}}}`), "response_format.json_schema.schema", `/properties/a/type: duplicate object key "type"`},
 		{env(`{"title":"a\u0000"}`), "response_format.json_schema.schema", "/title: string contains U+0000"},
 		{env(`{"description":"\ud800"}`), "response_format.json_schema.schema", "/description: string contains an unpaired surrogate"},

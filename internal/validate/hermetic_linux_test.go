@@ -47,21 +47,34 @@ func TestHermetic(t *testing.T) {
 		{`{"$ref":"http://example.invalid/x"}`, "/$ref"},
 		{`{"$ref":"` + local + `/x.json"}`, "/$ref"},
 		{`{"allOf":[{"$ref":"https://example.invalid/s.json#/definitions/a"}]}`, "/allOf/0/$ref"},
-		{`{"$id":"http://example.invalid/root.json","properties":{"a":{"$ref":"other.json"}}}`, "/$id"},
-		{`{"id":"http://example.invalid/root.json","items":{"$ref":"other.json"}}`, "/id"},
-		{`{"$id":"file://` + dir + `/","items":{"$ref":"secret.json"}}`, "/$id"},
-		{`{"$id":"` + local + `/","not":{"$ref":"y.json"}}`, "/$id"},
+		{`{"$id":"http://example.invalid/root.json","properties":{"a":{"$ref":"other.json"}}}`, "/properties/a/$ref"},
+		{`{"id":"http://example.invalid/root.json","items":{"$ref":"other.json"}}`, "/items/$ref"},
+		{`{"$id":"file://` + dir + `/","items":{"$ref":"secret.json"}}`, "/items/$ref"},
+		{`{"$id":"file://` + secret + `","items":{"$ref":"file:///etc/passwd#/definitions/a"}}`, "/items/$ref"},
+		{`{"$id":"` + local + `/","not":{"$ref":"y.json"}}`, "/not/$ref"},
+		{`{"$id":"` + local + `/root.json","definitions":{"a":{}},"not":{"$ref":"` + local + `/other.json#/definitions/a"}}`, "/not/$ref"},
+		{`{"properties":{"a":{"$id":"` + local + `/sub/","items":{"$ref":"#/definitions/a"}}}}`, "/properties/a/$id"},
+		{`{"definitions":{"a":{"$id":"http://example.invalid/a.json"}},"items":{"$ref":"http://example.invalid/a.json"}}`, "/definitions/a/$id"},
+		{`{"items":{"$ref":"#/definitions/a"},"definitions":{"a":{"$ref":"` + local + `/d.json"}}}`, "/definitions/a/$ref"},
+		{`{"$ref":"#/definitions/nowhere"}`, "/$ref"},
+		{`{"$ref":"#anchor","definitions":{"a":{"$id":"#anchor"}}}`, "/definitions/a/$id"},
 		{`{"$schema":"http://example.invalid/meta","type":"string"}`, "/$schema"},
 		{`{"$schema":"` + local + `/meta","type":"string"}`, "/$schema"},
-		{`{"definitions":{"x":{"$ref":"http://example.invalid/d"}},"type":"object"}`, "/definitions"},
-		{`{"$defs":{"x":{"$ref":"file://` + secret + `"}}}`, "/$defs"},
-		{`{"x-vendor":{"$ref":"` + local + `/v"}}`, "/x-vendor"},
+		{`{"definitions":{"x":{"$ref":"http://example.invalid/d"}},"type":"object"}`, "/definitions/x/$ref"},
+		{`{"$defs":{"x":{"$ref":"file://` + secret + `"}}}`, "/$defs/x/$ref"},
+		{`{"properties":{"a":{"$ref":"secret.json"}},"$defs":{"b":{"$ref":"/etc/passwd"}}}`, "/$defs/b/$ref"},
 	}
 	// Literal data naming the same things must be admitted and load nothing.
 	literals := []string{
 		`{"const":{"$ref":"file://` + secret + `"},"enum":[{"$id":"` + local + `/"}],"default":{"$ref":"http://example.invalid/"}}`,
 		`{"properties":{"$ref":{"const":"file:///etc/passwd"},"$schema":{"enum":["` + local + `/meta"]}},"examples":[{"$ref":"` + local + `/e"}]}`,
 		`{"type":"object","properties":{"u":{"type":"string","format":"uri"},"h":{"type":"string","format":"hostname"},"e":{"type":"string","format":"email"}},"patternProperties":{"^x-":{}}}`,
+		// Annotations are data too, and local references load nothing,
+		// whatever the root $id names.
+		`{"x-vendor":{"$ref":"` + local + `/v"},"markdownDescription":{"$ref":"file://` + secret + `"},"discriminator":{"mapping":{"a":"file:///etc/passwd"}}}`,
+		`{"$id":"file://` + secret + `","definitions":{"a":{"type":"object","properties":{"next":{"$ref":"#/definitions/a"}}}},"properties":{"x":{"$ref":"#/definitions/a"},"y":{"$ref":"file://` + secret + `#/definitions/a"}}}`,
+		`{"$id":"` + local + `/root.json","$defs":{"t":{"items":{"$ref":"#"}}},"anyOf":[{"$ref":"` + local + `/root.json#/$defs/t"},{"$ref":"#/$defs/t"}]}`,
+		`{"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"` + local + `/s","$defs":{"n":{"type":"string"}},"properties":{"$ref":{"$ref":"#/$defs/n","minLength":1,"$comment":"file:///etc/passwd"}}}`,
 	}
 	values := []string{`{"u":"` + local + `/x","h":"example.invalid","e":"a@example.invalid","$ref":"file:///etc/passwd"}`, `"file:///etc/passwd"`, `5`, `{"$ref":"http://example.invalid/"}`}
 

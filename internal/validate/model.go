@@ -2,6 +2,7 @@ package validate
 
 import (
 	"encoding/json"
+	"net/url"
 	"sort"
 )
 
@@ -50,6 +51,10 @@ type cnode struct {
 	allOf, anyOf, oneOf []*cnode
 	not, ifS, thenS     *cnode
 	elseS               *cnode
+
+	// ref is the schema a "$ref" names; the library validates against it
+	// alone (its siblings are never assertions: screen.go, prepare).
+	ref *cnode
 }
 
 // numKw is one numeric keyword: multipleOf, maximum, exclusiveMaximum,
@@ -88,17 +93,59 @@ var typeBits = map[string]uint8{"null": tNull, "boolean": tBool, "object": tObje
 // buildModel mirrors gojsonschema's parse of an adapted schema document.
 // insts maps pattern sources to their program size (from the screening).
 func buildModel(doc any, insts map[string]int) *cnode {
-	if b, ok := doc.(bool); ok {
-		if b {
-			return &cnode{pass: 1}
+	b := &modelBuilder{root: doc, insts: insts, targets: map[string]*cnode{}}
+	return b.node(doc)
+}
+
+// modelBuilder builds the model of one document. The nodes of reference
+// targets are shared, so recursive schemas make a cyclic model.
+type modelBuilder struct {
+	root    any
+	insts   map[string]int
+	targets map[string]*cnode // canonical reference → its node
+}
+
+func (b *modelBuilder) node(doc any) *cnode {
+	n := &cnode{}
+	b.fill(n, doc)
+	return n
+}
+
+// target returns the node of a canonical reference, made once.
+func (b *modelBuilder) target(ref string) *cnode {
+	if n, ok := b.targets[ref]; ok {
+		return n
+	}
+	n := &cnode{}
+	b.targets[ref] = n
+	var doc any = true
+	if u, err := url.Parse(ref); err == nil {
+		if d, ok := lookup(b.root, u.Fragment); ok {
+			doc = d
 		}
-		return &cnode{pass: -1}
+	}
+	b.fill(n, doc)
+	return n
+}
+
+func (b *modelBuilder) fill(n *cnode, doc any) {
+	insts := b.insts
+	if pass, ok := doc.(bool); ok {
+		n.pass = -1
+		if pass {
+			n.pass = 1
+		}
+		return
 	}
 	m, _ := doc.(map[string]any)
-	n := &cnode{minLen: -1, maxLen: -1, minItems: -1, maxItems: -1, minProps: -1, maxProps: -1}
+	*n = cnode{minLen: -1, maxLen: -1, minItems: -1, maxItems: -1, minProps: -1, maxProps: -1}
+	if ref, ok := m["$ref"].(string); ok {
+		n.ref = b.target(ref)
+		return
+	}
 	sub := func(k string) *cnode {
 		if v, ok := m[k]; ok {
-			return buildModel(v, insts)
+			return b.node(v)
 		}
 		return nil
 	}
@@ -106,7 +153,7 @@ func buildModel(doc any, insts map[string]int) *cnode {
 		arr, _ := m[k].([]any)
 		out := make([]*cnode, len(arr))
 		for i, v := range arr {
-			out[i] = buildModel(v, insts)
+			out[i] = b.node(v)
 		}
 		return out
 	}
@@ -161,7 +208,7 @@ func buildModel(doc any, insts map[string]int) *cnode {
 			n.itemsTuple = list("items")
 			_ = arr
 		} else {
-			n.itemsOne = buildModel(items, insts)
+			n.itemsOne = b.node(items)
 		}
 	}
 	if b, ok := m["additionalItems"].(bool); ok {
@@ -181,12 +228,12 @@ func buildModel(doc any, insts map[string]int) *cnode {
 	if props, ok := m["properties"].(map[string]any); ok {
 		n.props = make(map[string]*cnode, len(props))
 		for k, v := range props {
-			n.props[k] = buildModel(v, insts)
+			n.props[k] = b.node(v)
 		}
 	}
 	if pp, ok := m["patternProperties"].(map[string]any); ok {
 		for _, k := range sortedKeys(pp) {
-			n.patProps = append(n.patProps, patProp{insts: max(insts[k], 1), srcLen: len(k), node: buildModel(pp[k], insts)})
+			n.patProps = append(n.patProps, patProp{insts: max(insts[k], 1), srcLen: len(k), node: b.node(pp[k])})
 		}
 	}
 	if b, ok := m["additionalProperties"].(bool); ok {
@@ -209,13 +256,12 @@ func buildModel(doc any, insts map[string]int) *cnode {
 				}
 				n.deps[k] = d
 			} else {
-				n.deps[k] = dep{node: buildModel(v, insts)}
+				n.deps[k] = dep{node: b.node(v)}
 			}
 		}
 	}
 	n.allOf, n.anyOf, n.oneOf = list("allOf"), list("anyOf"), list("oneOf")
 	n.not, n.ifS, n.thenS, n.elseS = sub("not"), sub("if"), sub("then"), sub("else")
-	return n
 }
 
 // literalNumbers appends the numbers found in a literal value.

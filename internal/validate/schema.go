@@ -147,6 +147,7 @@ func Compile(raw []byte) (*Schema, error) {
 	if err != nil {
 		return nil, err
 	}
+	prepare(doc, sc.dialect)
 	if err := metaCheck(doc); err != nil {
 		return nil, err
 	}

@@ -63,12 +63,16 @@ const (
 	kwPatternProperties
 	kwDependencies
 	kwSchemaArray
+	kwRef         // $ref: a local reference (refs.go)
+	kwDefinitions // definitions, $defs: an object of schemas that apply nowhere by themselves
+	kwID          // $id, id: a name for the document, at the root only
+	kwAnnotation  // any JSON value, never asserted
 )
 
 var keywords = map[string]kwKind{
 	"$schema": kwSchemaURI, "$comment": kwString, "title": kwString, "description": kwString,
 	"contentMediaType": kwString, "contentEncoding": kwString,
-	"readOnly": kwBool, "writeOnly": kwBool, "uniqueItems": kwBool,
+	"readOnly": kwBool, "writeOnly": kwBool, "deprecated": kwBool, "uniqueItems": kwBool,
 	"default": kwLiteral, "const": kwLiteral, "examples": kwLiteralArray, "enum": kwEnum, "type": kwType,
 	"maximum": kwNumber, "exclusiveMaximum": kwNumber, "minimum": kwNumber, "exclusiveMinimum": kwNumber,
 	"multipleOf": kwPositive,
@@ -80,15 +84,62 @@ var keywords = map[string]kwKind{
 	"items": kwItems, "required": kwRequired, "properties": kwProperties,
 	"patternProperties": kwPatternProperties, "dependencies": kwDependencies,
 	"allOf": kwSchemaArray, "anyOf": kwSchemaArray, "oneOf": kwSchemaArray,
+	"$ref": kwRef, "definitions": kwDefinitions, "$defs": kwDefinitions, "$id": kwID, "id": kwID,
 }
 
-var forbidden = map[string]string{
-	"$ref":        "references are not supported; inline the referenced schema",
-	"$id":         "schema identifiers are not supported (inline schemas only)",
-	"id":          "schema identifiers are not supported (inline schemas only)",
-	"definitions": "definitions are not supported; inline the schema where it is used",
-	"$defs":       "definitions are not supported; inline the schema where it is used",
+// EditorAnnotations are keywords of widely used editors and generators
+// (VS Code, JSON Schema Store, ajv-errors, OpenAPI, Pydantic) that assert
+// nothing: they are admitted anywhere a schema is, with any value, and
+// ignored, like any key starting with "x-". Other unknown keywords are
+// refused, so that a typo ("requird") never drops an assertion silently.
+var EditorAnnotations = []string{
+	"markdownDescription", "markdownEnumDescriptions", "enumDescriptions", "enumItemLabels",
+	"deprecationMessage", "defaultSnippets", "doNotSuggest", "suggestSortText", "errorMessage",
+	"patternErrorMessage", "allowComments", "allowTrailingCommas", "discriminator", "example",
 }
+
+// annotations are the keywords that assert nothing: dropped from the
+// document the library compiles, and the only ones admitted beside a
+// Draft-07 "$ref".
+var annotations = func() map[string]bool {
+	m := map[string]bool{"title": true, "description": true, "$comment": true, "default": true, "examples": true,
+		"readOnly": true, "writeOnly": true, "deprecated": true, "contentMediaType": true, "contentEncoding": true}
+	for _, k := range EditorAnnotations {
+		m[k] = true
+	}
+	return m
+}()
+
+// kindOf classifies a key at a schema position (false: unknown).
+func kindOf(k string) (kwKind, bool) {
+	if kind, ok := keywords[k]; ok {
+		return kind, true
+	}
+	if isAnnotation(k) {
+		return kwAnnotation, true
+	}
+	return 0, false
+}
+
+// isAnnotation reports whether a key at a schema position asserts nothing.
+func isAnnotation(k string) bool { return annotations[k] || strings.HasPrefix(k, "x-") }
+
+// Unsupported2020 are the 2020-12 keywords with no Draft-07 equivalent the
+// validator checks (or none at all: additionalItems and dependencies are
+// gone from 2020-12); a 2020-12 document that uses one is refused, naming it.
+var Unsupported2020 = []string{
+	"prefixItems", "unevaluatedProperties", "unevaluatedItems", "dependentSchemas", "dependentRequired",
+	"$dynamicRef", "$dynamicAnchor", "$anchor", "$recursiveRef", "$recursiveAnchor", "minContains", "maxContains",
+	"$vocabulary", "additionalItems", "dependencies",
+}
+
+var unsupported2020 = func() map[string]bool {
+	m := map[string]bool{}
+	for _, k := range Unsupported2020 {
+		m[k] = true
+	}
+	return m
+}()
 
 var simpleTypes = map[string]bool{"array": true, "boolean": true, "integer": true, "null": true, "number": true, "object": true, "string": true}
 
@@ -96,15 +147,34 @@ var simpleTypes = map[string]bool{"array": true, "boolean": true, "integer": tru
 // the empty fragment).
 const Draft07URI = "http://json-schema.org/draft-07/schema#"
 
+// Draft2020URI is the 2020-12 dialect, accepted at the root (with or
+// without the empty fragment) when every keyword has a Draft-07
+// equivalent; the document is then translated (transform.go).
+const Draft2020URI = "https://json-schema.org/draft/2020-12/schema"
+
+type dialect uint8
+
+const (
+	draft07 dialect = iota
+	draft2020
+)
+
 // screened is what the screening learnt and later stages reuse.
 type screened struct {
-	insts map[string]int // pattern source → compiled program size
+	insts   map[string]int // pattern source → compiled program size
+	dialect dialect
 }
 
 type screener struct {
 	subschemas int
 	patterns   int
 	insts      map[string]int
+	dialect    dialect
+	positions  map[string]any      // pointer → schema, for every schema position
+	inplace    map[string][]string // pointer → schemas applied to the same value (applicators)
+	refEdge    map[string]string   // pointer → the schema its "$ref" names
+	targets    map[string]bool     // pointers named by a "$ref"
+	refs       []refSite
 }
 
 // screen checks a decoded schema document: the keyword allowlist at schema
@@ -112,11 +182,20 @@ type screener struct {
 // schema positions: property names and literal data (const, enum, default,
 // examples) may hold anything, "$ref" included.
 func screen(doc any) (*screened, error) {
-	s := &screener{insts: map[string]int{}}
+	s := &screener{insts: map[string]int{}, positions: map[string]any{}, inplace: map[string][]string{},
+		refEdge: map[string]string{}, targets: map[string]bool{}}
+	if root, ok := doc.(map[string]any); ok {
+		if uri, _ := root["$schema"].(string); uri == Draft2020URI || uri == Draft2020URI+"#" {
+			s.dialect = draft2020
+		}
+	}
 	if err := s.schema(doc, "", 0); err != nil {
 		return nil, err
 	}
-	return &screened{insts: s.insts}, nil
+	if err := s.resolveRefs(doc); err != nil {
+		return nil, err
+	}
+	return &screened{insts: s.insts, dialect: s.dialect}, nil
 }
 
 func fail(ptr, format string, args ...any) error {
@@ -131,6 +210,7 @@ func (s *screener) schema(node any, ptr string, depth int) error {
 	if depth > MaxSubschemaDepth {
 		return fail(ptr, "schemas nested more than %d deep", MaxSubschemaDepth)
 	}
+	s.positions[ptr] = node
 	if _, ok := node.(bool); ok {
 		return nil
 	}
@@ -139,13 +219,19 @@ func (s *screener) schema(node any, ptr string, depth int) error {
 		return fail(ptr, "a schema must be an object or a boolean, not %s", jsonTypeOf(node))
 	}
 	keys := sortedKeys(obj)
+	_, hasRef := obj["$ref"]
 	for _, k := range keys {
 		kp := ptr + "/" + escapePointer(k)
-		if why, bad := forbidden[k]; bad {
-			return fail(kp, "%s", why)
+		if s.dialect == draft2020 && unsupported2020[k] {
+			return fail(kp, "%q has no Draft-07 equivalent that the validator can check, so this 2020-12 document is refused", k)
 		}
-		if _, known := keywords[k]; !known {
+		kind, known := kindOf(k)
+		if !known {
 			return fail(kp, "unknown keyword %q (only Draft-07 validation keywords and annotations are supported)", k)
+		}
+		if hasRef && s.dialect == draft07 && k != "$ref" && !isAnnotation(k) && kind != kwDefinitions && kind != kwID && kind != kwSchemaURI {
+			return fail(kp, "%q beside \"$ref\" is ignored in Draft-07, so it is refused rather than dropped; "+
+				"put both in allOf ({\"allOf\":[{\"$ref\":...},{%q:...}]}), or declare %q, where keywords beside $ref apply", k, k, Draft2020URI)
 		}
 	}
 	for _, k := range keys {
@@ -162,15 +248,41 @@ func (s *screener) schema(node any, ptr string, depth int) error {
 func (s *screener) keyword(obj map[string]any, k, ptr string, depth int) error {
 	v := obj[k]
 	kp := ptr + "/" + escapePointer(k)
-	switch keywords[k] {
+	kind, _ := kindOf(k)
+	switch kind {
 	case kwSchemaURI:
 		str, _ := v.(string)
 		if ptr != "" {
 			return fail(kp, "$schema is only allowed at the root")
 		}
-		if str != Draft07URI && str != strings.TrimSuffix(Draft07URI, "#") {
-			return fail(kp, "only the Draft-07 dialect %q is supported", Draft07URI)
+		if str != Draft07URI && str != strings.TrimSuffix(Draft07URI, "#") && str != Draft2020URI && str != Draft2020URI+"#" {
+			return fail(kp, "only the Draft-07 dialect %q is supported (and %q where it translates exactly)", Draft07URI, Draft2020URI)
 		}
+	case kwID:
+		if ptr != "" {
+			return fail(kp, "schema identifiers are only allowed at the root, where they are a name (below it they would change how references resolve)")
+		}
+		if _, ok := v.(string); !ok {
+			return fail(kp, "must be a string")
+		}
+	case kwRef:
+		str, ok := v.(string)
+		if !ok {
+			return fail(kp, "must be a string")
+		}
+		s.refs = append(s.refs, refSite{node: obj, ptr: ptr, ref: str})
+	case kwDefinitions:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return fail(kp, "must be an object whose values are schemas")
+		}
+		for _, name := range sortedKeys(m) {
+			if err := s.schema(m[name], kp+"/"+escapePointer(name), depth+1); err != nil {
+				return err
+			}
+		}
+	case kwAnnotation:
+		return literalSize(v, kp)
 	case kwString:
 		if _, ok := v.(string); !ok {
 			return fail(kp, "must be a string")
@@ -221,9 +333,15 @@ func (s *screener) keyword(obj map[string]any, k, ptr string, depth int) error {
 			return fail(kp, "unsupported format %q; supported formats: %s", name, strings.Join(Formats, ", "))
 		}
 	case kwSchema:
+		if inPlace[k] {
+			s.inplace[ptr] = append(s.inplace[ptr], kp)
+		}
 		return s.schema(v, kp, depth+1)
 	case kwItems:
 		if arr, ok := v.([]any); ok {
+			if s.dialect == draft2020 {
+				return fail(kp, "in 2020-12, items must be one schema (a list of schemas is prefixItems, which is not supported)")
+			}
 			return s.schemaArray(arr, kp, depth, false)
 		}
 		return s.schema(v, kp, depth+1)
@@ -231,6 +349,9 @@ func (s *screener) keyword(obj map[string]any, k, ptr string, depth int) error {
 		arr, ok := v.([]any)
 		if !ok {
 			return fail(kp, "must be a non-empty array of schemas")
+		}
+		for i := range arr {
+			s.inplace[ptr] = append(s.inplace[ptr], kp+"/"+strconv.Itoa(i))
 		}
 		return s.schemaArray(arr, kp, depth, true)
 	case kwRequired:
@@ -272,6 +393,7 @@ func (s *screener) keyword(obj map[string]any, k, ptr string, depth int) error {
 				}
 				continue
 			}
+			s.inplace[ptr] = append(s.inplace[ptr], dp)
 			if err := s.schema(m[name], dp, depth+1); err != nil {
 				return err
 			}
@@ -279,6 +401,10 @@ func (s *screener) keyword(obj map[string]any, k, ptr string, depth int) error {
 	}
 	return nil
 }
+
+// inPlace are the single-schema keywords whose schema applies to the same
+// value as the schema holding them.
+var inPlace = map[string]bool{"not": true, "if": true, "then": true, "else": true}
 
 func (s *screener) schemaArray(arr []any, kp string, depth int, branches bool) error {
 	if len(arr) == 0 {

@@ -47,20 +47,29 @@ func TestScreenRejectsAtSchemaPositions(t *testing.T) {
 		{`{"properties":{"a/b~c":{"items":%s}}}`, "/properties/a~1b~0c/items"},
 	}
 	keywords := []struct{ schema, key, detail string }{
-		{`{"$ref":"#"}`, "$ref", "references are not supported"},
-		{`{"$ref":"file:///etc/passwd"}`, "$ref", "references are not supported"},
-		{`{"$ref":"http://example.invalid/x"}`, "$ref", "references are not supported"},
-		{`{"$id":"http://example.invalid/root.json"}`, "$id", "identifiers"},
-		{`{"id":"http://example.invalid/root.json"}`, "id", "identifiers"},
-		{`{"definitions":{"a":{}}}`, "definitions", "definitions are not supported"},
-		{`{"$defs":{"a":{}}}`, "$defs", "definitions are not supported"},
+		{`{"$ref":"#/nowhere"}`, "$ref", "points to nothing"},
+		{`{"$ref":"#/definitions/a/required","definitions":{"a":{"required":["x"]}}}`, "$ref", "points to "},
+		{`{"$ref":"file:///etc/passwd"}`, "$ref", "refers to another document"},
+		{`{"$ref":"http://example.invalid/x"}`, "$ref", "refers to another document"},
+		{`{"$ref":"#a"}`, "$ref", "plain-name fragment"},
+		{`{"$ref":"#/a~2"}`, "$ref", "not a valid JSON Pointer"},
+		{`{"$ref":7}`, "$ref", "must be a string"},
+		{`{"$ref":"#","maxItems":2}`, "maxItems", "ignored in Draft-07"},
+		{`{"definitions":{"a":{"$ref":"#/x"}}}`, "definitions/a/$ref", "points to nothing"},
+		{`{"$defs":{"a":{"requird":["x"]}}}`, "$defs/a/requird", "unknown keyword"},
+		{`{"definitions":[]}`, "definitions", "must be an object"},
 		{`{"nullable":true}`, "nullable", "unknown keyword"},
-		{`{"x-vendor":{"$ref":"#"}}`, "x-vendor", "unknown keyword"},
+		{`{"requird":["a"]}`, "requird", "unknown keyword"},
 		{`{"unevaluatedProperties":false}`, "unevaluatedProperties", "unknown keyword"},
 		{`{"dependentRequired":{}}`, "dependentRequired", "unknown keyword"},
 		{`{"$vocabulary":{}}`, "$vocabulary", "unknown keyword"},
 	}
 	for _, p := range positions {
+		if p.ptr != "" {
+			keywords = append(keywords[:len(keywords):len(keywords)],
+				struct{ schema, key, detail string }{`{"$id":"http://example.invalid/root.json"}`, "$id", "only allowed at the root"},
+				struct{ schema, key, detail string }{`{"id":"http://example.invalid/root.json"}`, "id", "only allowed at the root"})
+		}
 		for _, k := range keywords {
 			schema := fmt.Sprintf(p.wrap, k.schema)
 			se := compileErr(t, schema)
@@ -99,6 +108,7 @@ func TestScreenSchemaDialect(t *testing.T) {
 	t.Parallel()
 	for _, ok := range []string{
 		`{}`, `{"$schema":"http://json-schema.org/draft-07/schema#"}`, `{"$schema":"http://json-schema.org/draft-07/schema"}`,
+		`{"$schema":"https://json-schema.org/draft/2020-12/schema"}`, `{"$schema":"https://json-schema.org/draft/2020-12/schema#"}`,
 	} {
 		if se := compileErr(t, ok); se != nil {
 			t.Errorf("%s: %v", ok, se)
@@ -106,7 +116,7 @@ func TestScreenSchemaDialect(t *testing.T) {
 	}
 	for _, c := range []struct{ schema, ptr string }{
 		{`{"$schema":"http://json-schema.org/draft-04/schema#"}`, "/$schema"},
-		{`{"$schema":"https://json-schema.org/draft/2020-12/schema"}`, "/$schema"},
+		{`{"$schema":"https://json-schema.org/draft/2019-09/schema"}`, "/$schema"},
 		{`{"$schema":"https://json-schema.org/draft-07/schema#"}`, "/$schema"},
 		{`{"$schema":"http://example.invalid/meta","type":"string"}`, "/$schema"},
 		{`{"$schema":7}`, "/$schema"},

@@ -26,26 +26,9 @@ func adapt(node any) {
 	if !ok {
 		return
 	}
+	eachSubschema(obj, adapt)
 	for k, v := range obj {
 		switch keywords[k] {
-		case kwSchema:
-			adapt(v)
-		case kwItems, kwSchemaArray:
-			if arr, ok := v.([]any); ok {
-				for _, sub := range arr {
-					adapt(sub)
-				}
-			} else {
-				adapt(v)
-			}
-		case kwProperties, kwPatternProperties, kwDependencies:
-			if m, ok := v.(map[string]any); ok {
-				for _, sub := range m {
-					if _, isArr := sub.([]any); !isArr {
-						adapt(sub)
-					}
-				}
-			}
 		case kwCount:
 			if n, ok := countValue(v); ok {
 				obj[k] = json.Number(strconv.Itoa(n))
@@ -67,6 +50,68 @@ func adapt(node any) {
 		} else {
 			all, _ := obj["allOf"].([]any)
 			obj["allOf"] = append(all, guard)
+		}
+	}
+}
+
+// eachSubschema calls f on every schema directly inside a screened schema
+// object: the values of its schema keywords, definitions included.
+func eachSubschema(obj map[string]any, f func(any)) {
+	for k, v := range obj {
+		switch keywords[k] {
+		case kwSchema:
+			f(v)
+		case kwItems, kwSchemaArray:
+			if arr, ok := v.([]any); ok {
+				for _, sub := range arr {
+					f(sub)
+				}
+			} else {
+				f(v)
+			}
+		case kwProperties, kwPatternProperties, kwDependencies, kwDefinitions:
+			if m, ok := v.(map[string]any); ok {
+				for _, sub := range m {
+					if _, isArr := sub.([]any); !isArr {
+						f(sub)
+					}
+				}
+			}
+		}
+	}
+}
+
+// prepare turns a screened document (references already canonical) into
+// the plain Draft-07 document the library compiles, in place:
+//
+//   - annotations, editor annotations and x-* keys are dropped (the library
+//     would otherwise walk default and examples looking for identifiers),
+//     and so are the root's $id, id and $schema: the name means nothing to
+//     resolution, which never leaves the document;
+//   - in a 2020-12 document, a "$ref" beside other keywords becomes one
+//     more allOf entry, {"$ref": R}: in 2020-12 the siblings apply, in
+//     Draft-07 they would be ignored. Every other schema keeps its pointer.
+func prepare(node any, d dialect) {
+	obj, ok := node.(map[string]any)
+	if !ok {
+		return
+	}
+	for k := range obj {
+		if kind, _ := kindOf(k); kind == kwAnnotation || annotations[k] || kind == kwID || kind == kwSchemaURI {
+			delete(obj, k)
+		}
+	}
+	eachSubschema(obj, func(sub any) { prepare(sub, d) })
+	ref, hasRef := obj["$ref"]
+	if !hasRef || d != draft2020 {
+		return
+	}
+	for k := range obj {
+		if k != "$ref" && keywords[k] != kwDefinitions {
+			delete(obj, "$ref")
+			all, _ := obj["allOf"].([]any)
+			obj["allOf"] = append(all, map[string]any{"$ref": ref})
+			return
 		}
 	}
 }
