@@ -82,7 +82,8 @@
 // built from its syntax tree with a few repetition counts, which may fail to
 // meet length bounds or a second pattern from allOf; format and pattern are
 // not combined (a format example must match the pattern as is); only local
-// $ref is resolved ($id, remote refs and $ref siblings are not); schema-form
+// $ref is resolved, recursion included ($id and remote refs are not), and
+// keywords beside a $ref apply with it (the 2020-12 reading); schema-form
 // dependencies and propertyNames are checked but not used to build values;
 // nesting is limited to 32 levels and the work per call is bounded, so
 // deeply recursive or combinatorially large schemas fail with an error

@@ -163,8 +163,10 @@ func (g *generator) value(s any, depth, nth int) (any, error) {
 	return nil, errors.New("mockllm: found no value satisfying the schema")
 }
 
-// deref follows "$ref" (local JSON pointers only). In Draft-07 the siblings
-// of "$ref" are ignored, so returning the target alone is correct.
+// deref follows "$ref" (local JSON pointers only). Keywords beside "$ref"
+// apply too, as in 2020-12 (chatd refuses assertions beside a Draft-07
+// "$ref", whose siblings would be ignored, so the two readings agree on
+// every schema it admits): the result is then {"allOf": [target, rest]}.
 func (g *generator) deref(s any) (any, error) {
 	for hops := 0; ; hops++ {
 		m, ok := s.(map[string]any)
@@ -182,8 +184,32 @@ func (g *generator) deref(s any) (any, error) {
 		if err != nil {
 			return nil, err
 		}
+		if rest := refSiblings(m); rest != nil {
+			return map[string]any{"allOf": []any{target, rest}}, nil
+		}
 		s = target
 	}
+}
+
+// refSiblings returns the assertions beside a "$ref" (nil if there are
+// none): everything but the reference, definitions and annotations.
+func refSiblings(m map[string]any) map[string]any {
+	var rest map[string]any
+	for k, v := range m {
+		switch k {
+		case "$ref", "$defs", "definitions", "$id", "$schema", "$comment", "title", "description", "default", "examples",
+			"readOnly", "writeOnly", "deprecated":
+			continue
+		}
+		if strings.HasPrefix(k, "x-") {
+			continue
+		}
+		if rest == nil {
+			rest = map[string]any{}
+		}
+		rest[k] = v
+	}
+	return rest
 }
 
 func resolvePointer(root any, ref string) (any, error) {

@@ -83,6 +83,7 @@ func scripts() map[string]*mockllm.Script {
 		"exhausted": {Steps: []mockllm.Step{{Error: &mockllm.ErrorSpec{Status: 500, Message: "upstream exploded: {\"schema\":" + schema + "}"}}}, Then: mockllm.ThenRepeat},
 		"denied":    {Steps: []mockllm.Step{{Error: &mockllm.ErrorSpec{Status: 401, Message: "invalid x-api-key " + apiKey}}}},
 		"compact":   {Steps: []mockllm.Step{{Text: "First answer."}, {Text: "They said hello. [script:compact]"}, {Text: "Second answer."}}},
+		"refs":      {Steps: []mockllm.Step{{}}}, // unscripted: a value generated from the schema on the wire
 	}
 }
 

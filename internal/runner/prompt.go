@@ -11,11 +11,15 @@ import (
 	"github.com/chatd/chatd/internal/dbgen"
 	"github.com/chatd/chatd/internal/jsonb"
 	"github.com/chatd/chatd/internal/tools"
+	"github.com/chatd/chatd/internal/validate"
 )
 
 // FinalizerName is the server-owned tool through which a structured request
 // is answered.
 const FinalizerName = "coder_structured_output"
+
+// finalizerOutput is the finalizer's one parameter, holding the value.
+const finalizerOutput = "output"
 
 // parsed is a prompt row with its decoded content.
 type parsed struct {
@@ -143,12 +147,12 @@ func options(md json.RawMessage) fantasy.ProviderOptions {
 // finalizerTool builds the finalizer definition for a request: parameters
 // {"output": <caller schema>} with additionalProperties false at the wrapper
 // root. The caller's schema is decoded afresh for every call, numbers kept as
-// written, and never rewritten.
+// written; its references are rewritten to point under /properties/output
+// (validate.ToolSchema), so that the parameters are self-contained for every
+// provider (Anthropic keeps only properties and required of the root).
 func finalizerTool(req *dbgen.StructuredRequest) (fantasy.FunctionTool, error) {
-	dec := json.NewDecoder(bytes.NewReader(req.Schema))
-	dec.UseNumber()
-	var schema map[string]any
-	if err := dec.Decode(&schema); err != nil {
+	schema, err := validate.ToolSchema(req.Schema, "/properties/"+finalizerOutput)
+	if err != nil {
 		return fantasy.FunctionTool{}, fmt.Errorf("decode stored schema: %w", err)
 	}
 	exactNumbers(schema)
@@ -163,7 +167,7 @@ func finalizerTool(req *dbgen.StructuredRequest) (fantasy.FunctionTool, error) {
 		Description: desc,
 		InputSchema: map[string]any{
 			"type":                 "object",
-			"properties":           map[string]any{"output": schema},
+			"properties":           map[string]any{finalizerOutput: schema},
 			"required":             []string{"output"},
 			"additionalProperties": false,
 		},

@@ -40,9 +40,10 @@ const (
 
 // refSite is a "$ref" met by the screening.
 type refSite struct {
-	node map[string]any // the schema holding it
-	ptr  string         // that schema's pointer
-	ref  string         // the value as written
+	node   map[string]any // the schema holding it
+	ptr    string         // that schema's pointer
+	ref    string         // the value as written
+	target string         // the pointer it names, once resolved
 }
 
 // pointerTokens splits a JSON Pointer ("" or "/a/b") into unescaped tokens.
@@ -157,7 +158,8 @@ func (s *screener) resolveRefs(doc any) error {
 	}
 	root, _ := doc.(map[string]any)
 	rootID := rootIdentifier(root)
-	for _, r := range s.refs {
+	for i := range s.refs {
+		r := &s.refs[i]
 		kp := r.ptr + "/$ref"
 		target, why := localPointer(r.ref, rootID)
 		if why != "" {
@@ -169,7 +171,7 @@ func (s *screener) resolveRefs(doc any) error {
 			}
 			return fail(kp, "%q points to nothing in this schema", r.ref)
 		}
-		r.node["$ref"] = canonicalRef(target)
+		r.node["$ref"], r.target = canonicalRef(target), target
 		s.refEdge[r.ptr] = target
 		s.targets[target] = true
 	}
@@ -258,4 +260,33 @@ func sortedPositions(m map[string]any) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// ToolSchema decodes an admitted schema document for embedding at the JSON
+// Pointer at of a larger document, such as the parameters of the
+// finalizer tool ("/properties/output"): every "$ref" is rewritten to the
+// canonical pointer under at, so that it resolves inside what the provider
+// receives, and the root's $id, id and $schema, which would change how
+// references resolve or mean nothing below a root, are dropped. Everything
+// else is kept as the caller wrote it; numbers are json.Number.
+func ToolSchema(raw []byte, at string) (map[string]any, error) {
+	doc, err := Decode(raw, schemaLimits)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := screen(doc)
+	if err != nil {
+		return nil, err
+	}
+	root, ok := doc.(map[string]any)
+	if !ok {
+		return nil, &ScanError{Detail: "must be a JSON object"}
+	}
+	for _, r := range sc.refs {
+		r.node["$ref"] = canonicalRef(at + r.target)
+	}
+	delete(root, "$id")
+	delete(root, "id")
+	delete(root, "$schema")
+	return root, nil
 }

@@ -163,6 +163,7 @@ const (
 type screened struct {
 	insts   map[string]int // pattern source → compiled program size
 	dialect dialect
+	refs    []refSite
 }
 
 type screener struct {
@@ -195,7 +196,7 @@ func screen(doc any) (*screened, error) {
 	if err := s.resolveRefs(doc); err != nil {
 		return nil, err
 	}
-	return &screened{insts: s.insts, dialect: s.dialect}, nil
+	return &screened{insts: s.insts, dialect: s.dialect, refs: s.refs}, nil
 }
 
 func fail(ptr, format string, args ...any) error {
