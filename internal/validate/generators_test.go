@@ -85,7 +85,9 @@ func oracleSchema(t testing.TB, raw []byte) *oracle.Schema {
 
 type noLoader struct{}
 
-func (noLoader) Load(url string) (any, error) { return nil, fmt.Errorf("loading %s is not allowed", url) }
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("loading %s is not allowed", url)
+}
 
 // TestGeneratorFixtures: every schema emitted by Pydantic 2, zod 4 (its
 // 2020-12 default and draft-7), zod-to-json-schema and invopop/jsonschema
