@@ -1,0 +1,132 @@
+package provider_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/config"
+	"github.com/chatd/chatd/internal/mockllm"
+	"github.com/chatd/chatd/internal/testenv"
+)
+
+// generatorFixture is one schema a real generator emitted for a fixture
+// model (internal/validate/testdata/generators), with the model's
+// instances.
+type generatorFixture struct {
+	name           string
+	schema         json.RawMessage
+	valid, invalid []json.RawMessage
+}
+
+func generatorFixtures(t *testing.T) []generatorFixture {
+	t.Helper()
+	dir := filepath.Join("..", "validate", "testdata", "generators")
+	files, err := filepath.Glob(filepath.Join(dir, "schemas", "*.json"))
+	if err != nil || len(files) < 4 {
+		t.Fatalf("generator outputs: %v %v", files, err)
+	}
+	read := func(path string, v any) {
+		raw, err := os.ReadFile(path)
+		if err == nil {
+			err = json.Unmarshal(raw, v)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	}
+	var out []generatorFixture
+	for _, f := range files {
+		var doc struct{ Schemas map[string]json.RawMessage }
+		read(f, &doc)
+		for key, schema := range doc.Schemas {
+			model, _, _ := strings.Cut(key, "-")
+			var inst struct{ Valid, Invalid []json.RawMessage }
+			read(filepath.Join(dir, "instances", model+".json"), &inst)
+			out = append(out, generatorFixture{strings.TrimSuffix(filepath.Base(f), ".json") + "-" + key, schema, inst.Valid, inst.Invalid})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// TestGeneratorFixturesEndToEnd: for every schema the real generators
+// emitted (Pydantic 2, zod 4 in both targets, zod-to-json-schema,
+// invopop/jsonschema), through the HTTP API, a real PostgreSQL and a
+// provider turn: the mock's own value, generated from the schema the
+// provider received, succeeds; every valid instance succeeds as submitted;
+// every invalid instance is refused (a validation rejection, repaired by
+// the next submission).
+func TestGeneratorFixturesEndToEnd(t *testing.T) {
+	t.Parallel()
+	fixtures := generatorFixtures(t)
+	type chatPlan struct {
+		script  string
+		steps   []mockllm.Step
+		final   json.RawMessage // nil: the mock generates it
+		refused int
+	}
+	plans := map[string][]chatPlan{}
+	scripts := map[string]*mockllm.Script{}
+	for _, f := range fixtures {
+		var ps []chatPlan
+		ps = append(ps, chatPlan{script: f.name + "-generated", steps: []mockllm.Step{{}}})
+		// Two refused submissions then a valid one per chat: the request
+		// allows two repairs.
+		for i := 0; i < max(len(f.valid), (len(f.invalid)+1)/2); i++ {
+			p := chatPlan{script: fmt.Sprintf("%s-%d", f.name, i), final: f.valid[i%len(f.valid)]}
+			for _, bad := range f.invalid[min(2*i, len(f.invalid)):min(2*i+2, len(f.invalid))] {
+				p.steps = append(p.steps, mockllm.Step{Value: bad})
+				p.refused++
+			}
+			p.steps = append(p.steps, mockllm.Step{Value: p.final})
+			ps = append(ps, p)
+		}
+		for _, p := range ps {
+			scripts[p.script] = &mockllm.Script{Steps: p.steps}
+		}
+		plans[f.name] = ps
+	}
+	env := testenv.New(t, testenv.Options{Provider: config.TypeOpenAIChat, Mock: mockllm.Options{Scripts: scripts}})
+	c := env.Client("alice")
+	for _, f := range fixtures {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			for _, p := range plans[f.name] {
+				res, err := c.CreateChat(ctxT(t), client.CreateChatRequest{
+					Content: []client.MessagePart{client.TextPart("Produce it. [script:" + p.script + "]")},
+					ResponseFormat: &client.ResponseFormat{Type: "json_schema",
+						JSONSchema: &client.JSONSchemaFormat{Name: "fixture", Schema: f.schema}},
+				})
+				if err != nil {
+					t.Fatalf("%s: %v", p.script, err)
+				}
+				req := *res.Messages[0].StructuredOutputRequestID
+				out, err := c.WaitStructuredOutput(ctxT(t), req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if out.Status != client.OutputSucceeded {
+					t.Errorf("%s: status %s error %+v", p.script, out.Status, out.Error)
+					continue
+				}
+				if p.final != nil && !jsonEqual(out.Value, p.final) {
+					t.Errorf("%s: value %s, want %s", p.script, out.Value, p.final)
+				}
+				var rejections, validation int
+				if err := env.Pool.QueryRow(ctxT(t), `SELECT rejections, validation_rejections FROM structured_requests WHERE request_id = $1`, req).
+					Scan(&rejections, &validation); err != nil {
+					t.Fatal(err)
+				}
+				if rejections != p.refused || validation != p.refused {
+					t.Errorf("%s: %d rejections (%d by validation), want %d", p.script, rejections, validation, p.refused)
+				}
+			}
+		})
+	}
+}
