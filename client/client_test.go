@@ -145,7 +145,7 @@ func TestEveryMethod(t *testing.T) {
 	tr, err := c.SubmitToolResults(ctx, tools.Chat.ID, client.ToolResultsRequest{Results: []client.ToolResult{
 		{ToolCallID: waiting.PendingToolCalls[0].ToolCallID, Output: json.RawMessage(`{"forecast":"sunny"}`)}}})
 	check("SubmitToolResults", err)
-	if tr.Message.Role != "tool" || tr.Chat.Status != client.StatusRunning {
+	if tr.Message.Role != client.RoleTool || tr.Chat.Status != client.StatusRunning {
 		t.Fatalf("tool results %+v", tr)
 	}
 	waitStatus(t, ctx, c, tools.Chat.ID, client.StatusWaiting)
@@ -165,7 +165,7 @@ func TestEveryMethod(t *testing.T) {
 	}
 	del, err := c.DeleteQueued(ctx, held.Chat.ID, sent.QueuedMessage.ID)
 	check("DeleteQueued", err)
-	if len(del.Messages) != 1 || del.Messages[0].StructuredOutput.Error.Code != "queue_deleted" {
+	if len(del.Messages) != 1 || del.Messages[0].StructuredOutput.Error.Code != client.CodeQueueDeleted {
 		t.Fatalf("delete %+v", del)
 	}
 	in, err := c.Interrupt(ctx, held.Chat.ID)
@@ -235,7 +235,7 @@ func TestEveryMethod(t *testing.T) {
 
 // waitStatus polls the chat (through the API, with a deadline) until it has
 // the wanted status.
-func waitStatus(t *testing.T, ctx context.Context, c *client.Client, chat uuid.UUID, want string) client.Chat {
+func waitStatus(t *testing.T, ctx context.Context, c *client.Client, chat uuid.UUID, want client.ChatStatus) client.Chat {
 	t.Helper()
 	for {
 		ch, err := c.GetChat(ctx, chat)

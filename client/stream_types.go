@@ -20,7 +20,7 @@ type MessagePartEvent struct {
 	HistoryVersion    int64       `json:"history_version"`
 	GenerationAttempt int32       `json:"generation_attempt"`
 	Seq               int64       `json:"seq"`
-	Role              string      `json:"role"`
+	Role              Role        `json:"role"`
 	Part              MessagePart `json:"part"`
 }
 
@@ -42,6 +42,6 @@ type ActionRequired struct {
 
 // StreamError reports a failed turn or the end of a stream.
 type StreamError struct {
-	Code    string `json:"code,omitempty"`
-	Message string `json:"message"`
+	Code    ErrorCode `json:"code,omitempty"`
+	Message string    `json:"message"`
 }

@@ -7,38 +7,126 @@ import (
 	"github.com/google/uuid"
 )
 
+// ChatStatus is where a chat is in its life: the value of Chat.Status, of
+// the chats.status column and of the runner's decisions alike.
+type ChatStatus string
+
 // Chat statuses.
 const (
-	StatusWaiting        = "waiting"
-	StatusRunning        = "running"
-	StatusRequiresAction = "requires_action"
-	StatusInterrupting   = "interrupting"
-	StatusError          = "error"
+	StatusWaiting        ChatStatus = "waiting"
+	StatusRunning        ChatStatus = "running"
+	StatusRequiresAction ChatStatus = "requires_action"
+	StatusInterrupting   ChatStatus = "interrupting"
+	StatusError          ChatStatus = "error"
 )
+
+// ChatStatuses lists every ChatStatus; the chats.status CHECK constraint
+// allows exactly these.
+func ChatStatuses() []ChatStatus {
+	return []ChatStatus{StatusWaiting, StatusRunning, StatusRequiresAction, StatusInterrupting, StatusError}
+}
+
+// Runnable reports whether a worker may own the chat (running or
+// interrupting).
+func (s ChatStatus) Runnable() bool { return s == StatusRunning || s == StatusInterrupting }
+
+// Idle reports whether the chat waits for a user message (waiting or error).
+func (s ChatStatus) Idle() bool { return s == StatusWaiting || s == StatusError }
+
+// RequestStatus is where a structured output request is: pending until its
+// receipt commits one of the three terminal statuses.
+type RequestStatus string
 
 // Structured output statuses.
 const (
-	OutputPending   = "pending"
-	OutputSucceeded = "succeeded"
-	OutputFailed    = "failed"
-	OutputCancelled = "cancelled"
+	OutputPending   RequestStatus = "pending"
+	OutputSucceeded RequestStatus = "succeeded"
+	OutputFailed    RequestStatus = "failed"
+	OutputCancelled RequestStatus = "cancelled"
 )
+
+// RequestStatuses lists every RequestStatus; the structured_requests.status
+// CHECK constraint allows exactly these.
+func RequestStatuses() []RequestStatus {
+	return []RequestStatus{OutputPending, OutputSucceeded, OutputFailed, OutputCancelled}
+}
+
+// ErrorCode says why a structured output request failed or was cancelled,
+// and why a chat's last turn failed.
+type ErrorCode string
+
+// Error codes of failed requests.
+const (
+	// CodeValidationExhausted: the repairs were spent on values that failed
+	// the schema.
+	CodeValidationExhausted ErrorCode = "validation_exhausted"
+	// CodeNotProduced: the model never submitted a value.
+	CodeNotProduced ErrorCode = "not_produced"
+	// CodeConfiguration: the model, its tools or the schema cannot be used
+	// as the server is configured now.
+	CodeConfiguration ErrorCode = "configuration_error"
+	// CodeProviderError: the model provider failed.
+	CodeProviderError ErrorCode = "provider_error"
+	// CodeRefused: the model refused, or its provider's filter stopped it.
+	CodeRefused ErrorCode = "refused"
+	// CodeHookFailed: no stop hook could vet the candidate.
+	CodeHookFailed ErrorCode = "hook_failed"
+)
+
+// Error codes of cancelled requests.
+const (
+	// CodeInterrupted: the turn was interrupted.
+	CodeInterrupted ErrorCode = "interrupted"
+	// CodeQueueDeleted: the queued message that asked for it was deleted.
+	CodeQueueDeleted ErrorCode = "queue_deleted"
+	// CodeSuperseded: the message that asked for it was edited.
+	CodeSuperseded ErrorCode = "superseded"
+)
+
+// ErrorCodes lists every ErrorCode; the structured_requests.error_code CHECK
+// constraint allows exactly these.
+func ErrorCodes() []ErrorCode {
+	return []ErrorCode{CodeValidationExhausted, CodeNotProduced, CodeConfiguration, CodeProviderError,
+		CodeRefused, CodeHookFailed, CodeInterrupted, CodeQueueDeleted, CodeSuperseded}
+}
+
+// ChatMode says how the agent works in a chat.
+type ChatMode string
 
 // Chat modes.
 const (
-	ModeNormal = "normal"
-	ModePlan   = "plan"
-	ModeChild  = "child"
+	ModeNormal ChatMode = "normal"
+	ModePlan   ChatMode = "plan"
+	ModeChild  ChatMode = "child"
 )
+
+// ChatModes lists every ChatMode; the chats.mode CHECK constraint allows
+// exactly these.
+func ChatModes() []ChatMode { return []ChatMode{ModeNormal, ModePlan, ModeChild} }
+
+// Role is who wrote a message.
+type Role string
+
+// Message roles.
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Roles lists every Role; the chat_messages.role CHECK constraint allows
+// exactly these.
+func Roles() []Role { return []Role{RoleSystem, RoleUser, RoleAssistant, RoleTool} }
 
 // Chat is a conversation owned by one user.
 type Chat struct {
-	ID     uuid.UUID `json:"id"`
-	Title  string    `json:"title"`
-	Status string    `json:"status"`
-	Model  string    `json:"model"`
+	ID     uuid.UUID  `json:"id"`
+	Title  string     `json:"title"`
+	Status ChatStatus `json:"status"`
+	Model  string     `json:"model"`
 	// Mode is normal, plan or child.
-	Mode         string     `json:"mode"`
+	Mode         ChatMode   `json:"mode"`
 	ParentChatID *uuid.UUID `json:"parent_chat_id,omitempty"`
 	// PendingToolCalls are the client tool calls to answer while the chat
 	// is requires_action.
@@ -93,7 +181,7 @@ func TextPart(s string) MessagePart { return MessagePart{Type: "text", Text: s} 
 type ChatMessage struct {
 	ID        int64         `json:"id"`
 	ChatID    uuid.UUID     `json:"chat_id"`
-	Role      string        `json:"role"`
+	Role      Role          `json:"role"`
 	Content   []MessagePart `json:"content"`
 	CreatedAt time.Time     `json:"created_at"`
 	// StructuredOutputRequestID is set on the user message that asked for
@@ -106,8 +194,8 @@ type ChatMessage struct {
 
 // StructuredOutput is the outcome carried by a receipt.
 type StructuredOutput struct {
-	RequestID uuid.UUID `json:"request_id"`
-	Status    string    `json:"status"`
+	RequestID uuid.UUID     `json:"request_id"`
+	Status    RequestStatus `json:"status"`
 	// Value is present (possibly JSON null) exactly when Status is succeeded.
 	Value json.RawMessage        `json:"value,omitempty"`
 	Error *StructuredOutputError `json:"error,omitempty"`
@@ -115,8 +203,8 @@ type StructuredOutput struct {
 
 // StructuredOutputError explains a failed or cancelled request.
 type StructuredOutputError struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code    ErrorCode `json:"code"`
+	Message string    `json:"message"`
 }
 
 // QueuedMessage waits for the running turn to finish.
@@ -246,7 +334,7 @@ type ListMessagesResponse struct {
 type StructuredOutputResult struct {
 	RequestID        uuid.UUID              `json:"request_id"`
 	ChatID           uuid.UUID              `json:"chat_id"`
-	Status           string                 `json:"status"`
+	Status           RequestStatus          `json:"status"`
 	Value            json.RawMessage        `json:"value,omitempty"`
 	Error            *StructuredOutputError `json:"error,omitempty"`
 	ReceiptMessageID *int64                 `json:"receipt_message_id,omitempty"`

@@ -3,6 +3,8 @@ package sql_test
 import (
 	"context"
 	"errors"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/dbtest"
 )
 
@@ -524,4 +527,44 @@ func TestNotificationsFollowCommits(t *testing.T) {
 	if n2, err := conn.Conn().WaitForNotification(short); err == nil {
 		t.Fatalf("unexpected second notification %q", n2.Payload)
 	}
+}
+
+// TestVocabularyMatchesChecks: the CHECK constraints on the state and code
+// columns allow exactly the values of the Go types that carry them.
+func TestVocabularyMatchesChecks(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	for _, tc := range []struct {
+		constraint string
+		want       []string
+	}{
+		{"chats_status_check", strs(client.ChatStatuses())},
+		{"chats_mode_check", strs(client.ChatModes())},
+		{"chat_messages_role_check", strs(client.Roles())},
+		{"structured_requests_status_check", strs(client.RequestStatuses())},
+		{"structured_requests_error_code_check", strs(client.ErrorCodes())},
+	} {
+		var def string
+		if err := pool.QueryRow(t.Context(), `SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = $1`, tc.constraint).
+			Scan(&def); err != nil {
+			t.Fatalf("%s: %v", tc.constraint, err)
+		}
+		var got []string
+		for _, m := range regexp.MustCompile(`'([^']*)'::text`).FindAllStringSubmatch(def, -1) {
+			got = append(got, m[1])
+		}
+		slices.Sort(got)
+		slices.Sort(tc.want)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s allows %v; the Go type has %v", tc.constraint, got, tc.want)
+		}
+	}
+}
+
+func strs[S ~string](vs []S) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/check"
 	"github.com/chatd/chatd/internal/dbgen"
 	"github.com/chatd/chatd/internal/dbtest"
@@ -107,14 +108,14 @@ func (f *fixture) finish(chatID, req uuid.UUID) int64 {
 	}
 	res, err := f.st.Apply(ctx, store.Commit{
 		Fence:    store.Fence{ChatID: chatID, WorkerID: worker, HistoryVersion: c.HistoryVersion},
-		Messages: []store.NewMessage{{Role: "assistant", Parts: []jsonb.Part{jsonb.Text("done")}, RequestID: uuid.NullUUID{UUID: req, Valid: true}}},
-		Outcomes: []store.Outcome{{RequestID: req, Status: "succeeded", Value: json.RawMessage(`{"a":1}`)}},
+		Messages: []store.NewMessage{{Role: client.RoleAssistant, Parts: []jsonb.Part{jsonb.Text("done")}, RequestID: uuid.NullUUID{UUID: req, Valid: true}}},
+		Outcomes: []store.Outcome{{RequestID: req, Status: client.OutputSucceeded, Value: json.RawMessage(`{"a":1}`)}},
 		End:      store.EndTurn,
 	})
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if res.Chat.Status != "waiting" || res.Request == nil || res.Request.ReceiptMessageID == nil {
+	if res.Chat.Status != client.StatusWaiting || res.Request == nil || res.Request.ReceiptMessageID == nil {
 		f.t.Fatalf("finish: chat %s request %+v", res.Chat.Status, res.Request)
 	}
 	return *res.Request.ReceiptMessageID

@@ -208,7 +208,7 @@ func describeError(e *client.StreamError) string {
 		return "no reason given"
 	}
 	if e.Code != "" {
-		return e.Code + ": " + e.Message
+		return string(e.Code) + ": " + e.Message
 	}
 	return e.Message
 }

@@ -85,12 +85,12 @@ func TestNewSchemaExitCodes(t *testing.T) {
 	for _, tc := range []struct {
 		mode   string
 		code   int
-		status string
-		error  string
+		status client.RequestStatus
+		error  client.ErrorCode
 	}{
 		{mockllm.ModeValid, cli.ExitOK, client.OutputSucceeded, ""},
-		{mockllm.ModeInvalid, cli.ExitFailed, client.OutputFailed, "validation_exhausted"},
-		{mockllm.ModeText, cli.ExitFailed, client.OutputFailed, "not_produced"},
+		{mockllm.ModeInvalid, cli.ExitFailed, client.OutputFailed, client.CodeValidationExhausted},
+		{mockllm.ModeText, cli.ExitFailed, client.OutputFailed, client.CodeNotProduced},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			t.Parallel()

@@ -28,7 +28,7 @@ func chatTail(ctx context.Context, args []string, io IO) error {
 	}
 	s := c.Stream(ctx, chat, *after)
 	defer s.Close()
-	status := ""
+	var status client.ChatStatus
 	reconnects := 0
 	for {
 		ev, err := s.Next()

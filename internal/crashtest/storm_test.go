@@ -46,7 +46,7 @@ type stormLog struct {
 	mu       sync.Mutex
 	requests map[uuid.UUID]bool
 	// streamed are terminal statuses receipts announced on streams.
-	streamed map[uuid.UUID]string
+	streamed map[uuid.UUID]client.RequestStatus
 	chats    map[uuid.UUID]*client.Client
 	ops      map[string]int
 	statuses map[string]int
@@ -192,7 +192,7 @@ func (s *stormClient) edit(ctx context.Context) error {
 	}
 	var users []client.ChatMessage
 	for _, m := range h.Messages {
-		if m.Role == "user" && m.StructuredOutput == nil {
+		if m.Role == client.RoleUser && m.StructuredOutput == nil {
 			users = append(users, m)
 		}
 	}
@@ -310,7 +310,7 @@ func TestStorm(t *testing.T) {
 		Workspace: workspace(t),
 		Runner:    runner.Options{Workers: 4},
 	})
-	log := &stormLog{requests: map[uuid.UUID]bool{}, streamed: map[uuid.UUID]string{}, chats: map[uuid.UUID]*client.Client{},
+	log := &stormLog{requests: map[uuid.UUID]bool{}, streamed: map[uuid.UUID]client.RequestStatus{}, chats: map[uuid.UUID]*client.Client{},
 		ops: map[string]int{}, statuses: map[string]int{}}
 	users := make([]*client.Client, 4)
 	for i := range users {
@@ -387,7 +387,7 @@ func TestStorm(t *testing.T) {
 			t.Errorf("lookup %s: %v", id, err)
 			continue
 		}
-		var status string
+		var status client.RequestStatus
 		var receipts int
 		if err := env.Pool.QueryRow(ctx, `SELECT status, (SELECT count(*) FROM chat_messages WHERE structured_request_id = $1 AND kind = 'receipt')
 			FROM structured_requests WHERE request_id = $1`, id).Scan(&status, &receipts); err != nil {

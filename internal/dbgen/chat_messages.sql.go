@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/chatd/chatd/client"
 	"github.com/google/uuid"
 )
 
@@ -140,7 +141,7 @@ RETURNING id, chat_id, role, kind, visibility, content, structured_request_id, f
 
 type MessageInsertParams struct {
 	ChatID              uuid.UUID
-	Role                string
+	Role                client.Role
 	Kind                string
 	Visibility          string
 	Content             json.RawMessage

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/chatd/chatd/client"
 	"github.com/google/uuid"
 )
 
@@ -76,7 +77,7 @@ SELECT status, count(*)::bigint AS chats FROM chats GROUP BY status
 `
 
 type ChatCountByStatusRow struct {
-	Status string
+	Status client.ChatStatus
 	Chats  int64
 }
 
@@ -181,9 +182,9 @@ type ChatInsertParams struct {
 	Title        string
 	Model        string
 	SystemPrompt string
-	Mode         string
+	Mode         client.ChatMode
 	DynamicTools json.RawMessage
-	Status       string
+	Status       client.ChatStatus
 }
 
 func (q *Queries) ChatInsert(ctx context.Context, db DBTX, arg ChatInsertParams) (Chat, error) {
@@ -314,14 +315,19 @@ func (q *Queries) ChatListForOwner(ctx context.Context, db DBTX, arg ChatListFor
 	return items, nil
 }
 
-const chatLockExpiredAction = `-- name: ChatLockExpiredAction :one
-SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at FROM chats
-WHERE id = $1 AND status = 'requires_action' AND requires_action_deadline < now()
-FOR UPDATE SKIP LOCKED
+const chatLockForOwner = `-- name: ChatLockForOwner :one
+SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at FROM chats WHERE id = $1 AND owner_id = $2 FOR UPDATE
 `
 
-func (q *Queries) ChatLockExpiredAction(ctx context.Context, db DBTX, id uuid.UUID) (Chat, error) {
-	row := db.QueryRow(ctx, chatLockExpiredAction, id)
+type ChatLockForOwnerParams struct {
+	ID      uuid.UUID
+	OwnerID uuid.UUID
+}
+
+// Takes the chat's row lock for an API transition. Writes that follow bump
+// snapshot_version once (trigger), so this lock does not bump it itself.
+func (q *Queries) ChatLockForOwner(ctx context.Context, db DBTX, arg ChatLockForOwnerParams) (Chat, error) {
+	row := db.QueryRow(ctx, chatLockForOwner, arg.ID, arg.OwnerID)
 	var i Chat
 	err := row.Scan(
 		&i.ID,
@@ -348,19 +354,14 @@ func (q *Queries) ChatLockExpiredAction(ctx context.Context, db DBTX, id uuid.UU
 	return i, err
 }
 
-const chatLockForOwner = `-- name: ChatLockForOwner :one
-SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at FROM chats WHERE id = $1 AND owner_id = $2 FOR UPDATE
+const chatLockIfActionExpired = `-- name: ChatLockIfActionExpired :one
+SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at FROM chats
+WHERE id = $1 AND status = 'requires_action' AND requires_action_deadline < now()
+FOR UPDATE SKIP LOCKED
 `
 
-type ChatLockForOwnerParams struct {
-	ID      uuid.UUID
-	OwnerID uuid.UUID
-}
-
-// Takes the chat's row lock for an API transition. Writes that follow bump
-// snapshot_version once (trigger), so this lock does not bump it itself.
-func (q *Queries) ChatLockForOwner(ctx context.Context, db DBTX, arg ChatLockForOwnerParams) (Chat, error) {
-	row := db.QueryRow(ctx, chatLockForOwner, arg.ID, arg.OwnerID)
+func (q *Queries) ChatLockIfActionExpired(ctx context.Context, db DBTX, id uuid.UUID) (Chat, error) {
+	row := db.QueryRow(ctx, chatLockIfActionExpired, id)
 	var i Chat
 	err := row.Scan(
 		&i.ID,
@@ -553,7 +554,7 @@ RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynam
 `
 
 type ChatSetSettingsParams struct {
-	Mode  string
+	Mode  client.ChatMode
 	Title string
 	ID    uuid.UUID
 }
@@ -599,7 +600,7 @@ RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynam
 `
 
 type ChatSetStateParams struct {
-	Status               string
+	Status               client.ChatStatus
 	KeepOwner            bool
 	LastError            json.RawMessage
 	ActionTimeoutSeconds float64

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/chatd/chatd/client"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -27,9 +28,9 @@ type Chat struct {
 	Title                  string
 	Model                  string
 	SystemPrompt           string
-	Mode                   string
+	Mode                   client.ChatMode
 	DynamicTools           json.RawMessage
-	Status                 string
+	Status                 client.ChatStatus
 	WorkerID               uuid.NullUUID
 	LeaseExpiresAt         *time.Time
 	SnapshotVersion        int64
@@ -46,7 +47,7 @@ type Chat struct {
 type ChatMessage struct {
 	ID                  int64
 	ChatID              uuid.UUID
-	Role                string
+	Role                client.Role
 	Kind                string
 	Visibility          string
 	Content             json.RawMessage
@@ -88,13 +89,13 @@ type StructuredRequest struct {
 	Name                 string
 	Description          string
 	Schema               json.RawMessage
-	Status               string
+	Status               client.RequestStatus
 	Rejections           int32
 	ValidationRejections int32
 	Steps                int32
 	Candidate            json.RawMessage
 	CandidateToolCallID  *string
-	ErrorCode            *string
+	ErrorCode            *client.ErrorCode
 	ErrorMessage         *string
 	ReceiptMessageID     *int64
 	CreatedAt            time.Time

@@ -9,10 +9,11 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/chatd/chatd/client"
 	"github.com/google/uuid"
 )
 
-const requestFinish = `-- name: RequestFinish :one
+const requestFinishIfPending = `-- name: RequestFinishIfPending :one
 UPDATE structured_requests
 SET status = $1,
     receipt_message_id = $2,
@@ -24,18 +25,18 @@ WHERE request_id = $5 AND status = 'pending'
 RETURNING request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at
 `
 
-type RequestFinishParams struct {
-	Status           string
+type RequestFinishIfPendingParams struct {
+	Status           client.RequestStatus
 	ReceiptMessageID *int64
-	ErrorCode        *string
+	ErrorCode        *client.ErrorCode
 	ErrorMessage     *string
 	RequestID        uuid.UUID
 }
 
 // Closes a pending request with its receipt (inserted earlier in the same
 // transaction). The guard trigger refuses any other change to a finished row.
-func (q *Queries) RequestFinish(ctx context.Context, db DBTX, arg RequestFinishParams) (StructuredRequest, error) {
-	row := db.QueryRow(ctx, requestFinish,
+func (q *Queries) RequestFinishIfPending(ctx context.Context, db DBTX, arg RequestFinishIfPendingParams) (StructuredRequest, error) {
+	row := db.QueryRow(ctx, requestFinishIfPending,
 		arg.Status,
 		arg.ReceiptMessageID,
 		arg.ErrorCode,
@@ -271,7 +272,7 @@ func (q *Queries) RequestListPendingFrom(ctx context.Context, db DBTX, arg Reque
 	return items, nil
 }
 
-const requestRecordProgress = `-- name: RequestRecordProgress :one
+const requestRecordProgressIfPending = `-- name: RequestRecordProgressIfPending :one
 UPDATE structured_requests
 SET steps = steps + $1::integer,
     rejections = rejections + $2::integer,
@@ -282,7 +283,7 @@ WHERE request_id = $7 AND status = 'pending'
 RETURNING request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at
 `
 
-type RequestRecordProgressParams struct {
+type RequestRecordProgressIfPendingParams struct {
 	AddSteps                int32
 	AddRejections           int32
 	AddValidationRejections int32
@@ -294,8 +295,8 @@ type RequestRecordProgressParams struct {
 
 // Adds a step and/or a rejection to a pending request and, when asked, replaces
 // or clears its candidate, in the transaction that commits the evidence.
-func (q *Queries) RequestRecordProgress(ctx context.Context, db DBTX, arg RequestRecordProgressParams) (StructuredRequest, error) {
-	row := db.QueryRow(ctx, requestRecordProgress,
+func (q *Queries) RequestRecordProgressIfPending(ctx context.Context, db DBTX, arg RequestRecordProgressIfPendingParams) (StructuredRequest, error) {
+	row := db.QueryRow(ctx, requestRecordProgressIfPending,
 		arg.AddSteps,
 		arg.AddRejections,
 		arg.AddValidationRejections,

@@ -233,7 +233,7 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) error {
 	params := store.SendParams{
 		OwnerID: currentUser(r).ID, ChatID: chatID, Content: content, Request: spec,
 		Interrupt: interrupt, PlanMode: body.PlanMode,
-		Check: func(chat dbgen.Chat, mode string) error {
+		Check: func(chat dbgen.Chat, mode client.ChatMode) error {
 			return s.checkStructured(spec, mode, chat.Model, chat.DynamicTools)
 		},
 	}
@@ -415,17 +415,17 @@ func (s *Server) getStructuredOutput(w http.ResponseWriter, r *http.Request) err
 		return err
 	}
 	noteChat(r, st.Request.ChatID)
-	if st.Request.Status == "pending" && wait > 0 {
+	if st.Request.Status == client.OutputPending && wait > 0 {
 		// Subscribe before re-reading so no commit slips between the two.
 		sub := s.hub.Subscribe(st.Request.ChatID)
 		defer sub.Close()
 		deadline := time.NewTimer(wait)
 		defer deadline.Stop()
-		for st.Request.Status == "pending" {
+		for st.Request.Status == client.OutputPending {
 			if st, err = s.store.GetRequest(r.Context(), owner, id); err != nil {
 				return err
 			}
-			if st.Request.Status != "pending" {
+			if st.Request.Status != client.OutputPending {
 				break
 			}
 			select {
@@ -514,7 +514,7 @@ func toMessage(row dbgen.ChatMessage) (client.ChatMessage, error) {
 	}
 	content, outcome := publicParts(parts)
 	m := client.ChatMessage{ID: row.ID, ChatID: row.ChatID, Role: row.Role, Content: content, CreatedAt: row.CreatedAt}
-	if row.StructuredRequestID.Valid && row.Kind == "message" && row.Role == "user" {
+	if row.StructuredRequestID.Valid && row.Kind == "message" && row.Role == client.RoleUser {
 		id := row.StructuredRequestID.UUID
 		m.StructuredOutputRequestID = &id
 	}
@@ -525,15 +525,15 @@ func toMessage(row dbgen.ChatMessage) (client.ChatMessage, error) {
 }
 
 func toOutput(id uuid.UUID, o *jsonb.Outcome) *client.StructuredOutput {
-	out := &client.StructuredOutput{RequestID: id, Status: o.Status}
-	if o.Status == client.OutputSucceeded {
+	out := &client.StructuredOutput{RequestID: id, Status: client.RequestStatus(o.Status)}
+	if out.Status == client.OutputSucceeded {
 		out.Value = o.Value
 		if len(out.Value) == 0 {
 			out.Value = json.RawMessage("null")
 		}
 	}
 	if o.Error != nil {
-		out.Error = &client.StructuredOutputError{Code: o.Error.Code, Message: o.Error.Message}
+		out.Error = &client.StructuredOutputError{Code: client.ErrorCode(o.Error.Code), Message: o.Error.Message}
 	}
 	return out
 }

@@ -76,7 +76,7 @@ type streamState struct {
 	history   int64
 	attempt   int32
 	lastSeq   int64
-	status    string
+	status    client.ChatStatus
 	queue     string // JSON of the queue last sent
 	action    int64  // history_version whose action_required was sent
 	errorSent int64  // history_version whose error was sent
@@ -222,7 +222,7 @@ func (s *Server) part(out *sse, st *streamState, d notify.Delta) error {
 		p = client.MessagePart{Type: "tool-call", ToolCallID: d.ToolCallID, ToolName: d.ToolName, ArgsDelta: d.Text}
 	}
 	return out.event("message_part", client.MessagePartEvent{
-		HistoryVersion: d.HistoryVersion, GenerationAttempt: d.Attempt, Seq: d.Seq, Role: "assistant", Part: p})
+		HistoryVersion: d.HistoryVersion, GenerationAttempt: d.Attempt, Seq: d.Seq, Role: client.RoleAssistant, Part: p})
 }
 
 // apply emits the events a read implies and advances the watermark.
@@ -284,7 +284,7 @@ func (s *Server) apply(out *sse, st *streamState, rd store.StreamRead, initial b
 			return err
 		}
 	}
-	if c.Status == "requires_action" && st.action != c.HistoryVersion {
+	if c.Status == client.StatusRequiresAction && st.action != c.HistoryVersion {
 		st.action = c.HistoryVersion
 		calls := make([]client.ToolCall, 0, len(rd.Pending))
 		for _, p := range rd.Pending {
@@ -294,7 +294,7 @@ func (s *Server) apply(out *sse, st *streamState, rd store.StreamRead, initial b
 			return err
 		}
 	}
-	if c.Status == "error" && st.errorSent != c.HistoryVersion {
+	if c.Status == client.StatusError && st.errorSent != c.HistoryVersion {
 		st.errorSent = c.HistoryVersion
 		if err := out.event("error", chatError(c)); err != nil {
 			return err
@@ -306,7 +306,10 @@ func (s *Server) apply(out *sse, st *streamState, rd store.StreamRead, initial b
 
 func chatError(c dbgen.Chat) client.StreamError {
 	e := client.StreamError{Message: "The last turn failed."}
-	var le struct{ Code, Message string }
+	var le struct {
+		Code    client.ErrorCode
+		Message string
+	}
 	if json.Unmarshal(c.LastError, &le) == nil && le.Message != "" {
 		e.Code, e.Message = le.Code, le.Message
 	}

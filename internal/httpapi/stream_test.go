@@ -67,7 +67,7 @@ func kinds(evs []client.StreamEvent) string {
 			k += "#" + itoa(e.Message.ID)
 		}
 		if e.Chat != nil {
-			k += ":" + e.Chat.Status
+			k += ":" + string(e.Chat.Status)
 		}
 		b = append(b, k)
 	}
@@ -86,7 +86,7 @@ func isReceipt(req uuid.UUID) func(client.StreamEvent) bool {
 	}
 }
 
-func isStatus(s string) func(client.StreamEvent) bool {
+func isStatus(s client.ChatStatus) func(client.StreamEvent) bool {
 	return func(ev client.StreamEvent) bool { return ev.Type == client.EventStatus && ev.Chat.Status == s }
 }
 
@@ -216,7 +216,7 @@ func TestQueuedCancellationDuringAHeldTurn(t *testing.T) {
 			t.Fatalf("a receipt-only change reset the preview: %s", kinds(all))
 		}
 	}
-	if rec := evs[len(evs)-1].Message.StructuredOutput; rec.Status != client.OutputCancelled || rec.Error.Code != "queue_deleted" {
+	if rec := evs[len(evs)-1].Message.StructuredOutput; rec.Status != client.OutputCancelled || rec.Error.Code != client.CodeQueueDeleted {
 		t.Fatalf("receipt %+v", rec)
 	}
 	// REST agrees, and the held turn's fence, attempt and status did not move.
@@ -240,7 +240,7 @@ func TestQueuedCancellationDuringAHeldTurn(t *testing.T) {
 				t.Fatalf("preview sequence jumped %d -> %d", lastSeq, e.Part.Seq)
 			}
 			lastSeq = e.Part.Seq
-		case e.Message != nil && e.Message.Role == "assistant" && e.Message.StructuredOutput == nil:
+		case e.Message != nil && e.Message.Role == client.RoleAssistant && e.Message.StructuredOutput == nil:
 			assistant++
 		}
 	}
@@ -268,7 +268,7 @@ func TestQueuedCancellationDuringAHeldTurn(t *testing.T) {
 	}
 	evs = s.until(t, "history_reset", func(e client.StreamEvent) bool { return e.Type == client.EventHistoryReset })
 	evs = s.until(t, "the replacement", func(e client.StreamEvent) bool {
-		return e.Message != nil && e.Message.Role == "user" && e.Message.Content[0].Text == "edited"
+		return e.Message != nil && e.Message.Role == client.RoleUser && e.Message.Content[0].Text == "edited"
 	})
 	for _, e := range evs {
 		if e.Message != nil && e.Message.Content[0].Text == "hold this ordinary turn" {

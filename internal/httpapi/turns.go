@@ -69,7 +69,7 @@ func (s *Server) dynamicTools(tools []client.DynamicTool) (json.RawMessage, erro
 // the finalizer's name, and the chat's model must be configured so that
 // the finalizer can be sent as it is (provider.StructuredOutputSupported;
 // a failure is a configuration_error, never a rewritten schema).
-func (s *Server) checkStructured(spec *store.RequestSpec, mode, model string, dynamicTools json.RawMessage) error {
+func (s *Server) checkStructured(spec *store.RequestSpec, mode client.ChatMode, model string, dynamicTools json.RawMessage) error {
 	if spec == nil {
 		return nil
 	}

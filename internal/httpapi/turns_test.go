@@ -122,13 +122,13 @@ func TestDeleteQueuedWritesCancellationWithoutDisturbingTheTurn(t *testing.T) {
 	req := *sent.QueuedMessage.StructuredOutputRequestID
 	if len(del.Messages) != 1 || del.Messages[0].StructuredOutput == nil ||
 		del.Messages[0].StructuredOutput.Status != client.OutputCancelled ||
-		del.Messages[0].StructuredOutput.Error.Code != "queue_deleted" || del.Messages[0].StructuredOutput.RequestID != req {
+		del.Messages[0].StructuredOutput.Error.Code != client.CodeQueueDeleted || del.Messages[0].StructuredOutput.RequestID != req {
 		t.Fatalf("delete response %+v", del)
 	}
 	// Visible through REST while the turn is still held, and the turn's
 	// fence, attempt and status did not move.
 	res, err := c.GetStructuredOutput(ctx, req, 0)
-	if err != nil || res.Status != client.OutputCancelled || res.Error.Code != "queue_deleted" {
+	if err != nil || res.Status != client.OutputCancelled || res.Error.Code != client.CodeQueueDeleted {
 		t.Fatalf("lookup %+v %v", res, err)
 	}
 	if after := chatCounters(t, env, chat.Chat.ID); after != before {
@@ -149,7 +149,7 @@ func TestDeleteQueuedWritesCancellationWithoutDisturbingTheTurn(t *testing.T) {
 	}
 }
 
-func waitStatus(t *testing.T, c *client.Client, chat uuid.UUID, want string) client.Chat {
+func waitStatus(t *testing.T, c *client.Client, chat uuid.UUID, want client.ChatStatus) client.Chat {
 	t.Helper()
 	ctx := testCtx(t)
 	for {
@@ -188,7 +188,7 @@ func TestInterruptCancelsTheActiveRequestAndMovesTheQueueOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	first, err := c.WaitStructuredOutput(ctx, *chat.Messages[0].StructuredOutputRequestID)
-	if err != nil || first.Status != client.OutputCancelled || first.Error.Code != "interrupted" {
+	if err != nil || first.Status != client.OutputCancelled || first.Error.Code != client.CodeInterrupted {
 		t.Fatalf("interrupted request: %+v %v", first, err)
 	}
 	second, err := c.WaitStructuredOutput(ctx, *next.QueuedMessage.StructuredOutputRequestID)
@@ -224,7 +224,7 @@ func TestSendWithInterruptBehavior(t *testing.T) {
 		t.Fatalf("send: %+v %v", sent, err)
 	}
 	res, err := c.WaitStructuredOutput(ctx, *chat.Messages[0].StructuredOutputRequestID)
-	if err != nil || res.Status != client.OutputCancelled || res.Error.Code != "interrupted" {
+	if err != nil || res.Status != client.OutputCancelled || res.Error.Code != client.CodeInterrupted {
 		t.Fatalf("%+v %v", res, err)
 	}
 	hist := waitStatus(t, c, chat.Chat.ID, client.StatusWaiting)
@@ -232,7 +232,7 @@ func TestSendWithInterruptBehavior(t *testing.T) {
 	msgs, _ := c.ListMessages(ctx, chat.Chat.ID, 0, 0)
 	last := msgs.Messages[len(msgs.Messages)-1]
 	prev := msgs.Messages[len(msgs.Messages)-2]
-	if prev.Role != "user" || prev.Content[0].Text != "now instead" || last.Role != "assistant" {
+	if prev.Role != client.RoleUser || prev.Content[0].Text != "now instead" || last.Role != client.RoleAssistant {
 		t.Fatalf("the interrupting message did not run next: %+v", msgs.Messages)
 	}
 }
@@ -282,7 +282,7 @@ func TestEditOrderAndReceipts(t *testing.T) {
 	for i, want := range []uuid.UUID{reqB, reqC} {
 		m := edit.Messages[i]
 		if m.StructuredOutput == nil || m.StructuredOutput.RequestID != want || m.StructuredOutput.Status != client.OutputCancelled ||
-			m.StructuredOutput.Error.Code != "superseded" {
+			m.StructuredOutput.Error.Code != client.CodeSuperseded {
 			t.Fatalf("receipt %d: %+v", i, m.StructuredOutput)
 		}
 	}

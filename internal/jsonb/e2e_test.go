@@ -118,7 +118,7 @@ func TestEndToEndNULInMessageText(t *testing.T) {
 	var texts []string
 	for _, m := range h.Messages {
 		for _, p := range m.Content {
-			texts = append(texts, m.Role+":"+p.Text)
+			texts = append(texts, string(m.Role)+":"+p.Text)
 		}
 	}
 	want := []string{"user:" + first, "assistant:answer\x00one", "user:" + queued, "assistant:answer two"}
@@ -238,8 +238,8 @@ func TestEndToEndToolResultThroughStore(t *testing.T) {
 	_, err = env.Store.Apply(ctx, store.Commit{
 		Fence: store.Fence{ChatID: chat.ID, WorkerID: worker, HistoryVersion: chat.HistoryVersion},
 		Messages: []store.NewMessage{
-			{Role: "assistant", Parts: []jsonb.Part{{Type: jsonb.PartToolCall, ToolCallID: "call\x00", ToolName: "run", Args: json.RawMessage(`{"k\u0000":"v"}`)}}},
-			{Role: "tool", Parts: []jsonb.Part{{Type: jsonb.PartToolResult, ToolCallID: "call\x00", ToolName: "run", Result: json.RawMessage(result)}}},
+			{Role: client.RoleAssistant, Parts: []jsonb.Part{{Type: jsonb.PartToolCall, ToolCallID: "call\x00", ToolName: "run", Args: json.RawMessage(`{"k\u0000":"v"}`)}}},
+			{Role: client.RoleTool, Parts: []jsonb.Part{{Type: jsonb.PartToolResult, ToolCallID: "call\x00", ToolName: "run", Result: json.RawMessage(result)}}},
 		},
 		End: store.EndTurn,
 	})

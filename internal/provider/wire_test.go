@@ -198,7 +198,7 @@ func succeeded(t *testing.T, res client.StructuredOutputResult, want json.RawMes
 	}
 }
 
-func failed(t *testing.T, res client.StructuredOutputResult, code string) {
+func failed(t *testing.T, res client.StructuredOutputResult, code client.ErrorCode) {
 	t.Helper()
 	if res.Status != client.OutputFailed || res.Error == nil || res.Error.Code != code {
 		t.Fatalf("result %+v, want failed %s", res, code)
@@ -264,7 +264,7 @@ func finalizerRanLocally(t *testing.T, msgs []client.ChatMessage) {
 					t.Fatalf("finalizer call marked provider-executed: %+v", p)
 				}
 				calls[p.ToolCallID] = true
-			case p.Type == "tool-result" && p.ToolName == runner.FinalizerName && m.Role == "tool":
+			case p.Type == "tool-result" && p.ToolName == runner.FinalizerName && m.Role == client.RoleTool:
 				results[p.ToolCallID] = true
 			}
 		}
@@ -445,7 +445,7 @@ func (w *wireEnv) toolThenFinalize(t *testing.T) {
 func (w *wireEnv) refused(t *testing.T, script string) {
 	t.Parallel()
 	chat, _, res := w.structured(t, script)
-	failed(t, res, runner.CodeRefused)
+	failed(t, res, client.CodeRefused)
 	if n := len(w.requests(script)); n != 1 {
 		t.Fatalf("%d requests after a refusal", n)
 	}
@@ -456,7 +456,7 @@ func (w *wireEnv) refused(t *testing.T, script string) {
 		found := false
 		for _, m := range msgs {
 			for _, p := range m.Content {
-				if m.Role == "assistant" && m.StructuredOutput == nil && strings.Contains(p.Text, "I can't help with that.") {
+				if m.Role == client.RoleAssistant && m.StructuredOutput == nil && strings.Contains(p.Text, "I can't help with that.") {
 					found = true
 				}
 			}
@@ -549,7 +549,7 @@ func (w *wireEnv) retryThenSuccess(t *testing.T) {
 func (w *wireEnv) exhausted(t *testing.T) {
 	t.Parallel()
 	chat, _, res := w.structured(t, "exhausted")
-	failed(t, res, runner.CodeProviderError)
+	failed(t, res, client.CodeProviderError)
 	if n := len(w.requests("exhausted")); n != 3 {
 		t.Fatalf("%d attempts, want the budget of 3", n)
 	}
@@ -571,7 +571,7 @@ func (w *wireEnv) exhausted(t *testing.T) {
 func (w *wireEnv) denied(t *testing.T) {
 	t.Parallel()
 	chat, _, res := w.structured(t, "denied")
-	failed(t, res, runner.CodeProviderError)
+	failed(t, res, client.CodeProviderError)
 	reqs := w.requests("denied")
 	if len(reqs) != 1 {
 		t.Fatalf("%d attempts at a 401", len(reqs))
@@ -638,7 +638,7 @@ func (w *wireEnv) compaction(t *testing.T) {
 	if i < 0 || !strings.HasPrefix(first[i].Content, "Summary of the earlier conversation:") {
 		t.Errorf("the prompt after compaction starts with %+v", first)
 	}
-	if last := h[len(h)-1]; last.Role != "assistant" || last.Content[len(last.Content)-1].Text != "Second answer." {
+	if last := h[len(h)-1]; last.Role != client.RoleAssistant || last.Content[len(last.Content)-1].Text != "Second answer." {
 		t.Errorf("last message %+v", last)
 	}
 }
@@ -663,7 +663,7 @@ func waitIdle(t *testing.T, c *client.Client, chat uuid.UUID, n int) []client.Ch
 			}
 			count := 0
 			for _, m := range h.Messages {
-				if m.Role == "assistant" {
+				if m.Role == client.RoleAssistant {
 					count++
 				}
 			}
@@ -744,7 +744,7 @@ func TestStrictToolsRefusedAtAdmission(t *testing.T) {
 	after := testenv.Reopen(t, before, testenv.Options{Provider: config.TypeOpenAI, Model: config.Model{Model: "gpt-5", StrictTools: &strict},
 		Mock: mockllm.Options{Formats: []string{mockllm.FormatResponses}}})
 	res, err := after.Client("bob").WaitStructuredOutput(ctx, *queued.Messages[0].StructuredOutputRequestID)
-	if err != nil || res.Status != client.OutputFailed || res.Error.Code != runner.CodeConfiguration {
+	if err != nil || res.Status != client.OutputFailed || res.Error.Code != client.CodeConfiguration {
 		t.Fatalf("after the configuration changed: %+v %v", res, err)
 	}
 	if n := len(after.Mock.Requests()); n != 0 {

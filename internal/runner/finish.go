@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 
+	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/hooks"
 	"github.com/chatd/chatd/internal/jsonb"
 	"github.com/chatd/chatd/internal/store"
@@ -33,7 +34,7 @@ func (a *action) finishWithCandidate(ctx context.Context) (bool, error) {
 			}
 			a.t.log.Warn("stop hook failed", slog.String("structured_request_id", req.RequestID.String()), slog.String("error", err.Error()))
 			if errors.Is(err, hooks.ErrUnavailable) {
-				return a.fail(ctx, CodeHookFailed, "a stop hook could not vet the result", store.EndTurn)
+				return a.fail(ctx, client.CodeHookFailed, "a stop hook could not vet the result", store.EndTurn)
 			}
 			return false, err
 		}
@@ -44,9 +45,9 @@ func (a *action) finishWithCandidate(ctx context.Context) (bool, error) {
 			}
 			return a.commit(ctx, store.Commit{
 				Messages: []store.NewMessage{
-					{Role: "assistant", Kind: "control", Visibility: "user", RequestID: a.requestID(),
+					{Role: client.RoleAssistant, Kind: "control", Visibility: "user", RequestID: a.requestID(),
 						Parts: []jsonb.Part{{Type: jsonb.PartHookNotice, Text: notice}}},
-					{Role: "user", Visibility: "model", RequestID: a.requestID(),
+					{Role: client.RoleUser, Visibility: "model", RequestID: a.requestID(),
 						Parts: []jsonb.Part{{Type: jsonb.PartHookContext, Text: d.ModelContext}}},
 				},
 				Progress: &store.Progress{RequestID: req.RequestID, SetCandidate: true},
@@ -54,7 +55,7 @@ func (a *action) finishWithCandidate(ctx context.Context) (bool, error) {
 		}
 	}
 	return a.commit(ctx, store.Commit{
-		Outcomes: []store.Outcome{{RequestID: req.RequestID, Status: "succeeded", Value: req.Candidate}},
+		Outcomes: []store.Outcome{{RequestID: req.RequestID, Status: client.OutputSucceeded, Value: req.Candidate}},
 		End:      store.EndTurn,
 	})
 }

@@ -8,6 +8,7 @@ import (
 
 	"charm.land/fantasy"
 
+	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/dbgen"
 	"github.com/chatd/chatd/internal/jsonb"
 	"github.com/chatd/chatd/internal/tools"
@@ -74,7 +75,7 @@ func buildPrompt(system string, msgs []parsed) fantasy.Prompt {
 	return prompt
 }
 
-func messagePart(role string, p jsonb.Part) fantasy.MessagePart {
+func messagePart(role client.Role, p jsonb.Part) fantasy.MessagePart {
 	switch p.Type {
 	case jsonb.PartText, jsonb.PartHookContext, jsonb.PartSummary:
 		if strings.TrimSpace(p.Text) == "" {
@@ -82,7 +83,7 @@ func messagePart(role string, p jsonb.Part) fantasy.MessagePart {
 		}
 		return fantasy.TextPart{Text: p.Text}
 	case jsonb.PartReasoning:
-		if role != "assistant" {
+		if role != client.RoleAssistant {
 			return nil
 		}
 		return fantasy.ReasoningPart{Text: p.Text, ProviderOptions: options(p.ProviderMetadata)}

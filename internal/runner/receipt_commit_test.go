@@ -59,7 +59,7 @@ func TestValidValueAndReceiptCommitTogether(t *testing.T) {
 		if res := wait(t, c, req); res.Status != client.OutputSucceeded {
 			t.Fatalf("result %+v", res)
 		}
-		settled(t, env, chat, req, "succeeded", "")
+		settled(t, env, chat, req, client.OutputSucceeded, "")
 		step, result, receipt := revisions(t, env, req)
 		if result != receipt || step >= result {
 			t.Fatalf("revisions: step %d, result %d, receipt %d; want the result and the receipt in one later transaction", step, result, receipt)
@@ -79,7 +79,7 @@ func TestValidValueAndReceiptCommitTogether(t *testing.T) {
 		if res := wait(t, c, req); res.Status != client.OutputSucceeded {
 			t.Fatalf("result %+v", res)
 		}
-		settled(t, env, chat, req, "succeeded", "")
+		settled(t, env, chat, req, client.OutputSucceeded, "")
 		if _, result, receipt := revisions(t, env, req); result >= receipt {
 			t.Fatalf("revisions: result %d, receipt %d; want the hook between them", result, receipt)
 		}

@@ -58,11 +58,11 @@ func wait(t *testing.T, c *client.Client, req uuid.UUID) client.StructuredOutput
 
 // settled checks that the ledger, the messages and the chat agree once a
 // request is terminal.
-func settled(t *testing.T, env *testenv.Env, chat, req uuid.UUID, status, code string) {
+func settled(t *testing.T, env *testenv.Env, chat, req uuid.UUID, status client.RequestStatus, code client.ErrorCode) {
 	t.Helper()
 	ctx := ctxT(t)
-	var ledgerStatus string
-	var ledgerCode *string
+	var ledgerStatus client.RequestStatus
+	var ledgerCode *client.ErrorCode
 	var receiptID *int64
 	var candidate []byte
 	err := env.Pool.QueryRow(ctx, `SELECT status, error_code, receipt_message_id, candidate FROM structured_requests WHERE request_id = $1`, req).
@@ -110,7 +110,7 @@ func TestValidFirstTime(t *testing.T) {
 	if err != nil || !v.Valid() {
 		t.Fatalf("value %s does not validate: %v %v", res.Value, err, v)
 	}
-	settled(t, env, chat, req, "succeeded", "")
+	settled(t, env, chat, req, client.OutputSucceeded, "")
 
 	// The finalizer was offered with the caller's schema untouched, inside
 	// the wrapper, and the prompt carried no receipt.
@@ -144,10 +144,10 @@ func TestValidFirstTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := h.Messages[len(h.Messages)-1]
-	if last.StructuredOutput == nil || last.StructuredOutput.Status != "succeeded" || !jsonEqual(t, last.StructuredOutput.Value, res.Value) {
+	if last.StructuredOutput == nil || last.StructuredOutput.Status != client.OutputSucceeded || !jsonEqual(t, last.StructuredOutput.Value, res.Value) {
 		t.Fatalf("receipt %+v", last)
 	}
-	if last.Role != "assistant" || len(last.Content) != 1 || last.Content[0].Type != "text" {
+	if last.Role != client.RoleAssistant || len(last.Content) != 1 || last.Content[0].Type != "text" {
 		t.Fatalf("receipt content %+v", last.Content)
 	}
 }
@@ -169,13 +169,13 @@ func TestAlwaysInvalidFailsAfterThreeSteps(t *testing.T) {
 	c := env.Client("alice")
 	chat, req := create(t, c, reportSchema)
 	res := wait(t, c, req)
-	if res.Status != client.OutputFailed || res.Error == nil || res.Error.Code != runner.CodeValidationExhausted {
+	if res.Status != client.OutputFailed || res.Error == nil || res.Error.Code != client.CodeValidationExhausted {
 		t.Fatalf("result %+v", res)
 	}
 	if n := providerCalls(env); n != 3 {
 		t.Fatalf("%d provider steps, want exactly 3", n)
 	}
-	settled(t, env, chat, req, "failed", runner.CodeValidationExhausted)
+	settled(t, env, chat, req, client.OutputFailed, client.CodeValidationExhausted)
 	var rejections, validation, steps int
 	if err := env.Pool.QueryRow(ctxT(t), `SELECT rejections, validation_rejections, steps FROM structured_requests WHERE request_id = $1`, req).
 		Scan(&rejections, &validation, &steps); err != nil {
@@ -198,13 +198,13 @@ func TestTextOnlyFailsNotProduced(t *testing.T) {
 	c := env.Client("alice")
 	chat, req := create(t, c, reportSchema)
 	res := wait(t, c, req)
-	if res.Status != client.OutputFailed || res.Error.Code != runner.CodeNotProduced {
+	if res.Status != client.OutputFailed || res.Error.Code != client.CodeNotProduced {
 		t.Fatalf("result %+v", res)
 	}
 	if n := providerCalls(env); n != 3 {
 		t.Fatalf("%d provider steps, want 3", n)
 	}
-	settled(t, env, chat, req, "failed", runner.CodeNotProduced)
+	settled(t, env, chat, req, client.OutputFailed, client.CodeNotProduced)
 }
 
 func TestInvalidThenValidSucceeds(t *testing.T) {
@@ -216,7 +216,7 @@ func TestInvalidThenValidSucceeds(t *testing.T) {
 	if res.Status != client.OutputSucceeded {
 		t.Fatalf("result %+v", res)
 	}
-	settled(t, env, chat, req, "succeeded", "")
+	settled(t, env, chat, req, client.OutputSucceeded, "")
 	var rejections int
 	_ = env.Pool.QueryRow(ctxT(t), `SELECT rejections FROM structured_requests WHERE request_id = $1`, req).Scan(&rejections)
 	if rejections != 1 {
@@ -237,7 +237,7 @@ func TestTwoFinalizersThenOne(t *testing.T) {
 	if res.Status != client.OutputSucceeded || !jsonEqual(t, res.Value, json.RawMessage(`{"command":"c"}`)) {
 		t.Fatalf("result %+v %s", res, res.Value)
 	}
-	settled(t, env, chat, req, "succeeded", "")
+	settled(t, env, chat, req, client.OutputSucceeded, "")
 	var rejections, validation int
 	_ = env.Pool.QueryRow(ctxT(t), `SELECT rejections, validation_rejections FROM structured_requests WHERE request_id = $1`, req).Scan(&rejections, &validation)
 	if rejections != 1 || validation != 0 {
@@ -257,7 +257,7 @@ func TestOrdinaryChatFinishesOnText(t *testing.T) {
 		t.Fatal("ordinary message has a request id")
 	}
 	h := waitIdle(t, c, res.Chat.ID)
-	if len(h.Messages) != 2 || h.Messages[1].Role != "assistant" || h.Messages[1].StructuredOutput != nil {
+	if len(h.Messages) != 2 || h.Messages[1].Role != client.RoleAssistant || h.Messages[1].StructuredOutput != nil {
 		t.Fatalf("history %+v", h.Messages)
 	}
 	if reqs := env.Mock.Requests(); len(reqs) != 1 || len(reqs[0].Tools) != 0 {
@@ -325,7 +325,7 @@ func TestQueuedStructuredRequestRunsAfterTheTurn(t *testing.T) {
 	if res.Status != client.OutputSucceeded {
 		t.Fatalf("result %+v", res)
 	}
-	settled(t, env, first.Chat.ID, req, "succeeded", "")
+	settled(t, env, first.Chat.ID, req, client.OutputSucceeded, "")
 }
 
 func TestProviderErrorsExhaustAttempts(t *testing.T) {
@@ -337,7 +337,7 @@ func TestProviderErrorsExhaustAttempts(t *testing.T) {
 	c := env.Client("alice")
 	chat, req := create(t, c, reportSchema)
 	res := wait(t, c, req)
-	if res.Status != client.OutputFailed || res.Error.Code != runner.CodeProviderError {
+	if res.Status != client.OutputFailed || res.Error.Code != client.CodeProviderError {
 		t.Fatalf("result %+v", res)
 	}
 	if strings.Contains(res.Error.Message, "mockllm") || strings.Contains(res.Error.Message, "{") {
@@ -346,9 +346,9 @@ func TestProviderErrorsExhaustAttempts(t *testing.T) {
 	if n := providerCalls(env); n != 3 {
 		t.Fatalf("%d attempts, want 3", n)
 	}
-	settled(t, env, chat, req, "failed", runner.CodeProviderError)
+	settled(t, env, chat, req, client.OutputFailed, client.CodeProviderError)
 	ch, _ := c.GetChat(ctxT(t), chat)
-	if ch.Status != client.StatusError || ch.LastError == nil || ch.LastError.Code != runner.CodeProviderError {
+	if ch.Status != client.StatusError || ch.LastError == nil || ch.LastError.Code != client.CodeProviderError {
 		t.Fatalf("chat status %s last_error %+v, want error with provider_error", ch.Status, ch.LastError)
 	}
 }
@@ -363,7 +363,7 @@ func TestTransientErrorThenSuccess(t *testing.T) {
 	if res := wait(t, c, req); res.Status != client.OutputSucceeded {
 		t.Fatalf("result %+v", res)
 	}
-	settled(t, env, chat, req, "succeeded", "")
+	settled(t, env, chat, req, client.OutputSucceeded, "")
 	var steps int
 	_ = env.Pool.QueryRow(ctxT(t), `SELECT steps FROM structured_requests WHERE request_id = $1`, req).Scan(&steps)
 	if steps != 1 || providerCalls(env) != 3 {
@@ -383,7 +383,7 @@ func TestTruncatedFinalizerArgumentsNeverSucceed(t *testing.T) {
 	if res.Status != client.OutputSucceeded {
 		t.Fatalf("result %+v", res)
 	}
-	settled(t, env, chat, req, "succeeded", "")
+	settled(t, env, chat, req, client.OutputSucceeded, "")
 	var rejections, steps int
 	_ = env.Pool.QueryRow(ctxT(t), `SELECT rejections, steps FROM structured_requests WHERE request_id = $1`, req).Scan(&rejections, &steps)
 	if rejections != 1 || steps != 2 {

@@ -48,7 +48,7 @@ func TestFinalizerBesideAToolIsOneRejection(t *testing.T) {
 	if res.Status != client.OutputSucceeded || !jsonEqual(t, res.Value, json.RawMessage(`{"command":"y"}`)) {
 		t.Fatalf("result %+v %s", res, res.Value)
 	}
-	settled(t, env, chat, req, "succeeded", "")
+	settled(t, env, chat, req, client.OutputSucceeded, "")
 	if r, v, s := ledger(t, env, req); r != 1 || v != 0 || s != 2 {
 		t.Fatalf("rejections %d validation %d steps %d", r, v, s)
 	}
@@ -75,10 +75,10 @@ func TestUnsafeFinalizerArgumentsAreNeverStored(t *testing.T) {
 	c := env.Client("alice")
 	chat, req := create(t, c, reportSchema)
 	res := wait(t, c, req)
-	if res.Status != client.OutputFailed || res.Error.Code != runner.CodeNotProduced {
+	if res.Status != client.OutputFailed || res.Error.Code != client.CodeNotProduced {
 		t.Fatalf("result %+v", res)
 	}
-	settled(t, env, chat, req, "failed", runner.CodeNotProduced)
+	settled(t, env, chat, req, client.OutputFailed, client.CodeNotProduced)
 	rows, err := env.Pool.Query(ctxT(t), `SELECT content::text FROM chat_messages WHERE chat_id = $1 AND role = 'assistant' AND kind = 'message'`, chat)
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +141,7 @@ func TestToolUseThenFinalize(t *testing.T) {
 	if res.Status != client.OutputSucceeded || !jsonEqual(t, res.Value, value) {
 		t.Fatalf("result %+v %s", res, res.Value)
 	}
-	settled(t, env, chat, req, "succeeded", "")
+	settled(t, env, chat, req, client.OutputSucceeded, "")
 	// The model saw the file through the tool, and ordinary tool steps did
 	// not count as rejections.
 	reqs := env.Mock.Requests()
@@ -247,7 +247,7 @@ func TestHookContinuesOnceAcrossARestart(t *testing.T) {
 	if res.Status != client.OutputSucceeded || !jsonEqual(t, res.Value, json.RawMessage(`{"command":"B"}`)) {
 		t.Fatalf("result %+v %s", res, res.Value)
 	}
-	settled(t, env2, chat, req, "succeeded", "")
+	settled(t, env2, chat, req, client.OutputSucceeded, "")
 	r2, v2, s2 := ledger(t, env2, req)
 	if r2 != r1 || v2 != v1 || r1 != 0 || s2 != s1+1 {
 		t.Fatalf("counters before restart %d/%d/%d, after %d/%d/%d", r1, v1, s1, r2, v2, s2)
@@ -316,7 +316,7 @@ func TestRestartBetweenCandidateAndReceiptWritesOneReceipt(t *testing.T) {
 	if res.Status != client.OutputSucceeded || !jsonEqual(t, res.Value, candidate) {
 		t.Fatalf("result %+v %s, candidate %s", res, res.Value, candidate)
 	}
-	settled(t, env2, chat, req, "succeeded", "")
+	settled(t, env2, chat, req, client.OutputSucceeded, "")
 	if n := len(hs.calls()); n < 2 {
 		t.Fatalf("hook called %d times; the restarted worker must vet again", n)
 	}
@@ -331,10 +331,10 @@ func TestUnreachableHookFailsClosed(t *testing.T) {
 	c := env.Client("alice")
 	chat, req := create(t, c, reportSchema)
 	res := wait(t, c, req)
-	if res.Status != client.OutputFailed || res.Error.Code != runner.CodeHookFailed || res.Value != nil {
+	if res.Status != client.OutputFailed || res.Error.Code != client.CodeHookFailed || res.Value != nil {
 		t.Fatalf("result %+v", res)
 	}
-	settled(t, env, chat, req, "failed", runner.CodeHookFailed)
+	settled(t, env, chat, req, client.OutputFailed, client.CodeHookFailed)
 }
 
 func TestCompactionBetweenRejectionsKeepsTheCount(t *testing.T) {
@@ -382,7 +382,7 @@ func TestCompactionBetweenRejectionsKeepsTheCount(t *testing.T) {
 	r.Body.Close()
 	close(gate)
 	res := wait(t, c, req)
-	if res.Status != client.OutputFailed || res.Error.Code != runner.CodeValidationExhausted {
+	if res.Status != client.OutputFailed || res.Error.Code != client.CodeValidationExhausted {
 		t.Fatalf("result %+v", res)
 	}
 	if r, v, _ := ledger(t, env, req); r != 3 || v != 3 {
@@ -396,7 +396,7 @@ func TestCompactionBetweenRejectionsKeepsTheCount(t *testing.T) {
 	if compressed != 2 || summaries != 1 || pending != nil {
 		t.Fatalf("compressed %d summaries %d request %v", compressed, summaries, pending)
 	}
-	settled(t, env, first.Chat.ID, req, "failed", runner.CodeValidationExhausted)
+	settled(t, env, first.Chat.ID, req, client.OutputFailed, client.CodeValidationExhausted)
 	// The receipt of a request is never part of what was summarised, and
 	// the finished request stays finished after a further compaction.
 	var reqStatus string
@@ -440,10 +440,10 @@ func TestRefusalEndsTheRequest(t *testing.T) {
 	c := env.Client("alice")
 	chat, req := create(t, c, reportSchema)
 	res := wait(t, c, req)
-	if res.Status != client.OutputFailed || res.Error.Code != runner.CodeRefused {
+	if res.Status != client.OutputFailed || res.Error.Code != client.CodeRefused {
 		t.Fatalf("result %+v", res)
 	}
-	settled(t, env, chat, req, "failed", runner.CodeRefused)
+	settled(t, env, chat, req, client.OutputFailed, client.CodeRefused)
 	if n := providerCalls(env); n != 1 {
 		t.Fatalf("%d provider calls after a refusal", n)
 	}
@@ -457,10 +457,10 @@ func TestStepLimitEndsTheRequest(t *testing.T) {
 	c := env.Client("alice")
 	chat, req := create(t, c, reportSchema)
 	res := wait(t, c, req)
-	if res.Status != client.OutputFailed || res.Error.Code != runner.CodeNotProduced {
+	if res.Status != client.OutputFailed || res.Error.Code != client.CodeNotProduced {
 		t.Fatalf("result %+v", res)
 	}
-	settled(t, env, chat, req, "failed", runner.CodeNotProduced)
+	settled(t, env, chat, req, client.OutputFailed, client.CodeNotProduced)
 	if _, _, s := ledger(t, env, req); s != 3 {
 		t.Fatalf("steps %d, want the limit 3", s)
 	}
@@ -485,7 +485,7 @@ func TestStalledProviderStreamIsRetried(t *testing.T) {
 	if res := wait(t, c, req); res.Status != client.OutputSucceeded {
 		t.Fatalf("result %+v", res)
 	}
-	settled(t, env, chat, req, "succeeded", "")
+	settled(t, env, chat, req, client.OutputSucceeded, "")
 	if n := providerCalls(env); n != 2 {
 		t.Fatalf("%d provider calls, want the stalled one and its retry", n)
 	}

@@ -10,6 +10,7 @@ import (
 	"charm.land/fantasy"
 	"charm.land/fantasy/providers/anthropic"
 
+	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/jsonb"
 	"github.com/chatd/chatd/internal/provider"
 )
@@ -73,7 +74,7 @@ func TestStreamStepKeepsPartsApart(t *testing.T) {
 	}
 	// The stored metadata turns back into the ReasoningPart options
 	// fantasy's Anthropic encoder reads the signature from.
-	mp := messagePart("assistant", res.Parts[2])
+	mp := messagePart(client.RoleAssistant, res.Parts[2])
 	rp, ok := mp.(fantasy.ReasoningPart)
 	if md := anthropic.GetReasoningMetadata(rp.ProviderOptions); !ok || md == nil || md.Signature != "sig-full" {
 		t.Errorf("replayed reasoning %+v from %s", mp, res.Parts[2].ProviderMetadata)

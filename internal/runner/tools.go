@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/dbgen"
 	"github.com/chatd/chatd/internal/jsonb"
 	"github.com/chatd/chatd/internal/store"
@@ -103,7 +104,7 @@ func (a *action) runTools(ctx context.Context, step *parsed, calls []jsonb.Part)
 
 	commit := store.Commit{Progress: progress}
 	if len(results) > 0 {
-		commit.Messages = []store.NewMessage{{Role: "tool", Parts: results, RequestID: a.requestID()}}
+		commit.Messages = []store.NewMessage{{Role: client.RoleTool, Parts: results, RequestID: a.requestID()}}
 	}
 	if waiting {
 		commit.End, commit.ActionTimeout = store.EndRequiresAction, a.t.w.r.opts.ActionTimeout
@@ -114,15 +115,15 @@ func (a *action) runTools(ctx context.Context, step *parsed, calls []jsonb.Part)
 		// this transaction instead, behind the same fence. An interrupt or
 		// an edit that comes later finds the request finished, exactly as
 		// if it had come after that next pass.
-		commit.Outcomes = []store.Outcome{{RequestID: req.RequestID, Status: "succeeded", Value: progress.Candidate}}
+		commit.Outcomes = []store.Outcome{{RequestID: req.RequestID, Status: client.OutputSucceeded, Value: progress.Candidate}}
 		commit.End = store.EndTurn
 	}
 	if progress != nil && progress.Rejections > 0 && req.Rejections+1 >= MaxRejections {
-		code := CodeNotProduced
+		code := client.CodeNotProduced
 		if req.ValidationRejections+progress.ValidationRejections > 0 {
-			code = CodeValidationExhausted
+			code = client.CodeValidationExhausted
 		}
-		commit.Outcomes = []store.Outcome{{RequestID: req.RequestID, Status: "failed", Code: code,
+		commit.Outcomes = []store.Outcome{{RequestID: req.RequestID, Status: client.OutputFailed, Code: code,
 			Message: fmt.Sprintf("no valid result after %d attempts: %s", MaxRejections, lastFeedback(results))}}
 		commit.End = store.EndTurn
 	}

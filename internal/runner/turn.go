@@ -15,6 +15,7 @@ import (
 	"charm.land/fantasy"
 	"github.com/google/uuid"
 
+	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/jsonb"
 	"github.com/chatd/chatd/internal/notify"
 	"github.com/chatd/chatd/internal/provider"
@@ -24,17 +25,6 @@ import (
 // MaxRejections fails a structured request on its third rejected
 // finalization batch: the first try plus two repairs.
 const MaxRejections = 3
-
-// Error codes of failed and cancelled requests.
-const (
-	CodeValidationExhausted = "validation_exhausted"
-	CodeNotProduced         = "not_produced"
-	CodeConfiguration       = "configuration_error"
-	CodeProviderError       = "provider_error"
-	CodeRefused             = "refused"
-	CodeInterrupted         = "interrupted"
-	CodeHookFailed          = "hook_failed"
-)
 
 // turnRunner holds what one worker knows about the chat it runs between
 // passes: only the partial output of a step that was cut short.
@@ -64,9 +54,9 @@ func (t *turnRunner) pass(ctx context.Context, chatID uuid.UUID) (bool, error) {
 	a := action{t: t, turn: turn, msgs: msgs, fence: fence}
 
 	switch turn.Chat.Status {
-	case "interrupting":
+	case client.StatusInterrupting:
 		return a.finishInterruption(ctx)
-	case "running":
+	case client.StatusRunning:
 	default:
 		return true, nil
 	}
@@ -80,7 +70,7 @@ func (t *turnRunner) pass(ctx context.Context, chatID uuid.UUID) (bool, error) {
 	if req != nil && req.Candidate != nil {
 		return a.finishWithCandidate(ctx)
 	}
-	if len(msgs) > 0 && msgs[len(msgs)-1].row.Role == "assistant" {
+	if len(msgs) > 0 && msgs[len(msgs)-1].row.Role == client.RoleAssistant {
 		if req == nil {
 			return a.commit(ctx, store.Commit{End: store.EndTurn})
 		}
@@ -90,9 +80,9 @@ func (t *turnRunner) pass(ctx context.Context, chatID uuid.UUID) (bool, error) {
 		if req == nil {
 			return a.commit(ctx, store.Commit{End: store.EndTurn})
 		}
-		code := CodeNotProduced
+		code := client.CodeNotProduced
 		if req.ValidationRejections > 0 {
-			code = CodeValidationExhausted
+			code = client.CodeValidationExhausted
 		}
 		return a.fail(ctx, code, fmt.Sprintf("no valid result within the limit of %d steps", t.w.r.opts.MaxSteps), store.EndTurn)
 	}
@@ -116,7 +106,7 @@ func (a *action) commit(ctx context.Context, c store.Commit) (bool, error) {
 		return false, err
 	}
 	mine := res.Chat.WorkerID.Valid && res.Chat.WorkerID.UUID == a.t.w.id
-	return !mine || (res.Chat.Status != "running" && res.Chat.Status != "interrupting"), nil
+	return !mine || !res.Chat.Status.Runnable(), nil
 }
 
 func (a *action) requestID() uuid.NullUUID {
@@ -136,10 +126,10 @@ func (a *action) steps() int {
 	n := 0
 	for i := len(a.msgs) - 1; i >= 0; i-- {
 		m := a.msgs[i].row
-		if m.Role == "user" && m.Visibility != "model" {
+		if m.Role == client.RoleUser && m.Visibility != "model" {
 			break
 		}
-		if m.Role == "assistant" {
+		if m.Role == client.RoleAssistant {
 			n++
 		}
 	}
@@ -148,13 +138,13 @@ func (a *action) steps() int {
 
 // fail ends the turn: a failed receipt for the governing request (if any)
 // and the given end.
-func (a *action) fail(ctx context.Context, code, message string, end store.End, extra ...store.NewMessage) (bool, error) {
+func (a *action) fail(ctx context.Context, code client.ErrorCode, message string, end store.End, extra ...store.NewMessage) (bool, error) {
 	c := store.Commit{Messages: extra, End: end}
 	if req := a.turn.Request; req != nil {
-		c.Outcomes = []store.Outcome{{RequestID: req.RequestID, Status: "failed", Code: code, Message: message}}
+		c.Outcomes = []store.Outcome{{RequestID: req.RequestID, Status: client.OutputFailed, Code: code, Message: message}}
 	}
 	if end == store.EndError {
-		c.LastError, _ = json.Marshal(map[string]string{"code": code, "message": message})
+		c.LastError, _ = json.Marshal(client.StreamError{Code: code, Message: message})
 	}
 	return a.commit(ctx, c)
 }
@@ -167,20 +157,20 @@ const textOnlyFeedback = "You ended your turn without calling " + FinalizerName 
 func (a *action) rejectTextOnly(ctx context.Context) (bool, error) {
 	req := a.turn.Request
 	if req.Rejections+1 >= MaxRejections {
-		code := CodeNotProduced
+		code := client.CodeNotProduced
 		if req.ValidationRejections > 0 {
-			code = CodeValidationExhausted
+			code = client.CodeValidationExhausted
 		}
 		c := store.Commit{
 			Progress: &store.Progress{RequestID: req.RequestID, Rejections: 1},
-			Outcomes: []store.Outcome{{RequestID: req.RequestID, Status: "failed", Code: code,
+			Outcomes: []store.Outcome{{RequestID: req.RequestID, Status: client.OutputFailed, Code: code,
 				Message: "the model ended without submitting a valid result after 3 attempts"}},
 			End: store.EndTurn,
 		}
 		return a.countRejection(a.commit(ctx, c))
 	}
 	return a.countRejection(a.commit(ctx, store.Commit{
-		Messages: []store.NewMessage{{Role: "user", Visibility: "model", Parts: []jsonb.Part{{Type: jsonb.PartHookContext, Text: textOnlyFeedback}},
+		Messages: []store.NewMessage{{Role: client.RoleUser, Visibility: "model", Parts: []jsonb.Part{{Type: jsonb.PartHookContext, Text: textOnlyFeedback}},
 			RequestID: a.requestID()}},
 		Progress: &store.Progress{RequestID: req.RequestID, Rejections: 1},
 	}))
@@ -201,7 +191,7 @@ func (a *action) generate(ctx context.Context) (bool, error) {
 	model, err := r.models.Model(ctx, chat.Model)
 	if err != nil {
 		a.t.log.Warn("model unavailable", slog.String("model", chat.Model), slog.String("error", r.models.Redact(err.Error())))
-		return a.fail(ctx, CodeConfiguration, fmt.Sprintf("model %q is not available on this server", chat.Model), store.EndError)
+		return a.fail(ctx, client.CodeConfiguration, fmt.Sprintf("model %q is not available on this server", chat.Model), store.EndError)
 	}
 	req := a.turn.Request
 	if req != nil {
@@ -209,12 +199,12 @@ func (a *action) generate(ctx context.Context) (bool, error) {
 		// changed since the request was accepted.
 		if err := r.models.StructuredOutputSupported(chat.Model); err != nil {
 			a.t.log.Warn("structured request on an incompatible model", slog.String("model", chat.Model), slog.String("error", err.Error()))
-			return a.fail(ctx, CodeConfiguration, fmt.Sprintf("structured output is not available on model %q as configured now "+
+			return a.fail(ctx, client.CodeConfiguration, fmt.Sprintf("structured output is not available on model %q as configured now "+
 				"(strict_tools is on and there is no per-tool override for the finalizer)", chat.Model), store.EndError)
 		}
 	}
 	system := chat.SystemPrompt
-	if chat.Mode == "plan" {
+	if chat.Mode == client.ModePlan {
 		system = strings.TrimSpace(system + "\n\n" + planInstruction)
 	}
 	if done, compacted, err := a.maybeCompact(ctx, model, system); err != nil || compacted {
@@ -222,18 +212,18 @@ func (a *action) generate(ctx context.Context) (bool, error) {
 	}
 	tools, err := clientTools(chat)
 	if err != nil {
-		return a.fail(ctx, CodeConfiguration, "the chat's client tools cannot be used", store.EndError)
+		return a.fail(ctx, client.CodeConfiguration, "the chat's client tools cannot be used", store.EndError)
 	}
 	tools = append(serverTools(r.opts.Tools), tools...)
 	if req != nil {
 		for _, t := range tools {
 			if t.GetName() == FinalizerName {
-				return a.fail(ctx, CodeConfiguration, "a client tool is named "+FinalizerName+", which structured output reserves", store.EndError)
+				return a.fail(ctx, client.CodeConfiguration, "a client tool is named "+FinalizerName+", which structured output reserves", store.EndError)
 			}
 		}
 		fin, err := finalizerTool(req)
 		if err != nil {
-			return a.fail(ctx, CodeConfiguration, "the stored schema cannot be used", store.EndError)
+			return a.fail(ctx, client.CodeConfiguration, "the stored schema cannot be used", store.EndError)
 		}
 		tools = append(tools, fin)
 		system = strings.TrimSpace(system + "\n\n" + structuredInstruction(req))
@@ -310,14 +300,14 @@ func (a *action) generate(ctx context.Context) (bool, error) {
 			msg = "the model provider's content filter stopped the answer"
 		}
 		a.fence.Attempt = &attempt
-		return a.fail(ctx, CodeRefused, msg, store.EndTurn,
-			store.NewMessage{Role: "assistant", Parts: parts, RequestID: a.requestID(), FinishReason: finishReason(res), Usage: usage})
+		return a.fail(ctx, client.CodeRefused, msg, store.EndTurn,
+			store.NewMessage{Role: client.RoleAssistant, Parts: parts, RequestID: a.requestID(), FinishReason: finishReason(res), Usage: usage})
 	}
 	if len(parts) == 0 {
 		parts = []jsonb.Part{} // an empty answer is still a (text-only) ending
 	}
 	c := store.Commit{
-		Messages: []store.NewMessage{{Role: "assistant", Parts: parts, RequestID: a.requestID(),
+		Messages: []store.NewMessage{{Role: client.RoleAssistant, Parts: parts, RequestID: a.requestID(),
 			FinishReason: finishReason(res), Usage: usage}},
 	}
 	if req != nil {
@@ -349,7 +339,7 @@ func (a *action) watch(ctx context.Context, cancel context.CancelCauseFunc) func
 				if err != nil {
 					continue
 				}
-				if c.Status != "running" || c.HistoryVersion != a.fence.HistoryVersion ||
+				if c.Status != client.StatusRunning || c.HistoryVersion != a.fence.HistoryVersion ||
 					!c.WorkerID.Valid || c.WorkerID.UUID != a.t.w.id {
 					cancel(errChatChanged)
 					return
@@ -392,7 +382,7 @@ func (a *action) providerError(ctx context.Context, attempt int32, err error) (b
 		msg += fmt.Sprintf(" after %d attempts", attempt)
 	}
 	a.fence.Attempt = &attempt
-	return a.fail(ctx, CodeProviderError, msg, store.EndError)
+	return a.fail(ctx, client.CodeProviderError, msg, store.EndError)
 }
 
 // providerFailure is the sanitized sentence for a failed provider call.
@@ -437,19 +427,19 @@ func (a *action) finishInterruption(ctx context.Context) (bool, error) {
 	}
 	a.t.partial = nil
 	if len(kept) > 0 {
-		msgs = append(msgs, store.NewMessage{Role: "assistant", Parts: kept, RequestID: a.requestID(), FinishReason: "interrupted"})
+		msgs = append(msgs, store.NewMessage{Role: client.RoleAssistant, Parts: kept, RequestID: a.requestID(), FinishReason: "interrupted"})
 	}
 	if calls := unresolvedCalls(a.msgs); len(calls) > 0 {
 		var results []jsonb.Part
 		for _, c := range calls {
 			results = append(results, errorResult(c, "the turn was interrupted before this tool ran"))
 		}
-		msgs = append(msgs, store.NewMessage{Role: "tool", Parts: results, RequestID: a.requestID()})
+		msgs = append(msgs, store.NewMessage{Role: client.RoleTool, Parts: results, RequestID: a.requestID()})
 	}
 	c := store.Commit{Messages: msgs, End: store.EndTurn}
-	a.fence.Statuses = []string{"interrupting"}
+	a.fence.Statuses = []client.ChatStatus{client.StatusInterrupting}
 	if req := a.turn.Request; req != nil {
-		c.Outcomes = []store.Outcome{{RequestID: req.RequestID, Status: "cancelled", Code: CodeInterrupted,
+		c.Outcomes = []store.Outcome{{RequestID: req.RequestID, Status: client.OutputCancelled, Code: client.CodeInterrupted,
 			Message: "the turn was interrupted"}}
 	}
 	return a.commit(ctx, c)
@@ -457,7 +447,7 @@ func (a *action) finishInterruption(ctx context.Context) (bool, error) {
 
 func lastAssistant(msgs []parsed) *parsed {
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].row.Role == "assistant" {
+		if msgs[i].row.Role == client.RoleAssistant {
 			return &msgs[i]
 		}
 	}
@@ -469,7 +459,7 @@ func unresolvedCalls(msgs []parsed) []jsonb.Part {
 	roles := make([]string, len(msgs))
 	contents := make([][]jsonb.Part, len(msgs))
 	for i, m := range msgs {
-		roles[i], contents[i] = m.row.Role, m.parts
+		roles[i], contents[i] = string(m.row.Role), m.parts
 	}
 	return jsonb.Unresolved(roles, contents)
 }

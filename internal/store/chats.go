@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/dbgen"
 	"github.com/chatd/chatd/internal/jsonb"
 )
@@ -28,7 +29,7 @@ type NewChat struct {
 	SystemPrompt string
 	Title        string
 	// Mode is normal or plan; a chat with a parent is a child chat.
-	Mode         string
+	Mode         client.ChatMode
 	ParentChatID uuid.NullUUID
 	DynamicTools json.RawMessage
 	Content      []jsonb.Part
@@ -52,7 +53,7 @@ func (s *Store) CreateChat(ctx context.Context, p NewChat) (dbgen.Chat, dbgen.Ch
 		return chat, msg, err
 	}
 	if p.Mode == "" {
-		p.Mode = "normal"
+		p.Mode = client.ModeNormal
 	}
 	if p.Title == "" {
 		p.Title = titleFrom(p.Content)
@@ -61,13 +62,13 @@ func (s *Store) CreateChat(ctx context.Context, p NewChat) (dbgen.Chat, dbgen.Ch
 		p.DynamicTools = json.RawMessage("[]")
 	}
 	if p.ParentChatID.Valid {
-		p.Mode = "child"
+		p.Mode = client.ModeChild
 	}
 	err = s.tx(ctx, "admit", func(tx pgx.Tx) error {
 		var err error
 		if p.ParentChatID.Valid {
 			parent, err := s.q.ChatGetForOwner(ctx, tx, dbgen.ChatGetForOwnerParams{ID: p.ParentChatID.UUID, OwnerID: p.OwnerID})
-			if errors.Is(err, pgx.ErrNoRows) || (err == nil && parent.Mode == "child") {
+			if errors.Is(err, pgx.ErrNoRows) || (err == nil && parent.Mode == client.ModeChild) {
 				return ErrUnknownParent // children are one level deep
 			}
 			if err != nil {
@@ -76,7 +77,7 @@ func (s *Store) CreateChat(ctx context.Context, p NewChat) (dbgen.Chat, dbgen.Ch
 		}
 		chat, err = s.q.ChatInsert(ctx, tx, dbgen.ChatInsertParams{
 			OwnerID: p.OwnerID, ParentChatID: p.ParentChatID, Title: p.Title, Model: p.Model,
-			SystemPrompt: p.SystemPrompt, Mode: p.Mode, DynamicTools: p.DynamicTools, Status: "running",
+			SystemPrompt: p.SystemPrompt, Mode: p.Mode, DynamicTools: p.DynamicTools, Status: client.StatusRunning,
 		})
 		if err != nil {
 			return err
@@ -86,7 +87,7 @@ func (s *Store) CreateChat(ctx context.Context, p NewChat) (dbgen.Chat, dbgen.Ch
 			return err
 		}
 		msg, err = s.q.MessageInsert(ctx, tx, dbgen.MessageInsertParams{
-			ChatID: chat.ID, Role: "user", Kind: "message", Visibility: "both",
+			ChatID: chat.ID, Role: client.RoleUser, Kind: "message", Visibility: "both",
 			Content: content, StructuredRequestID: reqID,
 		})
 		if err != nil {
@@ -145,7 +146,7 @@ type SendParams struct {
 	// Check repeats cheap state-dependent admission checks under the chat
 	// lock, given the chat and its effective mode for this message; an
 	// error aborts the transaction unchanged.
-	Check func(chat dbgen.Chat, mode string) error
+	Check func(chat dbgen.Chat, mode client.ChatMode) error
 	// Key, when set, keeps Answer's rendering of the result under the
 	// client's idempotency key in the same transaction.
 	Key    *Idempotency
@@ -205,16 +206,16 @@ func (s *Store) send(ctx context.Context, tx pgx.Tx, p SendParams, content []byt
 	if err != nil {
 		return err
 	}
-	if chat.Status == "waiting" || chat.Status == "error" {
+	if chat.Status.Idle() {
 		msg, err := s.q.MessageInsert(ctx, tx, dbgen.MessageInsertParams{
-			ChatID: chat.ID, Role: "user", Kind: "message", Visibility: "both",
+			ChatID: chat.ID, Role: client.RoleUser, Kind: "message", Visibility: "both",
 			Content: content, StructuredRequestID: reqID,
 		})
 		if err != nil {
 			return err
 		}
 		res.Message = &msg
-		res.Chat, err = s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: chat.ID, Status: "running"})
+		res.Chat, err = s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: chat.ID, Status: client.StatusRunning})
 		return err
 	}
 	q, err := s.q.QueueInsert(ctx, tx, dbgen.QueueInsertParams{ChatID: chat.ID, Content: content, StructuredRequestID: reqID})
@@ -222,7 +223,7 @@ func (s *Store) send(ctx context.Context, tx pgx.Tx, p SendParams, content []byt
 		return err
 	}
 	res.Queued = &q
-	if p.Interrupt && (chat.Status == "running" || chat.Status == "requires_action") {
+	if p.Interrupt && (chat.Status == client.StatusRunning || chat.Status == client.StatusRequiresAction) {
 		res.Chat, err = s.setInterrupting(ctx, tx, chat)
 		return err
 	}

@@ -9,15 +9,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/dbgen"
 	"github.com/chatd/chatd/internal/jsonb"
-)
-
-// Cancellation reasons written on cancelled receipts.
-const (
-	CodeQueueDeleted = "queue_deleted"
-	CodeSuperseded   = "superseded"
-	CodeInterrupted  = "interrupted"
 )
 
 // FormatChange says what an edit does to the edited message's format.
@@ -86,7 +80,7 @@ func (s *Store) EditMessage(ctx context.Context, p EditParams) (EditResult, erro
 		if target.Deleted || target.Visibility == "model" {
 			return pgx.ErrNoRows // not part of what the client sees
 		}
-		if target.Role != "user" || target.Kind != "message" {
+		if target.Role != client.RoleUser || target.Kind != "message" {
 			return ErrNotEditable
 		}
 		spec := p.Request
@@ -126,8 +120,8 @@ func (s *Store) EditMessage(ctx context.Context, p EditParams) (EditResult, erro
 			return err
 		}
 		for _, r := range discarded {
-			rows, _, err := s.finishRequest(ctx, tx, chat.ID, Outcome{RequestID: r.RequestID, Status: "cancelled",
-				Code: CodeSuperseded, Message: "the message that asked for it was edited"}, &done)
+			rows, _, err := s.finishRequest(ctx, tx, chat.ID, Outcome{RequestID: r.RequestID, Status: client.OutputCancelled,
+				Code: client.CodeSuperseded, Message: "the message that asked for it was edited"}, &done)
 			if err != nil {
 				return err
 			}
@@ -138,7 +132,7 @@ func (s *Store) EditMessage(ctx context.Context, p EditParams) (EditResult, erro
 			return err
 		}
 		res.Message, err = s.q.MessageInsert(ctx, tx, dbgen.MessageInsertParams{
-			ChatID: chat.ID, Role: "user", Kind: "message", Visibility: "both", Content: content, StructuredRequestID: reqID,
+			ChatID: chat.ID, Role: client.RoleUser, Kind: "message", Visibility: "both", Content: content, StructuredRequestID: reqID,
 		})
 		if err != nil {
 			return err
@@ -146,8 +140,8 @@ func (s *Store) EditMessage(ctx context.Context, p EditParams) (EditResult, erro
 		res.Inserted = append(res.Inserted, res.Message)
 		// The owner of a running turn keeps the chat: its fence has failed
 		// and it decides again from the new history.
-		keep := (chat.Status == "running" || chat.Status == "interrupting") && chat.WorkerID.Valid
-		res.Chat, err = s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: chat.ID, Status: "running", KeepOwner: keep})
+		keep := chat.Status.Runnable() && chat.WorkerID.Valid
+		res.Chat, err = s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: chat.ID, Status: client.StatusRunning, KeepOwner: keep})
 		return err
 	})
 	if err == nil {
@@ -174,7 +168,7 @@ func (s *Store) DeleteQueued(ctx context.Context, owner, chatID uuid.UUID, queue
 		}
 		if q.StructuredRequestID.Valid {
 			receipts, _, err = s.finishRequest(ctx, tx, chat.ID, Outcome{RequestID: q.StructuredRequestID.UUID,
-				Status: "cancelled", Code: CodeQueueDeleted, Message: "the queued message was deleted"}, &done)
+				Status: client.OutputCancelled, Code: client.CodeQueueDeleted, Message: "the queued message was deleted"}, &done)
 		}
 		return err
 	})
@@ -195,10 +189,10 @@ func (s *Store) Interrupt(ctx context.Context, owner, chatID uuid.UUID) (dbgen.C
 			return err
 		}
 		switch c.Status {
-		case "interrupting":
+		case client.StatusInterrupting:
 			chat = c
 			return nil
-		case "running", "requires_action":
+		case client.StatusRunning, client.StatusRequiresAction:
 		default:
 			return &ConflictError{Detail: fmt.Sprintf("The chat is %s; there is no turn to interrupt.", c.Status)}
 		}
@@ -209,7 +203,7 @@ func (s *Store) Interrupt(ctx context.Context, owner, chatID uuid.UUID) (dbgen.C
 }
 
 func (s *Store) setInterrupting(ctx context.Context, tx pgx.Tx, c dbgen.Chat) (dbgen.Chat, error) {
-	return s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: c.ID, Status: "interrupting", KeepOwner: c.Status == "running"})
+	return s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: c.ID, Status: client.StatusInterrupting, KeepOwner: c.Status == client.StatusRunning})
 }
 
 // ToolResult is a client's answer to a pending client-executed tool call.
@@ -235,7 +229,7 @@ func (s *Store) SubmitToolResults(ctx context.Context, owner, chatID uuid.UUID, 
 		if err != nil {
 			return err
 		}
-		if c.Status != "requires_action" {
+		if c.Status != client.StatusRequiresAction {
 			return &ConflictError{Detail: fmt.Sprintf("The chat is %s; it is not waiting for tool results.", c.Status)}
 		}
 		pending, err := s.pendingCalls(ctx, tx, c.ID)
@@ -272,10 +266,10 @@ func (s *Store) SubmitToolResults(ctx context.Context, owner, chatID uuid.UUID, 
 		if err != nil {
 			return err
 		}
-		if msg, err = s.insertMessage(ctx, tx, c.ID, NewMessage{Role: "tool", Parts: parts, RequestID: latest}); err != nil {
+		if msg, err = s.insertMessage(ctx, tx, c.ID, NewMessage{Role: client.RoleTool, Parts: parts, RequestID: latest}); err != nil {
 			return err
 		}
-		chat, err = s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: c.ID, Status: "running"})
+		chat, err = s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: c.ID, Status: client.StatusRunning})
 		return err
 	})
 	return chat, msg, err
@@ -291,7 +285,7 @@ func (s *Store) latestRequest(ctx context.Context, tx pgx.Tx, chatID uuid.UUID) 
 		return uuid.NullUUID{}, err
 	}
 	r, err := s.q.RequestGet(ctx, tx, m.StructuredRequestID.UUID)
-	if err != nil || r.Status != "pending" {
+	if err != nil || r.Status != client.OutputPending {
 		return uuid.NullUUID{}, err
 	}
 	return m.StructuredRequestID, nil
@@ -307,7 +301,7 @@ func (s *Store) pendingCalls(ctx context.Context, tx pgx.Tx, chatID uuid.UUID) (
 	roles := make([]string, len(rows))
 	contents := make([][]jsonb.Part, len(rows))
 	for i, r := range rows {
-		roles[i] = r.Role
+		roles[i] = string(r.Role)
 		if contents[i], err = jsonb.ParseContent(r.Content); err != nil {
 			return nil, err
 		}
@@ -318,7 +312,7 @@ func (s *Store) pendingCalls(ctx context.Context, tx pgx.Tx, chatID uuid.UUID) (
 // PendingToolCalls returns the client tool calls a chat in requires_action
 // waits for (nil in any other status).
 func (s *Store) PendingToolCalls(ctx context.Context, chat dbgen.Chat) ([]jsonb.Part, error) {
-	if chat.Status != "requires_action" {
+	if chat.Status != client.StatusRequiresAction {
 		return nil, nil
 	}
 	var out []jsonb.Part
@@ -341,7 +335,7 @@ func (s *Store) ExpireActions(ctx context.Context, limit int32) (int, error) {
 	n := 0
 	for _, id := range ids {
 		err := s.tx(ctx, "expire_actions", func(tx pgx.Tx) error {
-			c, err := s.q.ChatLockExpiredAction(ctx, tx, id)
+			c, err := s.q.ChatLockIfActionExpired(ctx, tx, id)
 			if err != nil {
 				return err
 			}
@@ -359,11 +353,11 @@ func (s *Store) ExpireActions(ctx context.Context, limit int32) (int, error) {
 				if err != nil {
 					return err
 				}
-				if _, err := s.insertMessage(ctx, tx, c.ID, NewMessage{Role: "tool", Parts: parts, RequestID: latest}); err != nil {
+				if _, err := s.insertMessage(ctx, tx, c.ID, NewMessage{Role: client.RoleTool, Parts: parts, RequestID: latest}); err != nil {
 					return err
 				}
 			}
-			_, err = s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: c.ID, Status: "running"})
+			_, err = s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: c.ID, Status: client.StatusRunning})
 			return err
 		})
 		if errors.Is(err, ErrNotFound) {
@@ -421,17 +415,17 @@ func (s *Store) UpdateChat(ctx context.Context, owner, chatID uuid.UUID, u ChatU
 }
 
 // planMode returns the chat mode after a plan-mode switch.
-func (s *Store) planMode(ctx context.Context, tx pgx.Tx, c dbgen.Chat, on bool) (string, error) {
+func (s *Store) planMode(ctx context.Context, tx pgx.Tx, c dbgen.Chat, on bool) (client.ChatMode, error) {
 	switch {
-	case c.Mode == "child":
+	case c.Mode == client.ModeChild:
 		if on {
 			return "", &ConflictError{Detail: "A child chat cannot switch to plan mode."}
 		}
 		return c.Mode, nil
 	case !on:
-		return "normal", nil
-	case c.Mode == "plan":
-		return "plan", nil
+		return client.ModeNormal, nil
+	case c.Mode == client.ModePlan:
+		return client.ModePlan, nil
 	}
 	pending, err := s.q.RequestListPendingForChat(ctx, tx, c.ID)
 	if err != nil {
@@ -440,5 +434,5 @@ func (s *Store) planMode(ctx context.Context, tx pgx.Tx, c dbgen.Chat, on bool) 
 	if len(pending) > 0 {
 		return "", &PlanModeConflictError{RequestID: pending[0].RequestID}
 	}
-	return "plan", nil
+	return client.ModePlan, nil
 }

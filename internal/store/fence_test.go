@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/check"
 	"github.com/chatd/chatd/internal/dbtest"
 	"github.com/chatd/chatd/internal/jsonb"
@@ -122,7 +123,7 @@ func TestZombieWorkerCannotCommit(t *testing.T) {
 
 	step := func(value string) store.Commit {
 		return store.Commit{
-			Messages: []store.NewMessage{{Role: "assistant", RequestID: req, FinishReason: "tool-calls",
+			Messages: []store.NewMessage{{Role: client.RoleAssistant, RequestID: req, FinishReason: "tool-calls",
 				Parts: []jsonb.Part{{Type: jsonb.PartToolCall, ToolCallID: "call_" + value, ToolName: "coder_structured_output",
 					Args: json.RawMessage(`{"output":` + value + `}`)}}}},
 			Progress: &store.Progress{RequestID: req.UUID, Steps: 1, SetCandidate: true, Candidate: json.RawMessage(value), CandidateCallID: "call_" + value},
@@ -137,12 +138,12 @@ func TestZombieWorkerCannotCommit(t *testing.T) {
 	}
 	// A's receipt, ending the turn.
 	if _, err := st.Apply(ctx, store.Commit{Fence: fenceA, End: store.EndTurn,
-		Outcomes: []store.Outcome{{RequestID: req.UUID, Status: "succeeded", Value: json.RawMessage(`1`)}}}); !errors.Is(err, store.ErrFenceMiss) {
+		Outcomes: []store.Outcome{{RequestID: req.UUID, Status: client.OutputSucceeded, Value: json.RawMessage(`1`)}}}); !errors.Is(err, store.ErrFenceMiss) {
 		t.Fatalf("A's receipt: %v, want a fence miss", err)
 	}
 	// A's interruption commit, another attempt, a renewal, a release.
 	if _, err := st.Apply(ctx, store.Commit{Fence: store.Fence{ChatID: chat.ID, WorkerID: a, HistoryVersion: fenceA.HistoryVersion,
-		Statuses: []string{"running", "interrupting"}}, End: store.EndTurn}); !errors.Is(err, store.ErrFenceMiss) {
+		Statuses: []client.ChatStatus{client.StatusRunning, client.StatusInterrupting}}, End: store.EndTurn}); !errors.Is(err, store.ErrFenceMiss) {
 		t.Fatalf("A's end of turn: %v, want a fence miss", err)
 	}
 	if _, err := st.RecordAttempt(ctx, fenceA); !errors.Is(err, store.ErrFenceMiss) {
@@ -181,11 +182,11 @@ func TestZombieWorkerCannotCommit(t *testing.T) {
 	}
 	fenceB.HistoryVersion = res.Chat.HistoryVersion
 	res, err = st.Apply(ctx, store.Commit{Fence: fenceB, End: store.EndTurn,
-		Outcomes: []store.Outcome{{RequestID: req.UUID, Status: "succeeded", Value: json.RawMessage(`3`)}}})
+		Outcomes: []store.Outcome{{RequestID: req.UUID, Status: client.OutputSucceeded, Value: json.RawMessage(`3`)}}})
 	if err != nil {
 		t.Fatalf("B's receipt: %v", err)
 	}
-	if res.Chat.Status != "waiting" || res.Request.Status != "succeeded" {
+	if res.Chat.Status != client.StatusWaiting || res.Request.Status != client.OutputSucceeded {
 		t.Fatalf("after B: chat %s request %s", res.Chat.Status, res.Request.Status)
 	}
 	final := readState(t, pool, chat.ID)
@@ -238,8 +239,8 @@ func TestExpiredLeaseWithoutTakeoverStillCommits(t *testing.T) {
 	}
 	waitLeaseExpired(t, pool, chat.ID)
 	res, err := st.Apply(ctx, store.Commit{Fence: store.Fence{ChatID: chat.ID, WorkerID: a, HistoryVersion: c.HistoryVersion},
-		Messages: []store.NewMessage{{Role: "assistant", Parts: []jsonb.Part{jsonb.Text("hi")}}}, End: store.EndTurn})
-	if err != nil || res.Chat.Status != "waiting" {
+		Messages: []store.NewMessage{{Role: client.RoleAssistant, Parts: []jsonb.Part{jsonb.Text("hi")}}}, End: store.EndTurn})
+	if err != nil || res.Chat.Status != client.StatusWaiting {
 		t.Fatalf("commit after expiry: %v %s", err, res.Chat.Status)
 	}
 }

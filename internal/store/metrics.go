@@ -18,7 +18,7 @@ func (s *Store) Instrument(reg *metrics.Registry) {
 
 func (s *Store) countFinished(done []Outcome) {
 	for _, o := range done {
-		s.finished.Inc(o.Status, o.Code)
+		s.finished.Inc(string(o.Status), string(o.Code))
 	}
 }
 

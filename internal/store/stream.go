@@ -6,6 +6,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/dbgen"
 	"github.com/chatd/chatd/internal/jsonb"
 )
@@ -62,7 +63,7 @@ func (s *Store) ReadStream(ctx context.Context, owner, chatID uuid.UUID, waterma
 		if out.Queue, err = s.q.QueueList(ctx, tx, chatID); err != nil {
 			return err
 		}
-		if out.Chat.Status == "requires_action" {
+		if out.Chat.Status == client.StatusRequiresAction {
 			out.Pending, err = s.pendingCalls(ctx, tx, chatID)
 		}
 		return err

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/dbgen"
 	"github.com/chatd/chatd/internal/jsonb"
 )
@@ -79,7 +80,7 @@ func (s *Store) LoadTurn(ctx context.Context, chatID uuid.UUID) (Turn, error) {
 		if err != nil {
 			return err
 		}
-		if r.Status == "pending" {
+		if r.Status == client.OutputPending {
 			t.Request = &r
 		}
 		return nil
@@ -93,7 +94,7 @@ type Fence struct {
 	WorkerID       uuid.UUID
 	HistoryVersion int64
 	// Statuses the commit accepts (default: running).
-	Statuses []string
+	Statuses []client.ChatStatus
 	// Attempt, when set, must still be the chat's generation_attempt: the
 	// commit ends a generation made under that attempt.
 	Attempt *int32
@@ -112,7 +113,7 @@ func (s *Store) RecordAttempt(ctx context.Context, f Fence) (int32, error) {
 
 // NewMessage is a row to insert.
 type NewMessage struct {
-	Role         string
+	Role         client.Role
 	Kind         string // default "message"
 	Visibility   string // default "both"
 	Parts        []jsonb.Part
@@ -136,9 +137,9 @@ type Progress struct {
 // Outcome finishes a pending request: a receipt row plus the ledger update.
 type Outcome struct {
 	RequestID uuid.UUID
-	Status    string // succeeded, failed, cancelled
+	Status    client.RequestStatus // succeeded, failed, cancelled
 	Value     json.RawMessage
-	Code      string
+	Code      client.ErrorCode
 	Message   string
 }
 
@@ -187,9 +188,12 @@ type Committed struct {
 // their requests, then end the turn (promoting the queue head).
 func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 	var out Committed
-	statuses := c.Fence.Statuses
-	if len(statuses) == 0 {
-		statuses = []string{"running"}
+	statuses := []string{string(client.StatusRunning)}
+	if len(c.Fence.Statuses) > 0 {
+		statuses = statuses[:0]
+		for _, st := range c.Fence.Statuses {
+			statuses = append(statuses, string(st))
+		}
 	}
 	var done []Outcome
 	err := s.tx(ctx, "worker_commit", func(tx pgx.Tx) error {
@@ -222,7 +226,7 @@ func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 			out.Messages = append(out.Messages, row)
 		}
 		if p := c.Progress; p != nil {
-			r, err := s.q.RequestRecordProgress(ctx, tx, dbgen.RequestRecordProgressParams{
+			r, err := s.q.RequestRecordProgressIfPending(ctx, tx, dbgen.RequestRecordProgressIfPendingParams{
 				RequestID: p.RequestID, AddSteps: p.Steps, AddRejections: p.Rejections,
 				AddValidationRejections: p.ValidationRejections, SetCandidate: p.SetCandidate,
 				Candidate: p.Candidate, CandidateToolCallID: nullString(p.CandidateCallID),
@@ -284,20 +288,20 @@ func (s *Store) finishRequest(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, 
 	if err != nil {
 		return nil, r, fmt.Errorf("finish request %s: %w", o.RequestID, err)
 	}
-	if r.Status != "pending" {
+	if r.Status != client.OutputPending {
 		return nil, r, nil
 	}
 	receipt, err := s.insertMessage(ctx, tx, chatID, NewMessage{
-		Role: "assistant", Kind: "receipt", Visibility: "user",
+		Role: client.RoleAssistant, Kind: "receipt", Visibility: "user",
 		Parts:     ReceiptParts(o),
 		RequestID: uuid.NullUUID{UUID: o.RequestID, Valid: true},
 	})
 	if err != nil {
 		return nil, r, fmt.Errorf("insert receipt for %s: %w", o.RequestID, err)
 	}
-	r, err = s.q.RequestFinish(ctx, tx, dbgen.RequestFinishParams{
+	r, err = s.q.RequestFinishIfPending(ctx, tx, dbgen.RequestFinishIfPendingParams{
 		RequestID: o.RequestID, Status: o.Status, ReceiptMessageID: &receipt.ID,
-		ErrorCode: nullString(o.Code), ErrorMessage: nullString(textColumn(o.Message)),
+		ErrorCode: nullCode(o.Code), ErrorMessage: nullString(textColumn(o.Message)),
 	})
 	if err != nil {
 		return nil, r, fmt.Errorf("finish request %s: %w", o.RequestID, err)
@@ -309,17 +313,17 @@ func (s *Store) finishRequest(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, 
 // ReceiptParts is a receipt's content: a text fallback for clients that do
 // not know structured_output, and the internal outcome part.
 func ReceiptParts(o Outcome) []jsonb.Part {
-	out := &jsonb.Outcome{RequestID: o.RequestID.String(), Status: o.Status}
+	out := &jsonb.Outcome{RequestID: o.RequestID.String(), Status: string(o.Status)}
 	var text string
 	switch o.Status {
-	case "succeeded":
+	case client.OutputSucceeded:
 		out.Value = o.Value
 		text = string(o.Value)
-	case "cancelled":
-		out.Error = &jsonb.OutcomeError{Code: o.Code, Message: o.Message}
+	case client.OutputCancelled:
+		out.Error = &jsonb.OutcomeError{Code: string(o.Code), Message: o.Message}
 		text = fmt.Sprintf("Structured output request cancelled (%s): %s", o.Code, o.Message)
 	default:
-		out.Error = &jsonb.OutcomeError{Code: o.Code, Message: o.Message}
+		out.Error = &jsonb.OutcomeError{Code: string(o.Code), Message: o.Message}
 		text = fmt.Sprintf("Structured output failed (%s): %s", o.Code, o.Message)
 	}
 	return []jsonb.Part{jsonb.Text(text), {Type: jsonb.PartOutcome, Outcome: out}}
@@ -335,7 +339,7 @@ func (s *Store) end(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, e End, las
 		if actionTimeout <= 0 {
 			actionTimeout = 10 * time.Minute
 		}
-		c, err := s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: chatID, Status: "requires_action",
+		c, err := s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: chatID, Status: client.StatusRequiresAction,
 			ActionTimeoutSeconds: actionTimeout.Seconds()})
 		return c, nil, err
 	}
@@ -343,13 +347,13 @@ func (s *Store) end(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, e End, las
 	if err != nil {
 		return dbgen.Chat{}, nil, err
 	}
-	p := dbgen.ChatSetStateParams{ID: chatID, Status: "waiting"}
+	p := dbgen.ChatSetStateParams{ID: chatID, Status: client.StatusWaiting}
 	switch {
 	case promoted != nil:
 		// The next turn starts at once; the worker keeps the chat.
-		p.Status, p.KeepOwner = "running", true
+		p.Status, p.KeepOwner = client.StatusRunning, true
 	case e == EndError:
-		p.Status, p.LastError = "error", lastError
+		p.Status, p.LastError = client.StatusError, lastError
 	}
 	c, err := s.q.ChatSetState(ctx, tx, p)
 	return c, promoted, err
@@ -365,7 +369,7 @@ func (s *Store) promote(ctx context.Context, tx pgx.Tx, chatID uuid.UUID) (*dbge
 		return nil, err
 	}
 	msg, err := s.q.MessageInsert(ctx, tx, dbgen.MessageInsertParams{
-		ChatID: chatID, Role: "user", Kind: "message", Visibility: "both",
+		ChatID: chatID, Role: client.RoleUser, Kind: "message", Visibility: "both",
 		Content: head.Content, StructuredRequestID: head.StructuredRequestID,
 	})
 	if err != nil {
@@ -378,6 +382,13 @@ func (s *Store) promote(ctx context.Context, tx pgx.Tx, chatID uuid.UUID) (*dbge
 // and invalid UTF-8 there.
 func textColumn(s string) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+func nullCode(c client.ErrorCode) *client.ErrorCode {
+	if c == "" {
+		return nil
+	}
+	return &c
 }
 
 func nullString(s string) *string {

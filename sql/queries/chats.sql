@@ -95,7 +95,7 @@ WHERE status = 'requires_action' AND requires_action_deadline < now()
 ORDER BY requires_action_deadline
 LIMIT @max_rows;
 
--- name: ChatLockExpiredAction :one
+-- name: ChatLockIfActionExpired :one
 SELECT * FROM chats
 WHERE id = @id AND status = 'requires_action' AND requires_action_deadline < now()
 FOR UPDATE SKIP LOCKED;

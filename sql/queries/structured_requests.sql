@@ -10,7 +10,7 @@ SELECT * FROM structured_requests WHERE request_id = @request_id;
 SELECT r.* FROM structured_requests r JOIN chats c ON c.id = r.chat_id
 WHERE r.request_id = @request_id AND c.owner_id = @owner_id;
 
--- name: RequestRecordProgress :one
+-- name: RequestRecordProgressIfPending :one
 -- Adds a step and/or a rejection to a pending request and, when asked, replaces
 -- or clears its candidate, in the transaction that commits the evidence.
 UPDATE structured_requests
@@ -22,7 +22,7 @@ SET steps = steps + @add_steps::integer,
 WHERE request_id = @request_id AND status = 'pending'
 RETURNING *;
 
--- name: RequestFinish :one
+-- name: RequestFinishIfPending :one
 -- Closes a pending request with its receipt (inserted earlier in the same
 -- transaction). The guard trigger refuses any other change to a finished row.
 UPDATE structured_requests
