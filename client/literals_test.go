@@ -19,12 +19,17 @@ import (
 	"testing"
 )
 
-// vocabulary are the typed states and codes of types.go. Outside their
-// definitions, code names them by constant; a string literal that becomes
-// one of these types (`Status: "running"`, `case "pending":`) is a typo
-// waiting to happen, and this test fails on it.
-var vocabulary = map[string]bool{
-	"ChatStatus": true, "RequestStatus": true, "ErrorCode": true, "ChatMode": true, "Role": true,
+// vocabulary are the typed states and codes (by package, the file that
+// defines them, and type). Outside their definitions, code names them by
+// constant; a string literal that becomes one of these types
+// (`Status: "running"`, `case "pending":`) is a typo waiting to happen, and
+// this test fails on it.
+var vocabulary = map[string]struct {
+	file  string
+	types []string
+}{
+	"github.com/chatd/chatd/client":         {"types.go", []string{"ChatStatus", "RequestStatus", "ErrorCode", "ChatMode", "Role"}},
+	"github.com/chatd/chatd/internal/store": {"types.go", []string{"MessageKind", "Visibility"}},
 }
 
 // TestNoVocabularyLiterals type-checks every package of the module (tests
@@ -126,15 +131,19 @@ func check(t *testing.T, path, dir string, names []string, exports map[string]st
 			continue // "" is the zero value: none
 		}
 		named, ok := tv.Type.(*types.Named)
-		if !ok || named.Obj().Pkg() == nil || named.Obj().Pkg().Path() != "github.com/chatd/chatd/client" ||
-			!vocabulary[named.Obj().Name()] {
+		if !ok || named.Obj().Pkg() == nil {
+			continue
+		}
+		def, ok := vocabulary[named.Obj().Pkg().Path()]
+		if !ok || !slices.Contains(def.types, named.Obj().Name()) {
 			continue
 		}
 		pos := fset.Position(lit.Pos())
-		if pos.Filename == filepath.Join(dir, "types.go") && path == "github.com/chatd/chatd/client" {
+		if pos.Filename == filepath.Join(dir, def.file) && path == named.Obj().Pkg().Path() {
 			continue
 		}
-		found = append(found, fmt.Sprintf("%s: string literal %s used as client.%s; use its constant", pos, lit.Value, named.Obj().Name()))
+		found = append(found, fmt.Sprintf("%s: string literal %s used as %s.%s; use its constant", pos, lit.Value,
+			named.Obj().Pkg().Name(), named.Obj().Name()))
 	}
 	return found
 }

@@ -300,6 +300,9 @@ func cmdToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	token, err := store.New(d.pool).CreateToken(ctx, *userName)
+	if errors.Is(err, store.ErrInvalidUserName) {
+		return fmt.Errorf("user name %q: use 1-64 letters, digits, '_', '.', '@' or '-'", *userName)
+	}
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/check"
-	"github.com/chatd/chatd/internal/dbgen"
 	"github.com/chatd/chatd/internal/dbtest"
 	"github.com/chatd/chatd/internal/jsonb"
 	"github.com/chatd/chatd/internal/store"
@@ -86,7 +85,7 @@ const schema = `{"type":"object","properties":{"a":{"type":"integer"}},"required
 
 // structuredChat creates a running chat whose first message is a pending
 // structured request.
-func (f *fixture) structuredChat() (dbgen.Chat, uuid.UUID, int64) {
+func (f *fixture) structuredChat() (store.Chat, uuid.UUID, int64) {
 	f.t.Helper()
 	chat, msg, err := f.st.CreateChat(ctxT(f.t), store.NewChat{OwnerID: f.owner, Model: "m",
 		Content: []jsonb.Part{jsonb.Text("give me a")}, Request: &store.RequestSpec{Name: "a", Schema: json.RawMessage(schema)}})

@@ -13,7 +13,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/chatd/chatd/client"
-	"github.com/chatd/chatd/internal/dbgen"
 	"github.com/chatd/chatd/internal/jsonb"
 	"github.com/chatd/chatd/internal/store"
 	"github.com/chatd/chatd/internal/validate"
@@ -106,7 +105,7 @@ func (s *Server) createChat(w http.ResponseWriter, r *http.Request) error {
 	}
 	if key != nil {
 		p.Key = key
-		p.Answer = func(chat dbgen.Chat, msg dbgen.ChatMessage) (int, []byte, error) {
+		p.Answer = func(chat store.Chat, msg store.Message) (int, []byte, error) {
 			out, err := createAnswer(chat, msg)
 			if err != nil {
 				return 0, nil, err
@@ -135,7 +134,7 @@ func (s *Server) createChat(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func createAnswer(chat dbgen.Chat, msg dbgen.ChatMessage) (client.CreateChatResponse, error) {
+func createAnswer(chat store.Chat, msg store.Message) (client.CreateChatResponse, error) {
 	m, err := toMessage(msg)
 	if err != nil {
 		return client.CreateChatResponse{}, err
@@ -233,7 +232,7 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) error {
 	params := store.SendParams{
 		OwnerID: currentUser(r).ID, ChatID: chatID, Content: content, Request: spec,
 		Interrupt: interrupt, PlanMode: body.PlanMode,
-		Check: func(chat dbgen.Chat, mode client.ChatMode) error {
+		Check: func(chat store.Chat, mode client.ChatMode) error {
 			return s.checkStructured(spec, mode, chat.Model, chat.DynamicTools)
 		},
 	}
@@ -287,7 +286,7 @@ func (s *Server) listChats(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var before *dbgen.Chat
+	var before *store.Chat
 	if v := r.URL.Query().Get("cursor"); v != "" {
 		if before, err = parseChatCursor(v); err != nil {
 			return err
@@ -312,11 +311,11 @@ func (s *Server) listChats(w http.ResponseWriter, r *http.Request) error {
 
 // A chat list cursor is the position (updated_at, id) of the last chat of
 // a page, opaque to clients: base64url of "<RFC 3339 time>|<uuid>".
-func chatCursor(c dbgen.Chat) string {
+func chatCursor(c store.Chat) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(c.UpdatedAt.UTC().Format(time.RFC3339Nano) + "|" + c.ID.String()))
 }
 
-func parseChatCursor(v string) (*dbgen.Chat, error) {
+func parseChatCursor(v string) (*store.Chat, error) {
 	bad := badField("cursor", "is not a cursor from a previous page's next_cursor")
 	raw, err := base64.RawURLEncoding.DecodeString(v)
 	if err != nil {
@@ -326,7 +325,7 @@ func parseChatCursor(v string) (*dbgen.Chat, error) {
 	if !ok {
 		return nil, bad
 	}
-	var c dbgen.Chat
+	var c store.Chat
 	if c.UpdatedAt, err = time.Parse(time.RFC3339Nano, ts); err != nil {
 		return nil, bad
 	}
@@ -471,7 +470,7 @@ func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
 
 // Projection of rows to public types.
 
-func toChat(c dbgen.Chat) client.Chat {
+func toChat(c store.Chat) client.Chat {
 	out := client.Chat{ID: c.ID, Title: c.Title, Status: c.Status, Model: c.Model, Mode: c.Mode,
 		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
 	if c.ParentChatID.Valid {
@@ -507,18 +506,18 @@ func publicParts(parts []jsonb.Part) ([]client.MessagePart, *jsonb.Outcome) {
 	return out, outcome
 }
 
-func toMessage(row dbgen.ChatMessage) (client.ChatMessage, error) {
+func toMessage(row store.Message) (client.ChatMessage, error) {
 	parts, err := jsonb.ParseContent(row.Content)
 	if err != nil {
 		return client.ChatMessage{}, err
 	}
 	content, outcome := publicParts(parts)
 	m := client.ChatMessage{ID: row.ID, ChatID: row.ChatID, Role: row.Role, Content: content, CreatedAt: row.CreatedAt}
-	if row.StructuredRequestID.Valid && row.Kind == "message" && row.Role == client.RoleUser {
+	if row.StructuredRequestID.Valid && row.Kind == store.KindMessage && row.Role == client.RoleUser {
 		id := row.StructuredRequestID.UUID
 		m.StructuredOutputRequestID = &id
 	}
-	if row.Kind == "receipt" && outcome != nil {
+	if row.Kind == store.KindReceipt && outcome != nil {
 		m.StructuredOutput = toOutput(row.StructuredRequestID.UUID, outcome)
 	}
 	return m, nil
@@ -538,7 +537,7 @@ func toOutput(id uuid.UUID, o *jsonb.Outcome) *client.StructuredOutput {
 	return out
 }
 
-func toQueued(row dbgen.ChatQueuedMessage) (client.QueuedMessage, error) {
+func toQueued(row store.QueuedMessage) (client.QueuedMessage, error) {
 	parts, err := jsonb.ParseContent(row.Content)
 	if err != nil {
 		return client.QueuedMessage{}, err

@@ -62,11 +62,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, store.ErrQueueFull):
 		ae = errorf(http.StatusConflict, "The chat's queue is full (20 messages); wait for the running turn or delete queued messages.")
 	case errors.Is(err, store.ErrConflict):
-		ae = errorf(http.StatusConflict, "%s", err.Error())
-		var pm *store.PlanModeConflictError
-		if errors.As(err, &pm) {
-			ae.validations = []client.ValidationError{{Field: "plan_mode", Detail: "structured request " + pm.RequestID.String() + " is active or queued"}}
-		}
+		ae = conflictError(err)
 	case errors.Is(err, r.Context().Err()) && r.Context().Err() != nil:
 		return // the client went away
 	case store.Unavailable(err):
@@ -80,6 +76,41 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, err error) {
 		ae = errorf(http.StatusInternalServerError, "Internal error.")
 	}
 	writeJSON(w, ae.status, client.Error{Message: ae.message, Validations: ae.validations})
+}
+
+// conflictError words a store conflict (409) for clients.
+func conflictError(err error) *apiError {
+	var se *store.StateError
+	var pm *store.PlanModeConflictError
+	switch {
+	case errors.As(err, &se) && se.Op == store.OpInterrupt:
+		return errorf(http.StatusConflict, "The chat is %s; there is no turn to interrupt.", se.Status)
+	case errors.As(err, &se) && se.Op == store.OpSubmitToolResults:
+		return errorf(http.StatusConflict, "The chat is %s; it is not waiting for tool results.", se.Status)
+	case errors.As(err, &se) && se.Op == store.OpPlanMode:
+		return errorf(http.StatusConflict, "A child chat cannot switch to plan mode.")
+	case errors.As(err, &pm):
+		ae := errorf(http.StatusConflict, "The chat has an active or queued structured request (%s); plan mode would not honour it. "+
+			"Wait for it to finish, or cancel it first.", pm.RequestID)
+		ae.validations = []client.ValidationError{{Field: "plan_mode", Detail: "structured request " + pm.RequestID.String() + " is active or queued"}}
+		return ae
+	}
+	return errorf(http.StatusConflict, "The chat's state does not allow this.")
+}
+
+// toolResultsError words submitted tool results that do not match the
+// pending calls (400, naming the field).
+func toolResultsError(e *store.ToolResultsError) *apiError {
+	field := fmt.Sprintf("results.%d.tool_call_id", e.Index)
+	switch e.Problem {
+	case store.ResultDuplicate:
+		return badField(field, fmt.Sprintf("duplicate result for %q", e.ToolCallID))
+	case store.ResultForFinalizer:
+		return badField(field, fmt.Sprintf("%q is a call of the server-owned %s tool; clients cannot answer it", e.ToolCallID, FinalizerName))
+	case store.ResultMissing:
+		return badField("results", fmt.Sprintf("missing a result for pending call %q (%s)", e.ToolCallID, e.ToolName))
+	}
+	return badField(field, fmt.Sprintf("%q is not a pending tool call", e.ToolCallID))
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

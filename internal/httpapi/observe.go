@@ -12,8 +12,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/chatd/chatd/internal/dbgen"
 	"github.com/chatd/chatd/internal/metrics"
+	"github.com/chatd/chatd/internal/store"
 )
 
 // RequestIDHeader carries the request id: taken from the request when it is
@@ -161,7 +161,7 @@ func (s *Server) instrument(reg *metrics.Registry) {
 	reg.GaugeFunc("chatd_open_streams", "Open event streams (chat streams and watches) served by this process.",
 		func() float64 { return float64(s.Streams()) })
 	reg.GaugeFunc("go_goroutines", "Goroutines of this process.", func() float64 { return float64(runtime.NumGoroutine()) })
-	depth := func(name, help string, field func(dbgen.MetricsDepthsRow) int64) {
+	depth := func(name, help string, field func(store.Depths) int64) {
 		reg.Collect(name, help, metrics.TypeGauge, nil, func() []metrics.Sample {
 			if !s.depthsOK {
 				return nil
@@ -170,13 +170,13 @@ func (s *Server) instrument(reg *metrics.Registry) {
 		})
 	}
 	depth("chatd_queued_messages", "Messages waiting in chat queues behind a running turn (all replicas; read from the database at scrape time).",
-		func(d dbgen.MetricsDepthsRow) int64 { return d.QueuedMessages })
+		func(d store.Depths) int64 { return d.QueuedMessages })
 	depth("chatd_runnable_chats", "Chats with a turn to run (running or interrupting), claimed or not (all replicas; read at scrape time).",
-		func(d dbgen.MetricsDepthsRow) int64 { return d.RunnableChats })
+		func(d store.Depths) int64 { return d.RunnableChats })
 	depth("chatd_unclaimed_chats", "Runnable chats no worker holds a live lease on: the workers' backlog (all replicas; read at scrape time).",
-		func(d dbgen.MetricsDepthsRow) int64 { return d.UnclaimedChats })
+		func(d store.Depths) int64 { return d.UnclaimedChats })
 	depth("chatd_structured_requests_pending", "Structured requests not finished yet, queued ones included (all replicas; read at scrape time).",
-		func(d dbgen.MetricsDepthsRow) int64 { return d.PendingRequests })
+		func(d store.Depths) int64 { return d.PendingRequests })
 	reg.GaugeFunc("chatd_metrics_database_up", "1 if this scrape's database read succeeded (the depth gauges are missing otherwise).",
 		func() float64 {
 			if s.depthsOK {

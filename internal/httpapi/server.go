@@ -19,7 +19,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/chatd/chatd/client"
-	"github.com/chatd/chatd/internal/dbgen"
 	"github.com/chatd/chatd/internal/metrics"
 	"github.com/chatd/chatd/internal/notify"
 	"github.com/chatd/chatd/internal/provider"
@@ -74,7 +73,7 @@ type Server struct {
 	httpRequests *metrics.CounterVec
 	httpDuration *metrics.HistogramVec
 	scrapeMu     sync.Mutex // one scrape at a time; guards depths
-	depths       dbgen.MetricsDepthsRow
+	depths       store.Depths
 	depthsOK     bool
 }
 

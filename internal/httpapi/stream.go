@@ -12,7 +12,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/chatd/chatd/client"
-	"github.com/chatd/chatd/internal/dbgen"
 	"github.com/chatd/chatd/internal/notify"
 	"github.com/chatd/chatd/internal/store"
 )
@@ -304,7 +303,7 @@ func (s *Server) apply(out *sse, st *streamState, rd store.StreamRead, initial b
 	return nil
 }
 
-func chatError(c dbgen.Chat) client.StreamError {
+func chatError(c store.Chat) client.StreamError {
 	e := client.StreamError{Message: "The last turn failed."}
 	var le struct {
 		Code    client.ErrorCode
@@ -331,7 +330,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) error {
 	out, done := s.openSSE(w, 0)
 	defer done()
 	seen := map[uuid.UUID]int64{}
-	send := func(c dbgen.Chat) error {
+	send := func(c store.Chat) error {
 		if seen[c.ID] >= c.SnapshotVersion {
 			return nil // coalesced: this change was already reported
 		}
@@ -385,10 +384,10 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) error {
 // first. A chat that changes meanwhile moves ahead of the pages and may be
 // missed by them; its change notification reaches the watch instead (the
 // watch subscribes before it reads).
-func (s *Server) allChats(ctx context.Context, owner uuid.UUID) ([]dbgen.Chat, error) {
+func (s *Server) allChats(ctx context.Context, owner uuid.UUID) ([]store.Chat, error) {
 	const page = 500
-	var all []dbgen.Chat
-	var before *dbgen.Chat
+	var all []store.Chat
+	var before *store.Chat
 	for {
 		cs, err := s.store.ListChats(ctx, owner, page, before)
 		if err != nil {

@@ -9,7 +9,6 @@ import (
 	"strconv"
 
 	"github.com/chatd/chatd/client"
-	"github.com/chatd/chatd/internal/dbgen"
 	"github.com/chatd/chatd/internal/provider"
 	"github.com/chatd/chatd/internal/store"
 	"github.com/chatd/chatd/internal/validate"
@@ -153,7 +152,7 @@ func (s *Server) editMessage(w http.ResponseWriter, r *http.Request) error {
 			p.Format = store.FormatReplace
 		}
 	}
-	p.Check = func(chat dbgen.Chat, spec *store.RequestSpec) error {
+	p.Check = func(chat store.Chat, spec *store.RequestSpec) error {
 		if spec != nil && p.Format == store.FormatPreserve {
 			// The preserved format is admitted again, gate included.
 			if !s.experiments[ExperimentStructuredOutput] {
@@ -269,7 +268,7 @@ func (s *Server) toolResults(w http.ResponseWriter, r *http.Request) error {
 	c, msg, err := s.store.SubmitToolResults(r.Context(), currentUser(r).ID, chatID, results, FinalizerName)
 	var tre *store.ToolResultsError
 	if errors.As(err, &tre) {
-		return badField(tre.Field, tre.Detail)
+		return toolResultsError(tre)
 	}
 	if err != nil {
 		return err

@@ -38,7 +38,7 @@ func (a *action) maybeCompact(ctx context.Context, model *provider.Model, system
 	}
 	boundary := -1
 	for i := len(a.msgs) - 1; i >= 0; i-- {
-		if m := a.msgs[i].row; m.Role == client.RoleUser && m.Visibility != "model" {
+		if m := a.msgs[i].row; m.UserInput() {
 			boundary = i
 			break
 		}
@@ -77,7 +77,7 @@ func (a *action) maybeCompact(ctx context.Context, model *provider.Model, system
 	done, err = a.commit(ctx, store.Commit{
 		CompressBefore:  a.msgs[boundary].row.ID,
 		ClearCompaction: requested,
-		Messages: []store.NewMessage{{Role: client.RoleUser, Visibility: "model",
+		Messages: []store.NewMessage{{Role: client.RoleUser, Visibility: store.VisibleModel,
 			Parts: []jsonb.Part{{Type: jsonb.PartSummary, Text: "Summary of the earlier conversation:\n" + summary}}}},
 	})
 	return done, true, err

@@ -7,21 +7,21 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/chatd/chatd/internal/dbgen"
 	"github.com/chatd/chatd/internal/jsonb"
+	"github.com/chatd/chatd/internal/store"
 )
 
 // A finalizer call can only yield a candidate from a step that ended
 // normally, with well-formed arguments and a value the schema accepts.
 func TestFinalizeEligibility(t *testing.T) {
 	t.Parallel()
-	req := &dbgen.StructuredRequest{RequestID: uuid.New(), Name: "r",
+	req := &store.Request{RequestID: uuid.New(), Name: "r",
 		Schema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`)}
 	a := &action{t: &turnRunner{w: &worker{r: &Runner{}}}}
 	call := func(args string) jsonb.Part {
 		return jsonb.Part{Type: jsonb.PartToolCall, ToolCallID: "c1", ToolName: FinalizerName, Args: json.RawMessage(args)}
 	}
-	step := func(finish string) *parsed { return &parsed{row: dbgen.ChatMessage{FinishReason: &finish}} }
+	step := func(finish string) *parsed { return &parsed{row: store.Message{FinishReason: &finish}} }
 	for _, tc := range []struct {
 		name, finish, args, rejected string
 		wantValue, wantValidation    bool

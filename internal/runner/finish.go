@@ -22,12 +22,12 @@ const defaultHookNotice = "A stop hook asked the agent to continue before finish
 func (a *action) finishWithCandidate(ctx context.Context) (bool, error) {
 	req := a.turn.Request
 	if h := a.t.w.r.opts.Hooks; h.Enabled() {
-		n, err := a.t.w.r.store.Queries().MessageCountControls(ctx, a.t.w.r.store.Pool(), a.requestID())
+		n, err := a.t.w.r.store.CountControls(ctx, a.requestID())
 		if err != nil {
 			return false, err
 		}
 		d, err := h.Stop(ctx, hooks.StopEvent{ChatID: a.turn.Chat.ID.String(), RequestID: req.RequestID.String(),
-			Name: req.Name, Candidate: req.Candidate, Continuations: int(n)})
+			Name: req.Name, Candidate: req.Candidate, Continuations: n})
 		if err != nil {
 			if ctx.Err() != nil {
 				return false, ctx.Err()
@@ -45,9 +45,9 @@ func (a *action) finishWithCandidate(ctx context.Context) (bool, error) {
 			}
 			return a.commit(ctx, store.Commit{
 				Messages: []store.NewMessage{
-					{Role: client.RoleAssistant, Kind: "control", Visibility: "user", RequestID: a.requestID(),
+					{Role: client.RoleAssistant, Kind: store.KindControl, Visibility: store.VisibleUser, RequestID: a.requestID(),
 						Parts: []jsonb.Part{{Type: jsonb.PartHookNotice, Text: notice}}},
-					{Role: client.RoleUser, Visibility: "model", RequestID: a.requestID(),
+					{Role: client.RoleUser, Visibility: store.VisibleModel, RequestID: a.requestID(),
 						Parts: []jsonb.Part{{Type: jsonb.PartHookContext, Text: d.ModelContext}}},
 				},
 				Progress: &store.Progress{RequestID: req.RequestID, SetCandidate: true},

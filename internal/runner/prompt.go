@@ -9,8 +9,8 @@ import (
 	"charm.land/fantasy"
 
 	"github.com/chatd/chatd/client"
-	"github.com/chatd/chatd/internal/dbgen"
 	"github.com/chatd/chatd/internal/jsonb"
+	"github.com/chatd/chatd/internal/store"
 	"github.com/chatd/chatd/internal/tools"
 	"github.com/chatd/chatd/internal/validate"
 )
@@ -24,11 +24,11 @@ const finalizerOutput = "output"
 
 // parsed is a prompt row with its decoded content.
 type parsed struct {
-	row   dbgen.ChatMessage
+	row   store.Message
 	parts []jsonb.Part
 }
 
-func parseRows(rows []dbgen.ChatMessage) ([]parsed, error) {
+func parseRows(rows []store.Message) ([]parsed, error) {
 	out := make([]parsed, 0, len(rows))
 	for _, r := range rows {
 		parts, err := jsonb.ParseContent(r.Content)
@@ -151,7 +151,7 @@ func options(md json.RawMessage) fantasy.ProviderOptions {
 // written; its references are rewritten to point under /properties/output
 // (validate.ToolSchema), so that the parameters are self-contained for every
 // provider (Anthropic keeps only properties and required of the root).
-func finalizerTool(req *dbgen.StructuredRequest) (fantasy.FunctionTool, error) {
+func finalizerTool(req *store.Request) (fantasy.FunctionTool, error) {
 	schema, err := validate.ToolSchema(req.Schema, "/properties/"+finalizerOutput)
 	if err != nil {
 		return fantasy.FunctionTool{}, fmt.Errorf("decode stored schema: %w", err)
@@ -179,7 +179,7 @@ func finalizerTool(req *dbgen.StructuredRequest) (fantasy.FunctionTool, error) {
 const planInstruction = "You are in plan mode: investigate and propose a plan for the request. Do not make changes; describe what you would do."
 
 // clientTools are the chat's client-executed tools, offered as function tools.
-func clientTools(chat dbgen.Chat) ([]fantasy.Tool, error) {
+func clientTools(chat store.Chat) ([]fantasy.Tool, error) {
 	decl, err := parseDynamicTools(chat.DynamicTools)
 	if err != nil {
 		return nil, err
@@ -222,7 +222,7 @@ func requiredStrings(schema map[string]any) {
 
 // structuredInstruction is appended to the system prompt while a structured
 // request governs the turn.
-func structuredInstruction(req *dbgen.StructuredRequest) string {
+func structuredInstruction(req *store.Request) string {
 	return "This request must end with a structured result named \"" + req.Name + "\". Use any tools you need first. " +
 		"Then call " + FinalizerName + " exactly once, alone, with {\"output\": <value>} where the value satisfies its schema. " +
 		"A plain-text answer does not complete the request."

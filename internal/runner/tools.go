@@ -10,7 +10,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/chatd/chatd/client"
-	"github.com/chatd/chatd/internal/dbgen"
 	"github.com/chatd/chatd/internal/jsonb"
 	"github.com/chatd/chatd/internal/store"
 	"github.com/chatd/chatd/internal/tools"
@@ -152,7 +151,7 @@ func runServerTool(t tools.Tool, call jsonb.Part) (res jsonb.Part) {
 }
 
 // dynamicNames are the chat's client-executed tools.
-func dynamicNames(chat dbgen.Chat) map[string]bool {
+func dynamicNames(chat store.Chat) map[string]bool {
 	tools, _ := parseDynamicTools(chat.DynamicTools)
 	out := make(map[string]bool, len(tools))
 	for _, t := range tools {
@@ -182,7 +181,7 @@ func parseDynamicTools(raw json.RawMessage) ([]dynamicTool, error) {
 // satisfy the request's schema. It returns the tool result and, when valid,
 // the candidate value; otherwise the kind of rejection (rejectValue when a
 // value was rejected by the schema rather than malformed or ineligible).
-func (a *action) finalize(step *parsed, call jsonb.Part, req *dbgen.StructuredRequest) (jsonb.Part, json.RawMessage, string) {
+func (a *action) finalize(step *parsed, call jsonb.Part, req *store.Request) (jsonb.Part, json.RawMessage, string) {
 	if call.ArgsRejected != "" {
 		return errorResult(call, "Rejected: "+call.ArgsRejected+". Call "+FinalizerName+" again with {\"output\": <value>}."), nil, rejectArguments
 	}
@@ -274,7 +273,7 @@ type schemaCache struct {
 	m  map[uuid.UUID]*validate.Schema
 }
 
-func (c *schemaCache) get(req *dbgen.StructuredRequest) (*validate.Schema, error) {
+func (c *schemaCache) get(req *store.Request) (*validate.Schema, error) {
 	c.mu.Lock()
 	s, ok := c.m[req.RequestID]
 	c.mu.Unlock()

@@ -126,7 +126,7 @@ func (a *action) steps() int {
 	n := 0
 	for i := len(a.msgs) - 1; i >= 0; i-- {
 		m := a.msgs[i].row
-		if m.Role == client.RoleUser && m.Visibility != "model" {
+		if m.UserInput() {
 			break
 		}
 		if m.Role == client.RoleAssistant {
@@ -170,7 +170,7 @@ func (a *action) rejectTextOnly(ctx context.Context) (bool, error) {
 		return a.countRejection(a.commit(ctx, c))
 	}
 	return a.countRejection(a.commit(ctx, store.Commit{
-		Messages: []store.NewMessage{{Role: client.RoleUser, Visibility: "model", Parts: []jsonb.Part{{Type: jsonb.PartHookContext, Text: textOnlyFeedback}},
+		Messages: []store.NewMessage{{Role: client.RoleUser, Visibility: store.VisibleModel, Parts: []jsonb.Part{{Type: jsonb.PartHookContext, Text: textOnlyFeedback}},
 			RequestID: a.requestID()}},
 		Progress: &store.Progress{RequestID: req.RequestID, Rejections: 1},
 	}))
@@ -335,7 +335,7 @@ func (a *action) watch(ctx context.Context, cancel context.CancelCauseFunc) func
 				return
 			case <-a.t.sub.C():
 				a.t.sub.Next()
-				c, err := a.t.w.r.store.Queries().ChatGet(ctx, a.t.w.r.store.Pool(), a.fence.ChatID)
+				c, err := a.t.w.r.store.LoadChat(ctx, a.fence.ChatID)
 				if err != nil {
 					continue
 				}

@@ -37,7 +37,7 @@ type NewChat struct {
 	// Key, when set, keeps Answer's rendering of the result under the
 	// client's idempotency key in the same transaction.
 	Key    *Idempotency
-	Answer func(dbgen.Chat, dbgen.ChatMessage) (status int, body []byte, err error)
+	Answer func(Chat, Message) (status int, body []byte, err error)
 }
 
 // ErrUnknownParent: the parent chat does not exist or is not the caller's.
@@ -45,9 +45,9 @@ var ErrUnknownParent = errors.New("unknown parent chat")
 
 // CreateChat inserts the chat (running), its ledger row when structured, and
 // the first user message, in one transaction.
-func (s *Store) CreateChat(ctx context.Context, p NewChat) (dbgen.Chat, dbgen.ChatMessage, error) {
-	var chat dbgen.Chat
-	var msg dbgen.ChatMessage
+func (s *Store) CreateChat(ctx context.Context, p NewChat) (Chat, Message, error) {
+	var chat Chat
+	var msg Message
 	content, err := jsonb.MarshalParts(p.Content)
 	if err != nil {
 		return chat, msg, err
@@ -75,27 +75,24 @@ func (s *Store) CreateChat(ctx context.Context, p NewChat) (dbgen.Chat, dbgen.Ch
 				return err
 			}
 		}
-		chat, err = s.q.ChatInsert(ctx, tx, dbgen.ChatInsertParams{
+		row, err := s.q.ChatInsert(ctx, tx, dbgen.ChatInsertParams{
 			OwnerID: p.OwnerID, ParentChatID: p.ParentChatID, Title: p.Title, Model: p.Model,
 			SystemPrompt: p.SystemPrompt, Mode: p.Mode, DynamicTools: p.DynamicTools, Status: client.StatusRunning,
 		})
 		if err != nil {
 			return err
 		}
-		reqID, err := s.insertRequest(ctx, tx, chat.ID, p.Request)
+		reqID, err := s.insertRequest(ctx, tx, row.ID, p.Request)
 		if err != nil {
 			return err
 		}
-		msg, err = s.q.MessageInsert(ctx, tx, dbgen.MessageInsertParams{
-			ChatID: chat.ID, Role: client.RoleUser, Kind: "message", Visibility: "both",
-			Content: content, StructuredRequestID: reqID,
-		})
-		if err != nil {
+		if msg, err = s.insertUserMessage(ctx, tx, row.ID, content, reqID); err != nil {
 			return err
 		}
-		if chat, err = s.q.ChatGet(ctx, tx, chat.ID); err != nil {
+		if row, err = s.q.ChatGet(ctx, tx, row.ID); err != nil {
 			return err
 		}
+		chat = chatFrom(row)
 		if p.Key != nil {
 			return s.saveAnswer(ctx, tx, p.OwnerID, p.Key, func() (int, []byte, error) { return p.Answer(chat, msg) })
 		}
@@ -146,7 +143,7 @@ type SendParams struct {
 	// Check repeats cheap state-dependent admission checks under the chat
 	// lock, given the chat and its effective mode for this message; an
 	// error aborts the transaction unchanged.
-	Check func(chat dbgen.Chat, mode client.ChatMode) error
+	Check func(chat Chat, mode client.ChatMode) error
 	// Key, when set, keeps Answer's rendering of the result under the
 	// client's idempotency key in the same transaction.
 	Key    *Idempotency
@@ -155,9 +152,9 @@ type SendParams struct {
 
 // SendResult says where the message went.
 type SendResult struct {
-	Chat    dbgen.Chat
-	Message *dbgen.ChatMessage
-	Queued  *dbgen.ChatQueuedMessage
+	Chat    Chat
+	Message *Message
+	Queued  *QueuedMessage
 }
 
 // SendMessage puts the message into history when the chat is idle (waiting
@@ -193,7 +190,7 @@ func (s *Store) send(ctx context.Context, tx pgx.Tx, p SendParams, content []byt
 		}
 	}
 	if p.Check != nil {
-		if err := p.Check(chat, mode); err != nil {
+		if err := p.Check(chatFrom(chat), mode); err != nil {
 			return err
 		}
 	}
@@ -207,38 +204,58 @@ func (s *Store) send(ctx context.Context, tx pgx.Tx, p SendParams, content []byt
 		return err
 	}
 	if chat.Status.Idle() {
-		msg, err := s.q.MessageInsert(ctx, tx, dbgen.MessageInsertParams{
-			ChatID: chat.ID, Role: client.RoleUser, Kind: "message", Visibility: "both",
-			Content: content, StructuredRequestID: reqID,
-		})
+		msg, err := s.insertUserMessage(ctx, tx, chat.ID, content, reqID)
 		if err != nil {
 			return err
 		}
 		res.Message = &msg
-		res.Chat, err = s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: chat.ID, Status: client.StatusRunning})
-		return err
+		return s.setState(ctx, tx, &res.Chat, dbgen.ChatSetStateParams{ID: chat.ID, Status: client.StatusRunning})
 	}
 	q, err := s.q.QueueInsert(ctx, tx, dbgen.QueueInsertParams{ChatID: chat.ID, Content: content, StructuredRequestID: reqID})
 	if err != nil {
 		return err
 	}
-	res.Queued = &q
+	queued := queuedFrom(q)
+	res.Queued = &queued
 	if p.Interrupt && (chat.Status == client.StatusRunning || chat.Status == client.StatusRequiresAction) {
 		res.Chat, err = s.setInterrupting(ctx, tx, chat)
 		return err
 	}
-	res.Chat, err = s.q.ChatGet(ctx, tx, chat.ID)
+	row, err := s.q.ChatGet(ctx, tx, chat.ID)
+	res.Chat = chatFrom(row)
+	return err
+}
+
+// insertUserMessage adds a user message to history.
+func (s *Store) insertUserMessage(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, content []byte, reqID uuid.NullUUID) (Message, error) {
+	m, err := s.q.MessageInsert(ctx, tx, dbgen.MessageInsertParams{
+		ChatID: chatID, Role: client.RoleUser, Kind: string(KindMessage), Visibility: string(VisibleBoth),
+		Content: content, StructuredRequestID: reqID,
+	})
+	return messageFrom(m), err
+}
+
+// setState runs ChatSetState and stores the chat it returns in dst.
+func (s *Store) setState(ctx context.Context, tx pgx.Tx, dst *Chat, p dbgen.ChatSetStateParams) error {
+	row, err := s.q.ChatSetState(ctx, tx, p)
+	*dst = chatFrom(row)
 	return err
 }
 
 // GetChat returns the owner's chat.
-func (s *Store) GetChat(ctx context.Context, owner, id uuid.UUID) (dbgen.Chat, error) {
+func (s *Store) GetChat(ctx context.Context, owner, id uuid.UUID) (Chat, error) {
 	c, err := s.q.ChatGetForOwner(ctx, s.pool, dbgen.ChatGetForOwnerParams{ID: id, OwnerID: owner})
-	return c, mapError(err)
+	return chatFrom(c), mapError(err)
+}
+
+// LoadChat returns a chat by id alone: the worker's view, whoever owns it.
+func (s *Store) LoadChat(ctx context.Context, id uuid.UUID) (Chat, error) {
+	c, err := s.q.ChatGet(ctx, s.pool, id)
+	return chatFrom(c), mapError(err)
 }
 
 // ListChats returns the owner's chats, most recently active first.
-func (s *Store) ListChats(ctx context.Context, owner uuid.UUID, limit int32, before *dbgen.Chat) ([]dbgen.Chat, error) {
+func (s *Store) ListChats(ctx context.Context, owner uuid.UUID, limit int32, before *Chat) ([]Chat, error) {
 	p := dbgen.ChatListForOwnerParams{OwnerID: owner, MaxRows: limit}
 	if before != nil {
 		t := before.UpdatedAt
@@ -246,13 +263,13 @@ func (s *Store) ListChats(ctx context.Context, owner uuid.UUID, limit int32, bef
 		p.BeforeID = uuid.NullUUID{UUID: before.ID, Valid: true}
 	}
 	cs, err := s.q.ChatListForOwner(ctx, s.pool, p)
-	return cs, mapError(err)
+	return mapRows(cs, chatFrom), mapError(err)
 }
 
 // History is a page of client-visible messages plus the queue.
 type History struct {
-	Messages []dbgen.ChatMessage
-	Queue    []dbgen.ChatQueuedMessage
+	Messages []Message
+	Queue    []QueuedMessage
 	HasMore  bool
 }
 
@@ -272,8 +289,9 @@ func (s *Store) ListMessages(ctx context.Context, owner, chatID uuid.UUID, after
 			h.HasMore = true
 			msgs = msgs[:limit]
 		}
-		h.Messages = msgs
-		h.Queue, err = s.q.QueueList(ctx, tx, chatID)
+		h.Messages = mapRows(msgs, messageFrom)
+		q, err := s.q.QueueList(ctx, tx, chatID)
+		h.Queue = mapRows(q, queuedFrom)
 		return err
 	})
 	return h, mapError(err)
@@ -281,8 +299,8 @@ func (s *Store) ListMessages(ctx context.Context, owner, chatID uuid.UUID, after
 
 // RequestState is a ledger row with its receipt, if finished.
 type RequestState struct {
-	Request dbgen.StructuredRequest
-	Receipt *dbgen.ChatMessage
+	Request Request
+	Receipt *Message
 }
 
 // GetRequest returns the owner's structured request and its receipt.
@@ -292,20 +310,21 @@ func (s *Store) GetRequest(ctx context.Context, owner, requestID uuid.UUID) (Req
 	if err != nil {
 		return st, mapError(err)
 	}
-	st.Request = r
+	st.Request = requestFrom(r)
 	if r.ReceiptMessageID != nil {
 		m, err := s.q.MessageGetByID(ctx, s.pool, *r.ReceiptMessageID)
 		if err != nil {
 			return st, mapError(err)
 		}
-		st.Receipt = &m
+		receipt := messageFrom(m)
+		st.Receipt = &receipt
 	}
 	return st, nil
 }
 
 // RequestCompaction asks for the chat's older history to be summarised at
 // the start of its next step (or of its next turn, if it is idle).
-func (s *Store) RequestCompaction(ctx context.Context, owner, chatID uuid.UUID) (dbgen.Chat, error) {
+func (s *Store) RequestCompaction(ctx context.Context, owner, chatID uuid.UUID) (Chat, error) {
 	c, err := s.q.ChatRequestCompaction(ctx, s.pool, dbgen.ChatRequestCompactionParams{ID: chatID, OwnerID: owner})
-	return c, mapError(err)
+	return chatFrom(c), mapError(err)
 }

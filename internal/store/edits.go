@@ -37,17 +37,17 @@ type EditParams struct {
 	// Check repeats state-dependent admission under the chat lock. It gets
 	// the format the replacement will carry (nil: ordinary), so a preserved
 	// format is checked too.
-	Check func(chat dbgen.Chat, spec *RequestSpec) error
+	Check func(chat Chat, spec *RequestSpec) error
 }
 
 // EditResult is what an edit wrote.
 type EditResult struct {
-	Chat dbgen.Chat
+	Chat Chat
 	// Message is the replacement.
-	Message dbgen.ChatMessage
+	Message Message
 	// Inserted are the client-visible rows written, in id order: the
 	// cancellation receipts, then the replacement.
-	Inserted []dbgen.ChatMessage
+	Inserted []Message
 	// DeletedIDs are the client-visible messages the edit discarded.
 	DeletedIDs []int64
 }
@@ -77,10 +77,10 @@ func (s *Store) EditMessage(ctx context.Context, p EditParams) (EditResult, erro
 		if err != nil {
 			return err
 		}
-		if target.Deleted || target.Visibility == "model" {
+		if target.Deleted || Visibility(target.Visibility) == VisibleModel {
 			return pgx.ErrNoRows // not part of what the client sees
 		}
-		if target.Role != client.RoleUser || target.Kind != "message" {
+		if target.Role != client.RoleUser || MessageKind(target.Kind) != KindMessage {
 			return ErrNotEditable
 		}
 		spec := p.Request
@@ -98,7 +98,7 @@ func (s *Store) EditMessage(ctx context.Context, p EditParams) (EditResult, erro
 			}
 		}
 		if p.Check != nil {
-			if err := p.Check(chat, spec); err != nil {
+			if err := p.Check(chatFrom(chat), spec); err != nil {
 				return err
 			}
 		}
@@ -112,7 +112,7 @@ func (s *Store) EditMessage(ctx context.Context, p EditParams) (EditResult, erro
 			return err
 		}
 		for _, d := range deleted {
-			if d.Visibility != "model" {
+			if Visibility(d.Visibility) != VisibleModel {
 				res.DeletedIDs = append(res.DeletedIDs, d.ID)
 			}
 		}
@@ -131,18 +131,14 @@ func (s *Store) EditMessage(ctx context.Context, p EditParams) (EditResult, erro
 		if err != nil {
 			return err
 		}
-		res.Message, err = s.q.MessageInsert(ctx, tx, dbgen.MessageInsertParams{
-			ChatID: chat.ID, Role: client.RoleUser, Kind: "message", Visibility: "both", Content: content, StructuredRequestID: reqID,
-		})
-		if err != nil {
+		if res.Message, err = s.insertUserMessage(ctx, tx, chat.ID, content, reqID); err != nil {
 			return err
 		}
 		res.Inserted = append(res.Inserted, res.Message)
 		// The owner of a running turn keeps the chat: its fence has failed
 		// and it decides again from the new history.
 		keep := chat.Status.Runnable() && chat.WorkerID.Valid
-		res.Chat, err = s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: chat.ID, Status: client.StatusRunning, KeepOwner: keep})
-		return err
+		return s.setState(ctx, tx, &res.Chat, dbgen.ChatSetStateParams{ID: chat.ID, Status: client.StatusRunning, KeepOwner: keep})
 	})
 	if err == nil {
 		s.countFinished(done)
@@ -153,9 +149,9 @@ func (s *Store) EditMessage(ctx context.Context, p EditParams) (EditResult, erro
 // DeleteQueued removes a queued message; a structured one gets its
 // cancelled (queue_deleted) receipt in the same transaction. The receipt is
 // a receipt-only insert, so a turn running meanwhile is not disturbed.
-func (s *Store) DeleteQueued(ctx context.Context, owner, chatID uuid.UUID, queuedID int64) (dbgen.ChatQueuedMessage, []dbgen.ChatMessage, error) {
+func (s *Store) DeleteQueued(ctx context.Context, owner, chatID uuid.UUID, queuedID int64) (QueuedMessage, []Message, error) {
 	var q dbgen.ChatQueuedMessage
-	var receipts []dbgen.ChatMessage
+	var receipts []Message
 	var done []Outcome
 	err := s.tx(ctx, "delete_queued", func(tx pgx.Tx) error {
 		receipts, done = nil, nil
@@ -175,14 +171,14 @@ func (s *Store) DeleteQueued(ctx context.Context, owner, chatID uuid.UUID, queue
 	if err == nil {
 		s.countFinished(done)
 	}
-	return q, receipts, err
+	return queuedFrom(q), receipts, err
 }
 
 // Interrupt asks the running turn to stop. The worker that owns it (or, if
 // none, the next to claim it) keeps the partial output, cancels the governing
 // request and lets the queue move on.
-func (s *Store) Interrupt(ctx context.Context, owner, chatID uuid.UUID) (dbgen.Chat, error) {
-	var chat dbgen.Chat
+func (s *Store) Interrupt(ctx context.Context, owner, chatID uuid.UUID) (Chat, error) {
+	var chat Chat
 	err := s.tx(ctx, "interrupt", func(tx pgx.Tx) error {
 		c, err := s.q.ChatLockForOwner(ctx, tx, dbgen.ChatLockForOwnerParams{ID: chatID, OwnerID: owner})
 		if err != nil {
@@ -190,11 +186,11 @@ func (s *Store) Interrupt(ctx context.Context, owner, chatID uuid.UUID) (dbgen.C
 		}
 		switch c.Status {
 		case client.StatusInterrupting:
-			chat = c
+			chat = chatFrom(c)
 			return nil
 		case client.StatusRunning, client.StatusRequiresAction:
 		default:
-			return &ConflictError{Detail: fmt.Sprintf("The chat is %s; there is no turn to interrupt.", c.Status)}
+			return &StateError{Op: OpInterrupt, Status: c.Status, Mode: c.Mode}
 		}
 		chat, err = s.setInterrupting(ctx, tx, c)
 		return err
@@ -202,8 +198,10 @@ func (s *Store) Interrupt(ctx context.Context, owner, chatID uuid.UUID) (dbgen.C
 	return chat, err
 }
 
-func (s *Store) setInterrupting(ctx context.Context, tx pgx.Tx, c dbgen.Chat) (dbgen.Chat, error) {
-	return s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: c.ID, Status: client.StatusInterrupting, KeepOwner: c.Status == client.StatusRunning})
+func (s *Store) setInterrupting(ctx context.Context, tx pgx.Tx, c dbgen.Chat) (Chat, error) {
+	var out Chat
+	err := s.setState(ctx, tx, &out, dbgen.ChatSetStateParams{ID: c.ID, Status: client.StatusInterrupting, KeepOwner: c.Status == client.StatusRunning})
+	return out, err
 }
 
 // ToolResult is a client's answer to a pending client-executed tool call.
@@ -213,24 +211,48 @@ type ToolResult struct {
 	IsError    bool
 }
 
-// ToolResultsError explains why submitted results do not match.
-type ToolResultsError struct{ Field, Detail string }
+// ResultProblem says what is wrong with submitted tool results.
+type ResultProblem int
 
-func (e *ToolResultsError) Error() string { return e.Field + ": " + e.Detail }
+// Problems of submitted tool results.
+const (
+	// ResultDuplicate: a second result for the same call.
+	ResultDuplicate ResultProblem = iota + 1
+	// ResultForFinalizer: a result for the server-owned finalizer's call.
+	ResultForFinalizer
+	// ResultUnknownCall: a result for a call that is not pending.
+	ResultUnknownCall
+	// ResultMissing: a pending call without a result.
+	ResultMissing
+)
+
+// ToolResultsError explains why submitted results do not match the
+// pending calls. Index is the result at fault (-1 for ResultMissing);
+// ToolName is the pending call's tool, when known.
+type ToolResultsError struct {
+	Problem    ResultProblem
+	Index      int
+	ToolCallID string
+	ToolName   string
+}
+
+func (e *ToolResultsError) Error() string {
+	return fmt.Sprintf("tool result %d (%s): problem %d", e.Index, e.ToolCallID, e.Problem)
+}
 
 // SubmitToolResults answers every pending client tool call at once and
 // resumes the turn. The results must match the pending calls exactly.
 // finalizer names the server-owned tool whose calls clients never answer.
-func (s *Store) SubmitToolResults(ctx context.Context, owner, chatID uuid.UUID, results []ToolResult, finalizer string) (dbgen.Chat, dbgen.ChatMessage, error) {
-	var chat dbgen.Chat
-	var msg dbgen.ChatMessage
+func (s *Store) SubmitToolResults(ctx context.Context, owner, chatID uuid.UUID, results []ToolResult, finalizer string) (Chat, Message, error) {
+	var chat Chat
+	var msg Message
 	err := s.tx(ctx, "tool_results", func(tx pgx.Tx) error {
 		c, err := s.q.ChatLockForOwner(ctx, tx, dbgen.ChatLockForOwnerParams{ID: chatID, OwnerID: owner})
 		if err != nil {
 			return err
 		}
 		if c.Status != client.StatusRequiresAction {
-			return &ConflictError{Detail: fmt.Sprintf("The chat is %s; it is not waiting for tool results.", c.Status)}
+			return &StateError{Op: OpSubmitToolResults, Status: c.Status, Mode: c.Mode}
 		}
 		pending, err := s.pendingCalls(ctx, tx, c.ID)
 		if err != nil {
@@ -243,15 +265,18 @@ func (s *Store) SubmitToolResults(ctx context.Context, owner, chatID uuid.UUID, 
 		seen := map[string]bool{}
 		var parts []jsonb.Part
 		for i, r := range results {
-			field := fmt.Sprintf("results.%d.tool_call_id", i)
 			call, ok := byID[r.ToolCallID]
+			bad := &ToolResultsError{Index: i, ToolCallID: r.ToolCallID, ToolName: call.ToolName}
 			switch {
 			case seen[r.ToolCallID]:
-				return &ToolResultsError{Field: field, Detail: fmt.Sprintf("duplicate result for %q", r.ToolCallID)}
+				bad.Problem = ResultDuplicate
 			case ok && call.ToolName == finalizer:
-				return &ToolResultsError{Field: field, Detail: fmt.Sprintf("%q is a call of the server-owned %s tool; clients cannot answer it", r.ToolCallID, finalizer)}
+				bad.Problem = ResultForFinalizer
 			case !ok:
-				return &ToolResultsError{Field: field, Detail: fmt.Sprintf("%q is not a pending tool call", r.ToolCallID)}
+				bad.Problem = ResultUnknownCall
+			}
+			if bad.Problem != 0 {
+				return bad
 			}
 			seen[r.ToolCallID] = true
 			parts = append(parts, jsonb.Part{Type: jsonb.PartToolResult, ToolCallID: r.ToolCallID, ToolName: call.ToolName,
@@ -259,7 +284,7 @@ func (s *Store) SubmitToolResults(ctx context.Context, owner, chatID uuid.UUID, 
 		}
 		for _, p := range pending {
 			if !seen[p.ToolCallID] {
-				return &ToolResultsError{Field: "results", Detail: fmt.Sprintf("missing a result for pending call %q (%s)", p.ToolCallID, p.ToolName)}
+				return &ToolResultsError{Problem: ResultMissing, Index: -1, ToolCallID: p.ToolCallID, ToolName: p.ToolName}
 			}
 		}
 		latest, err := s.latestRequest(ctx, tx, c.ID)
@@ -269,8 +294,7 @@ func (s *Store) SubmitToolResults(ctx context.Context, owner, chatID uuid.UUID, 
 		if msg, err = s.insertMessage(ctx, tx, c.ID, NewMessage{Role: client.RoleTool, Parts: parts, RequestID: latest}); err != nil {
 			return err
 		}
-		chat, err = s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: c.ID, Status: client.StatusRunning})
-		return err
+		return s.setState(ctx, tx, &chat, dbgen.ChatSetStateParams{ID: c.ID, Status: client.StatusRunning})
 	})
 	return chat, msg, err
 }
@@ -311,7 +335,7 @@ func (s *Store) pendingCalls(ctx context.Context, tx pgx.Tx, chatID uuid.UUID) (
 
 // PendingToolCalls returns the client tool calls a chat in requires_action
 // waits for (nil in any other status).
-func (s *Store) PendingToolCalls(ctx context.Context, chat dbgen.Chat) ([]jsonb.Part, error) {
+func (s *Store) PendingToolCalls(ctx context.Context, chat Chat) ([]jsonb.Part, error) {
 	if chat.Status != client.StatusRequiresAction {
 		return nil, nil
 	}
@@ -382,14 +406,14 @@ type ChatUpdate struct {
 type PlanModeConflictError struct{ RequestID uuid.UUID }
 
 func (e *PlanModeConflictError) Error() string {
-	return fmt.Sprintf("The chat has an active or queued structured request (%s); plan mode would not honour it. Wait for it to finish, or cancel it first.", e.RequestID)
+	return fmt.Sprintf("structured request %s is pending", e.RequestID)
 }
 func (e *PlanModeConflictError) Unwrap() error { return ErrConflict }
 
 // UpdateChat changes settings under the chat lock. Switching into plan mode
 // is refused while a structured request is pending (active or queued).
-func (s *Store) UpdateChat(ctx context.Context, owner, chatID uuid.UUID, u ChatUpdate) (dbgen.Chat, error) {
-	var chat dbgen.Chat
+func (s *Store) UpdateChat(ctx context.Context, owner, chatID uuid.UUID, u ChatUpdate) (Chat, error) {
+	var chat Chat
 	err := s.tx(ctx, "update_chat", func(tx pgx.Tx) error {
 		c, err := s.q.ChatLockForOwner(ctx, tx, dbgen.ChatLockForOwnerParams{ID: chatID, OwnerID: owner})
 		if err != nil {
@@ -404,11 +428,10 @@ func (s *Store) UpdateChat(ctx context.Context, owner, chatID uuid.UUID, u ChatU
 				return err
 			}
 		}
-		if mode == c.Mode && title == c.Title {
-			chat = c
-			return nil
+		if mode != c.Mode || title != c.Title {
+			c, err = s.q.ChatSetSettings(ctx, tx, dbgen.ChatSetSettingsParams{ID: c.ID, Mode: mode, Title: title})
 		}
-		chat, err = s.q.ChatSetSettings(ctx, tx, dbgen.ChatSetSettingsParams{ID: c.ID, Mode: mode, Title: title})
+		chat = chatFrom(c)
 		return err
 	})
 	return chat, err
@@ -419,7 +442,7 @@ func (s *Store) planMode(ctx context.Context, tx pgx.Tx, c dbgen.Chat, on bool) 
 	switch {
 	case c.Mode == client.ModeChild:
 		if on {
-			return "", &ConflictError{Detail: "A child chat cannot switch to plan mode."}
+			return "", &StateError{Op: OpPlanMode, Status: c.Status, Mode: c.Mode}
 		}
 		return c.Mode, nil
 	case !on:

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 
-	"github.com/chatd/chatd/internal/dbgen"
 	"github.com/chatd/chatd/internal/metrics"
 )
 
@@ -24,6 +23,7 @@ func (s *Store) countFinished(done []Outcome) {
 
 // Depths reads the queue depths and pending requests for /metrics in one
 // statement.
-func (s *Store) Depths(ctx context.Context) (dbgen.MetricsDepthsRow, error) {
-	return s.q.MetricsDepths(ctx, s.pool)
+func (s *Store) Depths(ctx context.Context) (Depths, error) {
+	d, err := s.q.MetricsDepths(ctx, s.pool)
+	return Depths(d), err
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/dbgen"
 	"github.com/chatd/chatd/internal/metrics"
 )
@@ -36,11 +37,31 @@ var (
 	ErrConflict = errors.New("conflict")
 )
 
-// ConflictError explains an ErrConflict.
-type ConflictError struct{ Detail string }
+// Operation names what a caller asked of a chat, for a StateError.
+type Operation int
 
-func (e *ConflictError) Error() string { return e.Detail }
-func (e *ConflictError) Unwrap() error { return ErrConflict }
+// Operations a chat's state can refuse.
+const (
+	OpInterrupt Operation = iota + 1
+	OpSubmitToolResults
+	OpPlanMode
+)
+
+// StateError is an ErrConflict: the chat's status (or, for plan mode, its
+// mode) does not allow the operation. The API words it for clients.
+type StateError struct {
+	Op     Operation
+	Status client.ChatStatus
+	Mode   client.ChatMode
+}
+
+func (e *StateError) Error() string {
+	return fmt.Sprintf("operation %d not allowed: chat is %s (%s)", e.Op, e.Status, e.Mode)
+}
+func (e *StateError) Unwrap() error { return ErrConflict }
+
+// ErrInvalidUserName: a user name outside the users.name pattern.
+var ErrInvalidUserName = errors.New("invalid user name")
 
 // Store runs transitions against one database.
 type Store struct {
@@ -54,12 +75,6 @@ type Store struct {
 func New(pool *pgxpool.Pool) *Store {
 	return &Store{pool: pool, q: dbgen.New()}
 }
-
-// Pool returns the underlying pool.
-func (s *Store) Pool() *pgxpool.Pool { return s.pool }
-
-// Queries returns the generated queries, for reads.
-func (s *Store) Queries() *dbgen.Queries { return s.q }
 
 // tx runs fn in a transaction, mapping errors; purpose names it for the
 // transaction counter (TxCounter).
@@ -144,7 +159,7 @@ func (s *Store) CreateToken(ctx context.Context, userName string) (string, error
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23514" && strings.Contains(pgErr.ConstraintName, "name") {
-			return "", fmt.Errorf("user name %q: use 1-64 letters, digits, '_', '.', '@' or '-'", userName)
+			return "", fmt.Errorf("%w %q", ErrInvalidUserName, userName)
 		}
 		return "", err
 	}
@@ -152,7 +167,7 @@ func (s *Store) CreateToken(ctx context.Context, userName string) (string, error
 }
 
 // Authenticate resolves a bearer token to its user.
-func (s *Store) Authenticate(ctx context.Context, token string) (dbgen.TokenAuthenticateRow, error) {
+func (s *Store) Authenticate(ctx context.Context, token string) (User, error) {
 	row, err := s.q.TokenAuthenticate(ctx, s.pool, HashToken(token))
-	return row, mapError(err)
+	return User(row), mapError(err)
 }

@@ -14,12 +14,12 @@ import (
 // StreamRead is what a live stream reads on a wake-up, all from one
 // snapshot of the chat.
 type StreamRead struct {
-	Chat dbgen.Chat
+	Chat Chat
 	// Changed are client-visible rows whose revision is above the
 	// watermark (deleted ones included), or, on a full read, every
 	// non-deleted client-visible row with id > afterID.
-	Changed []dbgen.ChatMessage
-	Queue   []dbgen.ChatQueuedMessage
+	Changed []Message
+	Queue   []QueuedMessage
 	Pending []jsonb.Part
 	// Reset reports that Changed held a deleted row: the client must drop
 	// its history; Changed is then the full history.
@@ -35,19 +35,21 @@ func (s *Store) ReadStream(ctx context.Context, owner, chatID uuid.UUID, waterma
 	var out StreamRead
 	err := s.tx(ctx, "stream_read", func(tx pgx.Tx) error {
 		out = StreamRead{}
-		var err error
-		if out.Chat, err = s.q.ChatShareLockForOwner(ctx, tx, dbgen.ChatShareLockForOwnerParams{ID: chatID, OwnerID: owner}); err != nil {
+		c, err := s.q.ChatShareLockForOwner(ctx, tx, dbgen.ChatShareLockForOwnerParams{ID: chatID, OwnerID: owner})
+		if err != nil {
 			return err
 		}
+		out.Chat = chatFrom(c)
+		var changed []dbgen.ChatMessage
 		if !full {
 			if out.Chat.SnapshotVersion <= watermark {
 				return nil
 			}
-			if out.Changed, err = s.q.MessageListChangedForStream(ctx, tx, dbgen.MessageListChangedForStreamParams{
+			if changed, err = s.q.MessageListChangedForStream(ctx, tx, dbgen.MessageListChangedForStreamParams{
 				ChatID: chatID, AfterRevision: watermark}); err != nil {
 				return err
 			}
-			for _, m := range out.Changed {
+			for _, m := range changed {
 				if m.Deleted {
 					out.Reset, full, afterID = true, true, 0
 					break
@@ -55,14 +57,17 @@ func (s *Store) ReadStream(ctx context.Context, owner, chatID uuid.UUID, waterma
 			}
 		}
 		if full {
-			if out.Changed, err = s.q.MessageListForClient(ctx, tx, dbgen.MessageListForClientParams{
+			if changed, err = s.q.MessageListForClient(ctx, tx, dbgen.MessageListForClientParams{
 				ChatID: chatID, AfterID: afterID, MaxRows: 1 << 30}); err != nil {
 				return err
 			}
 		}
-		if out.Queue, err = s.q.QueueList(ctx, tx, chatID); err != nil {
+		out.Changed = mapRows(changed, messageFrom)
+		queue, err := s.q.QueueList(ctx, tx, chatID)
+		if err != nil {
 			return err
 		}
+		out.Queue = mapRows(queue, queuedFrom)
 		if out.Chat.Status == client.StatusRequiresAction {
 			out.Pending, err = s.pendingCalls(ctx, tx, chatID)
 		}

@@ -18,11 +18,11 @@ import (
 
 // Claim takes ownership of one runnable chat without a live owner, or
 // returns ErrNotFound when there is none.
-func (s *Store) Claim(ctx context.Context, worker uuid.UUID, lease time.Duration) (dbgen.Chat, error) {
+func (s *Store) Claim(ctx context.Context, worker uuid.UUID, lease time.Duration) (Chat, error) {
 	c, err := s.q.ChatClaimRunnable(ctx, s.pool, dbgen.ChatClaimRunnableParams{
 		WorkerID: uuid.NullUUID{UUID: worker, Valid: true}, LeaseSeconds: lease.Seconds(),
 	})
-	return c, mapError(err)
+	return chatFrom(c), mapError(err)
 }
 
 // RenewLease extends the worker's lease; ErrFenceMiss if it lost the chat.
@@ -46,12 +46,12 @@ func (s *Store) Release(ctx context.Context, chatID, worker uuid.UUID) error {
 
 // Turn is what a worker reads to decide its next action.
 type Turn struct {
-	Chat dbgen.Chat
+	Chat Chat
 	// Prompt is the model-visible history, in order.
-	Prompt []dbgen.ChatMessage
+	Prompt []Message
 	// Request governs the turn when the latest real user request asked for
 	// structured output and is still pending.
-	Request *dbgen.StructuredRequest
+	Request *Request
 }
 
 // LoadTurn reads the chat, its prompt history and its governing request in
@@ -59,13 +59,16 @@ type Turn struct {
 func (s *Store) LoadTurn(ctx context.Context, chatID uuid.UUID) (Turn, error) {
 	var t Turn
 	err := pgx.BeginTxFunc(withPurpose(ctx, "worker_read"), s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		var err error
-		if t.Chat, err = s.q.ChatGet(ctx, tx, chatID); err != nil {
+		c, err := s.q.ChatGet(ctx, tx, chatID)
+		if err != nil {
 			return err
 		}
-		if t.Prompt, err = s.q.MessageListForPrompt(ctx, tx, chatID); err != nil {
+		t.Chat = chatFrom(c)
+		prompt, err := s.q.MessageListForPrompt(ctx, tx, chatID)
+		if err != nil {
 			return err
 		}
+		t.Prompt = mapRows(prompt, messageFrom)
 		latest, err := s.q.MessageGetLatestUserRequest(ctx, tx, chatID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
@@ -81,7 +84,8 @@ func (s *Store) LoadTurn(ctx context.Context, chatID uuid.UUID) (Turn, error) {
 			return err
 		}
 		if r.Status == client.OutputPending {
-			t.Request = &r
+			req := requestFrom(r)
+			t.Request = &req
 		}
 		return nil
 	})
@@ -114,8 +118,8 @@ func (s *Store) RecordAttempt(ctx context.Context, f Fence) (int32, error) {
 // NewMessage is a row to insert.
 type NewMessage struct {
 	Role         client.Role
-	Kind         string // default "message"
-	Visibility   string // default "both"
+	Kind         MessageKind // default message
+	Visibility   Visibility  // default both
 	Parts        []jsonb.Part
 	RequestID    uuid.NullUUID
 	FinishReason string
@@ -177,9 +181,9 @@ type Commit struct {
 
 // Committed reports what a commit wrote.
 type Committed struct {
-	Chat     dbgen.Chat
-	Messages []dbgen.ChatMessage // in insertion order, receipts and promoted input included
-	Request  *dbgen.StructuredRequest
+	Chat     Chat
+	Messages []Message // in insertion order, receipts and promoted input included
+	Request  *Request
 	Promoted bool
 }
 
@@ -234,7 +238,8 @@ func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 			if err != nil {
 				return fmt.Errorf("record progress of request %s: %w", p.RequestID, err)
 			}
-			out.Request = &r
+			req := requestFrom(r)
+			out.Request = &req
 		}
 		for _, o := range c.Outcomes {
 			rows, r, err := s.finishRequest(ctx, tx, c.Fence.ChatID, o, &done)
@@ -242,7 +247,8 @@ func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 				return err
 			}
 			out.Messages = append(out.Messages, rows...)
-			out.Request = &r
+			req := requestFrom(r)
+			out.Request = &req
 		}
 		chat, promoted, err := s.end(ctx, tx, c.Fence.ChatID, c.End, c.LastError, c.ActionTimeout)
 		if err != nil {
@@ -252,7 +258,7 @@ func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 			out.Messages = append(out.Messages, *promoted)
 			out.Promoted = true
 		}
-		out.Chat = chat
+		out.Chat = chatFrom(chat)
 		return nil
 	})
 	if err == nil {
@@ -261,29 +267,30 @@ func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 	return out, err
 }
 
-func (s *Store) insertMessage(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, m NewMessage) (dbgen.ChatMessage, error) {
+func (s *Store) insertMessage(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, m NewMessage) (Message, error) {
 	content, err := jsonb.MarshalParts(m.Parts)
 	if err != nil {
-		return dbgen.ChatMessage{}, err
+		return Message{}, err
 	}
 	kind, vis := m.Kind, m.Visibility
 	if kind == "" {
-		kind = "message"
+		kind = KindMessage
 	}
 	if vis == "" {
-		vis = "both"
+		vis = VisibleBoth
 	}
-	return s.q.MessageInsert(ctx, tx, dbgen.MessageInsertParams{
-		ChatID: chatID, Role: m.Role, Kind: kind, Visibility: vis, Content: content,
+	row, err := s.q.MessageInsert(ctx, tx, dbgen.MessageInsertParams{
+		ChatID: chatID, Role: m.Role, Kind: string(kind), Visibility: string(vis), Content: content,
 		StructuredRequestID: m.RequestID, FinishReason: nullString(m.FinishReason), Usage: m.Usage,
 	})
+	return messageFrom(row), err
 }
 
 // finishRequest writes a receipt and closes its ledger row, and appends o
 // to done (the caller counts done once the transaction committed). A
 // request that is already finished (an ambiguous earlier commit, a recovered
 // worker) is left alone: the receipt that exists is the one outcome.
-func (s *Store) finishRequest(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, o Outcome, done *[]Outcome) ([]dbgen.ChatMessage, dbgen.StructuredRequest, error) {
+func (s *Store) finishRequest(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, o Outcome, done *[]Outcome) ([]Message, dbgen.StructuredRequest, error) {
 	r, err := s.q.RequestGet(ctx, tx, o.RequestID)
 	if err != nil {
 		return nil, r, fmt.Errorf("finish request %s: %w", o.RequestID, err)
@@ -292,7 +299,7 @@ func (s *Store) finishRequest(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, 
 		return nil, r, nil
 	}
 	receipt, err := s.insertMessage(ctx, tx, chatID, NewMessage{
-		Role: client.RoleAssistant, Kind: "receipt", Visibility: "user",
+		Role: client.RoleAssistant, Kind: KindReceipt, Visibility: VisibleUser,
 		Parts:     ReceiptParts(o),
 		RequestID: uuid.NullUUID{UUID: o.RequestID, Valid: true},
 	})
@@ -307,7 +314,7 @@ func (s *Store) finishRequest(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, 
 		return nil, r, fmt.Errorf("finish request %s: %w", o.RequestID, err)
 	}
 	*done = append(*done, o)
-	return []dbgen.ChatMessage{receipt}, r, nil
+	return []Message{receipt}, r, nil
 }
 
 // ReceiptParts is a receipt's content: a text fallback for clients that do
@@ -330,7 +337,7 @@ func ReceiptParts(o Outcome) []jsonb.Part {
 }
 
 // end applies the end of a commit to the chat row.
-func (s *Store) end(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, e End, lastError json.RawMessage, actionTimeout time.Duration) (dbgen.Chat, *dbgen.ChatMessage, error) {
+func (s *Store) end(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, e End, lastError json.RawMessage, actionTimeout time.Duration) (dbgen.Chat, *Message, error) {
 	switch e {
 	case EndNone:
 		c, err := s.q.ChatGet(ctx, tx, chatID)
@@ -360,7 +367,7 @@ func (s *Store) end(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, e End, las
 }
 
 // promote moves the queue head into history as the next user message.
-func (s *Store) promote(ctx context.Context, tx pgx.Tx, chatID uuid.UUID) (*dbgen.ChatMessage, error) {
+func (s *Store) promote(ctx context.Context, tx pgx.Tx, chatID uuid.UUID) (*Message, error) {
 	head, err := s.q.QueuePopHead(ctx, tx, chatID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
@@ -368,10 +375,7 @@ func (s *Store) promote(ctx context.Context, tx pgx.Tx, chatID uuid.UUID) (*dbge
 	if err != nil {
 		return nil, err
 	}
-	msg, err := s.q.MessageInsert(ctx, tx, dbgen.MessageInsertParams{
-		ChatID: chatID, Role: client.RoleUser, Kind: "message", Visibility: "both",
-		Content: head.Content, StructuredRequestID: head.StructuredRequestID,
-	})
+	msg, err := s.insertUserMessage(ctx, tx, chatID, head.Content, head.StructuredRequestID)
 	if err != nil {
 		return nil, err
 	}
@@ -396,4 +400,11 @@ func nullString(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// CountControls returns how many control rows a request has: the stop
+// hooks' continuations so far.
+func (s *Store) CountControls(ctx context.Context, requestID uuid.NullUUID) (int, error) {
+	n, err := s.q.MessageCountControls(ctx, s.pool, requestID)
+	return int(n), mapError(err)
 }

@@ -1,0 +1,184 @@
+package store
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/dbgen"
+)
+
+// The store's own row types. The generated dbgen rows stay inside this
+// package: a column rename or a new sqlc option changes the converters
+// below, not the store's callers.
+
+// Chat is a chat as its callers see it.
+type Chat struct {
+	ID           uuid.UUID
+	OwnerID      uuid.UUID
+	ParentChatID uuid.NullUUID
+	Title        string
+	Model        string
+	SystemPrompt string
+	Mode         client.ChatMode
+	DynamicTools json.RawMessage
+	Status       client.ChatStatus
+	// WorkerID owns the chat while it runs; LeaseExpiresAt ends that.
+	WorkerID       uuid.NullUUID
+	LeaseExpiresAt *time.Time
+	// SnapshotVersion advances once per transaction that changed the chat;
+	// HistoryVersion is the snapshot of the last model-relevant change.
+	SnapshotVersion   int64
+	HistoryVersion    int64
+	GenerationAttempt int32
+	// LastError is {"code","message"} while the chat is in error.
+	LastError              json.RawMessage
+	RequiresActionDeadline *time.Time
+	CompactionRequestedAt  *time.Time
+	CreatedAt              time.Time
+	UpdatedAt              time.Time
+}
+
+// Owned reports whether worker holds the chat.
+func (c Chat) Owned(worker uuid.UUID) bool { return c.WorkerID.Valid && c.WorkerID.UUID == worker }
+
+// MessageKind separates ordinary history from receipts and controls.
+type MessageKind string
+
+// Message kinds.
+const (
+	// KindMessage is ordinary history.
+	KindMessage MessageKind = "message"
+	// KindReceipt is the terminal outcome of a structured request.
+	KindReceipt MessageKind = "receipt"
+	// KindControl is a client-visible marker never sent to the model.
+	KindControl MessageKind = "control"
+)
+
+// Visibility says who sees a message.
+type Visibility string
+
+// Visibilities.
+const (
+	// VisibleBoth: clients and the model.
+	VisibleBoth Visibility = "both"
+	// VisibleUser: clients only.
+	VisibleUser Visibility = "user"
+	// VisibleModel: the model only.
+	VisibleModel Visibility = "model"
+)
+
+// Message is a row of a chat's history.
+type Message struct {
+	ID                  int64
+	ChatID              uuid.UUID
+	Role                client.Role
+	Kind                MessageKind
+	Visibility          Visibility
+	Content             json.RawMessage
+	StructuredRequestID uuid.NullUUID
+	FinishReason        *string
+	Usage               json.RawMessage
+	Compressed          bool
+	Deleted             bool
+	// Revision is the chat's snapshot_version at the row's last change.
+	Revision  int64
+	CreatedAt time.Time
+}
+
+// UserInput reports whether m is a real user request: client-visible user
+// input, not a model-only feedback row.
+func (m Message) UserInput() bool { return m.Role == client.RoleUser && m.Visibility != VisibleModel }
+
+// QueuedMessage waits for the running turn to end.
+type QueuedMessage struct {
+	ID                  int64
+	ChatID              uuid.UUID
+	Content             json.RawMessage
+	StructuredRequestID uuid.NullUUID
+	CreatedAt           time.Time
+}
+
+// Request is a structured request's ledger row.
+type Request struct {
+	RequestID            uuid.UUID
+	ChatID               uuid.UUID
+	Name                 string
+	Description          string
+	Schema               json.RawMessage
+	Status               client.RequestStatus
+	Rejections           int32
+	ValidationRejections int32
+	Steps                int32
+	// Candidate is the current validated value (nil: none; JSON null is a
+	// value).
+	Candidate           json.RawMessage
+	CandidateToolCallID *string
+	ErrorCode           *client.ErrorCode
+	ErrorMessage        *string
+	ReceiptMessageID    *int64
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
+	FinishedAt          *time.Time
+}
+
+// User is an authenticated caller.
+type User struct {
+	ID   uuid.UUID
+	Name string
+}
+
+// Depths are the gauges /metrics reads from the database.
+type Depths struct {
+	QueuedMessages  int64
+	RunnableChats   int64
+	UnclaimedChats  int64
+	PendingRequests int64
+}
+
+func chatFrom(c dbgen.Chat) Chat {
+	return Chat{
+		ID: c.ID, OwnerID: c.OwnerID, ParentChatID: c.ParentChatID, Title: c.Title, Model: c.Model,
+		SystemPrompt: c.SystemPrompt, Mode: c.Mode, DynamicTools: c.DynamicTools, Status: c.Status,
+		WorkerID: c.WorkerID, LeaseExpiresAt: c.LeaseExpiresAt, SnapshotVersion: c.SnapshotVersion,
+		HistoryVersion: c.HistoryVersion, GenerationAttempt: c.GenerationAttempt, LastError: c.LastError,
+		RequiresActionDeadline: c.RequiresActionDeadline, CompactionRequestedAt: c.CompactionRequestedAt,
+		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
+	}
+}
+
+func messageFrom(m dbgen.ChatMessage) Message {
+	return Message{
+		ID: m.ID, ChatID: m.ChatID, Role: m.Role, Kind: MessageKind(m.Kind), Visibility: Visibility(m.Visibility),
+		Content: m.Content, StructuredRequestID: m.StructuredRequestID, FinishReason: m.FinishReason, Usage: m.Usage,
+		Compressed: m.Compressed, Deleted: m.Deleted, Revision: m.Revision, CreatedAt: m.CreatedAt,
+	}
+}
+
+func queuedFrom(q dbgen.ChatQueuedMessage) QueuedMessage {
+	return QueuedMessage{ID: q.ID, ChatID: q.ChatID, Content: q.Content, StructuredRequestID: q.StructuredRequestID, CreatedAt: q.CreatedAt}
+}
+
+func requestFrom(r dbgen.StructuredRequest) Request {
+	return Request{
+		RequestID: r.RequestID, ChatID: r.ChatID, Name: r.Name, Description: r.Description, Schema: r.Schema,
+		Status: r.Status, Rejections: r.Rejections, ValidationRejections: r.ValidationRejections, Steps: r.Steps,
+		Candidate: r.Candidate, CandidateToolCallID: r.CandidateToolCallID, ErrorCode: r.ErrorCode,
+		ErrorMessage: r.ErrorMessage, ReceiptMessageID: r.ReceiptMessageID, CreatedAt: r.CreatedAt,
+		UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt,
+	}
+}
+
+// mapRows converts a slice of generated rows.
+func mapRows[R, T any](rows []R, conv func(R) T) []T {
+	if rows == nil {
+		return nil
+	}
+	out := make([]T, len(rows))
+	for i, r := range rows {
+		out[i] = conv(r)
+	}
+	return out
+}
