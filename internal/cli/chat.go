@@ -183,7 +183,7 @@ func waitReply(ctx context.Context, c *client.Client, chat uuid.UUID, after int6
 			return err
 		}
 		switch {
-		case ev.Message != nil && ev.Message.Role == "assistant":
+		case ev.Message != nil && ev.Message.Role == client.RoleAssistant:
 			for _, p := range ev.Message.Content {
 				if p.Type == "text" && p.Text != "" {
 					reply = append(reply, p.Text)

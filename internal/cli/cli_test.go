@@ -201,7 +201,7 @@ func TestChatCommands(t *testing.T) {
 	}
 	h.once.Do(func() { close(h.release) })
 	code, out, _ = r.run(ctx, "result", "--wait", req)
-	if res := result(t, strings.TrimSpace(out)); code != cli.ExitFailed || res.Status != client.OutputCancelled || res.Error.Code != "interrupted" {
+	if res := result(t, strings.TrimSpace(out)); code != cli.ExitFailed || res.Status != client.OutputCancelled || res.Error.Code != client.CodeInterrupted {
 		t.Fatalf("interrupted result: exit %d %s", code, out)
 	}
 	// The queued message ran after the interrupt; tail prints the history
