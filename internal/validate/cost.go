@@ -2,7 +2,10 @@ package validate
 
 import (
 	"fmt"
+	"math/big"
 	"strconv"
+
+	"github.com/xeipuuv/gojsonschema"
 )
 
 // The per-validation work bound.
@@ -12,15 +15,19 @@ import (
 // and recompiles each patternProperties pattern for every key, so no
 // static cap on schema and value sizes alone keeps one validation small.
 // Before the library runs, the estimator walks the compiled schema model
-// and the decoded value together the way validation.go does. It decides
-// the cheap assertions exactly (type, counts, required, numeric bounds,
-// const/enum/uniqueItems with the library's own equality) and assumes that
-// every other assertion fails and that anyOf/oneOf/contains try every
-// branch until one that cannot fail. It adds up the work in calibrated
-// units (coefficients below), the decoding of the value included, and
-// refuses the value when the predicted time or allocation exceeds the
-// budget. The walk stops as soon as the budget is exceeded, and every step
-// it takes is itself charged, so the estimator's own cost is bounded too.
+// and the decoded value together the way validation.go does, deciding every
+// assertion exactly as the library will (types, counts, required, numeric
+// bounds and multipleOf in exact arithmetic, const/enum/uniqueItems with
+// the library's own equality, patterns with the same regular expressions,
+// formats with the library's own checkers), so that it follows the same
+// path: which anyOf branch stops the search, which oneOf branches pass,
+// whether "if" holds, which keys patternProperties and additionalProperties
+// apply to, how many errors are made and copied. It adds up the work in
+// calibrated units (coefficients below), the decoding of the value and its
+// own pattern and format checks included, and refuses the value when the
+// predicted time or allocation exceeds the budget. The walk stops as soon
+// as the budget is exceeded, and every step it takes is itself charged, so
+// the estimator's own cost is bounded too.
 const (
 	BudgetTime  = 30e6     // predicted nanoseconds per validation: decoding, estimate and library
 	BudgetBytes = 24 << 20 // predicted bytes allocated per validation, the same
@@ -61,7 +68,8 @@ type coefficients struct {
 	uniqNs, uniqB       float64 // one uniqueItems entry (map insert)
 	recompNs, recompB   float64 // one patternProperties recompile, fixed part
 	instNs, instB       float64 // per program instruction of a recompile
-	matchNs             float64 // per instruction × input byte of a match
+	matchNs             float64 // per instruction × input byte of a match by the NFA
+	backtrackNs         float64 // the same when regexp uses its bit-state backtracker
 	matchFixedNs        float64 // one match call
 	lenNs, lenB         float64 // per byte of a minLength/maxLength check
 	keyCmpNs            float64 // one instance key compared with one "properties" name
@@ -87,10 +95,10 @@ var coef = coefficients{
 	uniqNs: 200, uniqB: 100,
 	recompNs: 3500, recompB: 900,
 	instNs: 700, instB: 330,
-	matchNs: 15, matchFixedNs: 300,
+	matchNs: 15, backtrackNs: 4, matchFixedNs: 300,
 	lenNs: 8, lenB: 1.2,
 	keyCmpNs:   8,
-	fmtFixedNs: 2000,
+	fmtFixedNs: 1000,
 }
 
 // formatCost: each format checker per input byte (time, allocation) and
@@ -102,6 +110,19 @@ var formatCost = map[string]struct{ ns, b, fixedB float64 }{
 	"ipv4": {60, 8, 2 << 10}, "ipv6": {80, 8, 2 << 10}, "uri": {120, 16, 2 << 10}, "uri-reference": {80, 12, 2 << 10},
 	"iri": {120, 16, 2 << 10}, "iri-reference": {80, 12, 2 << 10}, "uri-template": {300, 80, 4 << 10}, "uuid": {40, 8, 2 << 10},
 	"json-pointer": {80, 8, 2 << 10}, "relative-json-pointer": {60, 8, 2 << 10},
+}
+
+// matchCost bounds one match of a program of insts instructions on n
+// bytes. Go's regexp runs small programs on short inputs with a bit-state
+// backtracker, which visits each (instruction, position) pair at most once
+// and costs far less per pair than the NFA it uses otherwise
+// (regexp/backtrack.go: at most 500 instructions, 256 Ki pairs).
+func matchCost(insts, n int) float64 {
+	per := coef.matchNs
+	if insts <= 500 && insts*(n+1) <= 256<<10 {
+		per = coef.backtrackNs
+	}
+	return coef.matchFixedNs + float64(insts)*float64(n+1)*per
 }
 
 // regexBytes bounds what one match allocates besides the pooled matcher
@@ -171,7 +192,13 @@ func (e *estimate) numeric(k *numKw, x *numInfo, pl int) float64 {
 		fails = c <= 0
 	default:
 		isMult, known := multipleOf(x, k.lit)
-		fails = !known || !isMult
+		if !known {
+			// our exact check in big integers: 10^|Δexp| and a remainder
+			d := float64(len(x.digits) + len(k.lit.digits) + abs(x.exp-k.lit.exp))
+			e.add(500+0.05*d*d, 32*d+512)
+			isMult = multipleOfBig(x, k.lit)
+		}
+		fails = !isMult
 	}
 	if !fails {
 		return 0
@@ -292,13 +319,22 @@ func (e *estimate) applicators(n *cnode, v *vnode, pl int) float64 {
 		}
 	}
 	if len(n.oneOf) > 0 {
-		best := 0.0
+		best, valid := 0.0, 0
 		for _, b := range n.oneOf {
-			best = max(best, e.sub(b, v, pl))
+			k := e.sub(b, v, pl)
+			if k == 0 {
+				valid++
+			}
+			best = max(best, k)
 		}
-		e.merge(best)
-		errs += 1 + best
-		e.err(pl, 0)
+		if valid != 1 {
+			errs++
+			e.err(pl, 0)
+			if valid == 0 {
+				e.merge(best)
+				errs += best
+			}
+		}
 	}
 	if len(n.allOf) > 0 {
 		sum := 0.0
@@ -312,8 +348,7 @@ func (e *estimate) applicators(n *cnode, v *vnode, pl int) float64 {
 			e.err(pl, 0)
 		}
 	}
-	if n.not != nil {
-		e.sub(n.not, v, pl)
+	if n.not != nil && e.sub(n.not, v, pl) == 0 {
 		errs += e.err(pl, 0)
 	}
 	if n.deps != nil {
@@ -345,11 +380,11 @@ func (e *estimate) applicators(n *cnode, v *vnode, pl int) float64 {
 	if n.ifS != nil {
 		ifErrs := e.sub(n.ifS, v, pl)
 		branch := 0.0
-		if n.thenS != nil {
+		if n.thenS != nil && ifErrs == 0 {
 			branch = e.sub(n.thenS, v, pl)
 		}
-		if n.elseS != nil && ifErrs > 0 { // else runs only when if may fail
-			branch = max(branch, e.sub(n.elseS, v, pl))
+		if n.elseS != nil && ifErrs > 0 {
+			branch = e.sub(n.elseS, v, pl)
 		}
 		if branch > 0 {
 			e.merge(branch)
@@ -376,13 +411,24 @@ func (e *estimate) str(n *cnode, v *vnode, pl int) float64 {
 		}
 	}
 	if n.patInsts > 0 {
-		e.add(coef.matchFixedNs+float64(n.patInsts)*float64(len(s)+1)*coef.matchNs, regexBytes(n.patInsts))
-		errs += e.err(pl, n.patLen)
+		// the library's match and ours
+		e.add(2*matchCost(n.patInsts, len(s)), 2*regexBytes(n.patInsts))
+		if e.over {
+			return errs
+		}
+		if !n.pat.MatchString(s) {
+			errs += e.err(pl, n.patLen)
+		}
 	}
 	if n.format != "" {
 		fc := formatCost[n.format]
-		e.add(coef.fmtFixedNs+float64(len(s))*fc.ns, fc.fixedB+float64(len(s))*fc.b)
-		errs += e.err(pl, len(n.format))
+		e.add(2*(coef.fmtFixedNs+float64(len(s))*fc.ns), 2*(fc.fixedB+float64(len(s))*fc.b))
+		if e.over {
+			return errs
+		}
+		if !isFormat(n.format, s) {
+			errs += e.err(pl, len(n.format))
+		}
 	}
 	return errs
 }
@@ -511,15 +557,21 @@ func (e *estimate) object(n *cnode, v *vnode, pl int) float64 {
 		k := &v.keys[i]
 		kpl := pl + 1 + len(k.name)
 		e.add(coef.iterNs+nProps*coef.keyCmpNs, 0)
+		matched := false
 		for _, pp := range n.patProps {
-			e.add(coef.recompNs+float64(pp.insts)*coef.instNs+float64(pp.insts)*float64(len(k.name)+1)*coef.matchNs,
-				coef.recompB+float64(pp.insts)*coef.instB+regexBytes(pp.insts))
+			// the library recompiles and matches; we match once more
+			e.add(coef.recompNs+float64(pp.insts)*coef.instNs+2*matchCost(pp.insts, len(k.name)),
+				coef.recompB+float64(pp.insts)*coef.instB+2*regexBytes(pp.insts))
+			if e.over || !pp.re.MatchString(k.name) {
+				continue
+			}
+			matched = true
 			e.add(coef.ctxNs, coef.ctxB)
 			c := e.sub(pp.node, &v.kids[i], kpl)
 			e.merge(c)
 			errs += c
 		}
-		if n.props[k.name] == nil {
+		if n.props[k.name] == nil && !matched {
 			switch {
 			case n.addPropsFalse:
 				errs += e.err(pl, len(k.name))
@@ -690,4 +742,35 @@ func multipleOf(x, m *numInfo) (is, known bool) {
 		dm *= 10
 	}
 	return dx%dm == 0, true
+}
+
+// multipleOfBig decides x = k × m for an integer k exactly, whatever the
+// sizes (literals are at most 64 characters with exponents within ±308).
+func multipleOfBig(x, m *numInfo) bool {
+	if x.isZero() {
+		return true
+	}
+	dx, ok1 := new(big.Int).SetString(x.digits, 10)
+	dm, ok2 := new(big.Int).SetString(m.digits, 10)
+	if !ok1 || !ok2 || dm.Sign() == 0 {
+		return false
+	}
+	// x/m = (dx/dm) × 10^(x.exp-m.exp)
+	if k := x.exp - m.exp; k > 0 {
+		dx.Mul(dx, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(k)), nil))
+	} else if k < 0 {
+		dm.Mul(dm, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(-k)), nil))
+	}
+	return new(big.Int).Rem(dx, dm).Sign() == 0
+}
+
+// isFormat runs the library's own checker, as its validation does; a
+// checker that panics counts as a failure (the library's run recovers).
+func isFormat(name, s string) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	return gojsonschema.FormatCheckers.IsFormat(name, s)
 }

@@ -180,8 +180,8 @@ func TestDefectIntegralDecimals(t *testing.T) {
 		{`{"maxItems":1e1}`, `[1,2,3,4,5,6,7,8,9,10]`, true},
 		{`{"maxItems":1e1}`, `[1,2,3,4,5,6,7,8,9,10,11]`, false},
 		{`{"minProperties":1.0e0}`, `{}`, false},
-		{`{"maxLength":1e300}`, `"anything"`, true},
-		{`{"minLength":1e300}`, `"anything"`, false},
+		{`{"maxLength":1e60}`, `"anything"`, true},
+		{`{"minLength":1e60}`, `"anything"`, false},
 	} {
 		s := mustCompile(t, c.schema)
 		if r := s.Validate([]byte(c.value)); r.Valid() != c.ok {

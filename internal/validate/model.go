@@ -3,6 +3,7 @@ package validate
 import (
 	"encoding/json"
 	"net/url"
+	"regexp"
 	"sort"
 )
 
@@ -28,6 +29,7 @@ type cnode struct {
 	minLen, maxLen int // -1 when absent
 	patInsts       int // 0 when there is no pattern
 	patLen         int
+	pat            *regexp.Regexp // decides the pattern exactly, as the library does
 	format         string
 
 	itemsOne      *cnode
@@ -69,6 +71,7 @@ type numKw struct {
 
 type patProp struct {
 	insts, srcLen int
+	re            *regexp.Regexp
 	node          *cnode
 }
 
@@ -103,6 +106,16 @@ type modelBuilder struct {
 	root    any
 	insts   map[string]int
 	targets map[string]*cnode // canonical reference → its node
+}
+
+// regexp compiles a screened pattern the way the library does (its
+// validation calls regexp.MatchString on the same source).
+func (b *modelBuilder) regexp(src string) *regexp.Regexp {
+	re, err := regexp.Compile(src)
+	if err != nil {
+		return regexp.MustCompile(`\A\z.`) // unreachable: the screening compiled it; never matches
+	}
+	return re
 }
 
 func (b *modelBuilder) node(doc any) *cnode {
@@ -199,7 +212,7 @@ func (b *modelBuilder) fill(n *cnode, doc any) {
 	n.minItems, n.maxItems = count("minItems"), count("maxItems")
 	n.minProps, n.maxProps = count("minProperties"), count("maxProperties")
 	if p, ok := m["pattern"].(string); ok {
-		n.patInsts, n.patLen = max(insts[p], 1), len(p)
+		n.patInsts, n.patLen, n.pat = max(insts[p], 1), len(p), b.regexp(p)
 	}
 	n.format, _ = m["format"].(string)
 
@@ -233,7 +246,7 @@ func (b *modelBuilder) fill(n *cnode, doc any) {
 	}
 	if pp, ok := m["patternProperties"].(map[string]any); ok {
 		for _, k := range sortedKeys(pp) {
-			n.patProps = append(n.patProps, patProp{insts: max(insts[k], 1), srcLen: len(k), node: b.node(pp[k])})
+			n.patProps = append(n.patProps, patProp{insts: max(insts[k], 1), srcLen: len(k), re: b.regexp(k), node: b.node(pp[k])})
 		}
 	}
 	if b, ok := m["additionalProperties"].(bool); ok {

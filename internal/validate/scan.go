@@ -630,6 +630,10 @@ func (p *parser) number() (vnode, error) {
 	if err != nil {
 		return vnode{}, &ScanError{Pointer: p.ptr(), Detail: err.Error()}
 	}
+	if n := plainLen(lit, ni); n > p.lim.MaxNumberLen {
+		return vnode{}, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("number %s is %d characters in plain decimal notation, "+
+			"the form PostgreSQL stores and returns, more than the limit of %d; write it with fewer digits", lit, n, p.lim.MaxNumberLen)}
+	}
 	size := max(len(lit), maxFloatTextLen)
 	val := json.Number(lit)
 	if p.tree && ni.isZero() && ni.neg {
@@ -759,6 +763,33 @@ func parseNumber(lit string) (*numInfo, error) {
 	}
 	n.f = f
 	return n, nil
+}
+
+// plainLen is the length of an accepted number literal once PostgreSQL's
+// numeric type (and so jsonb) has rendered it, in plain decimal notation:
+// the scale is the written fraction digits minus the exponent (at least
+// 0), leading zeros go, and zero has no sign ("123e65" becomes 68 digits,
+// "1.50e2" becomes "150", "1.5e-3" becomes "0.0015").
+func plainLen(lit string, ni *numInfo) int {
+	s := strings.TrimPrefix(lit, "-")
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		s = s[:i]
+	}
+	intPart, frac, _ := strings.Cut(s, ".")
+	scale := max(0, len(frac)-ni.litExp)
+	n := 1 // the integer part, at least "0"
+	if !ni.isZero() {
+		all := intPart + frac
+		leading := len(all) - len(strings.TrimLeft(all, "0"))
+		n = max(1, len(intPart)+ni.litExp-leading)
+		if ni.neg {
+			n++
+		}
+	}
+	if scale > 0 {
+		n += 1 + scale
+	}
+	return n
 }
 
 // smallInt parses an optionally signed run of digits, reporting false when

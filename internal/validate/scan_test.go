@@ -13,7 +13,7 @@ func TestDecodeAccepts(t *testing.T) {
 	for _, doc := range []string{
 		`{}`, `[]`, `null`, `true`, `false`, `0`, `-0`, `"x"`, ` {"a" : [1, 2.5, -3e2, "s", null, true]} `,
 		`"\ud83d\ude00"`, `"é\u00e9\n\t\"\\\/"`, `{"$ref":"#","":1}`,
-		`1e308`, `-1e308`, `1e-308`, `1E+308`, `1e0000000308`, `0.000000000000000000000000000000000000000000000000000000001`,
+		`1e63`, `-1e62`, `1e-62`, `1E+63`, `1e0000000063`, `0.000000000000000000000000000000000000000000000000000000001`,
 		"1" + strings.Repeat("0", 63), // 64 characters
 		`{"` + strings.Repeat("k", 256) + `":1}`,
 		`"<&>\u2028"`,
@@ -187,5 +187,46 @@ func TestNumberInfo(t *testing.T) {
 	z2, _ := parseNumber("0e5")
 	if !z.exactEqual(z2) || cmpDecimal(z, z2) != 0 {
 		t.Error("-0.0 must equal 0e5")
+	}
+}
+
+// Numbers are stored in jsonb, which renders them in plain decimal
+// notation: a literal must stay within the limit in that form too, or the
+// copy read back from the database would not pass the scan (issue 14.4).
+func TestNumberPlainForm(t *testing.T) {
+	t.Parallel()
+	for lit, want := range map[string]int{
+		"123e65": 68, "1e63": 64, "1.50e2": 3, "1.5e-3": 6, "0.001": 5, "-0.0": 3, "-0": 1, "-1.5": 4,
+		"1e-308": 310, "0e500": 1, "12.345e1": 6, "-7E+2": 4, "100": 3, "0.0e5": 1,
+	} {
+		ni, err := parseNumber(lit)
+		if err != nil {
+			if lit != "0e500" {
+				t.Errorf("%s: %v", lit, err)
+			}
+			continue
+		}
+		if got := plainLen(lit, ni); got != want {
+			t.Errorf("plainLen(%s) = %d, want %d", lit, got, want)
+		}
+	}
+	for _, c := range []struct{ doc, ptr string }{
+		{`[123e65]`, "/0"},
+		{`{"maximum":1e100}`, "/maximum"},
+		{`{"a":[1,-1e-70]}`, "/a/1"},
+	} {
+		_, err := Decode([]byte(c.doc), ValueLimits)
+		se, ok := err.(*ScanError)
+		if !ok || se.Pointer != c.ptr || !strings.Contains(se.Detail, "plain decimal notation") {
+			t.Errorf("%s: %v, want a refusal at %s", c.doc, err, c.ptr)
+		}
+	}
+	if se := compileErr(t, `{"maximum":1e100}`); se == nil || se.Pointer != "/maximum" {
+		t.Errorf("schema with 1e100: %v", se)
+	}
+	for _, ok := range []string{`[1e63,-1e62,1.5e-3,1.50e2,0.0e300]`, `{"maximum":9.99e62}`} {
+		if _, err := Decode([]byte(ok), ValueLimits); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
 	}
 }
