@@ -11,28 +11,29 @@ import (
 // model).
 func worstSchemas() map[string]string {
 	leaf := `{"type":"string","minLength":1,"maxLength":9,"format":"email","enum":["a","b"],"title":"t"}`
+	smallLeaf := `{"type":"string","maxLength":9,"format":"email"}`
 	return map[string]string{
 		// 512 subschemas, each with several keywords
-		"subschemas512": `{"properties":{` + repeatJoin(MaxSubschemas-1, func(i int) string { return fmt.Sprintf(`"p%d":%s`, i, leaf) }) + `}}`,
+		"subschemas1024": `{"properties":{` + repeatJoin(MaxSubschemas-1, func(i int) string { return fmt.Sprintf(`"p%d":%s`, i, smallLeaf) }) + `}}`,
 		// 32 patterns of about 500 instructions
-		"patterns32x500": `{"properties":{` + repeatJoin(MaxPatterns, func(i int) string { return fmt.Sprintf(`"p%d":{"pattern":"^%c.{490}$"}`, i, 'a'+i%26) }) + `}}`,
+		"patterns32x500": `{"properties":{` + repeatJoin(MaxPatternTotal/512, func(i int) string { return fmt.Sprintf(`"p%d":{"pattern":"^%c.{490}$"}`, i, 'a'+i%26) }) + `}}`,
 		// four enums of 256 entries, 16 KiB each
-		"enums4x256": `{"properties":{` + repeatJoin(4, func(i int) string {
-			return fmt.Sprintf(`"e%d":{"enum":[`, i) + repeatJoin(MaxEnumEntries, func(j int) string { return fmt.Sprintf(`"%d-%s"`, j, strings.Repeat("v", 52)) }) + `]}`
+		"enums4x1024": `{"properties":{` + repeatJoin(4, func(i int) string {
+			return fmt.Sprintf(`"e%d":{"enum":[`, i) + repeatJoin(MaxEnumEntries, func(j int) string { return fmt.Sprintf(`"%d-%s"`, j, strings.Repeat("v", 6)) }) + `]}`
 		}) + `}}`,
 		// 8192 JSON values in required lists at their cap
-		"nodes8192": `{"allOf":[` + repeatJoin(MaxBranches, func(j int) string {
+		"nodes8192": `{"allOf":[` + repeatJoin(16, func(j int) string {
 			return `{"required":[` + repeatJoin(MaxNames-8, func(i int) string { return fmt.Sprintf(`"%x"`, i) }) + `]}`
 		}) + `]}`,
 		// 16 levels, 16 branches per level where the subschema count allows
-		"deep16": allOfChain(MaxSubschemaDepth-1, `{"anyOf":[`+repeatJoin(MaxBranches, constant(leaf))+`]}`),
+		"deep16": allOfChain(MaxSubschemaDepth-1, `{"anyOf":[`+repeatJoin(16, constant(leaf))+`]}`),
 	}
 }
 
 func BenchmarkCompile(b *testing.B) {
 	cases := worstSchemas()
 	cases["realistic"] = realisticSchema
-	for _, name := range []string{"realistic", "subschemas512", "patterns32x500", "enums4x256", "nodes8192", "deep16"} {
+	for _, name := range []string{"realistic", "subschemas1024", "patterns32x500", "enums4x1024", "nodes8192", "deep16"} {
 		raw := []byte(cases[name])
 		if _, err := Compile(raw); err != nil {
 			b.Fatalf("%s: %v", name, err)

@@ -109,6 +109,9 @@ func grow(f realisticFamily, limit int) int {
 // 10 ms or more. With CHATD_CALIBRATE=1 it prints the estimator's
 // accuracy: predicted against measured, end to end.
 func TestRealisticValuesAccepted(t *testing.T) {
+	if raceEnabled {
+		t.Skip("it measures the library, which -race slows tenfold; make test runs it without -race")
+	}
 	t.Parallel()
 	calibrate := os.Getenv("CHATD_CALIBRATE") != ""
 	var b strings.Builder

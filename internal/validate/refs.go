@@ -29,13 +29,13 @@ import (
 const (
 	// MaxInPlace bounds the schemas that apply to one location of a value,
 	// references followed (without references it is the document's size).
-	MaxInPlace = MaxSubschemas
+	MaxInPlace = 512
 	// MaxInPlaceDepth bounds schemas applied in place inside one another,
 	// references followed: each is a nested call in the library.
 	MaxInPlaceDepth = 32
 	// MaxCompiled bounds the schemas the library builds: it parses the
 	// target of each distinct reference once more.
-	MaxCompiled = 4 * MaxSubschemas
+	MaxCompiled = 2048
 )
 
 // refSite is a "$ref" met by the screening.

@@ -12,13 +12,14 @@ import (
 // Caps on caller schemas, checked by the screening before any library call.
 // The measurements behind them are in docs/structured-output.md.
 const (
-	MaxSubschemas     = 512       // schemas in one document, boolean ones and the root included
+	MaxSubschemas     = 1024      // schemas in one document, boolean ones and the root included
 	MaxSubschemaDepth = 16        // schemas nested inside one another below the root
-	MaxBranches       = 16        // entries of one allOf / anyOf / oneOf
-	MaxPatterns       = 32        // pattern keywords plus patternProperties keys
+	MaxBranches       = 64        // entries of one allOf / anyOf / oneOf
+	MaxPatterns       = 128       // pattern keywords plus patternProperties keys
+	MaxPatternTotal   = 16384     // compiled program instructions of all patterns together
 	MaxPatternBytes   = 256       // source length of one pattern
 	MaxPatternInsts   = 512       // compiled RE2 program size of one pattern (regexp/syntax instructions)
-	MaxEnumEntries    = 256       // entries of one enum
+	MaxEnumEntries    = 1024      // entries of one enum
 	MaxNames          = 512       // entries of one required or dependencies array (the library's duplicate check is quadratic)
 	MaxLiteralBytes   = 16 << 10  // compact JSON size of one const / enum / default / examples value
 	maxCount          = 1<<31 - 1 // count keywords above this are clamped (values are far smaller)
@@ -169,6 +170,7 @@ type screened struct {
 type screener struct {
 	subschemas int
 	patterns   int
+	patInsts   int // instructions of all patterns
 	insts      map[string]int
 	dialect    dialect
 	positions  map[string]any      // pointer → schema, for every schema position
@@ -442,6 +444,9 @@ func (s *screener) pattern(src, ptr string) error {
 	}
 	if n > MaxPatternInsts {
 		return fail(ptr, "pattern compiles to %d instructions, more than the limit of %d (counted repetitions such as .{1000} are expensive)", n, MaxPatternInsts)
+	}
+	if s.patInsts += n; s.patInsts > MaxPatternTotal {
+		return fail(ptr, "the patterns compile to more than %d instructions together", MaxPatternTotal)
 	}
 	s.insts[src] = n
 	return nil

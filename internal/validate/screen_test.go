@@ -225,11 +225,15 @@ func TestScreenCaps(t *testing.T) {
 		return `{"properties":{` + repeatJoin(n, func(i int) string { return fmt.Sprintf(`"p%d":{"pattern":"^a%d"}`, i, i) }) + `}}`
 	}
 	enum := func(n int) string {
-		return `{"enum":[` + repeatJoin(n, func(i int) string { return fmt.Sprint(i) }) + `]}`
+		return `{"enum":[` + repeatJoin(n, func(i int) string { return fmt.Sprintf(`"e%d"`, i) }) + `]}`
 	}
 	literal := func(n int) string { return `{"const":"` + strings.Repeat("a", n-2) + `"}` }
 	names := func(n int) string {
 		return `{"dependencies":{"a":[` + repeatJoin(n, func(i int) string { return fmt.Sprintf(`"n%d"`, i) }) + `]}}`
+	}
+	perPattern, _ := patternInsts(`^a.{490}$`)
+	patternsOf := func(n, reps int) string {
+		return `{"properties":{` + repeatJoin(n, func(i int) string { return fmt.Sprintf(`"p%d":{"pattern":"^%c.{%d}$"}`, i, 'a'+i%26, reps) }) + `}}`
 	}
 	for _, c := range []struct {
 		name     string
@@ -243,6 +247,7 @@ func TestScreenCaps(t *testing.T) {
 		{"enum", enum(MaxEnumEntries), enum(MaxEnumEntries + 1), "/enum"},
 		{"literal", literal(MaxLiteralBytes), literal(MaxLiteralBytes + 1), "/const"},
 		{"names", names(MaxNames), names(MaxNames + 1), "/dependencies/a"},
+		{"pattern instructions", patternsOf(MaxPatternTotal/perPattern, 490), patternsOf(MaxPatternTotal/perPattern+1, 490), ""},
 	} {
 		if se := compileErr(t, c.at); se != nil {
 			t.Errorf("%s at the cap: %v", c.name, se)
