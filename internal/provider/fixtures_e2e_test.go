@@ -11,8 +11,10 @@ import (
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/config"
+	"github.com/chatd/chatd/internal/dbtest"
 	"github.com/chatd/chatd/internal/mockllm"
 	"github.com/chatd/chatd/internal/testenv"
+	"github.com/chatd/chatd/internal/validate"
 )
 
 // generatorFixture is one schema a real generator emitted for a fixture
@@ -128,5 +130,33 @@ func TestGeneratorFixturesEndToEnd(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNumberNotationMatchesPostgreSQL: the validator admits a number
+// exactly when PostgreSQL's jsonb renders it in at most 64 characters, and
+// what jsonb returns passes the scan again (issue 14.4: a number admitted
+// at the door must survive being stored and read back).
+func TestNumberNotationMatchesPostgreSQL(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	lits := []string{"0", "-0", "-0.0", "1e3", "1.50e2", "1.5e-3", "123e65", "123e61", "1e63", "1e64", "-1e62", "-1e63",
+		"1e-62", "1e-63", "0.0e300", "0e-300", "9.99e62", "1E+63", "12.345e1", "-7E+2", "1e100", "1.8e308", "1e-308",
+		"0.00000000000000000000000000000000000000000000000000000000000001",
+		"12345678901234567890123456789012345678901234567890123456789012.5", "1234567890123456789012345678901234567890123456789012345678901234e-60"}
+	for _, lit := range lits {
+		_, err := validate.Decode([]byte(lit), validate.ValueLimits)
+		var stored string
+		if perr := pool.QueryRow(ctxT(t), `SELECT $1::jsonb::text`, lit).Scan(&stored); perr != nil {
+			t.Fatalf("%s: %v", lit, perr)
+		}
+		if fits := len(stored) <= validate.ValueLimits.MaxNumberLen; (err == nil) != fits {
+			t.Errorf("%s: stored as %s (%d characters); validator error %v", lit, stored, len(stored), err)
+		}
+		if err == nil {
+			if _, rerr := validate.Decode([]byte(stored), validate.ValueLimits); rerr != nil {
+				t.Errorf("%s: stored as %s, which the scan refuses: %v", lit, stored, rerr)
+			}
+		}
 	}
 }
