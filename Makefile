@@ -4,7 +4,7 @@ export GOFLAGS := -buildvcs=false
 # The test command CI runs (.ci/run) and the README shows.
 TEST_FLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: all build run mockllm test test-short bench bench-all fuzz crash-long generate check-generated vet lint pg-deps clean
+.PHONY: all build run mockllm test test-short bench bench-all fuzz crash-long generate check-generated vet lint pg-deps mcp-deps clean
 
 all: build
 
@@ -32,7 +32,7 @@ mockllm: build
 	bin/mockllm --script examples/mockllm.json $(MOCKLLM_FLAGS)
 
 ## test: everything, against real PostgreSQL (each package starts its own).
-test: pg-deps
+test: pg-deps mcp-deps
 	go test $(TEST_FLAGS) ./...
 	@# Allocation bounds and timings cannot be measured under -race: run those tests without it.
 	go test -count=1 -run '^(TestFastPathAllocatesNothingExtra|TestEstimatorBoundsAllocation|TestRealisticValuesAccepted)$$' ./internal/jsonb/ ./internal/validate/
@@ -88,6 +88,15 @@ lint: vet
 pg-deps:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || \
 	  { echo "installing PostgreSQL server binaries"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
+
+## mcp-deps: node and npm (Debian's, when missing) and the pinned MCP servers
+## the tests run (internal/mcp/testdata/npm, from its committed lockfile).
+MCP_NPM := internal/mcp/testdata/npm
+mcp-deps:
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || \
+	  { echo "installing node and npm"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
+	@test "$$(cat $(MCP_NPM)/node_modules/.chatd-lock-sha256 2>/dev/null)" = "$$(sha256sum < $(MCP_NPM)/package-lock.json | cut -d' ' -f1)" || \
+	  { cd $(MCP_NPM) && npm ci --no-audit --no-fund --loglevel=error && sha256sum < package-lock.json | cut -d' ' -f1 | tr -d '\n' > node_modules/.chatd-lock-sha256; }
 
 clean:
 	rm -rf bin
