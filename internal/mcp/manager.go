@@ -223,11 +223,11 @@ func (m *Manager) Call(ctx context.Context, t Tool, args json.RawMessage) (Resul
 // Call outcomes, the label of chatd_mcp_calls_total.
 const (
 	outcomeOK          = "ok"
-	outcomeToolError   = "tool_error"   // the tool answered isError
-	outcomeTimeout     = "timeout"      // no answer within the timeout
-	outcomeUnavailable = "unavailable"  // no connection, or it broke
-	outcomeError       = "error"        // a protocol error from the server
-	outcomeTooLarge    = "too_large"    // over MaxResultBytes (or the message cap)
+	outcomeToolError   = "tool_error"  // the tool answered isError
+	outcomeTimeout     = "timeout"     // no answer within the timeout
+	outcomeUnavailable = "unavailable" // no connection, or it broke
+	outcomeError       = "error"       // a protocol error from the server
+	outcomeTooLarge    = "too_large"   // over MaxResultBytes (or the message cap)
 )
 
 func (s *server) call(ctx context.Context, t Tool, args json.RawMessage) (Result, string) {
