@@ -4,7 +4,7 @@ export GOFLAGS := -buildvcs=false
 # The test command CI runs (.ci/run) and the README shows.
 TEST_FLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: all build run mockllm test test-short bench bench-all fuzz crash-long generate check-generated vet lint pg-deps mcp-deps clean
+.PHONY: js-deps generate-sdk all build run mockllm test test-short bench bench-all fuzz crash-long generate check-generated vet lint pg-deps mcp-deps clean
 
 all: build
 
@@ -31,8 +31,10 @@ MOCKLLM_FLAGS ?=
 mockllm: build
 	bin/mockllm --script examples/mockllm.json $(MOCKLLM_FLAGS)
 
-## test: everything, against real PostgreSQL (each package starts its own).
-test: pg-deps mcp-deps
+## test: everything, against real PostgreSQL (each package starts its own),
+## with node (the TypeScript SDK, the OpenAPI lint and type checks)
+## installed first when missing.
+test: pg-deps mcp-deps js-deps
 	go test $(TEST_FLAGS) ./...
 	@# Allocation bounds and timings cannot be measured under -race: run those tests without it.
 	go test -count=1 -run '^(TestFastPathAllocatesNothingExtra|TestEstimatorBoundsAllocation|TestRealisticValuesAccepted)$$' ./internal/jsonb/ ./internal/validate/
@@ -84,6 +86,19 @@ vet:
 	go vet ./...
 
 lint: vet
+
+## js-deps: node and npm (Debian's, when missing) and the SDK's npm packages,
+## pinned by sdk/typescript/package-lock.json.
+js-deps:
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || \
+	  { echo "installing node and npm"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
+	@cd sdk/typescript && { [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund --loglevel=error; }
+
+## generate-sdk: the SDK's copy of the OpenAPI document and its generated
+## types (CI fails when they drift: internal/jstest).
+generate-sdk:
+	go run ./cmd/server openapi > sdk/typescript/openapi.json
+	cd sdk/typescript && node_modules/.bin/openapi-typescript openapi.json -o src/schema.ts
 
 pg-deps:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || \

@@ -39,6 +39,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	toolTimeout := f.Duration("tool-result-timeout", "CHATD_TOOL_RESULT_TIMEOUT", 10*time.Minute, "how long a turn waits for client tool results before answering the calls with errors")
 	logFormat := f.String("log-format", "CHATD_LOG_FORMAT", "json", "log format: json or text")
 	logLevel := f.String("log-level", "CHATD_LOG_LEVEL", "info", "log level: debug, info, warn, error")
+	corsOrigins := f.String("cors-origins", "CHATD_CORS_ORIGINS", "", "comma-separated browser origins allowed to call the API (scheme://host[:port], or *); empty: CORS off")
 	accessLevel := f.String("access-log-level", "CHATD_ACCESS_LOG_LEVEL", "info", "level of the per-request access lines: debug, info, warn, error")
 	debugListen := f.String("debug-listen", "CHATD_DEBUG_LISTEN", "", "serve Go's profiler (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; off when empty. Keep it private: profiles reveal the process's internals")
 	if err := f.Parse(args); err != nil {
@@ -50,6 +51,10 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	logger, err := newLogger(stderr, *logFormat, *logLevel)
 	if err != nil {
 		return err
+	}
+	origins, err := httpapi.ParseOrigins(*corsOrigins)
+	if err != nil {
+		return fmt.Errorf("--cors-origins: %w", err)
 	}
 	var accessLogLevel slog.Level
 	if err := accessLogLevel.UnmarshalText([]byte(*accessLevel)); err != nil {
@@ -111,7 +116,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	hub := notify.New(d.pool, logger)
 	relay := notify.NewRelay(d.pool, logger)
 	models := provider.NewRegistry(cfg, provider.Options{Logger: logger})
-	api := httpapi.New(httpapi.Options{Store: st, Models: models, Hub: hub, Experiments: exp, ServerTools: toolNames, Logger: logger, AccessLogLevel: accessLogLevel, Metrics: reg})
+	api := httpapi.New(httpapi.Options{Store: st, Models: models, Hub: hub, Experiments: exp, ServerTools: toolNames, Logger: logger, AccessLogLevel: accessLogLevel, CORSOrigins: origins, Metrics: reg})
 	run := runner.New(st, models, hub, runner.Options{Workers: *workers, MaxSteps: *maxSteps, Tools: serverTools,
 		Lease: *lease, DrainTimeout: *drain, ActionTimeout: *toolTimeout, SilenceTimeout: *silence,
 		Hooks: stopHooks, CompactionThreshold: cfg.CompactionThreshold, Preview: relay, Logger: logger, Metrics: reg})

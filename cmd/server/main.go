@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/internal/cli"
+	"github.com/chatd/chatd/internal/httpapi"
 )
 
 const usage = `chatd: a durable agent-chat backend on PostgreSQL.
@@ -39,6 +40,7 @@ Usage:
                                        use chats on a server (CHATD_URL, CHATD_TOKEN)
   chatd result [--wait] REQUEST_ID     print a structured request's result
   chatd version                        module version, commit, Go version
+  chatd openapi                        print the API's OpenAPI document
 
 Run "chatd <command> --help" for the flags of a command.
 `
@@ -103,6 +105,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cliStatus(cli.Chat(ctx, args[1:], cli.IO{Stdin: os.Stdin, Stdout: stdout, Stderr: stderr, Getenv: os.Getenv}))
 	case "result":
 		return cliStatus(cli.Result(ctx, args[1:], cli.IO{Stdin: os.Stdin, Stdout: stdout, Stderr: stderr, Getenv: os.Getenv}))
+	case "openapi":
+		_, err := stdout.Write(append(httpapi.New(httpapi.Options{}).OpenAPIDocument(), '\n'))
+		return err
 	case "version", "--version":
 		cli.PrintVersion(stdout)
 		return nil

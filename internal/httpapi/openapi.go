@@ -26,6 +26,9 @@ func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// OpenAPIDocument is the document GET /api/v1/openapi.json serves.
+func (s *Server) OpenAPIDocument() []byte { return s.openapi }
+
 // publicTypes are every wire type of package client, referenced by a route
 // or not; a test checks that no exported struct type of the package is
 // missing.
@@ -88,7 +91,7 @@ var fieldDocs = map[string]map[string]any{
 	"ToolCall.args":           {"description": "The arguments the model sent (any JSON value)."},
 	"DynamicTool.name":        {"pattern": "^[A-Za-z0-9_-]{1,64}$"},
 	"DynamicTool.description": {"description": "At most 1024 bytes."},
-	"DynamicTool.input_schema": {"type": "object", "description": "A JSON Schema object for the tool's arguments, " +
+	"DynamicTool.input_schema": {"type": "object", "additionalProperties": true, "description": "A JSON Schema object for the tool's arguments, " +
 		"at most 64 KiB and 64 levels deep."},
 	"MessagePart.type": {"description": "One of `text`, `reasoning`, `tool-call`, `tool-result`, `file`, `source`, " +
 		"`hook-notice`; ignore types you do not know."},
@@ -111,23 +114,27 @@ var fieldDocs = map[string]map[string]any{
 	"ResponseFormat.json_schema":                 {"description": "Required with `json_schema`, forbidden with `text`."},
 	"JSONSchemaFormat.name":                      {"pattern": "^[A-Za-z0-9_-]{1,64}$"},
 	"JSONSchemaFormat.description":               {"description": "At most 1024 UTF-8 bytes."},
-	"JSONSchemaFormat.schema": {"type": "object", "description": "An inline Draft-07 JSON Schema document (an object; " +
+	"JSONSchemaFormat.schema": {"type": "object", "additionalProperties": true, "description": "An inline Draft-07 JSON Schema document (an object; " +
 		"the value it describes may be of any JSON type). No $ref, $id, definitions or unknown keywords; at most 64 KiB."},
-	"CreateChatRequest.model":         {"description": "A model id of the server; omitted: the server's default model."},
-	"CreateChatRequest.system_prompt": {"description": "At most 64 KiB."},
-	"CreateChatRequest.title":         {"description": "At most 256 bytes; omitted: taken from the first message."},
-	"CreateChatRequest.content":       {"minItems": 1, "maxItems": 64, "description": "Text parts only."},
-	"CreateChatRequest.plan_mode":     {"description": "Start in plan mode (no structured output there)."},
+	"CreateChatRequest.model":           {"description": "A model id of the server; omitted: the server's default model."},
+	"CreateChatRequest.system_prompt":   {"description": "At most 64 KiB."},
+	"CreateChatRequest.title":           {"description": "At most 256 bytes; omitted: taken from the first message."},
+	"CreateChatRequest.content":         {"minItems": 1, "maxItems": 64, "items": textPartRef, "description": "Text parts only."},
+	"CreateChatRequest.response_format": {"nullable": true, "description": "Omitted or null: an ordinary text answer."},
+	"CreateChatRequest.plan_mode":       {"description": "Start in plan mode (no structured output there)."},
 	"CreateChatRequest.parent_chat_id": {"description": "Make a child chat of one of the caller's chats " +
 		"(no structured output there)."},
-	"CreateChatRequest.dynamic_tools": {"maxItems": 64, "description": "Client-executed tools, names unique."},
-	"SendMessageRequest.content":      {"minItems": 1, "maxItems": 64, "description": "Text parts only."},
-	"SendMessageRequest.busy_behavior": {"enum": []string{client.BusyQueue, client.BusyInterrupt}, "default": client.BusyQueue,
-		"description": "While a turn runs: `queue` the message, or queue it and `interrupt` the running turn."},
+	"CreateChatRequest.dynamic_tools":    {"maxItems": 64, "description": "Client-executed tools, names unique."},
+	"SendMessageRequest.content":         {"minItems": 1, "maxItems": 64, "items": textPartRef, "description": "Text parts only."},
+	"SendMessageRequest.response_format": {"nullable": true, "description": "Omitted or null: an ordinary text answer."},
+	// No "default" keyword on request fields: generators make such fields
+	// required in request types.
+	"SendMessageRequest.busy_behavior": {"enum": []string{client.BusyQueue, client.BusyInterrupt},
+		"description": "While a turn runs: `queue` the message (when omitted), or queue it and `interrupt` the running turn."},
 	"SendMessageRequest.plan_mode": {"description": "Switch the chat's plan mode before the message is taken."},
 	"UpdateChatRequest.title":      {"description": "At most 256 bytes."},
-	"EditMessageRequest.content":   {"minItems": 1, "maxItems": 64, "description": "Text parts only."},
-	"EditMessageRequest.response_format": {"description": "Omitted or null: keep the edited message's format; " +
+	"EditMessageRequest.content":   {"minItems": 1, "maxItems": 64, "items": textPartRef, "description": "Text parts only."},
+	"EditMessageRequest.response_format": {"nullable": true, "description": "Omitted or null: keep the edited message's format; " +
 		"`{\"type\":\"text\"}`: clear it; a json_schema format: replace it."},
 	"EditMessageResponse.message": {"description": "The replacement."},
 	"EditMessageResponse.messages": {"description": "Every client-visible row the edit inserted, in id order: " +
@@ -192,6 +199,8 @@ func buildOpenAPI(routes []route, docs map[string]routeDoc) map[string]any {
 	for _, t := range publicTypes {
 		g.schema(reflect.TypeOf(t))
 	}
+	g.schema(reflect.TypeFor[client.MessagePart]())
+	g.unions()
 	paths := map[string]any{}
 	for _, rt := range routes {
 		d, ok := docs[rt.method+" "+rt.pattern]
@@ -214,7 +223,7 @@ func buildOpenAPI(routes []route, docs map[string]routeDoc) map[string]any {
 			params = append(params, map[string]any{"name": q.name, "in": "query", "required": false,
 				"description": q.description, "schema": q.schema})
 		}
-		for _, h := range d.headers {
+		for _, h := range append(d.headers, requestIDParam) {
 			params = append(params, map[string]any{"name": h.name, "in": "header", "required": false,
 				"description": h.description, "schema": h.schema})
 		}
@@ -239,14 +248,7 @@ func buildOpenAPI(routes []route, docs map[string]routeDoc) map[string]any {
 			default:
 				out["content"] = map[string]any{"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(r.body))}}
 			}
-			if r.status == http.StatusCreated && rt.method == http.MethodPost && rt.pattern == "/api/v1/chats" {
-				out["headers"] = map[string]any{"Location": map[string]any{"description": "The new chat's path.",
-					"schema": map[string]any{"type": "string"}}}
-			}
-			if r.status == http.StatusUnauthorized {
-				out["headers"] = map[string]any{"WWW-Authenticate": map[string]any{"description": "The Bearer challenge.",
-					"schema": map[string]any{"type": "string"}}}
-			}
+			out["headers"] = responseHeaders(rt, d, r.status)
 			resps[strconv.Itoa(r.status)] = out
 		}
 		op["responses"] = resps
@@ -260,13 +262,14 @@ func buildOpenAPI(routes []route, docs map[string]routeDoc) map[string]any {
 	}
 	return map[string]any{
 		"openapi": "3.0.3",
+		"servers": []any{map[string]any{"url": "/", "description": "The server that serves this document."}},
 		"info": map[string]any{
 			"title":   "chatd API",
 			"version": "1",
 			"description": "A durable agent-chat backend. Every error has the `Error` shape. Request bodies are JSON " +
 				"(at most 1 MiB by default), decoded strictly: unknown fields, wrong types and trailing data are 400s " +
-				"naming the field. Unknown routes are JSON 404s; a known path with another method is a JSON 405 with " +
-				"`Allow`. See docs/api.md for the rules in full.",
+				"naming the field. Unknown routes are JSON 404s; a known path with another method is a JSON 405 whose " +
+				"`Allow` header lists the path's methods. Every response carries `X-Request-ID`. See docs/api.md for the rules in full.",
 		},
 		"paths": paths,
 		"components": map[string]any{
@@ -275,6 +278,35 @@ func buildOpenAPI(routes []route, docs map[string]routeDoc) map[string]any {
 				"description": "A token from `chatd token create --user NAME`."}},
 		},
 	}
+}
+
+// requestIDParam is the optional X-Request-ID of every request.
+var requestIDParam = queryParam{RequestIDHeader, "An id for this request, echoed in the response and logged as " +
+	"`request_id`: 1 to 128 visible ASCII characters without quotes or backslashes (otherwise a fresh UUID is used).",
+	map[string]any{"type": "string", "minLength": 1, "maxLength": 128}}
+
+func header(description string, schema map[string]any) map[string]any {
+	return map[string]any{"description": description, "schema": schema}
+}
+
+// responseHeaders lists the headers of one documented response.
+func responseHeaders(rt route, d routeDoc, status int) map[string]any {
+	str := map[string]any{"type": "string"}
+	h := map[string]any{RequestIDHeader: header("The request's id: the request's own `X-Request-ID` if acceptable, "+
+		"otherwise a fresh UUID.", str)}
+	switch {
+	case status == http.StatusUnauthorized:
+		h["WWW-Authenticate"] = header("The Bearer challenge.", str)
+	case status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests:
+		h["Retry-After"] = header("Seconds to wait before retrying.", map[string]any{"type": "integer", "minimum": 0})
+	case status/100 == 2 && slices.ContainsFunc(d.headers, func(q queryParam) bool { return q.name == IdempotencyKeyHeader }):
+		h[ReplayedHeader] = header("`true` when this is the stored answer of an earlier request with the same "+
+			"`Idempotency-Key` (nothing was done again).", map[string]any{"type": "string", "enum": []string{"true"}})
+	}
+	if status == http.StatusCreated && rt.pattern == "/api/v1/chats" {
+		h["Location"] = header("The new chat's path.", str)
+	}
+	return h
 }
 
 // openAPIDocument is buildOpenAPI as JSON.
@@ -310,12 +342,9 @@ func (g *schemaGen) schema(t reflect.Type) map[string]any {
 	}
 	switch t.Kind() {
 	case reflect.Pointer:
-		s := g.schema(t.Elem())
-		if _, isRef := s["$ref"]; isRef {
-			return map[string]any{"allOf": []any{s}, "nullable": true}
-		}
-		s["nullable"] = true
-		return s
+		// Every pointer of the wire types is omitempty: absent when nil,
+		// never null. Request fields that accept null say so in fieldDocs.
+		return g.schema(t.Elem())
 	case reflect.String:
 		return map[string]any{"type": "string"}
 	case reflect.Bool:
@@ -359,15 +388,22 @@ func (g *schemaGen) object(t reflect.Type) map[string]any {
 	props := map[string]any{}
 	var required []string
 	for _, f := range jsonFields(t) {
+		if f.typ.Kind() == reflect.Pointer && !f.omit {
+			panic("httpapi: " + t.Name() + "." + f.name + " is a pointer without omitempty, encoded as null: document it")
+		}
 		s := g.schema(f.typ)
 		for k, v := range fieldDocs[t.Name()+"."+f.name] {
 			s[k] = v
 		}
 		if _, isRef := s["$ref"]; isRef && len(s) > 1 {
-			// $ref siblings are ignored in OpenAPI 3.0: wrap it.
+			// $ref siblings are ignored in OpenAPI 3.0: wrap it (nullable
+			// needs a type beside it).
 			ref := map[string]any{"$ref": s["$ref"]}
 			delete(s, "$ref")
 			s["allOf"] = []any{ref}
+			if s["nullable"] == true {
+				s["type"] = "object"
+			}
 		}
 		props[f.name] = s
 		if f.required {
@@ -386,6 +422,7 @@ type jsonField struct {
 	name     string
 	typ      reflect.Type
 	required bool
+	omit     bool // omitempty or omitzero
 }
 
 // jsonFields lists the members encoding/json writes for t, in field order
@@ -416,7 +453,7 @@ func jsonFields(t reflect.Type) []jsonField {
 			name = f.Name
 		}
 		omit := slices.Contains(strings.Split(opts, ","), "omitempty") || slices.Contains(strings.Split(opts, ","), "omitzero")
-		out = append(out, jsonField{name: name, typ: f.Type, required: !omit && f.Type.Kind() != reflect.Pointer})
+		out = append(out, jsonField{name: name, typ: f.Type, required: !omit && f.Type.Kind() != reflect.Pointer, omit: omit})
 	}
 	return out
 }

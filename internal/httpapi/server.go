@@ -45,6 +45,9 @@ type Options struct {
 	// AccessLogLevel is the level of the one access line per request (the
 	// zero value is info); probes and scrapes are always at debug.
 	AccessLogLevel slog.Level
+	// CORSOrigins are the browser origins allowed to call the API
+	// (ParseOrigins); empty: CORS is off.
+	CORSOrigins []string
 	// Metrics receives the API's metrics and is what GET /metrics serves
 	// (the runner and the store register theirs on the same registry). Nil:
 	// a registry of the API's own.
@@ -61,6 +64,7 @@ type Server struct {
 	maxBody     int64
 	log         *slog.Logger
 	accessLevel slog.Level
+	corsOrigins []string
 	mux         *http.ServeMux
 	openapi     []byte
 
@@ -90,7 +94,7 @@ func New(o Options) *Server {
 		o.Metrics = metrics.NewRegistry()
 	}
 	s := &Server{store: o.Store, models: o.Models, hub: o.Hub, experiments: o.Experiments,
-		serverTools: map[string]bool{}, maxBody: o.MaxBodyBytes, log: o.Logger, accessLevel: o.AccessLogLevel, mux: http.NewServeMux(),
+		serverTools: map[string]bool{}, maxBody: o.MaxBodyBytes, log: o.Logger, accessLevel: o.AccessLogLevel, corsOrigins: o.CORSOrigins, mux: http.NewServeMux(),
 		shutdown: make(chan struct{})}
 	for _, n := range o.ServerTools {
 		s.serverTools[n] = true
@@ -221,7 +225,7 @@ func routeDocs() map[string]routeDoc {
 			description: "Most recently updated first, a page at a time: `next_cursor`, present when older chats remain, " +
 				"is passed as `cursor` for the next page. A chat updated while you page moves to the front: it shows up " +
 				"in a fresh first page, not in the later pages.",
-			query: []queryParam{{"limit", "How many chats to return.", map[string]any{"type": "integer", "minimum": 1, "maximum": 200, "default": 50}},
+			query: []queryParam{{"limit", "How many chats to return (default 50).", map[string]any{"type": "integer", "minimum": 1, "maximum": 200}},
 				{"cursor", "The previous page's `next_cursor`.", map[string]any{"type": "string"}}},
 			responses: []response{{http.StatusOK, "The chats.", client.ListChatsResponse{}},
 				{http.StatusBadRequest, "`limit` is out of range, or `cursor` is not a cursor.", client.Error{}}, resp401, resp500}},
@@ -239,8 +243,8 @@ func routeDocs() map[string]routeDoc {
 			description: "Client-visible messages with id greater than `after_id`, oldest first, receipts included, " +
 				"plus the whole queue, read in one snapshot.",
 			query: []queryParam{
-				{"after_id", "Only messages with a larger id.", map[string]any{"type": "integer", "format": "int64", "minimum": 0, "default": 0}},
-				{"limit", "How many messages to return; `has_more` says whether more follow.", map[string]any{"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}},
+				{"after_id", "Only messages with a larger id (default 0).", map[string]any{"type": "integer", "format": "int64", "minimum": 0}},
+				{"limit", "How many messages to return (default 100); `has_more` says whether more follow.", map[string]any{"type": "integer", "minimum": 1, "maximum": 1000}},
 			},
 			responses: []response{{http.StatusOK, "A page of messages and the queue.", client.ListMessagesResponse{}},
 				{http.StatusBadRequest, "`after_id` or `limit` is out of range.", client.Error{}}, resp401, resp404, resp500}},
@@ -298,6 +302,8 @@ func routeDocs() map[string]routeDoc {
 				"queue and the status; then live events until the client leaves or the server shuts down. See docs/streams.md.",
 			query: []queryParam{{"after_id", "Send only messages with a larger id (default 0: all).",
 				map[string]any{"type": "integer", "format": "int64", "minimum": 0}}},
+			headers: []queryParam{{"Last-Event-ID", "Sent by a reconnecting client: the last SSE `id` it received " +
+				"(a message id); wins over `after_id`.", map[string]any{"type": "string", "pattern": "^[0-9]+$"}}},
 			responses: []response{{http.StatusOK, "An event stream.", eventStream("Events: `message` (ChatMessage; SSE `id` is the " +
 				"highest message id sent), `message_part` (MessagePartEvent), `status` (Chat), `queue` (QueueEvent), " +
 				"`action_required` (ActionRequired), `history_reset` ({}), `preview_reset` (PreviewReset), `error` (StreamError). " +
@@ -375,6 +381,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // route serves a request and returns the pattern of its route ("" if none
 // matched). w is a *statusRecorder.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) string {
+	if s.cors(w, r) {
+		return "" // a preflight, answered
+	}
 	h, pattern := s.mux.Handler(r)
 	if obs := statusObserver.Load(); obs != nil && pattern != "" {
 		rec := w.(*statusRecorder)

@@ -1,0 +1,209 @@
+import type { components } from "./schema.js";
+import { ChatdError, errorOf, sleep, type ErrorBody } from "./errors.js";
+import { readStream, type StreamEvent, type StreamOptions, type WatchEvent } from "./sse.js";
+
+export { ChatdError, type ErrorBody };
+
+/** The wire types, generated from the server's OpenAPI document. */
+export type Schemas = components["schemas"];
+export type Chat = Schemas["Chat"];
+export type ChatMessage = Schemas["ChatMessage"];
+export type MessagePart = Schemas["MessagePart"];
+export type CreateChatRequest = Schemas["CreateChatRequest"];
+export type CreateChatResponse = Schemas["CreateChatResponse"];
+export type SendMessageRequest = Schemas["SendMessageRequest"];
+export type SendMessageResponse = Schemas["SendMessageResponse"];
+export type StructuredOutputResult = Schemas["StructuredOutputResult"];
+export type StructuredOutputError = Schemas["StructuredOutputError"];
+
+export interface ClientOptions {
+  /** The server, e.g. http://127.0.0.1:8080. */
+  baseUrl: string;
+  /** A token from `chatd token create --user NAME`. */
+  token: string;
+  /** Attempts of a retried call (default 4): creates, sends and reads are retried on 503 and connection errors. */
+  attempts?: number;
+  /** The first backoff in ms (default 250), doubled per attempt unless the server sends Retry-After. */
+  backoffMs?: number;
+  /** A fetch implementation (default: the global fetch). */
+  fetch?: typeof fetch;
+}
+
+export interface CallOptions {
+  signal?: AbortSignal;
+}
+
+export interface WriteOptions extends CallOptions {
+  /** Idempotency-Key of a create or send; default: a fresh UUID per call, reused by its retries. */
+  idempotencyKey?: string;
+}
+
+/** Anything with a parse method, such as a zod schema. */
+export interface Parser<T> {
+  parse(value: unknown): T;
+}
+
+/** A terminal structured result; value is typed by the parser given. */
+export type StructuredResult<T> =
+  | (Omit<StructuredOutputResult, "status" | "value" | "error"> & { status: "succeeded"; value: T })
+  | (Omit<StructuredOutputResult, "status" | "value" | "error"> & {
+      status: "failed" | "cancelled";
+      error: StructuredOutputError;
+    });
+
+/** The chatd HTTP API. */
+export class ChatdClient {
+  readonly baseUrl: string;
+  private readonly token: string;
+  private readonly attempts: number;
+  private readonly backoffMs: number;
+  private readonly fetchImpl: typeof fetch;
+
+  constructor(o: ClientOptions) {
+    this.baseUrl = o.baseUrl.replace(/\/+$/, "");
+    this.token = o.token;
+    this.attempts = o.attempts ?? 4;
+    this.backoffMs = o.backoffMs ?? 250;
+    this.fetchImpl = o.fetch ?? globalThis.fetch.bind(globalThis);
+  }
+
+  /** Creates a chat with its first message; retried safely with one Idempotency-Key. */
+  createChat(req: CreateChatRequest, o: WriteOptions = {}): Promise<CreateChatResponse> {
+    return this.call("POST", "/api/v1/chats", req, o, o.idempotencyKey ?? newKey());
+  }
+
+  /** Sends a message (queued while a turn runs); retried safely with one Idempotency-Key. */
+  send(chat: string, req: SendMessageRequest, o: WriteOptions = {}): Promise<SendMessageResponse> {
+    return this.call("POST", `/api/v1/chats/${enc(chat)}/messages`, req, o, o.idempotencyKey ?? newKey());
+  }
+
+  getChat(chat: string, o: CallOptions = {}): Promise<Chat> {
+    return this.call("GET", `/api/v1/chats/${enc(chat)}`, undefined, o);
+  }
+
+  listChats(q: { limit?: number; cursor?: string } = {}, o: CallOptions = {}): Promise<Schemas["ListChatsResponse"]> {
+    return this.call("GET", `/api/v1/chats${query({ limit: q.limit, cursor: q.cursor })}`, undefined, o);
+  }
+
+  listMessages(chat: string, q: { afterId?: number; limit?: number } = {}, o: CallOptions = {}): Promise<Schemas["ListMessagesResponse"]> {
+    return this.call("GET", `/api/v1/chats/${enc(chat)}/messages${query({ after_id: q.afterId, limit: q.limit })}`, undefined, o);
+  }
+
+  updateChat(chat: string, req: Schemas["UpdateChatRequest"], o: CallOptions = {}): Promise<Chat> {
+    return this.call("PATCH", `/api/v1/chats/${enc(chat)}`, req, o);
+  }
+
+  editMessage(chat: string, message: number, req: Schemas["EditMessageRequest"], o: CallOptions = {}): Promise<Schemas["EditMessageResponse"]> {
+    return this.call("PATCH", `/api/v1/chats/${enc(chat)}/messages/${message}`, req, o);
+  }
+
+  deleteQueued(chat: string, queued: number, o: CallOptions = {}): Promise<Schemas["DeleteQueuedResponse"]> {
+    return this.call("DELETE", `/api/v1/chats/${enc(chat)}/queue/${queued}`, undefined, o);
+  }
+
+  interrupt(chat: string, o: CallOptions = {}): Promise<Chat> {
+    return this.call("POST", `/api/v1/chats/${enc(chat)}/interrupt`, undefined, o);
+  }
+
+  compact(chat: string, o: CallOptions = {}): Promise<Chat> {
+    return this.call("POST", `/api/v1/chats/${enc(chat)}/compact`, undefined, o);
+  }
+
+  submitToolResults(chat: string, req: Schemas["ToolResultsRequest"], o: CallOptions = {}): Promise<Schemas["ToolResultsResponse"]> {
+    return this.call("POST", `/api/v1/chats/${enc(chat)}/tool-results`, req, o);
+  }
+
+  /** Looks a structured request up; with waitSeconds the server holds a pending one (at most 60 s). */
+  getStructuredOutput(requestId: string, q: { waitSeconds?: number } = {}, o: CallOptions = {}): Promise<StructuredOutputResult> {
+    const wait = q.waitSeconds ? `${q.waitSeconds}s` : undefined;
+    return this.call("GET", `/api/v1/structured-outputs/${enc(requestId)}${query({ wait })}`, undefined, o);
+  }
+
+  /**
+   * Long-polls until the request is terminal. With schema (a zod schema or
+   * any { parse }), a succeeded value is parsed, and typed, by it.
+   */
+  async waitStructuredOutput<T = unknown>(requestId: string, o: CallOptions & { schema?: Parser<T> } = {}): Promise<StructuredResult<T>> {
+    for (;;) {
+      const res = await this.getStructuredOutput(requestId, { waitSeconds: 30 }, o);
+      switch (res.status) {
+        case "pending":
+          continue;
+        case "succeeded": {
+          const value = o.schema ? o.schema.parse(res.value) : (res.value as T);
+          return { ...res, status: "succeeded", value };
+        }
+        default:
+          if (!res.error) throw new Error(`chatd: request ${requestId} is ${res.status} without an error`);
+          return { ...res, status: res.status, error: res.error };
+      }
+    }
+  }
+
+  /** Follows a chat live: typed events, resumed with Last-Event-ID after a dropped connection. */
+  stream(chat: string, o: StreamOptions = {}): AsyncGenerator<StreamEvent> {
+    return readStream<StreamEvent>(this.streamInit(), `${this.baseUrl}/api/v1/chats/${enc(chat)}/stream`, o);
+  }
+
+  /** Follows every chat of the caller: a `chat` event per chat, then one per change. */
+  watch(o: StreamOptions = {}): AsyncGenerator<WatchEvent> {
+    return readStream<WatchEvent>(this.streamInit(), `${this.baseUrl}/api/v1/chats/watch`, o);
+  }
+
+  private streamInit() {
+    return { fetch: this.fetchImpl, headers: { Authorization: `Bearer ${this.token}` }, backoffMs: this.backoffMs };
+  }
+
+  private async call<T>(method: string, path: string, body: unknown, o: CallOptions, idempotencyKey?: string): Promise<T> {
+    const retried = method === "GET" || idempotencyKey !== undefined;
+    const headers: Record<string, string> = { Authorization: `Bearer ${this.token}`, Accept: "application/json" };
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    if (idempotencyKey !== undefined) headers["Idempotency-Key"] = idempotencyKey;
+    let backoff = this.backoffMs;
+    for (let attempt = 1; ; attempt++) {
+      const last = !retried || attempt >= this.attempts;
+      let resp: Response;
+      try {
+        resp = await this.fetchImpl(this.baseUrl + path, {
+          method,
+          headers,
+          body: body === undefined ? null : JSON.stringify(body),
+          signal: o.signal ?? null,
+        });
+      } catch (err) {
+        if (last || o.signal?.aborted) throw err;
+        await sleep(backoff, o.signal);
+        backoff *= 2;
+        continue; // no answer: a connection error
+      }
+      if (resp.ok) return (await resp.json()) as T;
+      if (resp.status === 503 && !last) {
+        await resp.body?.cancel();
+        const after = Number(resp.headers.get("Retry-After"));
+        await sleep(after > 0 ? after * 1000 : backoff, o.signal);
+        backoff *= 2;
+        continue;
+      }
+      throw await errorOf(resp);
+    }
+  }
+}
+
+const enc = encodeURIComponent;
+
+/** A fresh Idempotency-Key: a random UUID. */
+function newKey(): string {
+  const c = (globalThis as { crypto?: { randomUUID?: () => string } }).crypto;
+  if (c?.randomUUID) return c.randomUUID();
+  return "xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx".replace(/[xy]/g, (ch) => {
+    const r = (Math.random() * 16) | 0;
+    return (ch === "x" ? r : (r & 3) | 8).toString(16);
+  });
+}
+
+function query(q: Record<string, string | number | undefined>): string {
+  const p = new URLSearchParams();
+  for (const [k, v] of Object.entries(q)) if (v !== undefined) p.set(k, String(v));
+  const s = p.toString();
+  return s ? `?${s}` : "";
+}

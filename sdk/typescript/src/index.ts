@@ -1,0 +1,3 @@
+export * from "./client.js";
+export type { StreamEvent, StreamOptions, UnknownEvent, WatchEvent } from "./sse.js";
+export type { components, paths } from "./schema.js";

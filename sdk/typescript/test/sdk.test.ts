@@ -1,0 +1,205 @@
+// Tests of the SDK against a real chatd (with a mock model) that the Go
+// driver (internal/jstest) starts: CHATD_URL and CHATD_TOKEN name it.
+import assert from "node:assert/strict";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { randomUUID } from "node:crypto";
+import { test } from "node:test";
+import { z } from "zod";
+import { ChatdClient, ChatdError, type StreamEvent } from "../src/index.js";
+import { responseFormat, schemaFromZod } from "../src/zod.js";
+
+const baseUrl = process.env["CHATD_URL"] ?? "";
+const token = process.env["CHATD_TOKEN"] ?? "";
+assert.ok(baseUrl && token, "CHATD_URL and CHATD_TOKEN must be set (run through go test ./internal/jstest)");
+
+const Report = z.object({ command: z.string(), steps: z.array(z.object({ name: z.string() })).optional() });
+
+test("createChat + waitStructuredOutput with a zod parser", async () => {
+  const c = new ChatdClient({ baseUrl, token });
+  const created = await c.createChat({
+    content: [{ type: "text", text: "Report the test command." }],
+    response_format: responseFormat("report", Report),
+  });
+  const requestId = created.messages[0]?.structured_output_request_id;
+  assert.ok(requestId);
+  const res = await c.waitStructuredOutput(requestId, { schema: Report });
+  assert.equal(res.status, "succeeded");
+  if (res.status === "succeeded") {
+    const command: string = res.value.command; // typed by zod
+    assert.equal(typeof command, "string");
+  }
+  assert.equal(res.chat_id, created.chat.id);
+});
+
+test("schemaFromZod gives a schema the server admits, without $schema", () => {
+  const s = schemaFromZod(Report);
+  assert.equal(s["$schema"], undefined);
+  assert.equal(s["type"], "object");
+  assert.deepEqual(s["required"], ["command"]);
+});
+
+test("a 400 is a ChatdError naming the field", async () => {
+  const c = new ChatdClient({ baseUrl, token });
+  await assert.rejects(
+    c.createChat({
+      content: [{ type: "text", text: "x" }],
+      response_format: { type: "json_schema", json_schema: { name: "bad name!", schema: { type: "object" } } },
+    }),
+    (err: unknown) => err instanceof ChatdError && err.status === 400 && err.body.validations?.[0]?.field === "response_format.json_schema.name",
+  );
+});
+
+// flaky starts a proxy to chatd that answers the first `fail` requests of
+// each create/send itself (503 or a dropped connection) and records the
+// Idempotency-Key and Last-Event-ID headers it sees.
+async function flaky(fail: (n: number) => "503" | "drop" | undefined) {
+  const seen: { method: string; url: string; key?: string | undefined; lastEventId?: string | undefined }[] = [];
+  let n = 0;
+  const target = new URL(baseUrl);
+  const server = http.createServer((req, res) => {
+    const i = n++;
+    seen.push({ method: req.method ?? "", url: req.url ?? "", key: req.headers["idempotency-key"] as string | undefined,
+      lastEventId: req.headers["last-event-id"] as string | undefined });
+    const f = fail(i);
+    if (f === "drop") {
+      req.socket.destroy();
+      return;
+    }
+    if (f === "503") {
+      res.writeHead(503, { "Content-Type": "application/json", "Retry-After": "0" });
+      res.end('{"message":"The database is not reachable."}');
+      return;
+    }
+    const up = http.request({ host: target.hostname, port: target.port, path: req.url, method: req.method, headers: req.headers, agent: false }, (r) => {
+      res.writeHead(r.statusCode ?? 502, r.headers);
+      res.on("close", () => r.destroy()); // the client left: so does the upstream stream
+      r.pipe(res);
+    });
+    req.pipe(up);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return { url, seen, close: () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }) };
+}
+
+test("creates and sends retry 503s and dropped connections with one Idempotency-Key", async () => {
+  const p = await flaky((i) => (i === 0 ? "503" : i === 1 ? "drop" : undefined));
+  try {
+    const c = new ChatdClient({ baseUrl: p.url, token, backoffMs: 10 });
+    const created = await c.createChat({ content: [{ type: "text", text: "Exactly once." }] });
+    assert.equal(p.seen.length, 3);
+    const keys = new Set(p.seen.map((s) => s.key));
+    assert.equal(keys.size, 1);
+    assert.ok([...keys][0]);
+    // The chat exists once: its id answers.
+    const chat = await new ChatdClient({ baseUrl, token }).getChat(created.chat.id);
+    assert.equal(chat.id, created.chat.id);
+  } finally {
+    await p.close();
+  }
+});
+
+test("a given Idempotency-Key replays the first answer", async () => {
+  const c = new ChatdClient({ baseUrl, token });
+  const key = randomUUID();
+  const a = await c.createChat({ content: [{ type: "text", text: "Once." }] }, { idempotencyKey: key });
+  const b = await c.createChat({ content: [{ type: "text", text: "Once." }] }, { idempotencyKey: key });
+  assert.equal(a.chat.id, b.chat.id);
+});
+
+test("send without busy_behavior narrows on queued", async () => {
+  const c = new ChatdClient({ baseUrl, token });
+  const created = await c.createChat({ content: [{ type: "text", text: "Hello." }] });
+  const sent = await c.send(created.chat.id, { content: [{ type: "text", text: "Again." }] });
+  const id: number = sent.queued ? sent.queued_message.id : sent.message.id;
+  assert.ok(id > 0);
+});
+
+async function collect(events: AsyncGenerator<StreamEvent>, until: (e: StreamEvent) => boolean): Promise<StreamEvent[]> {
+  const out: StreamEvent[] = [];
+  for await (const e of events) {
+    out.push(e);
+    if (until(e)) break;
+  }
+  return out;
+}
+
+test("stream yields typed events up to the receipt, resuming with Last-Event-ID", async () => {
+  // The first stream connection is cut after its first bytes are proxied:
+  // the reader reconnects with Last-Event-ID and nothing is lost or repeated.
+  const c = new ChatdClient({ baseUrl, token });
+  const created = await c.createChat({
+    content: [{ type: "text", text: "Report." }],
+    response_format: responseFormat("report", Report),
+  });
+  const requestId = created.messages[0]?.structured_output_request_id;
+  await c.waitStructuredOutput(requestId ?? "");
+
+  let streams = 0;
+  const target = new URL(baseUrl);
+  const seen: (string | undefined)[] = [];
+  const proxy = http.createServer((req, res) => {
+    const first = req.url?.includes("/stream") && streams++ === 0;
+    seen.push(req.headers["last-event-id"] as string | undefined);
+    const up = http.request({ host: target.hostname, port: target.port, path: req.url, method: req.method, headers: req.headers, agent: false }, (r) => {
+      res.writeHead(r.statusCode ?? 502, r.headers);
+      res.on("close", () => r.destroy()); // the client left: so does the upstream stream
+      r.once("data", (chunk: Buffer) => {
+        res.write(chunk);
+        if (first) {
+          // Cut after the first event block.
+          setTimeout(() => { r.destroy(); res.destroy(); }, 20);
+          return;
+        }
+        r.pipe(res);
+      });
+    });
+    req.pipe(up);
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+  try {
+    const pc = new ChatdClient({ baseUrl: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`, token, backoffMs: 10 });
+    const reconnects: (string | undefined)[] = [];
+    const ac = new AbortController();
+    const events = await collect(pc.stream(created.chat.id, { signal: ac.signal, onReconnect: (i) => reconnects.push(i.lastEventId) }),
+      (e) => e.type === "message" && e.data.structured_output?.status === "succeeded");
+    ac.abort();
+    assert.ok(reconnects.length >= 1, "the cut connection was resumed");
+    const ids = events.flatMap((e) => (e.type === "message" ? [e.data.id] : []));
+    assert.deepEqual(ids, [...new Set(ids)].sort((a, b) => a - b), "no message twice, in order");
+    assert.ok(seen.slice(1).some((h) => h !== undefined), "a reconnect sent Last-Event-ID");
+    const last = events.at(-1);
+    assert.ok(last?.type === "message" && last.data.structured_output?.request_id === requestId);
+  } finally {
+    proxy.closeAllConnections();
+    proxy.close();
+  }
+});
+
+test("a failed turn is a server error event, not a transport error", async () => {
+  const c = new ChatdClient({ baseUrl, token });
+  const created = await c.createChat({ content: [{ type: "text", text: "provider-fail please" }] });
+  const ac = new AbortController();
+  const events = await collect(c.stream(created.chat.id, { signal: ac.signal }),
+    (e) => e.type === "error" || (e.type === "status" && e.data.status === "error"));
+  ac.abort();
+  const status = events.find((e) => e.type === "status" && e.data.status === "error");
+  assert.ok(status, "the chat went to error");
+  if (status?.type === "status") assert.equal(status.data.last_error?.code, "provider_error");
+});
+
+test("a stream of a chat that does not exist ends with a ChatdError 404", async () => {
+  const c = new ChatdClient({ baseUrl, token });
+  await assert.rejects(collect(c.stream(randomUUID()), () => true), (err: unknown) => err instanceof ChatdError && err.status === 404);
+});
+
+test("watch yields chat events", async () => {
+  const c = new ChatdClient({ baseUrl, token });
+  const created = await c.createChat({ content: [{ type: "text", text: "Watch me." }] });
+  const ac = new AbortController();
+  for await (const e of c.watch({ signal: ac.signal })) {
+    if (e.type === "chat" && e.data.id === created.chat.id) break;
+  }
+  ac.abort();
+});
