@@ -32,8 +32,8 @@ mockllm: build
 	bin/mockllm --script examples/mockllm.json $(MOCKLLM_FLAGS)
 
 ## test: everything, against real PostgreSQL (each package starts its own),
-## with node (the TypeScript SDK, the OpenAPI lint and type checks)
-## installed first when missing.
+## with node (the TypeScript SDK, the OpenAPI lint and type checks) and
+## chromium (the browser test) installed first when missing.
 test: pg-deps mcp-deps js-deps
 	go test $(TEST_FLAGS) ./...
 	@# Allocation bounds and timings cannot be measured under -race: run those tests without it.
@@ -88,10 +88,13 @@ vet:
 lint: vet
 
 ## js-deps: node and npm (Debian's, when missing) and the SDK's npm packages,
-## pinned by sdk/typescript/package-lock.json.
+## pinned by sdk/typescript/package-lock.json; Debian's chromium for the
+## headless browser test (internal/jstest).
 js-deps:
 	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || \
 	  { echo "installing node and npm"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
+	@command -v chromium >/dev/null 2>&1 || \
+	  { echo "installing chromium"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 	@cd sdk/typescript && { [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund --loglevel=error; }
 
 ## generate-sdk: the SDK's copy of the OpenAPI document and its generated

@@ -246,3 +246,10 @@ func (c *Client) Compact(ctx context.Context, chat uuid.UUID) (Chat, error) {
 	var out Chat
 	return out, c.do(ctx, http.MethodPost, "/api/v1/chats/"+chat.String()+"/compact", nil, &out)
 }
+
+// CreateStreamTicket returns a single-use ticket for the chat's stream, for
+// a browser's EventSource: GET /api/v1/chats/{chat}/stream?ticket=TICKET.
+func (c *Client) CreateStreamTicket(ctx context.Context, chat uuid.UUID) (StreamTicket, error) {
+	var out StreamTicket
+	return out, c.do(ctx, http.MethodPost, "/api/v1/chats/"+chat.String()+"/stream-ticket", nil, &out)
+}

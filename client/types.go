@@ -356,3 +356,11 @@ type ValidationError struct {
 type Health struct {
 	Status string `json:"status"`
 }
+
+// StreamTicket answers POST /api/v1/chats/{chat}/stream-ticket: a
+// single-use ticket to open the chat's stream without the Authorization
+// header (?ticket=), as a browser's EventSource must.
+type StreamTicket struct {
+	Ticket    string    `json:"ticket"`
+	ExpiresAt time.Time `json:"expires_at"`
+}

@@ -187,7 +187,7 @@ func TestAPIExamples(t *testing.T) {
 			t.Parallel() // every example makes chats of its own
 			dir := t.TempDir()
 			log := filepath.Join(dir, ".statuses")
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // generous: a loaded machine
 			defer cancel()
 			cmd := exec.CommandContext(ctx, bash, "-euo", "pipefail", "-c", prelude+ex.script)
 			cmd.Dir = dir

@@ -83,6 +83,13 @@ type IdempotencyKey struct {
 	CreatedAt   time.Time
 }
 
+type StreamTicket struct {
+	Digest    []byte
+	UserID    uuid.UUID
+	ChatID    uuid.UUID
+	ExpiresAt time.Time
+}
+
 type StructuredRequest struct {
 	RequestID            uuid.UUID
 	ChatID               uuid.UUID

@@ -39,7 +39,7 @@ var publicTypes = []any{
 	client.UpdateChatRequest{}, client.EditMessageRequest{}, client.EditMessageResponse{}, client.DeleteQueuedResponse{},
 	client.ToolResultsRequest{}, client.ToolResult{}, client.SendMessageResponse{}, client.ListChatsResponse{},
 	client.ListMessagesResponse{}, client.StructuredOutputResult{}, client.Error{}, client.ValidationError{},
-	client.ToolResultsResponse{}, client.Health{},
+	client.ToolResultsResponse{}, client.Health{}, client.StreamTicket{},
 	client.MessagePartEvent{}, client.PreviewReset{}, client.QueueEvent{}, client.ActionRequired{}, client.StreamError{},
 }
 
@@ -72,6 +72,7 @@ var typeDocs = map[string]string{
 	"ValidationError":        "A request field at fault.",
 	"ToolResultsResponse":    "The chat after submitting tool results, and the stored tool message.",
 	"Health":                 "A health or readiness answer.",
+	"StreamTicket":           "A single-use ticket to open a chat's stream without the Authorization header.",
 	"MessagePartEvent":       "Stream event `message_part`: a preview fragment of the step being generated. Not a result.",
 	"PreviewReset":           "Stream event `preview_reset`: previews of earlier generations are void.",
 	"QueueEvent":             "Stream event `queue`: the whole queue after a change.",
@@ -151,6 +152,8 @@ var fieldDocs = map[string]map[string]any{
 	"StructuredOutputResult.value":              {"description": "As StructuredOutput.value: present exactly when `succeeded`, possibly JSON null."},
 	"StructuredOutputResult.receipt_message_id": {"description": "The receipt message, once terminal."},
 	"Error.message":                             {"description": "A sentence for people."},
+	"StreamTicket.ticket":                       {"description": "Pass it as `ticket` to GET .../stream, once."},
+	"StreamTicket.expires_at":                   {"description": "Unused after this time, it is void."},
 	"Error.validations":                         {"description": "The fields at fault, on a 400 (and on some 409s)."},
 	"ValidationError.field":                     {"description": "A dotted path such as `response_format.json_schema.name` or `content.0.type`; `body` for the body as a whole."},
 }
@@ -208,7 +211,9 @@ func buildOpenAPI(routes []route, docs map[string]routeDoc) map[string]any {
 			continue
 		}
 		op := map[string]any{"operationId": d.op, "summary": d.summary, "description": d.description}
-		if rt.auth {
+		if rt.auth && rt.method+" "+rt.pattern == streamRoute {
+			op["security"] = []any{map[string]any{"bearerAuth": []string{}}, map[string]any{"streamTicket": []string{}}}
+		} else if rt.auth {
 			op["security"] = []any{map[string]any{"bearerAuth": []string{}}}
 		} else {
 			op["security"] = []any{}
@@ -275,7 +280,9 @@ func buildOpenAPI(routes []route, docs map[string]routeDoc) map[string]any {
 		"components": map[string]any{
 			"schemas": g.components,
 			"securitySchemes": map[string]any{"bearerAuth": map[string]any{"type": "http", "scheme": "bearer",
-				"description": "A token from `chatd token create --user NAME`."}},
+				"description": "A token from `chatd token create --user NAME`."},
+				"streamTicket": map[string]any{"type": "apiKey", "in": "query", "name": "ticket",
+					"description": "A single-use stream ticket from POST /api/v1/chats/{chat}/stream-ticket (GET .../stream only)."}},
 		},
 	}
 }

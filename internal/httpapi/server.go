@@ -128,6 +128,7 @@ func (s *Server) routeTable() []route {
 		{"PATCH", "/api/v1/chats/{chat}", true, s.updateChat},
 		{"GET", "/api/v1/chats/{chat}/messages", true, s.listMessages},
 		{"GET", "/api/v1/chats/{chat}/stream", true, s.stream},
+		{"POST", "/api/v1/chats/{chat}/stream-ticket", true, s.streamTicket},
 		{"POST", "/api/v1/chats/{chat}/messages", true, s.sendMessage},
 		{"PATCH", "/api/v1/chats/{chat}/messages/{message}", true, s.editMessage},
 		{"DELETE", "/api/v1/chats/{chat}/queue/{queued}", true, s.deleteQueued},
@@ -301,7 +302,9 @@ func routeDocs() map[string]routeDoc {
 			description: "First the committed client-visible messages after `after_id` (or the `Last-Event-ID` header), the " +
 				"queue and the status; then live events until the client leaves or the server shuts down. See docs/streams.md.",
 			query: []queryParam{{"after_id", "Send only messages with a larger id (default 0: all).",
-				map[string]any{"type": "integer", "format": "int64", "minimum": 0}}},
+				map[string]any{"type": "integer", "format": "int64", "minimum": 0}},
+				{"ticket", "A stream ticket (POST .../stream-ticket) in place of the Authorization header, for EventSource.",
+					map[string]any{"type": "string"}}},
 			headers: []queryParam{{"Last-Event-ID", "Sent by a reconnecting client: the last SSE `id` it received " +
 				"(a message id); wins over `after_id`.", map[string]any{"type": "string", "pattern": "^[0-9]+$"}}},
 			responses: []response{{http.StatusOK, "An event stream.", eventStream("Events: `message` (ChatMessage; SSE `id` is the " +
@@ -309,6 +312,11 @@ func routeDocs() map[string]routeDoc {
 				"`action_required` (ActionRequired), `history_reset` ({}), `preview_reset` (PreviewReset), `error` (StreamError). " +
 				"Comments `: keep-alive` every 15 s.")},
 				{http.StatusBadRequest, "`after_id` is not a non-negative integer.", client.Error{}}, resp401, resp404, resp500}},
+		"POST /api/v1/chats/{chat}/stream-ticket": {op: "CreateStreamTicket", summary: "Get a ticket to open the chat's stream from a browser",
+			description: "A browser's EventSource cannot send the Authorization header: it opens GET .../stream?ticket=TICKET " +
+				"instead. A ticket is good for one stream of this chat, once, within 60 seconds; any replica redeems it. " +
+				"To reconnect, get a new ticket (and pass `after_id`). No request body.",
+			responses: []response{{http.StatusCreated, "The ticket.", client.StreamTicket{}}, resp401, resp404, resp500}},
 		"GET /api/v1/chats/watch": {op: "Watch", summary: "Follow all the caller's chats (Server-Sent Events)",
 			description: "A `chat` event (Chat) for each of the caller's chats (most recently active first), then one after each " +
 				"committed change of a chat (coalesced: the latest state, not every intermediate one).",
@@ -457,6 +465,15 @@ type user struct {
 
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id, ok, err := s.ticketUser(r); ok {
+			if err != nil {
+				s.render(w, r, err)
+				return
+			}
+			noteUser(r, id)
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey, user{ID: id})))
+			return
+		}
 		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		token = strings.TrimSpace(token)
 		if !ok || token == "" {

@@ -66,6 +66,8 @@ type Options struct {
 	// ExtraModels are more models on the same mock provider (Provider is
 	// set here).
 	ExtraModels []config.Model
+	// CORSOrigins are the browser origins the API allows.
+	CORSOrigins []string
 	// APIKey is the provider's API key, handed over through api_key_env
 	// from a private environment (tests stay parallel).
 	APIKey string
@@ -197,7 +199,7 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 	}
 
 	exp := map[string]bool{httpapi.ExperimentStructuredOutput: !o.StructuredOutputOff}
-	e.Server = httpapi.New(httpapi.Options{Store: e.Store, Models: e.Models, Hub: e.Hub, Experiments: exp, ServerTools: toolNames, Logger: e.Logger, Metrics: e.Metrics})
+	e.Server = httpapi.New(httpapi.Options{Store: e.Store, Models: e.Models, Hub: e.Hub, Experiments: exp, ServerTools: toolNames, Logger: e.Logger, Metrics: e.Metrics, CORSOrigins: o.CORSOrigins})
 	e.API = httptest.NewServer(e.Server)
 	t.Cleanup(func() {
 		e.Server.Shutdown()

@@ -140,6 +140,21 @@ export class ChatdClient {
     }
   }
 
+  /** A single-use ticket to open the chat's stream without the Authorization header (60 s). */
+  createStreamTicket(chat: string, o: CallOptions = {}): Promise<Schemas["StreamTicket"]> {
+    return this.call("POST", `/api/v1/chats/${enc(chat)}/stream-ticket`, undefined, o);
+  }
+
+  /**
+   * The URL of the chat's stream with a fresh ticket, for a browser's
+   * EventSource (which cannot send headers). A ticket works once: to
+   * reconnect, ask for a new URL with afterId set to the last message id.
+   */
+  async eventSourceUrl(chat: string, q: { afterId?: number } = {}, o: CallOptions = {}): Promise<string> {
+    const { ticket } = await this.createStreamTicket(chat, o);
+    return `${this.baseUrl}/api/v1/chats/${enc(chat)}/stream${query({ after_id: q.afterId, ticket })}`;
+  }
+
   /** Follows a chat live: typed events, resumed with Last-Event-ID after a dropped connection. */
   stream(chat: string, o: StreamOptions = {}): AsyncGenerator<StreamEvent> {
     return readStream<StreamEvent>(this.streamInit(), `${this.baseUrl}/api/v1/chats/${enc(chat)}/stream`, o);

@@ -196,6 +196,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/chats/{chat}/stream-ticket": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Get a ticket to open the chat's stream from a browser
+         * @description A browser's EventSource cannot send the Authorization header: it opens GET .../stream?ticket=TICKET instead. A ticket is good for one stream of this chat, once, within 60 seconds; any replica redeems it. To reconnect, get a new ticket (and pass `after_id`). No request body.
+         */
+        post: operations["CreateStreamTicket"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/chats/{chat}/tool-results": {
         parameters: {
             query?: never;
@@ -586,6 +606,16 @@ export interface components {
         StreamError: {
             code?: string;
             message: string;
+        };
+        /** @description A single-use ticket to open a chat's stream without the Authorization header. */
+        StreamTicket: {
+            /**
+             * Format: date-time
+             * @description Unused after this time, it is void.
+             */
+            expires_at: string;
+            /** @description Pass it as `ticket` to GET .../stream, once. */
+            ticket: string;
         };
         /** @description The terminal outcome of a structured request, carried only by its receipt message. */
         StructuredOutput: {
@@ -1764,6 +1794,8 @@ export interface operations {
             query?: {
                 /** @description Send only messages with a larger id (default 0: all). */
                 after_id?: number;
+                /** @description A stream ticket (POST .../stream-ticket) in place of the Authorization header, for EventSource. */
+                ticket?: string;
             };
             header?: {
                 /** @description Sent by a reconnecting client: the last SSE `id` it received (a message id); wins over `after_id`. */
@@ -1799,6 +1831,82 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No bearer token, or the token is not valid. */
+            401: {
+                headers: {
+                    /** @description The Bearer challenge. */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource of the caller's (another user's chat is a 404 too), or an id in the path is malformed. */
+            404: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An internal error; the message carries no details. */
+            500: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database could not be reached or dropped the connection; retry after `Retry-After` seconds. A write answered 503 may have been applied if the connection was lost while it committed: repeat a create or send with the same `Idempotency-Key`, or read the state first. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    CreateStreamTicket: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description An id for this request, echoed in the response and logged as `request_id`: 1 to 128 visible ASCII characters without quotes or backslashes (otherwise a fresh UUID is used). */
+                "X-Request-ID"?: string;
+            };
+            path: {
+                /** @description The chat's id. */
+                chat: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The ticket. */
+            201: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StreamTicket"];
                 };
             };
             /** @description No bearer token, or the token is not valid. */

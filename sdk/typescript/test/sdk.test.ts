@@ -203,3 +203,15 @@ test("watch yields chat events", async () => {
   }
   ac.abort();
 });
+
+test("eventSourceUrl carries a single-use ticket", async () => {
+  const c = new ChatdClient({ baseUrl, token });
+  const created = await c.createChat({ content: [{ type: "text", text: "Ticket." }] });
+  const url = await c.eventSourceUrl(created.chat.id, { afterId: 0 });
+  assert.match(url, /\/stream\?.*ticket=cst_/);
+  const first = await fetch(url, { headers: { Accept: "text/event-stream" } });
+  assert.equal(first.status, 200);
+  await first.body?.cancel();
+  const again = await fetch(url);
+  assert.equal(again.status, 401);
+});

@@ -1,0 +1,49 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/chatd/chatd/client"
+)
+
+// streamTicketTTL is how long a stream ticket may wait to be used.
+const streamTicketTTL = 60 * time.Second
+
+// streamRoute is the route that accepts a ticket instead of a token.
+const streamRoute = "GET /api/v1/chats/{chat}/stream"
+
+// streamTicket issues a single-use ticket to open the chat's stream
+// without the Authorization header (for EventSource).
+func (s *Server) streamTicket(w http.ResponseWriter, r *http.Request) error {
+	chatID, err := pathUUID(r, "chat")
+	if err != nil {
+		return err
+	}
+	ticket, expires, err := s.store.CreateStreamTicket(r.Context(), currentUser(r).ID, chatID, streamTicketTTL)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, client.StreamTicket{Ticket: ticket, ExpiresAt: expires})
+	return nil
+}
+
+// ticketUser redeems the ?ticket= of a stream request: the user it was
+// issued to, or false when the request carries none.
+func (s *Server) ticketUser(r *http.Request) (uuid.UUID, bool, error) {
+	ticket := r.URL.Query().Get("ticket")
+	if r.Pattern != streamRoute || ticket == "" || r.Header.Get("Authorization") != "" {
+		return uuid.Nil, false, nil
+	}
+	chatID, err := uuid.Parse(r.PathValue("chat"))
+	if err != nil {
+		return uuid.Nil, true, errorf(http.StatusNotFound, "No such chat.")
+	}
+	id, err := s.store.RedeemStreamTicket(r.Context(), ticket, chatID)
+	if isNotFound(err) {
+		return uuid.Nil, true, errorf(http.StatusUnauthorized, "The stream ticket is not valid (unknown, used, expired, or for another chat).")
+	}
+	return id, true, err
+}
