@@ -202,6 +202,11 @@ func TestEveryMethod(t *testing.T) {
 	if ev.Type != client.EventChat || ev.Chat == nil {
 		t.Fatalf("watch %+v", ev)
 	}
+	tk, err := c.CreateStreamTicket(ctx, chat)
+	check("CreateStreamTicket", err)
+	if !strings.HasPrefix(tk.Ticket, "cst_") || tk.ExpiresAt.IsZero() {
+		t.Fatalf("stream ticket %+v", tk)
+	}
 	cp, err := c.Compact(ctx, chat)
 	check("Compact", err)
 	if cp.ID != chat {
