@@ -146,3 +146,44 @@ func TestRefsRecursionBounded(t *testing.T) {
 		t.Error("deep-invalid: valid")
 	}
 }
+
+// A 2020-12 document is admitted only when it translates exactly: each
+// keyword without a Draft-07 equivalent is refused, naming itself.
+func TestDraft2020Refusals(t *testing.T) {
+	t.Parallel()
+	const dialect = `"$schema":"https://json-schema.org/draft/2020-12/schema",`
+	values := map[string]string{
+		"prefixItems": `[{}]`, "unevaluatedProperties": `false`, "unevaluatedItems": `false`,
+		"dependentSchemas": `{"a":{}}`, "dependentRequired": `{"a":["b"]}`, "$dynamicRef": `"#meta"`,
+		"$dynamicAnchor": `"meta"`, "$anchor": `"a"`, "$recursiveRef": `"#"`, "$recursiveAnchor": `true`,
+		"minContains": `1`, "maxContains": `2`, "$vocabulary": `{}`, "additionalItems": `false`, "dependencies": `{}`,
+	}
+	if len(values) != len(Unsupported2020) {
+		t.Fatalf("%d cases for %d keywords", len(values), len(Unsupported2020))
+	}
+	for _, k := range Unsupported2020 {
+		for _, c := range []struct{ schema, ptr string }{
+			{`{` + dialect + `"` + k + `":` + values[k] + `}`, "/" + escapePointer(k)},
+			{`{` + dialect + `"properties":{"a":{"items":{"` + k + `":` + values[k] + `}}}}`, "/properties/a/items/" + escapePointer(k)},
+			{`{` + dialect + `"$defs":{"d":{"` + k + `":` + values[k] + `}}}`, "/$defs/d/" + escapePointer(k)},
+		} {
+			se := compileErr(t, c.schema)
+			if se == nil || se.Pointer != c.ptr || !strings.Contains(se.Detail, `"`+k+`"`) {
+				t.Errorf("%s: %v, want a refusal at %s naming %q", c.schema, se, c.ptr, k)
+			}
+		}
+	}
+	se := compileErr(t, `{`+dialect+`"items":[{},{}]}`)
+	if se == nil || se.Pointer != "/items" || !strings.Contains(se.Detail, "prefixItems") {
+		t.Errorf("items as a list: %v", se)
+	}
+	// What translates is admitted: $defs, $ref with siblings, items as one
+	// schema, const, contains without min/maxContains.
+	s := mustCompile(t, `{`+dialect+`"$defs":{"n":{"type":"integer"}},"type":"object","properties":{
+		"a":{"$ref":"#/$defs/n","minimum":3},"b":{"type":"array","items":{"$ref":"#/$defs/n"},"contains":{"const":7}}}}`)
+	for v, want := range map[string]bool{`{"a":3,"b":[7,1]}`: true, `{"a":2}`: false, `{"b":[1]}`: false, `{"b":[7,"x"]}`: false} {
+		if got := s.Validate([]byte(v)).Valid(); got != want {
+			t.Errorf("%s: valid=%v, want %v", v, got, want)
+		}
+	}
+}
