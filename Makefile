@@ -55,14 +55,16 @@ bench: build pg-deps
 bench-all:
 	go test -run '^$$' -bench . -benchmem ./...
 
-## fuzz: short fuzz runs (seconds each) of the message codec and of the
-## validator's scanner and schema admission. CI runs it.
+## fuzz: short fuzz runs (seconds each) of the message codec, of the
+## validator's scanner and schema admission, and of the partial-object
+## parser. CI runs it.
 FUZZTIME ?= 5s
 fuzz:
 	go test -run '^$$' -fuzz '^FuzzScanRaw$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/jsonb/
 	go test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/jsonb/
 	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/validate/
 	go test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/validate/
+	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/partialjson/
 
 ## crash-long: the SIGKILL crash test with many kill points and a longer
 ## concurrency storm (internal/crashtest). CRASH_KILLS, STORM_OPS and
