@@ -12,16 +12,22 @@ import (
 
 // TestSDK runs the SDK's own tests (node's test runner, sdk/typescript/test)
 // against a live chatd with a mock model: a message containing
-// "provider-fail" gets a provider error the runner does not retry.
+// "provider-fail" gets a provider error the runner does not retry, one
+// containing "hold-me" is not answered until chatd gives up the call.
 func TestSDK(t *testing.T) {
 	t.Parallel()
 	npm(t)
 	env := testenv.New(t, testenv.Options{Mock: mockllm.Options{StepFor: func(r *mockllm.Request) (mockllm.Step, bool) {
 		last := r.Messages[len(r.Messages)-1]
-		if last.Role != "user" || !strings.Contains(last.Content, "provider-fail") {
+		switch {
+		case last.Role != "user":
 			return mockllm.Step{}, false
+		case strings.Contains(last.Content, "provider-fail"):
+			return mockllm.Step{Error: &mockllm.ErrorSpec{Status: 400, Message: "bad request"}}, true
+		case strings.Contains(last.Content, "hold-me"):
+			return mockllm.Step{Hold: true}, true
 		}
-		return mockllm.Step{Error: &mockllm.ErrorSpec{Status: 400, Message: "bad request"}}, true
+		return mockllm.Step{}, false
 	}}})
 	if _, err := run(t.Context(), sdkDir, nil, bin("tsc"), "-p", "tsconfig.json"); err != nil {
 		t.Fatal(err)

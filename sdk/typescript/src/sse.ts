@@ -62,6 +62,7 @@ export async function* readStream<E>(init: Init, url: string, o: StreamOptions):
       } else {
         backoff = init.backoffMs;
         for await (const ev of parseEvents(resp.body)) {
+          if (o.signal?.aborted) return; // nothing more after an abort, buffered events included
           if (ev.id !== undefined) lastId = ev.id;
           yield decode(ev) as E;
         }

@@ -51,9 +51,10 @@ test("a 400 is a ChatdError naming the field", async () => {
 });
 
 // flaky starts a proxy to chatd that answers the first `fail` requests of
-// each create/send itself (503 or a dropped connection) and records the
-// Idempotency-Key and Last-Event-ID headers it sees.
-async function flaky(fail: (n: number) => "503" | "drop" | undefined) {
+// each create/send itself (503 or a dropped connection), or forwards it and
+// drops the server's answer ("lost": the work is done, the client does not
+// know), and records the Idempotency-Key and Last-Event-ID headers it sees.
+async function flaky(fail: (n: number) => "503" | "drop" | "lost" | undefined) {
   const seen: { method: string; url: string; key?: string | undefined; lastEventId?: string | undefined }[] = [];
   let n = 0;
   const target = new URL(baseUrl);
@@ -72,6 +73,11 @@ async function flaky(fail: (n: number) => "503" | "drop" | undefined) {
       return;
     }
     const up = http.request({ host: target.hostname, port: target.port, path: req.url, method: req.method, headers: req.headers, agent: false }, (r) => {
+      if (f === "lost") {
+        r.resume();
+        r.on("end", () => req.socket.destroy());
+        return;
+      }
       res.writeHead(r.statusCode ?? 502, r.headers);
       res.on("close", () => r.destroy()); // the client left: so does the upstream stream
       r.pipe(res);
@@ -83,18 +89,43 @@ async function flaky(fail: (n: number) => "503" | "drop" | undefined) {
   return { url, seen, close: () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }) };
 }
 
-test("creates and sends retry 503s and dropped connections with one Idempotency-Key", async () => {
-  const p = await flaky((i) => (i === 0 ? "503" : i === 1 ? "drop" : undefined));
+test("creates and sends retry 503s, dropped connections and lost answers with one Idempotency-Key", async () => {
+  // Requests 0-3 create the chat, 4-7 send a message: each call gets a 503,
+  // a dropped connection and a lost answer (done by the server, never seen)
+  // before its answer comes through.
+  const plan = ["503", "drop", "lost", undefined] as const;
+  const p = await flaky((i) => plan[i % 4]);
   try {
     const c = new ChatdClient({ baseUrl: p.url, token, backoffMs: 10 });
+    const direct = new ChatdClient({ baseUrl, token });
     const created = await c.createChat({ content: [{ type: "text", text: "Exactly once." }] });
-    assert.equal(p.seen.length, 3);
-    const keys = new Set(p.seen.map((s) => s.key));
-    assert.equal(keys.size, 1);
-    assert.ok([...keys][0]);
-    // The chat exists once: its id answers.
-    const chat = await new ChatdClient({ baseUrl, token }).getChat(created.chat.id);
-    assert.equal(chat.id, created.chat.id);
+    const sent = await c.send(created.chat.id, { content: [{ type: "text", text: "Sent exactly once." }] });
+    assert.equal(p.seen.length, 8);
+    const createKeys = new Set(p.seen.slice(0, 4).map((s) => s.key));
+    const sendKeys = new Set(p.seen.slice(4).map((s) => s.key));
+    assert.equal(createKeys.size, 1, "a create's retries reuse its key");
+    assert.equal(sendKeys.size, 1, "a send's retries reuse its key");
+    assert.ok([...createKeys][0] && [...sendKeys][0] && [...createKeys][0] !== [...sendKeys][0], "each call has its own key");
+    // Each happened once: one chat with this id among the caller's chats,
+    // one copy of the sent message (in history or the queue).
+    const chats = await direct.listChats({ limit: 100 });
+    assert.equal(chats.chats.filter((ch) => ch.id === created.chat.id).length, 1);
+    const page = await direct.listMessages(created.chat.id);
+    const texts = [...page.messages, ...page.queued_messages].flatMap((m) => m.content.flatMap((part) => (part.type === "text" ? [part.text] : [])));
+    assert.equal(texts.filter((t) => t === "Exactly once.").length, 1);
+    assert.equal(texts.filter((t) => t === "Sent exactly once.").length, 1);
+    assert.ok(sent.queued ? sent.queued_message.id > 0 : sent.message.id > 0);
+  } finally {
+    await p.close();
+  }
+});
+
+test("a call that is not a create or a send is not retried", async () => {
+  const p = await flaky((i) => (i === 0 ? "503" : undefined));
+  try {
+    const c = new ChatdClient({ baseUrl: p.url, token, backoffMs: 10 });
+    await assert.rejects(c.interrupt(randomUUID()), (err: unknown) => err instanceof ChatdError && err.status === 503);
+    assert.equal(p.seen.length, 1);
   } finally {
     await p.close();
   }
@@ -180,13 +211,42 @@ test("stream yields typed events up to the receipt, resuming with Last-Event-ID"
 test("a failed turn is a server error event, not a transport error", async () => {
   const c = new ChatdClient({ baseUrl, token });
   const created = await c.createChat({ content: [{ type: "text", text: "provider-fail please" }] });
-  const ac = new AbortController();
-  const events = await collect(c.stream(created.chat.id, { signal: ac.signal }),
-    (e) => e.type === "error" || (e.type === "status" && e.data.status === "error"));
-  ac.abort();
+  const reconnects: unknown[] = [];
+  const signal = AbortSignal.timeout(60_000);
+  const events = await collect(c.stream(created.chat.id, { signal, onReconnect: (i) => reconnects.push(i.cause) }),
+    (e) => e.type === "error");
+  const last = events.at(-1);
+  assert.ok(last?.type === "error", `the stream yielded an error event (got ${JSON.stringify(events.map((e) => e.type))})`);
+  assert.equal(last.data.code, "provider_error");
+  assert.ok(last.data.message);
+  assert.deepEqual(reconnects, [], "no transport error on the way");
   const status = events.find((e) => e.type === "status" && e.data.status === "error");
-  assert.ok(status, "the chat went to error");
   if (status?.type === "status") assert.equal(status.data.last_error?.code, "provider_error");
+});
+
+test("an abort ends waitStructuredOutput and stream at once", async () => {
+  // "hold-me" keeps the provider call waiting: the request stays pending.
+  const c = new ChatdClient({ baseUrl, token });
+  const created = await c.createChat({
+    content: [{ type: "text", text: "hold-me: report." }],
+    response_format: responseFormat("report", Report),
+  });
+  const requestId = created.messages[0]?.structured_output_request_id ?? "";
+  const ac = new AbortController();
+  const waiting = c.waitStructuredOutput(requestId, { signal: ac.signal });
+  const events = c.stream(created.chat.id, { signal: ac.signal });
+  const first = await events.next(); // connected: the history is coming
+  assert.equal(first.done, false);
+  const started = Date.now();
+  ac.abort();
+  await assert.rejects(waiting, (err: unknown) => err instanceof Error && err.name === "AbortError");
+  assert.deepEqual(await events.next(), { done: true, value: undefined }, "the stream ends, without an error");
+  assert.ok(Date.now() - started < 5000, "the 30 s long poll did not run out");
+  // The request is still pending; an interrupt cancels it, with a typed error.
+  assert.equal((await c.getStructuredOutput(requestId)).status, "pending");
+  await c.interrupt(created.chat.id);
+  const res = await c.waitStructuredOutput(requestId, { schema: Report });
+  assert.ok(res.status === "cancelled" && res.error.code === "interrupted", JSON.stringify(res));
 });
 
 test("a stream of a chat that does not exist ends with a ChatdError 404", async () => {
