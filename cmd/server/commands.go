@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/internal/config"
+	"github.com/chatd/chatd/internal/console"
 	"github.com/chatd/chatd/internal/hooks"
 	"github.com/chatd/chatd/internal/httpapi"
 	"github.com/chatd/chatd/internal/migrate"
@@ -41,6 +42,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	logLevel := f.String("log-level", "CHATD_LOG_LEVEL", "info", "log level: debug, info, warn, error")
 	corsOrigins := f.String("cors-origins", "CHATD_CORS_ORIGINS", "", "comma-separated browser origins allowed to call the API (scheme://host[:port], or *); empty: CORS off")
 	accessLevel := f.String("access-log-level", "CHATD_ACCESS_LOG_LEVEL", "info", "level of the per-request access lines: debug, info, warn, error")
+	withConsole := f.Bool("console", "CHATD_CONSOLE", false, "serve the web console at /console/ (a client of the public API; sign in with an API token)")
 	debugListen := f.String("debug-listen", "CHATD_DEBUG_LISTEN", "", "serve Go's profiler (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; off when empty. Keep it private: profiles reveal the process's internals")
 	if err := f.Parse(args); err != nil {
 		return err
@@ -133,7 +135,11 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		defer dbg.Close()
 	}
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+	var handler http.Handler = api
+	if *withConsole {
+		handler = console.Mount(api)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 
 	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBg()
@@ -148,7 +154,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	go func() { serveErr <- srv.Serve(ln) }()
 
 	logger.Info("chatd listening", slog.String("addr", "http://"+ln.Addr().String()), slog.Int("workers", *workers),
-		slog.Bool("structured_output", exp[httpapi.ExperimentStructuredOutput]), slog.Bool("local_database", d.local))
+		slog.Bool("structured_output", exp[httpapi.ExperimentStructuredOutput]), slog.Bool("console", *withConsole), slog.Bool("local_database", d.local))
 
 	select {
 	case <-ctx.Done():

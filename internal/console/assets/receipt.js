@@ -1,0 +1,23 @@
+// How a structured request's outcome is shown, in a chat and in the lookup.
+
+import { h, badge, pretty } from "./dom.js";
+
+/**
+ * A receipt (or a lookup result): status, the value as pretty JSON (a
+ * successful null included), or the error code and message.
+ */
+export function receiptCard(so, { heading = "Receipt", chatId, messageId } = {}) {
+  const rows = [
+    h("div", { class: "receipt-head" }, h("strong", {}, heading), " ", badge(so.status)),
+    h("p", { class: "meta" }, "request ", h("a", { href: "#/lookup/" + so.request_id }, h("code", {}, so.request_id))),
+  ];
+  if (chatId) {
+    rows.push(h("p", { class: "meta" }, "chat ", h("a", { href: "#/chats/" + chatId }, h("code", {}, chatId)),
+      messageId ? ` · receipt message ${messageId}` : ""));
+  }
+  if ("value" in so) rows.push(h("pre", { class: "value", tabindex: 0, "aria-label": "Value" }, pretty(so.value)));
+  if (so.error) {
+    rows.push(h("p", { class: "error-line" }, h("code", { class: "code-name" }, so.error.code), " ", so.error.message));
+  }
+  return h("div", { class: `receipt s-${so.status}`, "data-status": so.status, "data-request": so.request_id }, rows);
+}

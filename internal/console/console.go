@@ -1,0 +1,56 @@
+// Package console serves the web console (chatd server --console): static
+// files embedded in the binary, served under /console/. The console is only
+// a client of the public API: it signs in with an API token kept in the
+// tab's sessionStorage and calls /api/v1 like any other client, so it has
+// no endpoints of its own and works against any replica.
+package console
+
+import (
+	"embed"
+	"io/fs"
+	"net/http"
+)
+
+// Prefix is the path the console is served under.
+const Prefix = "/console/"
+
+//go:embed assets
+var assets embed.FS
+
+// files is the assets folder as the root of the console.
+var files, _ = fs.Sub(assets, "assets")
+
+// csp allows the console's own files and same-origin API calls only: no
+// inline script or style, no third-party origin, no framing.
+const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+// Handler serves the console's files under Prefix.
+func Handler() http.Handler {
+	static := http.StripPrefix(Prefix, http.FileServerFS(files))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		h := w.Header()
+		h.Set("Content-Security-Policy", csp)
+		h.Set("X-Content-Type-Options", "nosniff")
+		// Stream tickets travel in URLs: never send them on as a referrer.
+		h.Set("Referrer-Policy", "no-referrer")
+		// Embedded files have no modification time: revalidate every load,
+		// so a new binary's console is picked up at once.
+		h.Set("Cache-Control", "no-cache")
+		static.ServeHTTP(w, r)
+	})
+}
+
+// Mount serves the console under Prefix and everything else with api.
+func Mount(api http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(Prefix, Handler())
+	mux.Handle("GET /console", http.RedirectHandler(Prefix, http.StatusMovedPermanently))
+	mux.Handle("/", api)
+	return mux
+}

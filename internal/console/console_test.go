@@ -1,0 +1,73 @@
+package console
+
+import (
+	"io"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestHandler(t *testing.T) {
+	t.Parallel()
+	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "api "+r.URL.Path) })
+	srv := httptest.NewServer(Mount(api))
+	defer srv.Close()
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		typ, body    string
+	}{
+		{"GET", "/console/", 200, "text/html", `<script type="module" src="app.js">`},
+		{"HEAD", "/console/", 200, "text/html", ""},
+		{"GET", "/console/app.js", 200, "text/javascript", "import"},
+		{"GET", "/console/style.css", 200, "text/css", "prefers-color-scheme"},
+		{"GET", "/console", 301, "", ""},
+		{"GET", "/console/nothing.js", 404, "", ""},
+		{"POST", "/console/", 405, "", ""},
+		{"GET", "/api/v1/chats", 200, "", "api /api/v1/chats"},
+		{"GET", "/consoles", 200, "", "api /consoles"},
+	} {
+		req, _ := http.NewRequest(tc.method, srv.URL+tc.path, nil)
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || !strings.HasPrefix(resp.Header.Get("Content-Type"), tc.typ) || !strings.Contains(string(b), tc.body) {
+			t.Errorf("%s %s: %d %s\n%s", tc.method, tc.path, resp.StatusCode, resp.Header.Get("Content-Type"), b)
+		}
+		if strings.HasPrefix(tc.path, "/console/") && resp.StatusCode == 200 {
+			if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || resp.Header.Get("Referrer-Policy") != "no-referrer" {
+				t.Errorf("%s: CSP %q, Referrer-Policy %q", tc.path, csp, resp.Header.Get("Referrer-Policy"))
+			}
+		}
+	}
+}
+
+// Every file the page loads is embedded, and nothing is loaded from
+// another origin (the CSP would refuse it anyway).
+func TestAssetsSelfContained(t *testing.T) {
+	t.Parallel()
+	err := fs.WalkDir(files, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(files, path)
+		if err != nil {
+			return err
+		}
+		for _, bad := range []string{"http://", "https://", "innerHTML", "localStorage", "document.cookie"} {
+			if strings.Contains(string(b), bad) {
+				t.Errorf("%s contains %q", path, bad)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,217 @@
+package jstest
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chatd/chatd/internal/console"
+	"github.com/chatd/chatd/internal/mockllm"
+	"github.com/chatd/chatd/internal/testenv"
+)
+
+// replicas are two chatds on one database, each serving the console, behind
+// a proxy with no sticky sessions: stream tickets are always taken on one
+// replica and redeemed on the other, everything else alternates.
+type replicas struct {
+	front   *httptest.Server
+	served  [2]atomic.Int64 // API requests per replica
+	token   string
+	release chan struct{} // lets the turns whose message says "gate:" answer
+}
+
+func startReplicas(t *testing.T) *replicas {
+	script, err := mockllm.ParseScript([]byte(`{"rules": [{"contains": "hold", "step": {"hold": true}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := &replicas{release: make(chan struct{})}
+	mock := mockllm.New(mockllm.Options{Script: script, ChunkDelay: 5 * time.Millisecond,
+		BeforeRespond: func(ctx context.Context, req *mockllm.Request) error {
+			if bytes.Contains(req.Body, []byte("gate:")) {
+				select {
+				case <-rs.release:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return nil
+		}})
+	llm := httptest.NewServer(mock)
+	t.Cleanup(llm.Close)
+	one := testenv.New(t, testenv.Options{ProviderURL: llm.URL})
+	two := testenv.Reopen(t, one, testenv.Options{ProviderURL: llm.URL})
+	one.StartRunner() // both replicas run turns
+	rs.token = one.Token("alice")
+
+	var proxies [2]*httputil.ReverseProxy
+	for i, env := range []*testenv.Env{one, two} {
+		srv := httptest.NewServer(console.Mount(env.Server))
+		t.Cleanup(func() {
+			env.Server.Shutdown() // end the streams first: Close waits for them
+			srv.Close()
+		})
+		target, _ := url.Parse(srv.URL)
+		proxies[i] = &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target) }, FlushInterval: -1}
+	}
+	var turn atomic.Int64
+	rs.front = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i := int(turn.Add(1) % 2)
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/stream-ticket"):
+			i = 0
+		case strings.HasSuffix(r.URL.Path, "/stream"):
+			i = 1
+		}
+		if strings.HasPrefix(r.URL.Path, "/api/") {
+			rs.served[i].Add(1)
+		}
+		proxies[i].ServeHTTP(w, r)
+	}))
+	t.Cleanup(rs.front.Close)
+	return rs
+}
+
+// TestConsole drives the console in headless chromium, through two
+// replicas without sticky sessions: sign in, create a structured chat with
+// the form (a schema refused by admission first, with its field error
+// shown), watch its receipt arrive live, look the request up, queue and
+// delete a structured message, interrupt a slow turn and see the cancelled
+// receipt, the chat list live, at 360 px and in the dark theme. Screenshots
+// of each step go to the test's artifact directory (go test -artifacts).
+func TestConsole(t *testing.T) {
+	t.Parallel()
+	rs := startReplicas(t)
+	shots := t.ArtifactDir()
+	p := newTab(t, 1100, 800)
+	shot := func(name string) { t.Logf("screenshot %s", p.screenshot(shots, name)) }
+	const wait = 60 * time.Second
+	focusedHeading := func(want string) {
+		t.Helper()
+		p.waitFor(`document.activeElement?.tagName === "H1" && document.activeElement.textContent === `+jsString(want), wait)
+	}
+
+	// Sign in with the keyboard: the token, then Enter.
+	p.navigate(rs.front.URL + "/console/")
+	p.waitFor(`document.querySelector("#signin-token")`, wait)
+	shot("01-sign-in")
+	p.typeInto("#signin-token", "not-a-token")
+	p.press("Enter")
+	p.waitFor(`!document.querySelector("#signin-token-error").hidden`, wait)
+	p.run(`document.querySelector("#signin-token").value = ""`)
+	p.typeInto("#signin-token", rs.token)
+	p.press("Enter")
+	focusedHeading("Chats")
+	var stored string
+	if err := p.eval(`sessionStorage.getItem("chatd.token")`, &stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored != rs.token || strings.Contains(p.text("body"), rs.token) {
+		t.Fatalf("the token is in sessionStorage: %v; never shown", stored == rs.token)
+	}
+
+	// A structured chat through the form; a schema admission refuses first.
+	p.click(`nav a[href="#/new"]`)
+	focusedHeading("New chat")
+	p.typeInto("#new-content", "gate: report the test command.")
+	p.click("details.schema summary")
+	p.typeInto("#new-schema", `{"type": "object", "required": "command"}`)
+	p.click(`form button[type="submit"]`)
+	p.waitFor(`!document.querySelector("#new-schema-error").hidden`, wait)
+	if msg := p.text("#new-schema-error"); !strings.HasPrefix(msg, "response_format.json_schema.schema") {
+		t.Fatalf("the schema's field error says %q", msg)
+	}
+	shot("02-new-chat-schema-refused")
+	p.run(`document.querySelector("#new-schema").value = ""`)
+	p.typeInto("#new-schema", `{"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"], "additionalProperties": false}`)
+	p.click(`form button[type="submit"]`)
+
+	// The chat view is live before the turn may answer; the receipt then
+	// arrives over the stream.
+	p.waitFor(`location.hash.startsWith("#/chats/") && document.querySelector(".chat .conn")?.dataset.state === "live" && document.querySelector(".chat-head")?.dataset.status === "running"`, wait)
+	p.waitFor(`document.querySelector(".history .r-user")`, wait)
+	if p.text(".history .receipt") != "" {
+		t.Fatal("a receipt before the turn was let through")
+	}
+	shot("03-chat-running")
+	close(rs.release)
+	p.waitFor(`document.querySelector('.receipt[data-status="succeeded"]')`, wait)
+	if v := p.text(`.receipt[data-status="succeeded"] pre.value`); !strings.Contains(v, `"command"`) {
+		t.Fatalf("the receipt's value reads %q", v)
+	}
+	p.waitFor(`document.querySelector(".chat-head").dataset.status === "waiting"`, wait)
+	shot("04-receipt-live")
+
+	// The lookup, from the receipt's request link.
+	p.click(`.receipt[data-status="succeeded"] a[href^="#/lookup/"]`)
+	focusedHeading("Look up a request")
+	p.waitFor(`document.querySelector('.lookup-result .receipt[data-status="succeeded"]')`, wait)
+	shot("05-lookup")
+	p.resize(360, 740)
+	p.waitFor(`document.documentElement.scrollWidth <= 360`, wait)
+	shot("06-lookup-360px")
+	p.resize(1100, 800)
+
+	// A slow turn: queue a structured message with the send form, delete
+	// it (cancelled: queue_deleted), then interrupt the turn (cancelled:
+	// interrupted).
+	p.click(`nav a[href="#/new"]`)
+	p.typeInto("#new-content", "hold: write a long report")
+	p.click("details.schema summary")
+	p.typeInto("#new-schema", `{"type": "object"}`)
+	p.click(`form button[type="submit"]`)
+	p.waitFor(`location.hash.startsWith("#/chats/") && document.querySelector(".chat-head")?.dataset.status === "running" && document.querySelector(".chat .conn")?.dataset.state === "live"`, wait)
+	p.typeInto("#send-content", "Then summarise it.")
+	p.click("form.send details.schema summary")
+	p.typeInto("#send-schema", `{"type": "string"}`)
+	p.click(`form.send button[type="submit"]`)
+	p.waitFor(`document.querySelector(".queue li[data-queued]")`, wait)
+	shot("07-slow-turn-queued")
+	p.click(".queue li[data-queued] button.danger")
+	p.waitFor(`document.querySelector('.receipt[data-status="cancelled"]')?.innerText.includes("queue_deleted") && document.querySelector(".queue").hidden`, wait)
+	p.click(".chat .buttons button.danger")
+	p.waitFor(`[...document.querySelectorAll('.receipt[data-status="cancelled"]')].some((e) => e.innerText.includes("interrupted"))`, wait)
+	p.waitFor(`document.querySelector(".chat-head").dataset.status === "waiting"`, wait)
+	shot("08-interrupted")
+
+	// The chat list shows both chats with their status, live.
+	p.click(`nav a[href="#/chats"]`)
+	focusedHeading("Chats")
+	p.waitFor(`document.querySelectorAll(".chats li").length === 2 && document.querySelector(".conn")?.dataset.state === "live"`, wait)
+	shot("09-chats")
+	p.colorScheme("dark")
+	p.resize(360, 740)
+	p.waitFor(`document.documentElement.scrollWidth <= 360`, wait)
+	shot("10-chats-360px-dark")
+	p.click(`.chats li a`)
+	p.waitFor(`document.querySelector(".chat .conn")?.dataset.state === "live" && document.querySelector(".history .receipt")`, wait)
+	p.waitFor(`document.documentElement.scrollWidth <= 360`, wait)
+	shot("11-chat-360px-dark")
+
+	for i := range rs.served {
+		if n := rs.served[i].Load(); n < 5 {
+			t.Fatalf("replica %d served %d API requests", i+1, n)
+		}
+	}
+	t.Logf("API requests per replica: %d, %d; screenshots in %s", rs.served[0].Load(), rs.served[1].Load(), shots)
+}
+
+func jsString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		if r == '"' || r == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	b.WriteByte('"')
+	return b.String()
+}
