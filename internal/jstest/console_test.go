@@ -91,7 +91,20 @@ func TestConsole(t *testing.T) {
 	rs := startReplicas(t)
 	shots := t.ArtifactDir()
 	p := newTab(t, 1100, 800)
-	shot := func(name string) { t.Logf("screenshot %s", p.screenshot(shots, name)) }
+	shot := func(name string) {
+		t.Helper()
+		t.Logf("screenshot %s", p.screenshot(shots, name))
+		// No stray value rendered as text (null, undefined, [object …])
+		// outside the JSON blocks.
+		var stray []string
+		if err := p.eval(`[...document.querySelectorAll("body *:not(pre)")].flatMap((e) => [...e.childNodes])
+			.filter((n) => n.nodeType === 3 && /^(null|undefined)$|\[object /.test(n.textContent.trim())).map((n) => n.parentElement.outerHTML)`, &stray); err != nil {
+			t.Fatal(err)
+		}
+		if len(stray) > 0 {
+			t.Fatalf("%s: stray text in %q", name, stray)
+		}
+	}
 	const wait = 60 * time.Second
 	focusedHeading := func(want string) {
 		t.Helper()
