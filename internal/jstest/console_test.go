@@ -3,6 +3,7 @@ package jstest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/console"
 	"github.com/chatd/chatd/internal/mockllm"
 	"github.com/chatd/chatd/internal/testenv"
@@ -104,6 +106,14 @@ func TestConsole(t *testing.T) {
 		if len(stray) > 0 {
 			t.Fatalf("%s: stray text in %q", name, stray)
 		}
+		// Every control has a label.
+		var unlabelled []string
+		if err := p.eval(`[...document.querySelectorAll("input, textarea, select")].filter((e) => !e.labels.length).map((e) => e.outerHTML)`, &unlabelled); err != nil {
+			t.Fatal(err)
+		}
+		if len(unlabelled) > 0 {
+			t.Fatalf("%s: controls without a label: %q", name, unlabelled)
+		}
 	}
 	const wait = 60 * time.Second
 	focusedHeading := func(want string) {
@@ -194,19 +204,46 @@ func TestConsole(t *testing.T) {
 	p.waitFor(`document.querySelector(".chat-head").dataset.status === "waiting"`, wait)
 	shot("08-interrupted")
 
-	// The chat list shows both chats with their status, live.
+	// Edit the first message: the replacement keeps its format and runs
+	// (no "hold" now) to a succeeded receipt; the earlier receipts stay.
+	p.click(".history li.r-user button.link")
+	p.waitFor(`document.activeElement?.matches(".history form.edit textarea")`, wait)
+	p.run(`document.querySelector(".history form.edit textarea").value = ""`)
+	p.typeInto(".history form.edit textarea", "Summarise the report instead.")
+	p.click(`.history form.edit button[type="submit"]`)
+	p.waitFor(`document.querySelector('.history .receipt[data-status="succeeded"]') && document.querySelectorAll('.history .receipt[data-status="cancelled"]').length === 2 &&
+		document.querySelector(".history li.r-user").innerText.includes("Summarise the report instead.") && !document.querySelector(".history form.edit")`, wait)
+	shot("09-edited")
+
+	// The chat list: a page of 25 of the 26 chats (two made here, 24 by
+	// another client), the 26th on request, and a chat created elsewhere
+	// appearing live at the top.
+	api := client.New(rs.front.URL, rs.token, nil)
+	create := func(text string) {
+		t.Helper()
+		if _, err := api.CreateChat(t.Context(), client.CreateChatRequest{Content: []client.MessagePart{client.TextPart(text)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 24 {
+		create(fmt.Sprintf("Another client's chat %d", i+1))
+	}
 	p.click(`nav a[href="#/chats"]`)
 	focusedHeading("Chats")
-	p.waitFor(`document.querySelectorAll(".chats li").length === 2 && document.querySelector(".conn")?.dataset.state === "live"`, wait)
-	shot("09-chats")
+	p.waitFor(`document.querySelectorAll(".chats li").length === 25 && document.querySelector(".conn")?.dataset.state === "live"`, wait)
+	p.click("section > button") // Load older chats
+	p.waitFor(`document.querySelectorAll(".chats li").length === 25 + 1 && document.querySelector("section > button").hidden`, wait)
+	create("Made while you watch")
+	p.waitFor(`document.querySelectorAll(".chats li").length === 27 && document.querySelector(".chats li a").textContent === "Made while you watch"`, wait)
+	shot("10-chats")
 	p.colorScheme("dark")
 	p.resize(360, 740)
 	p.waitFor(`document.documentElement.scrollWidth <= 360`, wait)
-	shot("10-chats-360px-dark")
-	p.click(`.chats li a`)
+	shot("11-chats-360px-dark")
+	p.run(`location.hash = [...document.querySelectorAll(".chats li a")].find((a) => a.textContent.startsWith("hold:")).getAttribute("href")`)
 	p.waitFor(`document.querySelector(".chat .conn")?.dataset.state === "live" && document.querySelector(".history .receipt")`, wait)
 	p.waitFor(`document.documentElement.scrollWidth <= 360`, wait)
-	shot("11-chat-360px-dark")
+	shot("12-chat-360px-dark")
 
 	for i := range rs.served {
 		if n := rs.served[i].Load(); n < 5 {
