@@ -25,6 +25,8 @@ import (
 type replicas struct {
 	front   *httptest.Server
 	served  [2]atomic.Int64 // API requests per replica
+	envs    [2]*testenv.Env
+	down    atomic.Bool   // replica 2 is gone: everything goes to replica 1
 	token   string
 	release chan struct{} // lets the turns whose message says "gate:" answer
 }
@@ -61,6 +63,7 @@ func startReplicas(t *testing.T) *replicas {
 			srv.Close()
 		})
 		target, _ := url.Parse(srv.URL)
+		rs.envs[i] = env
 		proxies[i] = &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target) }, FlushInterval: -1}
 	}
 	var turn atomic.Int64
@@ -71,6 +74,9 @@ func startReplicas(t *testing.T) *replicas {
 			i = 0
 		case strings.HasSuffix(r.URL.Path, "/stream"):
 			i = 1
+		}
+		if rs.down.Load() {
+			i = 0
 		}
 		if strings.HasPrefix(r.URL.Path, "/api/") {
 			rs.served[i].Add(1)
@@ -191,6 +197,12 @@ func TestConsole(t *testing.T) {
 	p.typeInto("#new-schema", `{"type": "object"}`)
 	p.click(`form button[type="submit"]`)
 	p.waitFor(`location.hash.startsWith("#/chats/") && document.querySelector(".chat-head")?.dataset.status === "running" && document.querySelector(".chat .conn")?.dataset.state === "live"`, wait)
+	// Replica 2, which serves every stream, goes away: its streams end and
+	// the proxy sends everything to replica 1. The console reconnects there
+	// with a new ticket, and what follows arrives over the new stream.
+	rs.down.Store(true)
+	rs.envs[1].Server.Shutdown()
+	p.waitFor(`document.querySelector(".chat .conn").dataset.state === "live" && document.querySelector(".chat .conn").dataset.connections === "2"`, wait)
 	p.typeInto("#send-content", "Then summarise it.")
 	p.click("form.send details.schema summary")
 	p.typeInto("#send-schema", `{"type": "string"}`)
@@ -246,7 +258,7 @@ func TestConsole(t *testing.T) {
 	shot("12-chat-360px-dark")
 
 	for i := range rs.served {
-		if n := rs.served[i].Load(); n < 5 {
+		if n := rs.served[i].Load(); n < 5 { // both served the first half
 			t.Fatalf("replica %d served %d API requests", i+1, n)
 		}
 	}

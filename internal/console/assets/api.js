@@ -123,7 +123,8 @@ const streamEvents = ["message", "message_part", "status", "queue", "action_requ
  * (docs/api.md#browsers) until signal aborts. Every (re)connection starts
  * from the whole history, so edits made while disconnected are not missed:
  * onEvent("history_reset") comes first on a reconnection. onState reports
- * "live", "reconnecting" or "gone" (the chat no longer exists).
+ * "live" (with the number of connections so far), "reconnecting" or "gone"
+ * (the chat no longer exists).
  */
 export function followChat(chat, signal, onEvent, onState) {
   let es = null, retry = 0, opened = 0;
@@ -148,7 +149,7 @@ export function followChat(chat, signal, onEvent, onState) {
     es.onopen = () => {
       retry = 0;
       if (opened++ > 0) onEvent("history_reset", {});
-      onState("live");
+      onState("live", opened);
     };
     for (const name of streamEvents) es.addEventListener(name, (ev) => onEvent(name, JSON.parse(ev.data)));
     // The server's own `error` events carry data; EventSource's transport

@@ -190,9 +190,10 @@ export function chatView(id, signal) {
     st.calls = c.pending_tool_calls || [];
     renderHead();
     renderCalls();
-    followChat(id, signal, onEvent, (s) => {
+    followChat(id, signal, onEvent, (s, opened) => {
       conn.textContent = { live: "live", reconnecting: "reconnecting…", gone: "deleted" }[s];
       conn.dataset.state = s;
+      if (opened) conn.dataset.connections = opened;
     });
   }, (e) => {
     if (signal.aborted) return;
