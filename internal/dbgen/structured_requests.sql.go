@@ -8,6 +8,7 @@ package dbgen
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/chatd/chatd/client"
 	"github.com/google/uuid"
@@ -126,6 +127,77 @@ func (q *Queries) RequestGetForOwner(ctx context.Context, db DBTX, arg RequestGe
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+	)
+	return i, err
+}
+
+const requestGetForOwnerWithReceipt = `-- name: RequestGetForOwnerWithReceipt :one
+SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at, m.id AS receipt_id, coalesce(m.role, '')::text AS receipt_role, coalesce(m.kind, '')::text AS receipt_kind,
+       m.content AS receipt_content, m.created_at AS receipt_created_at
+FROM structured_requests r
+JOIN chats c ON c.id = r.chat_id AND c.owner_id = $1
+LEFT JOIN chat_messages m ON m.id = r.receipt_message_id
+WHERE r.request_id = $2
+`
+
+type RequestGetForOwnerWithReceiptParams struct {
+	OwnerID   uuid.UUID
+	RequestID uuid.UUID
+}
+
+type RequestGetForOwnerWithReceiptRow struct {
+	RequestID            uuid.UUID
+	ChatID               uuid.UUID
+	Name                 string
+	Description          string
+	Schema               json.RawMessage
+	Status               client.RequestStatus
+	Rejections           int32
+	ValidationRejections int32
+	Steps                int32
+	Candidate            json.RawMessage
+	CandidateToolCallID  *string
+	ErrorCode            *client.ErrorCode
+	ErrorMessage         *string
+	ReceiptMessageID     *int64
+	CreatedAt            time.Time
+	UpdatedAt            time.Time
+	FinishedAt           *time.Time
+	ReceiptID            *int64
+	ReceiptRole          string
+	ReceiptKind          string
+	ReceiptContent       json.RawMessage
+	ReceiptCreatedAt     *time.Time
+}
+
+// A request of the owner's and, once it finished, its receipt, in one
+// snapshot (the long poll's read).
+func (q *Queries) RequestGetForOwnerWithReceipt(ctx context.Context, db DBTX, arg RequestGetForOwnerWithReceiptParams) (RequestGetForOwnerWithReceiptRow, error) {
+	row := db.QueryRow(ctx, requestGetForOwnerWithReceipt, arg.OwnerID, arg.RequestID)
+	var i RequestGetForOwnerWithReceiptRow
+	err := row.Scan(
+		&i.RequestID,
+		&i.ChatID,
+		&i.Name,
+		&i.Description,
+		&i.Schema,
+		&i.Status,
+		&i.Rejections,
+		&i.ValidationRejections,
+		&i.Steps,
+		&i.Candidate,
+		&i.CandidateToolCallID,
+		&i.ErrorCode,
+		&i.ErrorMessage,
+		&i.ReceiptMessageID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.FinishedAt,
+		&i.ReceiptID,
+		&i.ReceiptRole,
+		&i.ReceiptKind,
+		&i.ReceiptContent,
+		&i.ReceiptCreatedAt,
 	)
 	return i, err
 }

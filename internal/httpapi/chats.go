@@ -14,6 +14,7 @@ import (
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/jsonb"
+	"github.com/chatd/chatd/internal/notify"
 	"github.com/chatd/chatd/internal/store"
 	"github.com/chatd/chatd/internal/validate"
 )
@@ -409,24 +410,23 @@ func (s *Server) getStructuredOutput(w http.ResponseWriter, r *http.Request) err
 		wait = min(wait, maxWait)
 	}
 	owner := currentUser(r).ID
+	var sub *notify.Sub
+	if wait > 0 {
+		// Subscribed before the read, so that a finish committed in
+		// between is not missed. The wake-up is the request's own finish
+		// (chatd_request), not every change of its chat.
+		sub = s.hub.SubscribeRequest(id)
+		defer sub.Close()
+	}
 	st, err := s.store.GetRequest(r.Context(), owner, id)
 	if err != nil {
 		return err
 	}
 	noteChat(r, st.Request.ChatID)
 	if st.Request.Status == client.OutputPending && wait > 0 {
-		// Subscribe before re-reading so no commit slips between the two.
-		sub := s.hub.Subscribe(st.Request.ChatID)
-		defer sub.Close()
 		deadline := time.NewTimer(wait)
 		defer deadline.Stop()
 		for st.Request.Status == client.OutputPending {
-			if st, err = s.store.GetRequest(r.Context(), owner, id); err != nil {
-				return err
-			}
-			if st.Request.Status != client.OutputPending {
-				break
-			}
 			select {
 			case <-sub.C():
 				sub.Next()
@@ -434,6 +434,9 @@ func (s *Server) getStructuredOutput(w http.ResponseWriter, r *http.Request) err
 				goto done
 			case <-r.Context().Done():
 				return r.Context().Err()
+			}
+			if st, err = s.store.GetRequest(r.Context(), owner, id); err != nil {
+				return err
 			}
 		}
 	}

@@ -28,12 +28,13 @@ type Event struct {
 	OwnerID  uuid.UUID
 }
 
-// Sub receives events for one chat, or for all chats of one owner. Events
-// coalesce: a slow reader sees the latest, never a backlog.
+// Sub receives events for one chat, for all chats of one owner, or for one
+// structured request. Events coalesce: a slow reader sees the latest, never
+// a backlog.
 type Sub struct {
 	hub   *Hub
 	key   uuid.UUID
-	owner bool
+	kind  subKind
 	ch    chan struct{}
 	mu    sync.Mutex
 	last  Event
@@ -69,14 +70,22 @@ func (s *Sub) deliver(e Event) {
 // Close unsubscribes.
 func (s *Sub) Close() { s.hub.unsubscribe(s) }
 
+// subKind says what a Sub's key is.
+type subKind int
+
+const (
+	subChat    subKind = iota // a chat id: chatd_chat
+	subOwner                  // a user id: chatd_chat of their chats
+	subRequest                // a structured request id: chatd_request
+)
+
 // Hub owns the listening connection.
 type Hub struct {
 	pool   *pgxpool.Pool
 	logger *slog.Logger
 
 	mu     sync.Mutex
-	chats  map[uuid.UUID]map[*Sub]struct{}
-	owners map[uuid.UUID]map[*Sub]struct{}
+	subs   [3]map[uuid.UUID]map[*Sub]struct{} // by subKind, then key
 	deltas map[uuid.UUID]map[*DeltaSub]struct{}
 	work   chan struct{} // closed and replaced on every work notification
 	ready  chan struct{} // closed once the first LISTEN is in place
@@ -87,30 +96,35 @@ func New(pool *pgxpool.Pool, logger *slog.Logger) *Hub {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Hub{
+	h := &Hub{
 		pool: pool, logger: logger,
-		chats: map[uuid.UUID]map[*Sub]struct{}{}, owners: map[uuid.UUID]map[*Sub]struct{}{},
 		deltas: map[uuid.UUID]map[*DeltaSub]struct{}{},
 		work:   make(chan struct{}), ready: make(chan struct{}),
 	}
+	for k := range h.subs {
+		h.subs[k] = map[uuid.UUID]map[*Sub]struct{}{}
+	}
+	return h
 }
 
 // Ready is closed once the hub listens (tests wait on it before committing).
 func (h *Hub) Ready() <-chan struct{} { return h.ready }
 
 // Subscribe delivers events for one chat.
-func (h *Hub) Subscribe(chatID uuid.UUID) *Sub { return h.subscribe(chatID, false) }
+func (h *Hub) Subscribe(chatID uuid.UUID) *Sub { return h.subscribe(chatID, subChat) }
 
 // SubscribeOwner delivers events for every chat of one owner.
-func (h *Hub) SubscribeOwner(owner uuid.UUID) *Sub { return h.subscribe(owner, true) }
+func (h *Hub) SubscribeOwner(owner uuid.UUID) *Sub { return h.subscribe(owner, subOwner) }
 
-func (h *Hub) subscribe(key uuid.UUID, owner bool) *Sub {
-	s := &Sub{hub: h, key: key, owner: owner, ch: make(chan struct{}, 1)}
+// SubscribeRequest delivers an event when a structured request finished
+// (its ChatID is the request id; Snapshot is -1 after a reconnect, when the
+// finish may have been missed).
+func (h *Hub) SubscribeRequest(requestID uuid.UUID) *Sub { return h.subscribe(requestID, subRequest) }
+
+func (h *Hub) subscribe(key uuid.UUID, kind subKind) *Sub {
+	s := &Sub{hub: h, key: key, kind: kind, ch: make(chan struct{}, 1)}
 	h.mu.Lock()
-	m := h.chats
-	if owner {
-		m = h.owners
-	}
+	m := h.subs[kind]
 	if m[key] == nil {
 		m[key] = map[*Sub]struct{}{}
 	}
@@ -122,10 +136,7 @@ func (h *Hub) subscribe(key uuid.UUID, owner bool) *Sub {
 func (h *Hub) unsubscribe(s *Sub) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	m := h.chats
-	if s.owner {
-		m = h.owners
-	}
+	m := h.subs[s.kind]
 	delete(m[s.key], s)
 	if len(m[s.key]) == 0 {
 		delete(m, s.key)
@@ -144,11 +155,10 @@ func (h *Hub) Subscribers() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	n := 0
-	for _, m := range h.chats {
-		n += len(m)
-	}
-	for _, m := range h.owners {
-		n += len(m)
+	for _, byKey := range h.subs {
+		for _, m := range byKey {
+			n += len(m)
+		}
 	}
 	return n
 }
@@ -163,10 +173,10 @@ func (h *Hub) wakeWorkers() {
 func (h *Hub) publish(e Event) {
 	h.mu.Lock()
 	var targets []*Sub
-	for s := range h.chats[e.ChatID] {
+	for s := range h.subs[subChat][e.ChatID] {
 		targets = append(targets, s)
 	}
-	for s := range h.owners[e.OwnerID] {
+	for s := range h.subs[subOwner][e.OwnerID] {
 		targets = append(targets, s)
 	}
 	h.mu.Unlock()
@@ -175,12 +185,24 @@ func (h *Hub) publish(e Event) {
 	}
 }
 
+func (h *Hub) publishRequest(id uuid.UUID) {
+	h.mu.Lock()
+	var targets []*Sub
+	for s := range h.subs[subRequest][id] {
+		targets = append(targets, s)
+	}
+	h.mu.Unlock()
+	for _, s := range targets {
+		s.deliver(Event{ChatID: id})
+	}
+}
+
 // resyncAll tells every subscriber and worker to re-read.
 func (h *Hub) resyncAll() {
 	h.mu.Lock()
 	var targets []*Sub
-	for _, m := range []map[uuid.UUID]map[*Sub]struct{}{h.chats, h.owners} {
-		for _, subs := range m {
+	for _, byKey := range h.subs {
+		for _, subs := range byKey {
 			for s := range subs {
 				targets = append(targets, s)
 			}
@@ -226,7 +248,7 @@ func (h *Hub) listen(ctx context.Context, connected func()) error {
 		return err
 	}
 	defer conn.Close(context.Background())
-	for _, ch := range []string{"chatd_chat", "chatd_work", "chatd_delta"} {
+	for _, ch := range []string{"chatd_chat", "chatd_work", "chatd_request", "chatd_delta"} {
 		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
 			return err
 		}
@@ -243,6 +265,10 @@ func (h *Hub) listen(ctx context.Context, connected func()) error {
 		case "chatd_chat":
 			if e, ok := parse(n.Payload); ok {
 				h.publish(e)
+			}
+		case "chatd_request":
+			if id, err := uuid.Parse(n.Payload); err == nil {
+				h.publishRequest(id)
 			}
 		case "chatd_delta":
 			h.publishDeltas(n.Payload)

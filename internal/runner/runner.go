@@ -210,7 +210,12 @@ func (w *worker) runChat(ctx, hard context.Context, chatID uuid.UUID, log *slog.
 			case <-chatCtx.Done():
 				return
 			case <-t.C:
-				err := w.r.store.RenewLease(chatCtx, chatID, w.id, w.r.opts.Lease)
+				// Not cancelled with the chat's work: a renewal in flight
+				// when the turn ends completes (a cancelled query costs the
+				// connection). The bound only matters when the database hangs.
+				rctx, rcancel := context.WithTimeout(context.WithoutCancel(chatCtx), w.r.opts.Lease/3)
+				err := w.r.store.RenewLease(rctx, chatID, w.id, w.r.opts.Lease)
+				rcancel()
 				if errors.Is(err, store.ErrFenceMiss) {
 					cancel(errLeaseLost)
 					return

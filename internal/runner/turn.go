@@ -335,7 +335,10 @@ func (a *action) watch(ctx context.Context, cancel context.CancelCauseFunc) func
 				return
 			case <-a.t.sub.C():
 				a.t.sub.Next()
-				c, err := a.t.w.r.store.LoadChat(ctx, a.fence.ChatID)
+				// Never cancelled mid-flight: pgx would drop the connection
+				// (and the pool open a new one) every time a step ended
+				// during the read.
+				c, err := a.t.w.r.store.LoadChat(context.WithoutCancel(ctx), a.fence.ChatID)
 				if err != nil {
 					continue
 				}

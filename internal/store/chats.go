@@ -303,20 +303,23 @@ type RequestState struct {
 	Receipt *Message
 }
 
-// GetRequest returns the owner's structured request and its receipt.
+// GetRequest returns the owner's structured request and its receipt, read
+// in one statement.
 func (s *Store) GetRequest(ctx context.Context, owner, requestID uuid.UUID) (RequestState, error) {
 	var st RequestState
-	r, err := s.q.RequestGetForOwner(ctx, s.pool, dbgen.RequestGetForOwnerParams{RequestID: requestID, OwnerID: owner})
+	row, err := s.q.RequestGetForOwnerWithReceipt(ctx, s.pool, dbgen.RequestGetForOwnerWithReceiptParams{RequestID: requestID, OwnerID: owner})
 	if err != nil {
 		return st, mapError(err)
 	}
-	st.Request = requestFrom(r)
-	if r.ReceiptMessageID != nil {
-		m, err := s.q.MessageGetByID(ctx, s.pool, *r.ReceiptMessageID)
-		if err != nil {
-			return st, mapError(err)
-		}
-		receipt := messageFrom(m)
+	st.Request = requestFrom(dbgen.StructuredRequest{RequestID: row.RequestID, ChatID: row.ChatID, Name: row.Name,
+		Description: row.Description, Schema: row.Schema, Status: row.Status, Rejections: row.Rejections,
+		ValidationRejections: row.ValidationRejections, Steps: row.Steps, Candidate: row.Candidate,
+		CandidateToolCallID: row.CandidateToolCallID, ErrorCode: row.ErrorCode, ErrorMessage: row.ErrorMessage,
+		ReceiptMessageID: row.ReceiptMessageID, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt, FinishedAt: row.FinishedAt})
+	if row.ReceiptID != nil {
+		receipt := messageFrom(dbgen.ChatMessage{ID: *row.ReceiptID, ChatID: row.ChatID, Role: client.Role(row.ReceiptRole),
+			Kind: row.ReceiptKind, Visibility: string(VisibleUser), Content: row.ReceiptContent,
+			StructuredRequestID: uuid.NullUUID{UUID: row.RequestID, Valid: true}, CreatedAt: *row.ReceiptCreatedAt})
 		st.Receipt = &receipt
 	}
 	return st, nil

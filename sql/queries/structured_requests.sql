@@ -48,3 +48,13 @@ ORDER BY r.created_at, r.request_id;
 
 -- name: RequestListPendingForChat :many
 SELECT * FROM structured_requests WHERE chat_id = @chat_id AND status = 'pending' ORDER BY created_at, request_id;
+
+-- name: RequestGetForOwnerWithReceipt :one
+-- A request of the owner's and, once it finished, its receipt, in one
+-- snapshot (the long poll's read).
+SELECT r.*, m.id AS receipt_id, coalesce(m.role, '')::text AS receipt_role, coalesce(m.kind, '')::text AS receipt_kind,
+       m.content AS receipt_content, m.created_at AS receipt_created_at
+FROM structured_requests r
+JOIN chats c ON c.id = r.chat_id AND c.owner_id = @owner_id
+LEFT JOIN chat_messages m ON m.id = r.receipt_message_id
+WHERE r.request_id = @request_id;

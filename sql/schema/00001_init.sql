@@ -153,6 +153,7 @@ DROP TABLE api_tokens;
 DROP TABLE users;
 -- The trigger functions belong to the tables dropped above.
 DROP FUNCTION IF EXISTS chatd_touch_chat(uuid) CASCADE;
+DROP FUNCTION IF EXISTS chatd_touch_chat(uuid, boolean) CASCADE;
 DROP FUNCTION IF EXISTS chatd_chats_before_update() CASCADE;
 DROP FUNCTION IF EXISTS chatd_chats_before_insert() CASCADE;
 DROP FUNCTION IF EXISTS chatd_chats_notify() CASCADE;

@@ -3,14 +3,16 @@
 -- revision: every inserted or changed row takes the chat's snapshot_version of
 -- the writing transaction. Callers cannot set it.
 --
--- history_version / generation_attempt: a statement that inserts or changes
--- model-relevant rows moves history_version to the snapshot and resets the
--- attempt counter, which invalidates any generation in flight. A statement that
--- inserts only receipts does not: a structured request's terminal outcome can
--- be published (for example when a queued request is cancelled) while an
--- unrelated turn is running, and that turn must not be disturbed. Receipts are
--- recognised by kind = 'receipt', whose shape (assistant, visibility user) the
+-- history_version / generation_attempt: inserting or changing a
+-- model-relevant row moves history_version to the snapshot and resets the
+-- attempt counter, which invalidates any generation in flight. Inserting a
+-- receipt does not: a structured request's terminal outcome can be published
+-- (for example when a queued request is cancelled) while an unrelated turn is
+-- running, and that turn must not be disturbed. Receipts are recognised by
+-- kind = 'receipt', whose shape (assistant, visibility user) the
 -- chat_messages_receipt_shape constraint guarantees. Receipts are immutable.
+-- Both happen row by row in chatd_touch_chat, in the one UPDATE of the chat
+-- that bumps its snapshot.
 
 CREATE OR REPLACE FUNCTION chatd_messages_before_write() RETURNS trigger
 LANGUAGE plpgsql AS $$
@@ -59,7 +61,9 @@ BEGIN
         END IF;
     END IF;
 
-    NEW.revision := chatd_touch_chat(NEW.chat_id);
+    -- Every update fences: no-op updates were skipped above, and receipts
+    -- cannot be updated.
+    NEW.revision := chatd_touch_chat(NEW.chat_id, TG_OP = 'UPDATE' OR NEW.kind <> 'receipt');
     RETURN NEW;
 END
 $$;
@@ -85,39 +89,12 @@ CREATE OR REPLACE TRIGGER chatd_messages_before_delete
     BEFORE DELETE ON chat_messages
     FOR EACH ROW EXECUTE FUNCTION chatd_messages_before_delete();
 
-CREATE OR REPLACE FUNCTION chatd_messages_fence_insert() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    UPDATE chats c
-       SET history_version = c.snapshot_version, generation_attempt = 0
-     WHERE c.id IN (SELECT n.chat_id FROM new_rows n WHERE n.kind <> 'receipt')
-       AND (c.history_version <> c.snapshot_version OR c.generation_attempt <> 0);
-    RETURN NULL;
-END
-$$;
-
-CREATE OR REPLACE TRIGGER chatd_messages_fence_insert
-    AFTER INSERT ON chat_messages
-    REFERENCING NEW TABLE AS new_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION chatd_messages_fence_insert();
-
--- Every row that reaches the transition table really changed (no-op updates
--- are skipped above), and receipts cannot be updated, so every update fences.
-CREATE OR REPLACE FUNCTION chatd_messages_fence_update() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    UPDATE chats c
-       SET history_version = c.snapshot_version, generation_attempt = 0
-     WHERE c.id IN (SELECT n.chat_id FROM new_rows n)
-       AND (c.history_version <> c.snapshot_version OR c.generation_attempt <> 0);
-    RETURN NULL;
-END
-$$;
-
-CREATE OR REPLACE TRIGGER chatd_messages_fence_update
-    AFTER UPDATE ON chat_messages
-    REFERENCING NEW TABLE AS new_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION chatd_messages_fence_update();
+-- Earlier versions fenced in statement-level triggers; chatd_touch_chat
+-- does it now.
+DROP TRIGGER IF EXISTS chatd_messages_fence_insert ON chat_messages;
+DROP TRIGGER IF EXISTS chatd_messages_fence_update ON chat_messages;
+DROP FUNCTION IF EXISTS chatd_messages_fence_insert();
+DROP FUNCTION IF EXISTS chatd_messages_fence_update();
 
 -- At commit, every receipt must be the one its ledger row points at, and that
 -- row must be finished: receipts and terminal ledger rows come in pairs.

@@ -20,7 +20,7 @@ BEGIN
         IF NEW.status <> 'pending' OR NEW.rejections <> 0 OR NEW.steps <> 0 OR NEW.candidate IS NOT NULL THEN
             RAISE EXCEPTION 'a structured request starts pending with no progress' USING ERRCODE = 'check_violation';
         END IF;
-        PERFORM chatd_touch_chat(NEW.chat_id);
+        PERFORM chatd_touch_chat(NEW.chat_id, false);
         RETURN NEW;
     END IF;
 
@@ -46,9 +46,10 @@ BEGIN
                 USING ERRCODE = 'check_violation';
         END IF;
         NEW.finished_at := now();
+        PERFORM pg_notify('chatd_request', NEW.request_id::text); -- long polls (040_notify.sql)
     END IF;
     NEW.updated_at := now();
-    PERFORM chatd_touch_chat(NEW.chat_id);
+    PERFORM chatd_touch_chat(NEW.chat_id, false);
     RETURN NEW;
 END
 $$;
@@ -63,14 +64,14 @@ LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'DELETE' THEN
         IF EXISTS (SELECT 1 FROM chats WHERE id = OLD.chat_id) THEN
-            PERFORM chatd_touch_chat(OLD.chat_id);
+            PERFORM chatd_touch_chat(OLD.chat_id, false);
         END IF;
         RETURN OLD;
     END IF;
     IF TG_OP = 'UPDATE' AND (NEW.id <> OLD.id OR NEW.chat_id <> OLD.chat_id) THEN
         RAISE EXCEPTION 'queued message id and chat_id cannot change' USING ERRCODE = 'check_violation';
     END IF;
-    PERFORM chatd_touch_chat(NEW.chat_id);
+    PERFORM chatd_touch_chat(NEW.chat_id, false);
     IF TG_OP = 'INSERT' AND (SELECT count(*) FROM chat_queued_messages q WHERE q.chat_id = NEW.chat_id) >= 20 THEN
         RAISE EXCEPTION 'the queue of chat % is full (20 messages)', NEW.chat_id USING ERRCODE = 'CD001';
     END IF;
