@@ -159,7 +159,7 @@ func (s *Server) editMessage(w http.ResponseWriter, r *http.Request) error {
 				return badField("response_format", "structured output is disabled on this server (experiment "+
 					ExperimentStructuredOutput+"); send {\"type\":\"text\"} to edit this message into an ordinary one")
 			}
-			if _, err := validate.Compile(spec.Schema); err != nil {
+			if _, err := validate.CompileCached(spec.Schema); err != nil {
 				return badField("response_format", "the edited message's format is no longer accepted: "+err.Error())
 			}
 		}

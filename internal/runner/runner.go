@@ -112,7 +112,6 @@ type Runner struct {
 	opts   Options
 	log    *slog.Logger
 
-	schemas schemaCache
 	m       runnerMetrics
 	claimed atomic.Int64 // chats held by this runner's workers
 }

@@ -5,9 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
-
-	"github.com/google/uuid"
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/jsonb"
@@ -192,7 +189,7 @@ func (a *action) finalize(step *parsed, call jsonb.Part, req *store.Request) (js
 	if err != nil {
 		return errorResult(call, "Rejected: "+err.Error()+". Call "+FinalizerName+" again with {\"output\": <value>}."), nil, rejectArguments
 	}
-	schema, err := a.t.w.r.schemas.get(req)
+	schema, err := validate.CompileCached(req.Schema)
 	if err != nil {
 		return errorResult(call, "Rejected: the request's schema cannot be used."), nil, rejectUnusable
 	}
@@ -265,30 +262,4 @@ func ptrString(p *string) string {
 		return ""
 	}
 	return *p
-}
-
-// schemaCache keeps compiled request schemas; they never change.
-type schemaCache struct {
-	mu sync.Mutex
-	m  map[uuid.UUID]*validate.Schema
-}
-
-func (c *schemaCache) get(req *store.Request) (*validate.Schema, error) {
-	c.mu.Lock()
-	s, ok := c.m[req.RequestID]
-	c.mu.Unlock()
-	if ok {
-		return s, nil
-	}
-	s, err := validate.Compile(req.Schema)
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) > 1024 {
-		c.m = map[uuid.UUID]*validate.Schema{}
-	}
-	c.m[req.RequestID] = s
-	return s, nil
 }

@@ -114,7 +114,7 @@ func ParseResponseFormat(raw json.RawMessage) (*Format, *FieldError) {
 	if schema == nil {
 		return nil, &FieldError{Field: jf + ".schema", Detail: "(root): cannot be read"}
 	}
-	compiled, err := Compile(schema)
+	compiled, err := CompileCached(schema)
 	if err != nil {
 		return nil, &FieldError{Field: jf + ".schema", Detail: err.Error()}
 	}
