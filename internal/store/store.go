@@ -69,6 +69,7 @@ type Store struct {
 	q    *dbgen.Queries
 
 	finished *metrics.CounterVec // nil until Instrument
+	tokens   tokenCache
 }
 
 // New returns a Store on pool.
@@ -164,10 +165,4 @@ func (s *Store) CreateToken(ctx context.Context, userName string) (string, error
 		return "", err
 	}
 	return token, nil
-}
-
-// Authenticate resolves a bearer token to its user.
-func (s *Store) Authenticate(ctx context.Context, token string) (User, error) {
-	row, err := s.q.TokenAuthenticate(ctx, s.pool, HashToken(token))
-	return User(row), mapError(err)
 }

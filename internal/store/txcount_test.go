@@ -76,3 +76,30 @@ func TestTxCounter(t *testing.T) {
 		t.Errorf("%d connections opened, want 1", txs.Opened())
 	}
 }
+
+// A token is looked up in the database once per TokenCacheTTL; an unknown
+// one every time.
+func TestTokenLookupsAreCached(t *testing.T) {
+	t.Parallel()
+	cfg := dbtest.Config(t)
+	txs := store.Trace(cfg)
+	st := store.New(dbtest.NewPool(t, cfg))
+	ctx := t.Context()
+	token, err := st.CreateToken(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if u, err := st.Authenticate(ctx, token); err != nil || u.Name != "alice" {
+			t.Fatalf("authenticate: %+v, %v", u, err)
+		}
+	}
+	for range 2 {
+		if _, err := st.Authenticate(ctx, token+"x"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("unknown token: %v", err)
+		}
+	}
+	if n := txs.Snapshot()["TokenAuthenticate"]; n.Commits != 3 {
+		t.Fatalf("%d token lookups reached the database, want 1 + 2 for the unknown token", n.Commits)
+	}
+}
