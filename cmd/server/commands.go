@@ -116,7 +116,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	st.Instrument(reg)
 	d.txs.Instrument(reg)
 	hub := notify.New(d.pool, logger)
-	relay := notify.NewRelay(d.pool, logger)
+	relay := notify.NewRelay(d.pool, hub, logger)
 	models := provider.NewRegistry(cfg, provider.Options{Logger: logger})
 	api := httpapi.New(httpapi.Options{Store: st, Models: models, Hub: hub, Experiments: exp, ServerTools: toolNames, Logger: logger, AccessLogLevel: accessLogLevel, CORSOrigins: origins, Metrics: reg})
 	run := runner.New(st, models, hub, runner.Options{Workers: *workers, MaxSteps: *maxSteps, Tools: serverTools,

@@ -36,9 +36,11 @@ const maxPayload = 7000
 
 // Relay publishes the deltas of steps in flight with pg_notify on
 // chatd_delta, batched every FlushEvery, so that a stream served by any
-// replica sees the preview of a turn run by another.
+// replica sees the preview of a turn run by another. Deltas of a chat no
+// stream follows (Hub.Followed) are dropped: nobody would read them.
 type Relay struct {
 	pool       *pgxpool.Pool
+	hub        *Hub
 	log        *slog.Logger
 	flushEvery time.Duration
 
@@ -48,17 +50,22 @@ type Relay struct {
 	kick    chan struct{}
 }
 
-// NewRelay returns a relay; Run publishes.
-func NewRelay(pool *pgxpool.Pool, logger *slog.Logger) *Relay {
+// NewRelay returns a relay that publishes for the streams hub knows of;
+// Run publishes.
+func NewRelay(pool *pgxpool.Pool, hub *Hub, logger *slog.Logger) *Relay {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Relay{pool: pool, log: logger, flushEvery: 25 * time.Millisecond,
+	return &Relay{pool: pool, hub: hub, log: logger, flushEvery: 25 * time.Millisecond,
 		pending: map[uuid.UUID][]Delta{}, kick: make(chan struct{}, 1)}
 }
 
-// Delta queues a delta of chatID for publication.
+// Delta queues a delta of chatID for publication, if a stream follows the
+// chat.
 func (r *Relay) Delta(chatID uuid.UUID, d Delta) {
+	if !r.hub.Followed(chatID) {
+		return
+	}
 	r.mu.Lock()
 	if _, ok := r.pending[chatID]; !ok {
 		r.order = append(r.order, chatID)
@@ -98,7 +105,9 @@ func (r *Relay) publish(ctx context.Context) {
 	r.mu.Unlock()
 	for _, id := range order {
 		for _, payload := range payloads(id, pending[id]) {
-			if _, err := r.pool.Exec(ctx, "SELECT pg_notify('chatd_delta', $1)", payload); err != nil {
+			// Not cancelled mid-flight (a cancelled query costs the
+			// connection); ctx only says whether to keep publishing.
+			if _, err := r.pool.Exec(context.WithoutCancel(ctx), "SELECT pg_notify('chatd_delta', $1)", payload); err != nil {
 				// Previews are best effort; committed messages are not affected.
 				r.log.Debug("publishing preview deltas failed", slog.String("error", err.Error()))
 				return
@@ -188,15 +197,21 @@ func (s *DeltaSub) Close() {
 	s.hub.mu.Unlock()
 }
 
-// SubscribeDeltas delivers the preview deltas of one chat.
+// SubscribeDeltas delivers the preview deltas of one chat. The chat's
+// first subscriber on this process announces that it is followed
+// (follow.go).
 func (h *Hub) SubscribeDeltas(chatID uuid.UUID) *DeltaSub {
 	s := &DeltaSub{hub: h, chat: chatID, ch: make(chan []Delta, 64)}
 	h.mu.Lock()
-	if h.deltas[chatID] == nil {
+	first := h.deltas[chatID] == nil
+	if first {
 		h.deltas[chatID] = map[*DeltaSub]struct{}{}
 	}
 	h.deltas[chatID][s] = struct{}{}
 	h.mu.Unlock()
+	if first {
+		h.announce(chatID.String())
+	}
 	return s
 }
 

@@ -89,6 +89,10 @@ type Hub struct {
 	deltas map[uuid.UUID]map[*DeltaSub]struct{}
 	work   chan struct{} // closed and replaced on every work notification
 	ready  chan struct{} // closed once the first LISTEN is in place
+
+	followed     map[uuid.UUID]time.Time // chats other replicas' streams follow (follow.go)
+	toAnnounce   []string
+	announceKick chan struct{}
 }
 
 // New returns a hub; call Run to start listening.
@@ -100,6 +104,7 @@ func New(pool *pgxpool.Pool, logger *slog.Logger) *Hub {
 		pool: pool, logger: logger,
 		deltas: map[uuid.UUID]map[*DeltaSub]struct{}{},
 		work:   make(chan struct{}), ready: make(chan struct{}),
+		followed: map[uuid.UUID]time.Time{}, announceKick: make(chan struct{}, 1),
 	}
 	for k := range h.subs {
 		h.subs[k] = map[uuid.UUID]map[*Sub]struct{}{}
@@ -217,6 +222,12 @@ func (h *Hub) resyncAll() {
 
 // Run listens until ctx ends, reconnecting with backoff.
 func (h *Hub) Run(ctx context.Context) {
+	done := make(chan struct{})
+	defer func() { <-done }()
+	go func() {
+		defer close(done)
+		h.runAnnouncer(ctx)
+	}()
 	backoff := 100 * time.Millisecond
 	first := true
 	for ctx.Err() == nil {
@@ -227,6 +238,7 @@ func (h *Hub) Run(ctx context.Context) {
 			} else {
 				h.resyncAll()
 			}
+			h.announce("?") // others' announcements may have been missed
 			backoff = 100 * time.Millisecond
 		})
 		if ctx.Err() != nil {
@@ -248,7 +260,7 @@ func (h *Hub) listen(ctx context.Context, connected func()) error {
 		return err
 	}
 	defer conn.Close(context.Background())
-	for _, ch := range []string{"chatd_chat", "chatd_work", "chatd_request", "chatd_delta"} {
+	for _, ch := range []string{"chatd_chat", "chatd_work", "chatd_request", "chatd_delta", "chatd_follow"} {
 		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
 			return err
 		}
@@ -272,6 +284,8 @@ func (h *Hub) listen(ctx context.Context, connected func()) error {
 			}
 		case "chatd_delta":
 			h.publishDeltas(n.Payload)
+		case "chatd_follow":
+			h.noteFollowed(n.Payload)
 		}
 	}
 }

@@ -183,7 +183,7 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	e.Hub = notify.New(e.Pool, e.Logger)
-	relay := notify.NewRelay(e.Pool, e.Logger)
+	relay := notify.NewRelay(e.Pool, e.Hub, e.Logger)
 	var wg sync.WaitGroup
 	wg.Go(func() { e.Hub.Run(ctx) })
 	wg.Go(func() { relay.Run(ctx) })
