@@ -37,7 +37,7 @@ func TestSchemaCacheBounds(t *testing.T) {
 	if c.get(key(0)) != nil || c.get(key(4)) == nil {
 		t.Fatal("not least recently used first")
 	}
-	c.get(key(2)) // now the most recent
+	c.get(key(2))                // now the most recent
 	c.put(key(9), &Schema{}, 85) // evicts 3 and 4, keeps 2
 	if n, b := c.len(); n != 2 || b != 95 || c.get(key(9)) == nil || c.get(key(2)) == nil {
 		t.Fatalf("byte bound: %d entries, %d bytes", n, b)
