@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/big"
 	"strconv"
+	"strings"
 
 	"github.com/xeipuuv/gojsonschema"
 )
@@ -68,12 +69,15 @@ type coefficients struct {
 	uniqNs, uniqB       float64 // one uniqueItems entry (map insert)
 	recompNs, recompB   float64 // one patternProperties recompile, fixed part
 	instNs, instB       float64 // per program instruction of a recompile
-	matchNs             float64 // per instruction × input byte of a match by the NFA
+	srcNs, srcB         float64 // per byte of pattern source of a recompile
+	tableNs, tableB     float64 // per Unicode table range a recompile copies (\p{L}: 650)
+	foldNs, foldB       float64 // per rune a recompile case-folds
+	matchNs             float64 // per instruction in flight × input position of a match by the NFA
 	backtrackNs         float64 // the same when regexp uses its bit-state backtracker
+	bitNs               float64 // per instruction × input position: the backtracker's bit set
 	matchFixedNs        float64 // one match call
 	lenNs, lenB         float64 // per byte of a minLength/maxLength check
 	keyCmpNs            float64 // one instance key compared with one "properties" name
-	fmtFixedNs          float64 // one format check, fixed part
 }
 
 var coef = coefficients{
@@ -95,34 +99,82 @@ var coef = coefficients{
 	uniqNs: 200, uniqB: 100,
 	recompNs: 3500, recompB: 900,
 	instNs: 700, instB: 330,
-	matchNs: 15, backtrackNs: 4, matchFixedNs: 300,
+	srcNs: 250, srcB: 128,
+	tableNs: 150, tableB: 100,
+	foldNs: 40, foldB: 2,
+	matchNs: 20, backtrackNs: 10, bitNs: 0.1, matchFixedNs: 200,
 	lenNs: 8, lenB: 1.2,
-	keyCmpNs:   8,
-	fmtFixedNs: 1000,
+	keyCmpNs: 8,
 }
 
-// formatCost: each format checker per input byte (time, allocation) and
-// per call (allocation), worst case over the input shapes and lengths
-// TestCalibrateFormats tries, with a margin.
-var formatCost = map[string]struct{ ns, b, fixedB float64 }{
-	"date": {60, 16, 4 << 10}, "date-time": {80, 24, 2 << 10}, "time": {60, 16, 2 << 10},
-	"email": {220, 64, 2 << 10}, "idn-email": {220, 64, 2 << 10}, "hostname": {150, 64, 4 << 10},
-	"ipv4": {60, 8, 2 << 10}, "ipv6": {80, 8, 2 << 10}, "uri": {120, 16, 2 << 10}, "uri-reference": {80, 12, 2 << 10},
-	"iri": {120, 16, 2 << 10}, "iri-reference": {80, 12, 2 << 10}, "uri-template": {300, 80, 4 << 10}, "uuid": {40, 8, 2 << 10},
-	"json-pointer": {80, 8, 2 << 10}, "relative-json-pointer": {60, 8, 2 << 10},
+// formatCost: each format checker's time per call and per input byte,
+// and per byte of the characters that make it slow (net/mail parses
+// quoted strings and spaces by the rune, the hostname pattern backtracks at
+// each dot), with its allocation per byte and per call: the worst over the
+// input shapes and lengths TestCalibrateFormats tries, with a margin.
+var formatCost = map[string]struct {
+	fixedNs, ns, specialNs float64
+	special                string
+	b, fixedB              float64
+}{
+	"date":                  {fixedNs: 600, ns: 15, b: 16, fixedB: 4 << 10},
+	"date-time":             {fixedNs: 3500, ns: 40, b: 24, fixedB: 2 << 10},
+	"time":                  {fixedNs: 1200, ns: 25, b: 16, fixedB: 2 << 10},
+	"email":                 {fixedNs: 2500, ns: 25, specialNs: 150, special: " \"(),:;<>[]\\", b: 64, fixedB: 2 << 10},
+	"idn-email":             {fixedNs: 2500, ns: 25, specialNs: 150, special: " \"(),:;<>[]\\", b: 64, fixedB: 2 << 10},
+	"hostname":              {fixedNs: 1800, ns: 20, specialNs: 80, special: ".", b: 64, fixedB: 4 << 10},
+	"ipv4":                  {fixedNs: 400, ns: 4, b: 8, fixedB: 2 << 10},
+	"ipv6":                  {fixedNs: 400, ns: 4, b: 8, fixedB: 2 << 10},
+	"uri":                   {fixedNs: 900, ns: 25, b: 16, fixedB: 2 << 10},
+	"uri-reference":         {fixedNs: 900, ns: 25, b: 12, fixedB: 2 << 10},
+	"iri":                   {fixedNs: 900, ns: 25, b: 16, fixedB: 2 << 10},
+	"iri-reference":         {fixedNs: 900, ns: 25, b: 12, fixedB: 2 << 10},
+	"uri-template":          {fixedNs: 1800, ns: 200, b: 80, fixedB: 4 << 10},
+	"uuid":                  {fixedNs: 600, ns: 2, b: 8, fixedB: 2 << 10},
+	"json-pointer":          {fixedNs: 500, ns: 25, b: 8, fixedB: 2 << 10},
+	"relative-json-pointer": {fixedNs: 500, ns: 25, b: 8, fixedB: 2 << 10},
 }
 
-// matchCost bounds one match of a program of insts instructions on n
-// bytes. Go's regexp runs small programs on short inputs with a bit-state
-// backtracker, which visits each (instruction, position) pair at most once
-// and costs far less per pair than the NFA it uses otherwise
-// (regexp/backtrack.go: at most 500 instructions, 256 Ki pairs).
-func matchCost(insts, n int) float64 {
-	per := coef.matchNs
-	if insts <= 500 && insts*(n+1) <= 256<<10 {
-		per = coef.backtrackNs
+// formatCheckCost bounds one check of s by the named format's checker.
+func formatCheckCost(name, s string) (ns, b float64) {
+	fc := formatCost[name]
+	ns = fc.fixedNs + float64(len(s))*fc.ns
+	if fc.special != "" {
+		special := 0
+		for i := 0; i < len(s); i++ {
+			if strings.IndexByte(fc.special, s[i]) >= 0 {
+				special++
+			}
+		}
+		ns += float64(special) * fc.specialNs
 	}
-	return coef.matchFixedNs + float64(insts)*float64(n+1)*per
+	return ns, fc.fixedB + float64(len(s))*fc.b
+}
+
+// matchCost bounds one match of p on n bytes. Go's regexp runs a
+// one-pass matcher when it can, small programs on short inputs with a
+// bit-state backtracker (at most 500 instructions and 256 Ki instruction ×
+// position pairs, regexp/backtrack.go), and an NFA otherwise; each does
+// constant work per instruction in flight per position, at most p.width
+// of them (regexWidth), and the backtracker also clears one bit per
+// instruction and position.
+func matchCost(p *pattern, n int) float64 {
+	pos := float64(n + 1)
+	if p.insts <= 500 && p.insts*(n+1) <= 256<<10 {
+		return coef.matchFixedNs + pos*(float64(p.width)*coef.backtrackNs+float64(p.insts)*coef.bitNs)
+	}
+	return coef.matchFixedNs + pos*float64(p.width)*coef.matchNs
+}
+
+// recompileCost bounds regexp.MatchString's compilation of p, which the
+// library repeats for every key and patternProperties entry: parsing grows
+// with the source, compiling with the program.
+func recompileCost(p *pattern) (ns, b float64) {
+	ns = coef.recompNs + float64(p.insts)*coef.instNs + float64(len(p.src))*coef.srcNs +
+		float64(p.tableRanges)*coef.tableNs + float64(p.foldRunes)*coef.foldNs
+	b = coef.recompB + float64(p.insts)*coef.instB + float64(len(p.src))*coef.srcB +
+		float64(p.tableRanges)*coef.tableB + float64(p.foldRunes)*coef.foldB
+	return ns, b
 }
 
 // regexBytes bounds what one match allocates besides the pooled matcher
@@ -410,19 +462,20 @@ func (e *estimate) str(n *cnode, v *vnode, pl int) float64 {
 			errs += e.err(pl, 12)
 		}
 	}
-	if n.patInsts > 0 {
+	if p := n.pat; p != nil {
 		// the library's match and ours
-		e.add(2*matchCost(n.patInsts, len(s)), 2*regexBytes(n.patInsts))
+		e.add(2*matchCost(p, len(s)), 2*regexBytes(p.insts))
 		if e.over {
 			return errs
 		}
-		if !n.pat.MatchString(s) {
-			errs += e.err(pl, n.patLen)
+		if !p.re.MatchString(s) {
+			errs += e.err(pl, len(p.src))
 		}
 	}
 	if n.format != "" {
-		fc := formatCost[n.format]
-		e.add(2*(coef.fmtFixedNs+float64(len(s))*fc.ns), 2*(fc.fixedB+float64(len(s))*fc.b))
+		// the library's check and ours
+		ns, b := formatCheckCost(n.format, s)
+		e.add(2*ns, 2*b)
 		if e.over {
 			return errs
 		}
@@ -560,9 +613,9 @@ func (e *estimate) object(n *cnode, v *vnode, pl int) float64 {
 		matched := false
 		for _, pp := range n.patProps {
 			// the library recompiles and matches; we match once more
-			e.add(coef.recompNs+float64(pp.insts)*coef.instNs+2*matchCost(pp.insts, len(k.name)),
-				coef.recompB+float64(pp.insts)*coef.instB+2*regexBytes(pp.insts))
-			if e.over || !pp.re.MatchString(k.name) {
+			ns, b := recompileCost(pp.pat)
+			e.add(ns+2*matchCost(pp.pat, len(k.name)), b+2*regexBytes(pp.pat.insts))
+			if e.over || !pp.pat.re.MatchString(k.name) {
 				continue
 			}
 			matched = true

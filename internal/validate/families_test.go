@@ -105,6 +105,15 @@ var families = []family{
 		value: func(n int) string { return arr(n, constant(`1`)) }, maxN: 16383},
 	{name: "V23-enum-marshal", schema: `{"allOf":[` + repeatJoin(16, constant(`{"enum":[{"a":1},[1,2],"zz"]}`)) + `]}`,
 		value: func(n int) string { return arr(n, constant(`{"a":[0.1,"<&>",true,null]}`)) }, maxN: 16383},
+	// patternProperties patterns the library recompiles for every key,
+	// costly to parse for what their program size does not show: Unicode
+	// tables, a long alternation, a case-folded range
+	{name: "V24-unicode-keys", schema: `{"patternProperties":{"^[\\p{L}\\p{N}]+$":{},"^\\pL\\pL\\pL\\pL":{}}}`,
+		value: func(n int) string { return obj(n, constant(`0`)) }, maxN: 16383},
+	{name: "V25-alternation-keys", schema: `{"patternProperties":{"^(` + strings.ReplaceAll(repeatJoin(60, func(i int) string { return fmt.Sprintf("a%d", i) }), ",", "|") + `)$":{}}}`,
+		value: func(n int) string { return obj(n, constant(`0`)) }, maxN: 16383},
+	{name: "V26-folded-range-keys", schema: `{"patternProperties":{"(?i)[\\x{42}-\\x{1e942}]":{}}}`,
+		value: func(n int) string { return obj(n, constant(`0`)) }, maxN: 16383},
 }
 
 func nestedUnique(depth int) string {

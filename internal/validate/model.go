@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/url"
 	"regexp"
+	"regexp/syntax"
 	"sort"
 )
 
@@ -26,10 +27,8 @@ type cnode struct {
 
 	numKws []numKw
 
-	minLen, maxLen int // -1 when absent
-	patInsts       int // 0 when there is no pattern
-	patLen         int
-	pat            *regexp.Regexp // decides the pattern exactly, as the library does
+	minLen, maxLen int      // -1 when absent
+	pat            *pattern // nil when absent
 	format         string
 
 	itemsOne      *cnode
@@ -70,9 +69,19 @@ type numKw struct {
 }
 
 type patProp struct {
-	insts, srcLen int
-	re            *regexp.Regexp
-	node          *cnode
+	pat  *pattern
+	node *cnode
+}
+
+// pattern is one screened regular expression as the cost model sees it.
+type pattern struct {
+	src   string
+	re    *regexp.Regexp // decides matches exactly, as the library does
+	insts int            // compiled program size (regexp/syntax instructions)
+	width int            // instructions in flight per input position (regexWidth)
+	// what parsing it costs besides its size (parseWork): Unicode table
+	// ranges it copies, runes it case-folds one by one
+	tableRanges, foldRunes int
 }
 
 type dep struct {
@@ -96,26 +105,41 @@ var typeBits = map[string]uint8{"null": tNull, "boolean": tBool, "object": tObje
 // buildModel mirrors gojsonschema's parse of an adapted schema document.
 // insts maps pattern sources to their program size (from the screening).
 func buildModel(doc any, insts map[string]int) *cnode {
-	b := &modelBuilder{root: doc, insts: insts, targets: map[string]*cnode{}}
+	b := &modelBuilder{root: doc, insts: insts, targets: map[string]*cnode{}, patterns: map[string]*pattern{}}
 	return b.node(doc)
 }
 
 // modelBuilder builds the model of one document. The nodes of reference
 // targets are shared, so recursive schemas make a cyclic model.
 type modelBuilder struct {
-	root    any
-	insts   map[string]int
-	targets map[string]*cnode // canonical reference → its node
+	root     any
+	insts    map[string]int
+	targets  map[string]*cnode   // canonical reference → its node
+	patterns map[string]*pattern // source → its model, made once
 }
 
-// regexp compiles a screened pattern the way the library does (its
-// validation calls regexp.MatchString on the same source).
-func (b *modelBuilder) regexp(src string) *regexp.Regexp {
+// pattern compiles a screened pattern the way the library does (its
+// validation calls regexp.MatchString on the same source) and measures
+// its program.
+func (b *modelBuilder) pattern(src string) *pattern {
+	if p, ok := b.patterns[src]; ok {
+		return p
+	}
+	p := &pattern{src: src, insts: max(b.insts[src], 1)}
+	p.width = p.insts
 	re, err := regexp.Compile(src)
 	if err != nil {
-		return regexp.MustCompile(`\A\z.`) // unreachable: the screening compiled it; never matches
+		re = regexp.MustCompile(`\A\z.`) // unreachable: the screening compiled it; never matches
 	}
-	return re
+	p.re = re
+	if parsed, err := syntax.Parse(src, syntax.Perl); err == nil {
+		p.tableRanges, p.foldRunes = parseWork(src, parsed)
+		if prog, err := syntax.Compile(parsed.Simplify()); err == nil {
+			p.insts, p.width = len(prog.Inst), regexWidth(prog)
+		}
+	}
+	b.patterns[src] = p
+	return p
 }
 
 func (b *modelBuilder) node(doc any) *cnode {
@@ -142,7 +166,6 @@ func (b *modelBuilder) target(ref string) *cnode {
 }
 
 func (b *modelBuilder) fill(n *cnode, doc any) {
-	insts := b.insts
 	if pass, ok := doc.(bool); ok {
 		n.pass = -1
 		if pass {
@@ -212,7 +235,7 @@ func (b *modelBuilder) fill(n *cnode, doc any) {
 	n.minItems, n.maxItems = count("minItems"), count("maxItems")
 	n.minProps, n.maxProps = count("minProperties"), count("maxProperties")
 	if p, ok := m["pattern"].(string); ok {
-		n.patInsts, n.patLen, n.pat = max(insts[p], 1), len(p), b.regexp(p)
+		n.pat = b.pattern(p)
 	}
 	n.format, _ = m["format"].(string)
 
@@ -246,7 +269,7 @@ func (b *modelBuilder) fill(n *cnode, doc any) {
 	}
 	if pp, ok := m["patternProperties"].(map[string]any); ok {
 		for _, k := range sortedKeys(pp) {
-			n.patProps = append(n.patProps, patProp{insts: max(insts[k], 1), srcLen: len(k), re: b.regexp(k), node: b.node(pp[k])})
+			n.patProps = append(n.patProps, patProp{pat: b.pattern(k), node: b.node(pp[k])})
 		}
 	}
 	if b, ok := m["additionalProperties"].(bool); ok {

@@ -137,12 +137,39 @@ func fieldFamilies() []realisticFamily {
 				'a'+i%26, 'a'+i/26%26, 'A'+i/676%26, 'A'+i%26, i)
 		}) + "}"
 	}
-	return []realisticFamily{
+	return append([]realisticFamily{
 		{"map lines (16 kinds, not null on numbers) ×positions", lines(16, notNull), linesValue(16)},
 		{"map lines (8 kinds, if 3D on positions) ×positions", lines(8, if3D), linesValue(8)},
 		{"map lines (16 kinds, oneOf 2D/3D positions) ×positions", lines(16, oneOf2D3D), linesValue(16)},
 		{"daily series keyed by date (oneOf number, range) ×days", daily, dailyValue},
 		{"translations keyed by locale ×locales", i18n, i18nValue},
+	}, contactFamilies()...)
+}
+
+// contactFamilies: lists of records whose strings carry formats and short
+// patterns, and the same with the patterns zod 4 emits for its uuid and
+// datetime (94-116 instructions).
+func contactFamilies() []realisticFamily {
+	const zodUUID = `^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}|00000000-0000-0000-0000-000000000000|ffffffff-ffff-ffff-ffff-ffffffffffff)$`
+	const zodDateTime = `^(?:(?:\\d\\d[2468][048]|\\d\\d[13579][26]|\\d\\d0[48]|[02468][048]00|[13579][26]00)-02-29|\\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\\d|30)|(?:02)-(?:0[1-9]|1\\d|2[0-8])))T(?:(?:[01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d(?:\\.\\d+)?(?:Z))$`
+	contacts := func(id, created string) string {
+		return `{"type":"array","items":{"type":"object","additionalProperties":false,"required":["id","name","email","created"],"properties":{` +
+			`"id":` + id + `,"name":{"type":"string","pattern":"^[a-z ]+$"},"handle":{"type":"string","pattern":"^[a-z][a-z0-9_]{2,30}$"},` +
+			`"email":{"type":"string","format":"email"},"site":{"type":"string","format":"uri"},"created":` + created + `,` +
+			`"ip":{"type":"string","format":"ipv4"},"code":{"type":"string","pattern":"^[A-Z]{3}-[0-9]{4}$"}}}}`
+	}
+	value := func(n int) string {
+		return arr(n, func(i int) string {
+			return fmt.Sprintf(`{"id":"6f1c2b7e-3d4a-4b5c-8d9e-%012d","name":"ada lovelace","handle":"ada%d","email":"ada%d@example.com",`+
+				`"site":"https://example.com/u/%d","created":"2026-05-%02dT10:00:00Z","ip":"10.0.%d.%d","code":"ABC-%04d"}`,
+				i, i, i, i, 1+i%28, i%250, i%250, i%10000)
+		})
+	}
+	return []realisticFamily{
+		{"contacts (formats, short patterns) ×contacts",
+			contacts(`{"type":"string","format":"uuid"}`, `{"type":"string","format":"date-time"}`), value},
+		{"contacts (formats, zod 4's uuid and datetime patterns) ×contacts",
+			contacts(`{"type":"string","format":"uuid","pattern":"`+zodUUID+`"}`, `{"type":"string","format":"date-time","pattern":"`+zodDateTime+`"}`), value},
 	}
 }
 
