@@ -33,9 +33,13 @@ var Formats = []string{
 	"json-pointer", "relative-json-pointer", "time", "uri", "uri-reference", "uri-template", "uuid",
 }
 
+// NumericFormats lists the supported formats that apply to numbers (see
+// numericFormats): chatd asserts them by translating them into keywords.
+var NumericFormats = []string{"int32", "int64", "float", "double"}
+
 var formatSet = func() map[string]bool {
 	m := map[string]bool{}
-	for _, f := range Formats {
+	for _, f := range append(Formats[:len(Formats):len(Formats)], NumericFormats...) {
 		m[f] = true
 	}
 	return m
@@ -333,7 +337,7 @@ func (s *screener) keyword(obj map[string]any, k, ptr string, depth int) error {
 			return fail(kp, "must be a string")
 		}
 		if !formatSet[name] {
-			return fail(kp, "unsupported format %q; supported formats: %s", name, strings.Join(Formats, ", "))
+			return fail(kp, "unsupported format %q; supported formats: %s; for numbers: %s", name, strings.Join(Formats, ", "), strings.Join(NumericFormats, ", "))
 		}
 	case kwSchema:
 		if inPlace[k] {

@@ -14,6 +14,8 @@ import (
 //     numbers), {"format": F} becomes {"if": {"type": "string"}, "then":
 //     {"format": F}}, placed in the node when it has no if/then/else of its
 //     own and as an extra allOf entry otherwise.
+//   - the numeric formats (numericFormats) become the keywords they mean,
+//     guarded the same way by {"if": {"type": "number"}}.
 //   - count keywords (minLength, maxItems, ...) written as integral
 //     decimals (2.0, 1e2) are rewritten as integers, which is all the
 //     library parses; values above 2^31-1 are clamped (nothing is that big).
@@ -39,19 +41,63 @@ func adapt(node any) {
 			}
 		}
 	}
-	if f, ok := obj["format"]; ok && admitsNumbers(obj["type"]) {
+	f, ok := obj["format"].(string)
+	switch {
+	case ok && numericFormats[f] != nil:
 		delete(obj, "format")
-		guard := map[string]any{"if": map[string]any{"type": "string"}, "then": map[string]any{"format": f}}
-		_, hasIf := obj["if"]
-		_, hasThen := obj["then"]
-		_, hasElse := obj["else"]
-		if !hasIf && !hasThen && !hasElse {
-			obj["if"], obj["then"] = guard["if"], guard["then"]
-		} else {
-			all, _ := obj["allOf"].([]any)
-			obj["allOf"] = append(all, guard)
+		if then := numericFormats[f](); then != nil {
+			guarded(obj, "number", then)
 		}
+	case ok && admitsNumbers(obj["type"]):
+		delete(obj, "format")
+		guarded(obj, "string", map[string]any{"format": f})
 	}
+}
+
+// guarded adds {"if": {"type": typ}, "then": then} to obj: in the node
+// when it has no if/then/else of its own, as an extra allOf entry
+// otherwise.
+func guarded(obj map[string]any, typ string, then map[string]any) {
+	cond := map[string]any{"type": typ}
+	_, hasIf := obj["if"]
+	_, hasThen := obj["then"]
+	_, hasElse := obj["else"]
+	if !hasIf && !hasThen && !hasElse {
+		obj["if"], obj["then"] = cond, then
+		return
+	}
+	all, _ := obj["allOf"].([]any)
+	obj["allOf"] = append(all, map[string]any{"if": cond, "then": then})
+}
+
+// numericFormats are the formats OpenAPI and the Go, Java and C#
+// generators emit for numbers, asserted exactly on numbers (other values
+// pass, as string formats pass numbers) by the keywords they mean:
+//
+//   - int32, int64: an integer (1.0 is one) within the two's-complement
+//     range of that width;
+//   - float: rounded to the nearest float32, finite (what strconv.ParseFloat
+//     with bitSize 32, Java's Float.parseFloat and C's strtof accept
+//     without overflow): |x| < (2−2⁻²⁴)×2¹²⁷, so 3.4028234663852886e38,
+//     the usual spelling of the largest float32, is one; a number that
+//     rounds to a subnormal or to zero is accepted;
+//   - double: the same for float64, which every number chatd admits is
+//     (at most 64 characters in jsonb's plain notation), so it asserts
+//     nothing more than being a number.
+var numericFormats = map[string]func() map[string]any{
+	"int32": func() map[string]any { return integerRange("-2147483648", "2147483647") },
+	"int64": func() map[string]any { return integerRange("-9223372036854775808", "9223372036854775807") },
+	"float": func() map[string]any {
+		// (2−2⁻²⁴)×2¹²⁷: from here on, rounding to the nearest float32
+		// (ties to even) gives an infinity
+		const overflow = "340282356779733661637539395458142568448"
+		return map[string]any{"exclusiveMinimum": json.Number("-" + overflow), "exclusiveMaximum": json.Number(overflow)}
+	},
+	"double": func() map[string]any { return nil },
+}
+
+func integerRange(lo, hi string) map[string]any {
+	return map[string]any{"type": "integer", "minimum": json.Number(lo), "maximum": json.Number(hi)}
 }
 
 // eachSubschema calls f on every schema directly inside a screened schema
