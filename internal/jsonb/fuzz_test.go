@@ -208,3 +208,22 @@ func fuzzMeaning(t *testing.T, raw []byte) any {
 	}
 	return v
 }
+
+// FuzzStorable: Storable never panics, accepts only valid JSON, and what it
+// accepts the codec can marshal.
+func FuzzStorable(f *testing.F) {
+	for _, s := range append(fuzzRawSeeds, `{"a":1,"a":2}`, `[1e309]`, `{"a":[{"b":1e-999999}]}`, `[[[[]]]]`, `{} x`) {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if Storable(raw) != nil {
+			return
+		}
+		if !json.Valid(raw) {
+			t.Fatalf("accepted invalid JSON %q", raw)
+		}
+		if _, err := MarshalParts([]Part{{Type: PartToolCall, ToolCallID: "c", ToolName: "t", Args: raw}}); err != nil {
+			t.Fatalf("accepted %q, the codec refused it: %v", raw, err)
+		}
+	})
+}

@@ -8,6 +8,8 @@
 package tools
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +19,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 )
 
@@ -27,8 +30,10 @@ type Tool struct {
 	// InputSchema is the JSON Schema of the arguments.
 	InputSchema map[string]any
 	// Run executes the tool. An error is reported to the model as a failed
-	// tool result; it does not fail the turn.
-	Run func(args json.RawMessage) (string, error)
+	// tool result; it does not fail the turn. The runner gives every call a
+	// deadline (ctx) and stops waiting for a call that outlives it; a tool
+	// should return soon after ctx ends.
+	Run func(ctx context.Context, args json.RawMessage) (string, error)
 }
 
 // Limits of the workspace tools.
@@ -95,7 +100,7 @@ func decode(args json.RawMessage, dst any) error {
 	return nil
 }
 
-func (w *workspace) readFile(args json.RawMessage) (string, error) {
+func (w *workspace) readFile(_ context.Context, args json.RawMessage) (string, error) {
 	var in struct {
 		Path   string `json:"path"`
 		Offset int64  `json:"offset"`
@@ -106,25 +111,30 @@ func (w *workspace) readFile(args json.RawMessage) (string, error) {
 	if in.Path == "" || in.Offset < 0 {
 		return "", errors.New("path is required and offset must not be negative")
 	}
-	f, err := w.root.Open(clean(in.Path))
+	// Non-blocking: opening a FIFO for reading would otherwise wait for a
+	// writer forever. Only regular files are read at all.
+	f, err := w.root.OpenFile(clean(in.Path), os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return "", explain(err)
+		return "", explain(err, in.Path)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return "", explain(err)
+		return "", explain(err, in.Path)
 	}
 	if st.IsDir() {
 		return "", fmt.Errorf("%s is a directory; use list_files", in.Path)
 	}
+	if !st.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file", in.Path)
+	}
 	if _, err := f.Seek(in.Offset, io.SeekStart); err != nil {
-		return "", explain(err)
+		return "", explain(err, in.Path)
 	}
 	buf := make([]byte, MaxReadBytes)
 	n, err := io.ReadFull(f, buf)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
-		return "", explain(err)
+		return "", explain(err, in.Path)
 	}
 	buf = buf[:n]
 	if !utf8.Valid(buf) {
@@ -147,7 +157,7 @@ func (w *workspace) readFile(args json.RawMessage) (string, error) {
 	return out, nil
 }
 
-func (w *workspace) listFiles(args json.RawMessage) (string, error) {
+func (w *workspace) listFiles(_ context.Context, args json.RawMessage) (string, error) {
 	var in struct {
 		Path string `json:"path"`
 	}
@@ -158,7 +168,7 @@ func (w *workspace) listFiles(args json.RawMessage) (string, error) {
 	}
 	entries, err := fs.ReadDir(w.root.FS(), clean(in.Path))
 	if err != nil {
-		return "", explain(err)
+		return "", explain(err, cmp.Or(in.Path, "."))
 	}
 	names := make([]string, 0, len(entries))
 	for _, e := range entries {
@@ -177,20 +187,22 @@ func (w *workspace) listFiles(args json.RawMessage) (string, error) {
 	return strings.Join(names, "\n") + more, nil
 }
 
-// explain turns file errors into messages without host paths.
-func explain(err error) error {
+// explain turns a file error into a message that names the path as the
+// model gave it: the error's own path can be the host path of the file (a
+// seek or read error names the opened file), which must not leak.
+func explain(err error, name string) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s does not exist", name)
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("%s cannot be read", name)
+	}
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			return fmt.Errorf("%s does not exist", pe.Path)
-		case errors.Is(err, fs.ErrPermission):
-			return fmt.Errorf("%s cannot be read", pe.Path)
-		}
 		if strings.Contains(pe.Err.Error(), "escapes") {
-			return fmt.Errorf("%s is outside the workspace", pe.Path)
+			return fmt.Errorf("%s is outside the workspace", name)
 		}
-		return fmt.Errorf("%s: %v", pe.Path, pe.Err)
+		return fmt.Errorf("%s: %v", name, pe.Err)
 	}
-	return errors.New("the file cannot be read")
+	return fmt.Errorf("%s cannot be read", name)
 }

@@ -1,11 +1,16 @@
 package tools
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestWorkspaceConfinement(t *testing.T) {
@@ -33,8 +38,8 @@ func TestWorkspaceConfinement(t *testing.T) {
 		t.Fatal(err)
 	}
 	read, list := ts[0].Run, ts[1].Run
-	run := func(f func(json.RawMessage) (string, error), args string) (string, error) {
-		return f(json.RawMessage(args))
+	run := func(f func(context.Context, json.RawMessage) (string, error), args string) (string, error) {
+		return f(t.Context(), json.RawMessage(args))
 	}
 
 	if out, err := run(read, `{"path":"README.md"}`); err != nil || out != "make test\n" {
@@ -69,5 +74,67 @@ func TestWorkspaceConfinement(t *testing.T) {
 	}
 	if out, err := run(list, `{"path":"linkdir"}`); err == nil {
 		t.Errorf("list through a symlink out of the workspace: %q", out)
+	}
+}
+
+// A FIFO (or any other non-regular file) is refused at once: opening a FIFO
+// for reading used to block until a writer came, holding the worker, the
+// interrupt and the drain.
+func TestReadFileRefusesNonRegularFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err) // not a Unix file system
+	}
+	ts, err := Workspace(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		out string
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		out, err := ts[0].Run(t.Context(), json.RawMessage(`{"path":"fifo"}`))
+		done <- answer{out, err}
+	}()
+	select {
+	case a := <-done:
+		if a.err == nil || !strings.Contains(a.err.Error(), "fifo is not a regular file") || strings.Contains(a.err.Error(), dir) {
+			t.Fatalf("read a FIFO: %q %v", a.out, a.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("read_file of a FIFO blocked")
+	}
+}
+
+// Errors name the path as the model gave it, never the host path the
+// operating system reports for an opened file (a seek past what the file
+// system allows fails with the file's full name).
+func TestErrorsNameWorkspacePathsOnly(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := Workspace(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := ts[0].Run(t.Context(), json.RawMessage(`{"path":"a.txt","offset":4611686018427387904}`))
+	if err != nil && (strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "a.txt")) {
+		t.Errorf("seek error %q", err)
+	}
+	if err == nil && out != "" {
+		t.Errorf("read past the end: %q", out)
+	}
+	// Whatever the file system allows, an error carrying a host path is
+	// reported with the workspace-relative name.
+	hostErr := &fs.PathError{Op: "seek", Path: filepath.Join(dir, "a.txt"), Err: syscall.EINVAL}
+	for _, e := range []error{hostErr, errors.New("read " + dir + "/a.txt: i/o error")} {
+		if got := explain(e, "a.txt").Error(); strings.Contains(got, dir) || !strings.HasPrefix(got, "a.txt") {
+			t.Errorf("explain(%v) = %q", e, got)
+		}
 	}
 }
