@@ -37,6 +37,8 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	lease := f.Duration("lease", "CHATD_LEASE", 30*time.Second, "how long a worker's claim on a chat lasts without renewal")
 	drain := f.Duration("drain-timeout", "CHATD_DRAIN_TIMEOUT", 15*time.Second, "on shutdown, how long in-flight steps may finish before they are cut off and their chats released")
 	silence := f.Duration("provider-silence-timeout", "CHATD_PROVIDER_SILENCE_TIMEOUT", 5*time.Minute, "cut off and retry a provider step that sends nothing for this long")
+	serverToolTimeout := f.Duration("server-tool-timeout", "CHATD_SERVER_TOOL_TIMEOUT", 30*time.Second, "how long one server tool call (read_file, list_files) may run before it is answered with an error")
+	providerAttempts := f.Int("provider-attempts", "CHATD_PROVIDER_ATTEMPTS", 5, "provider attempts per step: transient failures (unreachable, 429, 5xx, cut streams) are retried with backoff until then")
 	toolTimeout := f.Duration("tool-result-timeout", "CHATD_TOOL_RESULT_TIMEOUT", 10*time.Minute, "how long a turn waits for client tool results before answering the calls with errors")
 	logFormat := f.String("log-format", "CHATD_LOG_FORMAT", "json", "log format: json or text")
 	logLevel := f.String("log-level", "CHATD_LOG_LEVEL", "info", "log level: debug, info, warn, error")
@@ -65,8 +67,11 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	if *workers < 0 || *workers > 1024 {
 		return errors.New("--workers must be from 0 to 1024")
 	}
-	if *lease < time.Second || *drain <= 0 || *toolTimeout <= 0 || *silence <= 0 {
-		return errors.New("--lease must be at least 1s; --drain-timeout, --tool-result-timeout and --provider-silence-timeout must be positive")
+	if *lease < time.Second || *drain <= 0 || *toolTimeout <= 0 || *silence <= 0 || *serverToolTimeout <= 0 {
+		return errors.New("--lease must be at least 1s; --drain-timeout, --tool-result-timeout, --server-tool-timeout and --provider-silence-timeout must be positive")
+	}
+	if *providerAttempts < 1 || *providerAttempts > 100 {
+		return errors.New("--provider-attempts must be from 1 to 100")
 	}
 
 	cfg := &config.Config{}
@@ -121,6 +126,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	api := httpapi.New(httpapi.Options{Store: st, Models: models, Hub: hub, Experiments: exp, ServerTools: toolNames, Logger: logger, AccessLogLevel: accessLogLevel, CORSOrigins: origins, Metrics: reg})
 	run := runner.New(st, models, hub, runner.Options{Workers: *workers, MaxSteps: *maxSteps, Tools: serverTools,
 		Lease: *lease, DrainTimeout: *drain, ActionTimeout: *toolTimeout, SilenceTimeout: *silence,
+		ServerToolTimeout: *serverToolTimeout, MaxAttempts: *providerAttempts,
 		Hooks: stopHooks, CompactionThreshold: cfg.CompactionThreshold, Preview: relay, Logger: logger, Metrics: reg})
 
 	ln, err := net.Listen("tcp", *listen)

@@ -45,6 +45,8 @@ type Options struct {
 	Poll time.Duration
 	// Tools are the server-executed tools offered to every chat.
 	Tools []tools.Tool
+	// ServerToolTimeout bounds one server tool call (default 30s).
+	ServerToolTimeout time.Duration
 	// Hooks vet candidates before a structured turn finishes (may be nil).
 	Hooks *hooks.Runner
 	// CompactionThreshold is the fraction of a model's context window the
@@ -92,6 +94,9 @@ func (o *Options) defaults() {
 	}
 	if o.CompactionThreshold <= 0 || o.CompactionThreshold >= 1 {
 		o.CompactionThreshold = 0.7
+	}
+	if o.ServerToolTimeout <= 0 {
+		o.ServerToolTimeout = 30 * time.Second
 	}
 	if o.ActionTimeout <= 0 {
 		o.ActionTimeout = 10 * time.Minute

@@ -20,6 +20,7 @@ import (
 	"github.com/chatd/chatd/internal/mockllm"
 	"github.com/chatd/chatd/internal/runner"
 	"github.com/chatd/chatd/internal/testenv"
+	"github.com/chatd/chatd/internal/tools"
 )
 
 func ledger(t *testing.T, env *testenv.Env, req uuid.UUID) (rejections, validation, steps int) {
@@ -491,5 +492,73 @@ func TestStalledProviderStreamIsRetried(t *testing.T) {
 	}
 	if _, _, s := ledger(t, env, req); s != 1 {
 		t.Fatalf("steps %d: the stalled attempt must not count", s)
+	}
+}
+
+// hangingTool is a server tool that ignores its deadline and blocks until
+// the test ends, like a read of a FIFO did; entered says it was called.
+func hangingTool(t *testing.T) (tools.Tool, <-chan struct{}) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	entered := make(chan struct{}, 16)
+	return tools.Tool{Name: "hang", Description: "never returns", InputSchema: map[string]any{"type": "object"},
+		Run: func(context.Context, json.RawMessage) (string, error) {
+			entered <- struct{}{}
+			<-release
+			return "late", nil
+		}}, entered
+}
+
+func TestServerToolDeadline(t *testing.T) {
+	t.Parallel()
+	hang, _ := hangingTool(t)
+	script := &mockllm.Script{Steps: []mockllm.Step{
+		{ToolCalls: []mockllm.ToolCall{{Name: "hang", Arguments: `{}`}}},
+		{Value: json.RawMessage(`{"command":"make test"}`)},
+	}}
+	env := testenv.New(t, testenv.Options{Tools: []tools.Tool{hang}, Mock: mockllm.Options{Script: script},
+		Runner: runner.Options{ServerToolTimeout: 200 * time.Millisecond}})
+	c := env.Client("alice")
+	chat, req := create(t, c, reportSchema)
+	if res := wait(t, c, req); res.Status != client.OutputSucceeded {
+		t.Fatalf("result %+v", res)
+	}
+	settled(t, env, chat, req, client.OutputSucceeded, "")
+	var result string
+	_ = env.Pool.QueryRow(ctxT(t), `SELECT content::text FROM chat_messages WHERE chat_id = $1 AND role = 'tool' ORDER BY id LIMIT 1`, chat).Scan(&result)
+	if !strings.Contains(result, "did not finish within 200ms") || !strings.Contains(result, `"is_error": true`) {
+		t.Fatalf("tool result %s", result)
+	}
+}
+
+// A drain ends within its timeout whatever a tool does, and hands the chat
+// back: the tool's call runs again on the next owner.
+func TestDrainEndsWhileAToolHangs(t *testing.T) {
+	t.Parallel()
+	hang, entered := hangingTool(t)
+	script := &mockllm.Script{Steps: []mockllm.Step{{ToolCalls: []mockllm.ToolCall{{Name: "hang", Arguments: `{}`}}}}}
+	env := testenv.New(t, testenv.Options{Tools: []tools.Tool{hang}, Mock: mockllm.Options{Script: script},
+		Runner: runner.Options{DrainTimeout: 100 * time.Millisecond}})
+	c := env.Client("alice")
+	chat, _ := create(t, c, reportSchema)
+	select {
+	case <-entered:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the tool was never called")
+	}
+	stopped := make(chan struct{})
+	go func() {
+		env.StopRunner()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the drain waited on a hanging tool")
+	}
+	var released bool
+	_ = env.Pool.QueryRow(ctxT(t), `SELECT worker_id IS NULL FROM chats WHERE id = $1`, chat).Scan(&released)
+	if !released {
+		t.Fatal("the drained worker kept its chat")
 	}
 }

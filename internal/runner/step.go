@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"charm.land/fantasy"
 	"github.com/google/uuid"
@@ -40,11 +42,53 @@ type stepResult struct {
 	Refused  bool
 	Warnings []fantasy.CallWarning
 	Err      error
+	// Capped says the step was cut off at the output caps below; it ended
+	// with finish reason length and what was complete by then.
+	Capped bool
 }
 
-// maxToolInputBytes caps the argument bytes of one tool call while they
-// stream; a call beyond it is rejected without storing its arguments.
-const maxToolInputBytes = 256<<10 + 1024
+// Caps on what one provider step may stream. A call's arguments beyond
+// their cap are rejected without being stored; a step beyond the others is
+// cut off, as if the model had reached its output limit: the stream is
+// closed and the step keeps what was complete (text up to the cap, tool
+// calls already finished) with finish reason length.
+const (
+	maxToolInputBytes = 256<<10 + 1024 // the arguments of one tool call
+	maxStepTextBytes  = 1 << 20        // text and reasoning of one step
+	maxStepBytes      = 4 << 20        // all of a step: text, reasoning, tool calls
+)
+
+// stepBudget counts a step's streamed bytes against the caps.
+type stepBudget struct{ text, total int }
+
+// take returns the part of s that fits (cut on a character boundary) and
+// whether all of it did.
+func (b *stepBudget) take(s string, text bool) (string, bool) {
+	room := maxStepBytes - b.total
+	if text {
+		room = min(room, maxStepTextBytes-b.text)
+	}
+	if len(s) <= room {
+		b.total += len(s)
+		if text {
+			b.text += len(s)
+		}
+		return s, true
+	}
+	room = max(room, 0)
+	for room > 0 && !utf8.RuneStart(s[room]) {
+		room--
+	}
+	b.total, b.text = maxStepBytes, maxStepTextBytes
+	return s[:room], false
+}
+
+// callInput is a tool call whose arguments are streaming.
+type callInput struct {
+	name      string
+	b         strings.Builder
+	oversized bool
+}
 
 // streamStep makes one streaming provider call and accumulates its parts.
 // On error or cancellation the parts produced so far are returned too.
@@ -57,6 +101,10 @@ const maxToolInputBytes = 256<<10 + 1024
 // Anthropic signature (complete on reasoning_end) or the Responses
 // reasoning item (id, summaries, encrypted content), which prompt.go hands
 // back to fantasy as the ReasoningPart's ProviderOptions.
+//
+// Tool calls are matched to their streamed arguments by id in the order
+// they started, so two calls a model gave the same id keep their own
+// arguments; uniqueCallIDs then renames the later ones.
 func streamStep(ctx context.Context, lm fantasy.LanguageModel, call fantasy.Call, emit func(Delta)) stepResult {
 	var res stepResult
 	stream, err := lm.Stream(ctx, call)
@@ -76,9 +124,22 @@ func streamStep(ctx context.Context, lm fantasy.LanguageModel, call fantasy.Call
 			res.Parts[i].ProviderMetadata = b
 		}
 	}
-	inputs := map[string]*strings.Builder{}
-	oversized := map[string]bool{}
-	names := map[string]string{}
+	bodies := map[int]*strings.Builder{} // text of text and reasoning parts, by part index
+	appendText := func(i int, d string) {
+		b := bodies[i]
+		if b == nil {
+			b = &strings.Builder{}
+			bodies[i] = b
+		}
+		b.WriteString(d)
+	}
+	var budget stepBudget
+	inputs := map[string][]*callInput{} // calls started and not finished, by id, oldest first
+	started := func(id, name string) *callInput {
+		c := &callInput{name: name}
+		inputs[id] = append(inputs[id], c)
+		return c
+	}
 	for part := range stream {
 		switch part.Type {
 		case fantasy.StreamPartTypeWarnings:
@@ -90,8 +151,12 @@ func streamStep(ctx context.Context, lm fantasy.LanguageModel, call fantasy.Call
 			if !ok {
 				i = open(jsonb.PartText, texts, part.ID)
 			}
-			res.Parts[i].Text += part.Delta
-			emit(Delta{Kind: "text", Text: part.Delta})
+			d, fits := budget.take(part.Delta, true)
+			appendText(i, d)
+			if d != "" {
+				emit(Delta{Kind: "text", Text: d})
+			}
+			res.Capped = !fits
 		case fantasy.StreamPartTypeTextEnd:
 			delete(texts, part.ID)
 		case fantasy.StreamPartTypeReasoningStart:
@@ -101,57 +166,77 @@ func streamStep(ctx context.Context, lm fantasy.LanguageModel, call fantasy.Call
 			if !ok {
 				i = open(jsonb.PartReasoning, reasonings, part.ID)
 			}
-			res.Parts[i].Text += part.Delta
+			d, fits := budget.take(part.Delta, true)
+			appendText(i, d)
 			keep(i, part.ProviderMetadata)
-			if part.Delta != "" {
-				emit(Delta{Kind: "reasoning", Text: part.Delta})
+			if d != "" {
+				emit(Delta{Kind: "reasoning", Text: d})
 			}
+			res.Capped = !fits
 		case fantasy.StreamPartTypeReasoningEnd:
 			if i, ok := reasonings[part.ID]; ok {
 				keep(i, part.ProviderMetadata)
 				delete(reasonings, part.ID)
 			}
 		case fantasy.StreamPartTypeToolInputStart:
-			names[part.ID] = part.ToolCallName
-			inputs[part.ID] = &strings.Builder{}
+			_, fits := budget.take(part.ID+part.ToolCallName, false)
+			started(part.ID, part.ToolCallName)
 			emit(Delta{Kind: "tool-input", ToolCallID: part.ID, ToolName: part.ToolCallName})
+			res.Capped = !fits
 		case fantasy.StreamPartTypeToolInputDelta:
 			// OpenAI puts the fragment in Delta, Anthropic in ToolCallInput.
 			frag := part.Delta
 			if frag == "" {
 				frag = part.ToolCallInput
 			}
-			b := inputs[part.ID]
-			if b == nil {
-				b = &strings.Builder{}
-				inputs[part.ID] = b
+			if _, fits := budget.take(frag, false); !fits {
+				res.Capped = true
+				break
 			}
-			if b.Len()+len(frag) > maxToolInputBytes {
-				oversized[part.ID] = true
-				continue
+			var c *callInput
+			if q := inputs[part.ID]; len(q) > 0 {
+				c = q[len(q)-1] // the latest call started with this id
+			} else {
+				c = started(part.ID, "")
 			}
-			b.WriteString(frag)
-			emit(Delta{Kind: "tool-input", ToolCallID: part.ID, ToolName: names[part.ID], Text: frag})
+			if c.oversized || c.b.Len()+len(frag) > maxToolInputBytes {
+				c.oversized = true
+				break
+			}
+			c.b.WriteString(frag)
+			emit(Delta{Kind: "tool-input", ToolCallID: part.ID, ToolName: c.name, Text: frag})
 		case fantasy.StreamPartTypeToolCall:
 			p := jsonb.Part{Type: jsonb.PartToolCall, ToolCallID: part.ID, ToolName: part.ToolCallName,
 				ProviderExecuted: part.ProviderExecuted, ProviderMetadata: metadata(part.ProviderMetadata)}
 			input := part.ToolCallInput
-			if b := inputs[part.ID]; b != nil && b.Len() > 0 && b.String() != input {
+			var c *callInput
+			if q := inputs[part.ID]; len(q) > 0 {
+				c, inputs[part.ID] = q[0], q[1:] // calls finish in the order they started
+			}
+			if c != nil && c.b.Len() > 0 && c.b.String() != input {
 				// What the provider streamed counts: anthropic-sdk-go replaces
 				// streamed arguments that are not JSON (a cut-off call) with
 				// {}, which would look like a well-formed empty call.
-				input = b.String()
+				input = c.b.String()
 			}
 			switch {
-			case oversized[part.ID] || len(input) > maxToolInputBytes:
+			case c != nil && c.oversized || len(input) > maxToolInputBytes:
 				p.Args, p.ArgsRejected = json.RawMessage(`{}`), "the arguments exceeded the size limit"
 			case !json.Valid([]byte(input)):
 				p.Args, p.ArgsRejected = json.RawMessage(`{}`), "the arguments are not valid JSON"
 			default:
 				p.Args = json.RawMessage(input)
 			}
+			if _, fits := budget.take(part.ID+part.ToolCallName+string(p.ProviderMetadata), false); !fits {
+				res.Capped = true
+				break
+			}
 			res.Parts = append(res.Parts, p)
 		case fantasy.StreamPartTypeSource:
+			if _, fits := budget.take(part.ID+part.URL+part.Title, false); !fits {
+				res.Capped = true
+				break
+			}
 			res.Parts = append(res.Parts, jsonb.Part{Type: jsonb.PartSource, SourceID: part.ID, URL: part.URL, Title: part.Title})
 		case fantasy.StreamPartTypeFinish:
 			res.FinishReason = part.FinishReason
@@ -162,12 +247,25 @@ func streamStep(ctx context.Context, lm fantasy.LanguageModel, call fantasy.Call
 				res.Err = errors.New("provider stream failed")
 			}
 		}
+		if res.Capped {
+			// Stop reading (fantasy closes the response) and end the step
+			// as a length finish with what is complete.
+			res.FinishReason, res.Err = fantasy.FinishReasonLength, nil
+			break
+		}
+	}
+	for i, b := range bodies {
+		res.Parts[i].Text = b.String()
 	}
 	res.Parts = slices.DeleteFunc(res.Parts, func(p jsonb.Part) bool {
 		// Empty text says nothing; empty reasoning without metadata cannot
 		// be replayed (with metadata it is a redacted or encrypted block).
 		return (p.Type == jsonb.PartText || p.Type == jsonb.PartReasoning) && p.Text == "" && len(p.ProviderMetadata) == 0
 	})
+	uniqueCallIDs(res.Parts)
+	if res.Capped {
+		return res
+	}
 	if res.Err == nil && ctx.Err() != nil {
 		res.Err = ctx.Err()
 	}
@@ -177,13 +275,48 @@ func streamStep(ctx context.Context, lm fantasy.LanguageModel, call fantasy.Call
 	return res
 }
 
+// maxCallIDBytes bounds a stored tool-call id; a longer one is replaced.
+const maxCallIDBytes = 128
+
+// uniqueCallIDs gives every tool call of a step its own id, deterministically:
+// the first call keeps an id, a later call with the same id (or an empty or
+// over-long one) gets "<id>_<n>" or "call_<n>", n counting from 2 (or from
+// the call's position) until the id is free. Results, client submissions and
+// the provider replay all pair calls by id, so duplicates would pair a result
+// with the wrong call, run a tool with another call's arguments, or leave a
+// call that can never be answered.
+func uniqueCallIDs(parts []jsonb.Part) {
+	seen := map[string]bool{}
+	for i, p := range parts {
+		if p.Type != jsonb.PartToolCall {
+			continue
+		}
+		id := p.ToolCallID
+		if id != "" && len(id) <= maxCallIDBytes && !seen[id] {
+			seen[id] = true
+			continue
+		}
+		base := id
+		if base == "" || len(base) > maxCallIDBytes-8 {
+			base = "call"
+		}
+		for n := 2; ; n++ {
+			if c := base + "_" + strconv.Itoa(n); !seen[c] {
+				parts[i].ToolCallID = c
+				seen[c] = true
+				break
+			}
+		}
+	}
+}
+
 // correct applies what the wire showed (provider.Observe) to a step that
 // fantasy reported as finished: a stream cut before its terminal signal is
 // an incomplete-stream error (retried like fantasy's own), a length or
 // content-filter finish hidden behind tool-calls is restored, and a refusal
 // is marked, its text kept as the step's text when fantasy dropped it.
 func (res *stepResult) correct(v provider.Verdict) {
-	if !v.Seen || res.Err != nil {
+	if !v.Seen || res.Err != nil || res.Capped {
 		return
 	}
 	if v.Incomplete {

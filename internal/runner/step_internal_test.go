@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"charm.land/fantasy"
 	"charm.land/fantasy/providers/anthropic"
@@ -156,5 +158,78 @@ func TestProviderFailureNamesNoDetail(t *testing.T) {
 		if msg == "" || len(msg) > 100 {
 			t.Errorf("%d: %q", status, msg)
 		}
+	}
+}
+
+// countingLM streams text deltas forever and counts what it yielded.
+type countingLM struct {
+	fantasy.LanguageModel
+	delta   string
+	yielded *int
+}
+
+func (m countingLM) Stream(context.Context, fantasy.Call) (fantasy.StreamResponse, error) {
+	return func(yield func(fantasy.StreamPart) bool) {
+		for {
+			*m.yielded += len(m.delta)
+			if !yield(fantasy.StreamPart{Type: fantasy.StreamPartTypeTextDelta, ID: "0", Delta: m.delta}) {
+				return
+			}
+		}
+	}, nil
+}
+
+func TestStreamStepCutsOffAtTheCaps(t *testing.T) {
+	t.Parallel()
+	n := 0
+	res := streamStep(t.Context(), countingLM{delta: "ab€", yielded: &n}, fantasy.Call{}, func(Delta) {})
+	if res.Err != nil || !res.Capped || res.FinishReason != fantasy.FinishReasonLength || len(res.Parts) != 1 {
+		t.Fatalf("err %v capped %v finish %q parts %d", res.Err, res.Capped, res.FinishReason, len(res.Parts))
+	}
+	text := res.Parts[0].Text
+	if len(text) > maxStepTextBytes || len(text) < maxStepTextBytes-4 || !utf8.ValidString(text) {
+		t.Fatalf("kept %d bytes (valid UTF-8: %v)", len(text), utf8.ValidString(text))
+	}
+	if n > maxStepTextBytes+5 {
+		t.Fatalf("read %d bytes from the provider after the cap", n)
+	}
+	// A wire observation that saw no terminal event (the stream was cut by
+	// us) does not turn the cut into a retried incomplete stream.
+	res.correct(provider.Verdict{Seen: true, Incomplete: true})
+	if res.Err != nil {
+		t.Fatalf("a capped step became %v", res.Err)
+	}
+}
+
+func TestStreamStepSeparatesDuplicateCallIDs(t *testing.T) {
+	t.Parallel()
+	// Chat Completions through fantasy: two calls (indices 0 and 1) with one
+	// id; their ToolCall parts come at the end, in index order.
+	lm := scriptedLM{parts: []fantasy.StreamPart{
+		{Type: fantasy.StreamPartTypeToolInputStart, ID: "x", ToolCallName: "f"},
+		{Type: fantasy.StreamPartTypeToolInputDelta, ID: "x", Delta: `{"a":1}`},
+		{Type: fantasy.StreamPartTypeToolInputEnd, ID: "x"},
+		{Type: fantasy.StreamPartTypeToolInputStart, ID: "x", ToolCallName: "g"},
+		{Type: fantasy.StreamPartTypeToolInputDelta, ID: "x", Delta: `{"b":2}`},
+		{Type: fantasy.StreamPartTypeToolInputEnd, ID: "x"},
+		{Type: fantasy.StreamPartTypeToolInputStart, ID: "", ToolCallName: "h"},
+		{Type: fantasy.StreamPartTypeToolInputEnd, ID: ""},
+		{Type: fantasy.StreamPartTypeToolCall, ID: "x", ToolCallName: "f", ToolCallInput: `{"a":1}`},
+		{Type: fantasy.StreamPartTypeToolCall, ID: "x", ToolCallName: "g", ToolCallInput: `{"b":2}`},
+		{Type: fantasy.StreamPartTypeToolCall, ID: "x_2", ToolCallName: "k", ToolCallInput: `{}`},
+		{Type: fantasy.StreamPartTypeToolCall, ID: "", ToolCallName: "h", ToolCallInput: `{}`},
+		{Type: fantasy.StreamPartTypeFinish, FinishReason: fantasy.FinishReasonToolCalls},
+	}}
+	res := streamStep(t.Context(), lm, fantasy.Call{}, func(Delta) {})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	var got []string
+	for _, p := range res.Parts {
+		got = append(got, p.ToolCallID+" "+p.ToolName+" "+string(p.Args))
+	}
+	want := []string{`x f {"a":1}`, `x_2 g {"b":2}`, `x_2_2 k {}`, `call_2 h {}`}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("calls %q, want %q", got, want)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"unicode/utf8"
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/jsonb"
@@ -86,8 +88,18 @@ func (a *action) runTools(ctx context.Context, step *parsed, calls []jsonb.Part)
 				}
 				continue
 			}
+			if c.ArgsRejected != "" {
+				// Screened out before storage: the placeholder is never
+				// run, nor sent to a client.
+				results = append(results, errorResult(c, "Not run: "+c.ArgsRejected+"."))
+				continue
+			}
 			if t, ok := server[c.ToolName]; ok {
-				results = append(results, runServerTool(t, c))
+				res, err := a.t.w.r.runServerTool(ctx, t, c)
+				if err != nil {
+					return false, err // stopping: nothing is committed, the call runs again
+				}
+				results = append(results, res)
 				continue
 			}
 			if dynamic[c.ToolName] {
@@ -130,21 +142,40 @@ func (a *action) runTools(ctx context.Context, step *parsed, calls []jsonb.Part)
 	return done, err
 }
 
-// runServerTool runs a server tool; its failure is the model's to handle.
-func runServerTool(t tools.Tool, call jsonb.Part) (res jsonb.Part) {
-	if call.ArgsRejected != "" {
-		return errorResult(call, "Not run: "+call.ArgsRejected+".")
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			res = errorResult(call, "The tool failed unexpectedly.")
+// runServerTool runs a server tool within ServerToolTimeout; its failure is
+// the model's to handle. A tool that outlives its deadline is answered with
+// an error and left behind (a blocked system call cannot be taken back), so
+// neither the worker nor a drain ever waits on a tool longer than that. When
+// ctx ends first (the worker stops) it returns ctx's error: nothing is
+// committed and the call runs again wherever the chat runs next.
+func (r *Runner) runServerTool(ctx context.Context, t tools.Tool, call jsonb.Part) (jsonb.Part, error) {
+	tctx, cancel := context.WithTimeout(ctx, r.opts.ServerToolTimeout)
+	defer cancel()
+	done := make(chan jsonb.Part, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				r.log.Error("server tool panicked", slog.String("tool", t.Name), slog.Any("panic", p))
+				done <- errorResult(call, "The tool failed unexpectedly.")
+			}
+		}()
+		out, err := t.Run(tctx, call.Args)
+		if err != nil {
+			done <- errorResult(call, err.Error())
+			return
 		}
+		done <- textResult(call, out)
 	}()
-	out, err := t.Run(call.Args)
-	if err != nil {
-		return errorResult(call, err.Error())
+	select {
+	case res := <-done:
+		return res, nil
+	case <-tctx.Done():
+		if err := ctx.Err(); err != nil {
+			return jsonb.Part{}, err
+		}
+		r.log.Warn("server tool timed out", slog.String("tool", t.Name), slog.Duration("timeout", r.opts.ServerToolTimeout))
+		return errorResult(call, fmt.Sprintf("The tool did not finish within %s.", r.opts.ServerToolTimeout)), nil
 	}
-	return textResult(call, out)
 }
 
 // dynamicNames are the chat's client-executed tools.
@@ -204,20 +235,45 @@ func (a *action) finalize(step *parsed, call jsonb.Part, req *store.Request) (js
 	return textResult(call, finalizerAccepted), value, ""
 }
 
-// screenFinalizerArgs checks a finalizer call's raw argument bytes before
-// the step is committed: JSONB would erase duplicate keys and cannot hold
-// every number or escape, so unsafe bytes are replaced by a placeholder and
-// a server-only marker, and never stored.
-func screenFinalizerArgs(parts []jsonb.Part) {
+// screenArgs checks every tool call's raw argument bytes before the step is
+// committed, as seed 000 §5 asks for the finalizer: unsafe bytes are
+// replaced by the placeholder {} and a server-only marker (never stored,
+// never run, answered with a short error). A finalizer call of a structured
+// request gets the validator's strict scan (JSONB would erase duplicate keys
+// and cannot hold every number or escape of a value); every other call gets
+// jsonb.Storable, which refuses what PostgreSQL could not store exactly
+// (numbers out of range would make the step uncommittable forever) and
+// leaves strings to the codec.
+func screenArgs(parts []jsonb.Part, structured bool) {
 	for i, p := range parts {
-		if p.Type != jsonb.PartToolCall || p.ToolName != FinalizerName || p.ArgsRejected != "" {
+		if p.Type != jsonb.PartToolCall || p.ArgsRejected != "" {
 			continue
 		}
-		if _, err := validate.Decode(p.Args, finalizerArgLimits); err != nil {
+		var err error
+		if structured && p.ToolName == FinalizerName {
+			_, err = validate.Decode(p.Args, finalizerArgLimits)
+		} else {
+			err = jsonb.Storable(p.Args)
+		}
+		if err != nil {
 			parts[i].Args = json.RawMessage(`{}`)
-			parts[i].ArgsRejected = "the arguments are not acceptable JSON (" + err.Error() + ")"
+			parts[i].ArgsRejected = truncate("the arguments are not acceptable JSON ("+err.Error()+")", maxRejectedBytes)
 		}
 	}
+}
+
+// maxRejectedBytes bounds the reason stored with a rejected call.
+const maxRejectedBytes = 512
+
+// truncate cuts s to at most n bytes on a character boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // finalizerArgLimits are the value limits plus the {"output": ...} wrapper.

@@ -6,10 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"charm.land/fantasy"
@@ -75,6 +79,13 @@ func (t *turnRunner) pass(ctx context.Context, chatID uuid.UUID) (bool, error) {
 			return a.commit(ctx, store.Commit{End: store.EndTurn})
 		}
 		return a.rejectTextOnly(ctx)
+	}
+	if n := turn.Chat.GenerationAttempt; int(n) >= t.w.r.opts.MaxAttempts {
+		// Every attempt at this point of the history was made and none
+		// was committed: the step could not be stored, or the process died
+		// on it each time. Asking the provider again would loop forever.
+		a.t.log.Error("provider attempts spent without a committed step", slog.Int("attempts", int(n)))
+		return a.fail(ctx, client.CodeProviderError, fmt.Sprintf("no answer of the model could be completed and stored in %d attempts", n), store.EndError)
 	}
 	if steps := a.steps(); steps >= t.w.r.opts.MaxSteps {
 		if req == nil {
@@ -287,11 +298,13 @@ func (a *action) generate(ctx context.Context) (bool, error) {
 	a.t.log.Debug("provider step", slog.Int("attempt", int(attempt)), slog.String("finish_reason", string(res.FinishReason)),
 		slog.String("wire_finish", v.Raw), slog.Bool("refused", res.Refused), slog.Duration("took", time.Since(start)))
 
+	if res.Capped {
+		a.t.log.Warn("provider step cut off at the output cap", slog.Int("attempt", int(attempt)),
+			slog.Int("max_text_bytes", maxStepTextBytes), slog.Int("max_step_bytes", maxStepBytes))
+	}
 	usage, _ := json.Marshal(res.Usage)
 	parts := res.Parts
-	if req != nil {
-		screenFinalizerArgs(parts)
-	}
+	screenArgs(parts, req != nil)
 	if req != nil && (res.Refused || res.FinishReason == fantasy.FinishReasonContentFilter) {
 		// A refusal or filtered answer ends the request: it is not a
 		// repairable mistake, and nothing of this step can be a candidate.
@@ -362,11 +375,12 @@ func (a *action) watch(ctx context.Context, cancel context.CancelCauseFunc) func
 func (a *action) providerError(ctx context.Context, attempt int32, err error) (bool, error) {
 	r := a.t.w.r
 	var pe *fantasy.ProviderError
-	retryable := fantasy.IsTransportError(err) || errors.Is(err, context.DeadlineExceeded)
+	unreachable := transportFailure(err)
+	retryable := unreachable != "" || fantasy.IsTransportError(err) || errors.Is(err, context.DeadlineExceeded)
 	status := 0
 	var floor time.Duration
 	if errors.As(err, &pe) {
-		retryable = pe.IsRetryable()
+		retryable = retryable || pe.IsRetryable()
 		status = pe.StatusCode
 		floor = retryAfter(pe.ResponseHeaders, time.Now())
 	}
@@ -381,11 +395,55 @@ func (a *action) providerError(ctx context.Context, attempt int32, err error) (b
 		return false, nil
 	}
 	msg := providerFailure(status)
+	if unreachable != "" {
+		msg = unreachable
+	}
 	if retryable {
 		msg += fmt.Sprintf(" after %d attempts", attempt)
 	}
 	a.fence.Attempt = &attempt
 	return a.fail(ctx, client.CodeProviderError, msg, store.EndError)
+}
+
+// transportFailure says, in a sentence a user can act on, that the provider
+// could not be reached and why (connection refused or reset, a timeout, the
+// connection closed before a response, an unknown host), naming the host
+// and port only: never the path or query of the URL, which can hold a key.
+// It returns "" for any other error. Such failures are retried: a provider
+// that restarts refuses connections for a moment.
+func transportFailure(err error) string {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return ""
+	}
+	host := "the configured address"
+	if u, perr := url.Parse(ue.URL); perr == nil && u.Host != "" {
+		host = u.Host
+	}
+	var dns *net.DNSError
+	var errno syscall.Errno
+	var reason string
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		reason = "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		reason = "connection reset"
+	case errors.As(err, &dns):
+		reason = "host not found"
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		reason = "the connection closed before a response"
+	case ue.Timeout():
+		reason = "timed out"
+	case errors.As(err, &errno):
+		reason = errno.Error()
+	default:
+		var oe *net.OpError
+		if !errors.As(err, &oe) {
+			return "" // TLS, a malformed response...: not a transport failure to retry
+		}
+		reason = "network error"
+	}
+	return fmt.Sprintf("the model provider at %s could not be reached: %s", host, reason)
 }
 
 // providerFailure is the sanitized sentence for a failed provider call.

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"sync"
@@ -50,6 +51,8 @@ type Options struct {
 	Runner runner.Options
 	// Workspace offers the read_file and list_files tools on this directory.
 	Workspace string
+	// Tools are more server tools, offered beside the workspace's.
+	Tools []tools.Tool
 	// Hooks are stop hooks (retried quickly here).
 	Hooks []hooks.Config
 	// ContextWindow of the mock model (0: unknown, no automatic compaction).
@@ -71,6 +74,9 @@ type Options struct {
 	// APIKey is the provider's API key, handed over through api_key_env
 	// from a private environment (tests stay parallel).
 	APIKey string
+	// ProviderTransport, when set, carries chatd's provider calls (wrap
+	// http.DefaultTransport to inject faults).
+	ProviderTransport http.RoundTripper
 }
 
 // apiKeyEnv names the (private) variable holding Options.APIKey.
@@ -165,21 +171,26 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 		if serverTools, err = tools.Workspace(o.Workspace); err != nil {
 			t.Fatal(err)
 		}
-		for _, st := range serverTools {
-			toolNames = append(toolNames, st.Name)
-		}
+	}
+	serverTools = append(serverTools, o.Tools...)
+	for _, st := range serverTools {
+		toolNames = append(toolNames, st.Name)
 	}
 	stopHooks, err := hooks.New(o.Hooks, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	stopHooks.SetRetry(2, 5*time.Millisecond)
-	e.Models = provider.NewRegistry(cfg, provider.Options{Logger: e.Logger, Getenv: func(k string) string {
+	po := provider.Options{Logger: e.Logger, Getenv: func(k string) string {
 		if k == apiKeyEnv {
 			return o.APIKey
 		}
 		return ""
-	}})
+	}}
+	if o.ProviderTransport != nil {
+		po.HTTPClient = &http.Client{Transport: o.ProviderTransport}
+	}
+	e.Models = provider.NewRegistry(cfg, po)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	e.Hub = notify.New(e.Pool, e.Logger)
