@@ -62,6 +62,7 @@ FUZZTIME ?= 5s
 fuzz:
 	go test -run '^$$' -fuzz '^FuzzScanRaw$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/jsonb/
 	go test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/jsonb/
+	go test -run '^$$' -fuzz '^FuzzStorable$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/jsonb/
 	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/validate/
 	go test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/validate/
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/partialjson/
