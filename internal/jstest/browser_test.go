@@ -85,9 +85,7 @@ func TestBrowserStream(t *testing.T) {
 	site.Start()
 	defer site.Close()
 
-	cmd := exec.Command("chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-		"--user-data-dir="+t.TempDir(), site.URL+"/")
+	cmd := exec.Command("chromium", append(chromiumFlags, "--user-data-dir="+t.TempDir(), site.URL+"/")...)
 	var logs strings.Builder
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {

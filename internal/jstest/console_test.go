@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -26,7 +27,7 @@ type replicas struct {
 	front   *httptest.Server
 	served  [2]atomic.Int64 // API requests per replica
 	envs    [2]*testenv.Env
-	down    atomic.Bool   // replica 2 is gone: everything goes to replica 1
+	down    atomic.Bool // replica 2 is gone: everything goes to replica 1
 	token   string
 	release chan struct{} // lets the turns whose message says "gate:" answer
 }
@@ -263,6 +264,20 @@ func TestConsole(t *testing.T) {
 		}
 	}
 	t.Logf("API requests per replica: %d, %d; screenshots in %s", rs.served[0].Load(), rs.served[1].Load(), shots)
+}
+
+// TestConsoleTypeCheck: the console's JavaScript, served as it is (no
+// build), type-checks with tsc (checkJs, the DOM's types).
+func TestConsoleTypeCheck(t *testing.T) {
+	t.Parallel()
+	npm(t)
+	dir, err := filepath.Abs("../console")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(t.Context(), dir, nil, bin("tsc"), "-p", "tsconfig.json"); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func jsString(s string) string {

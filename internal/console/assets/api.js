@@ -37,6 +37,10 @@ const sleep = (ms, signal) => new Promise((resolve) => {
  * Calls the API. Reads, and writes sent with an Idempotency-Key
  * (idempotent: true), are retried on 503 and dropped connections; a 401
  * signs the tab out (unless quiet401).
+ * @param {string} method
+ * @param {string} path under /api/v1
+ * @param {unknown} [body]
+ * @param {{idempotent?: boolean, signal?: AbortSignal, quiet401?: boolean}} [options]
  */
 export async function api(method, path, body, { idempotent = false, signal, quiet401 = false } = {}) {
   const headers = { Authorization: "Bearer " + token.get() };
@@ -154,7 +158,11 @@ export function followChat(chat, signal, onEvent, onState) {
     for (const name of streamEvents) es.addEventListener(name, (ev) => onEvent(name, JSON.parse(ev.data)));
     // The server's own `error` events carry data; EventSource's transport
     // errors do not (it would retry with the used ticket: open anew).
-    es.addEventListener("error", (ev) => (ev.data ? onEvent("error", JSON.parse(ev.data)) : reconnect()));
+    es.addEventListener("error", (ev) => {
+      const data = /** @type {MessageEvent} */ (ev).data;
+      if (data) onEvent("error", JSON.parse(data));
+      else reconnect();
+    });
   };
   signal.addEventListener("abort", () => es?.close(), { once: true });
   open();

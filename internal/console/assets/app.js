@@ -13,6 +13,7 @@ const nav = document.getElementById("nav");
 let leave = new AbortController();
 let notice = "";
 
+/** @type {Array<[RegExp, (m: RegExpMatchArray, signal: AbortSignal) => HTMLElement]>} */
 const routes = [
   [/^#\/chats\/([0-9a-f-]{36})$/i, (m, signal) => chatView(m[1], signal)],
   [/^#\/new$/, () => newChatView()],
@@ -29,8 +30,14 @@ function route() {
   if (!signedIn) view = signInView();
   else {
     const hash = location.hash === "#/" ? "" : location.hash;
-    const hit = routes.map(([re, f]) => [hash.match(re), f]).find(([m]) => m);
-    view = hit ? hit[1](hit[0], leave.signal) : h("section", {}, h("h1", { tabindex: -1 }, "Not found"), h("p", {}, h("a", { href: "#/chats" }, "Back to the chats")));
+    for (const [re, render] of routes) {
+      const m = hash.match(re);
+      if (m) {
+        view = render(m, leave.signal);
+        break;
+      }
+    }
+    view ??= h("section", {}, h("h1", { tabindex: -1 }, "Not found"), h("p", {}, h("a", { href: "#/chats" }, "Back to the chats")));
   }
   for (const a of nav.querySelectorAll("a")) {
     if (location.hash.startsWith(a.getAttribute("href"))) a.setAttribute("aria-current", "page");

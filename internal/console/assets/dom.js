@@ -1,7 +1,14 @@
 // Small DOM helpers: elements are built with h(), never from HTML strings,
 // so text from the server is always text.
 
-/** h("a", {href: "#/x", onclick: f}, "text", child, [more]) */
+/**
+ * h("a", {href: "#/x", onclick: f}, "text", child, [more])
+ * @template {keyof HTMLElementTagNameMap} K
+ * @param {K} tag
+ * @param {Record<string, any>} [attrs]
+ * @param {...any} kids
+ * @returns {HTMLElementTagNameMap[K]}
+ */
 export function h(tag, attrs = {}, ...kids) {
   const el = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {

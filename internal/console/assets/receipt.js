@@ -5,8 +5,11 @@ import { h, badge, pretty } from "./dom.js";
 /**
  * A receipt (or a lookup result): status, the value as pretty JSON (a
  * successful null included), or the error code and message.
+ * @param {{request_id: string, status: string, value?: unknown, error?: {code: string, message: string}}} so
+ * @param {{heading?: string, chatId?: string, messageId?: number}} [options]
  */
 export function receiptCard(so, { heading = "Receipt", chatId, messageId } = {}) {
+  /** @type {HTMLElement[]} */
   const rows = [
     h("div", { class: "receipt-head" }, h("strong", {}, heading), " ", badge(so.status)),
     h("p", { class: "meta" }, "request ", h("a", { href: "#/lookup/" + so.request_id }, h("code", {}, so.request_id))),
