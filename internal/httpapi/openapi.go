@@ -162,6 +162,45 @@ var fieldDocs = map[string]map[string]any{
 // the events and their data types.
 type eventStream string
 
+// sseEvent is one event of an event stream: its name and the wire type of
+// its data (nil: an empty object).
+type sseEvent struct {
+	name string
+	data any
+}
+
+// streamEvents are the events of each event-stream route. The response's
+// schema has one branch per event (`event`, `id`, `data` as decoded),
+// discriminated by `event`, so the event types are part of the document.
+var streamEvents = map[string][]sseEvent{
+	streamRoute: {{"message", client.ChatMessage{}}, {"message_part", client.MessagePartEvent{}}, {"status", client.Chat{}},
+		{"queue", client.QueueEvent{}}, {"action_required", client.ActionRequired{}}, {"history_reset", nil},
+		{"preview_reset", client.PreviewReset{}}, {"error", client.StreamError{}}},
+	"GET /api/v1/chats/watch": {{"chat", client.Chat{}}},
+}
+
+// eventSchema is the schema of one event of a stream: only `message`
+// events carry an SSE `id` (the highest message id sent).
+func (g *schemaGen) eventSchema(descr string, events []sseEvent) map[string]any {
+	if len(events) == 0 {
+		panic("httpapi: an event stream without streamEvents: " + descr) // static data
+	}
+	var branches []any
+	for _, ev := range events {
+		data := map[string]any{"type": "object", "description": "Always `{}`."}
+		if ev.data != nil {
+			data = g.schema(reflect.TypeOf(ev.data))
+		}
+		props := map[string]any{"event": map[string]any{"type": "string", "enum": []string{ev.name}}, "data": data}
+		if ev.name == "message" {
+			props["id"] = map[string]any{"type": "string", "description": "The highest message id sent; " +
+				"absent when the message is an update of one sent before."}
+		}
+		branches = append(branches, map[string]any{"type": "object", "required": []string{"event", "data"}, "properties": props})
+	}
+	return map[string]any{"description": "One event, its `data` line decoded. " + descr, "oneOf": branches}
+}
+
 // plainText documents a text/plain response.
 type plainText string
 
@@ -245,8 +284,8 @@ func buildOpenAPI(routes []route, docs map[string]routeDoc) map[string]any {
 			switch b := r.body.(type) {
 			case nil:
 			case eventStream:
-				out["content"] = map[string]any{"text/event-stream": map[string]any{"schema": map[string]any{
-					"type": "string", "description": string(b)}}}
+				out["content"] = map[string]any{"text/event-stream": map[string]any{
+					"schema": g.eventSchema(string(b), streamEvents[rt.method+" "+rt.pattern])}}
 			case plainText:
 				out["content"] = map[string]any{"text/plain": map[string]any{"schema": map[string]any{
 					"type": "string", "description": string(b)}}}

@@ -960,7 +960,11 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "text/event-stream": string;
+                    "text/event-stream": {
+                        data: components["schemas"]["Chat"];
+                        /** @enum {string} */
+                        event: "chat";
+                    };
                 };
             };
             /** @description No bearer token, or the token is not valid. */
@@ -1819,7 +1823,42 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "text/event-stream": string;
+                    "text/event-stream": {
+                        data: components["schemas"]["ChatMessage"];
+                        /** @enum {string} */
+                        event: "message";
+                        /** @description The highest message id sent; absent when the message is an update of one sent before. */
+                        id?: string;
+                    } | {
+                        data: components["schemas"]["MessagePartEvent"];
+                        /** @enum {string} */
+                        event: "message_part";
+                    } | {
+                        data: components["schemas"]["Chat"];
+                        /** @enum {string} */
+                        event: "status";
+                    } | {
+                        data: components["schemas"]["QueueEvent"];
+                        /** @enum {string} */
+                        event: "queue";
+                    } | {
+                        data: components["schemas"]["ActionRequired"];
+                        /** @enum {string} */
+                        event: "action_required";
+                    } | {
+                        /** @description Always `{}`. */
+                        data: Record<string, never>;
+                        /** @enum {string} */
+                        event: "history_reset";
+                    } | {
+                        data: components["schemas"]["PreviewReset"];
+                        /** @enum {string} */
+                        event: "preview_reset";
+                    } | {
+                        data: components["schemas"]["StreamError"];
+                        /** @enum {string} */
+                        event: "error";
+                    };
                 };
             };
             /** @description `after_id` is not a non-negative integer. */
