@@ -1,11 +1,19 @@
 package cli_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -240,5 +248,96 @@ func TestChatCommands(t *testing.T) {
 	code, out, errOut = r.run(ctx, "chat", "list", "--limit", "1")
 	if code != 0 || !strings.HasPrefix(out, "ID") || !strings.Contains(out, "Plain question.") || !strings.Contains(errOut, "--cursor") {
 		t.Fatalf("list: exit %d %q %q", code, out, errOut)
+	}
+}
+
+// cutFirstStream is a proxy to chatd that ends the first stream it carries
+// after the stream's first event, as a dropped connection would. It
+// records the Last-Event-ID header of each stream request.
+func cutFirstStream(t *testing.T, target string) (string, func() []string) {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	var mu sync.Mutex
+	var lastEventIDs []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/stream") {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		mu.Lock()
+		lastEventIDs = append(lastEventIDs, r.Header.Get("Last-Event-ID"))
+		first := len(lastEventIDs) == 1
+		mu.Unlock()
+		if !first {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		req, _ := http.NewRequestWithContext(r.Context(), r.Method, target+r.URL.RequestURI(), nil)
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		maps.Copy(w.Header(), resp.Header)
+		w.WriteHeader(resp.StatusCode)
+		rd := bufio.NewReader(resp.Body)
+		for {
+			line, err := rd.ReadString('\n')
+			if err != nil {
+				return
+			}
+			_, _ = io.WriteString(w, line)
+			if line == "\n" { // the end of the first event: the stream ends here
+				return
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(lastEventIDs)
+	}
+}
+
+// TestTailReconnects: `chat tail` follows a stream whose connection drops
+// after the first event: it reconnects with Last-Event-ID and prints every
+// message once.
+func TestTailReconnects(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.Options{})
+	r := newRunner(t, env)
+	ctx := t.Context()
+	code, out, errOut := r.run(ctx, "chat", "new", "--wait", "First question.")
+	if code != 0 {
+		t.Fatalf("new: exit %d %q %q", code, out, errOut)
+	}
+	chat := lines(out)[0]
+	if code, out, errOut := r.run(ctx, "chat", "send", "--wait", chat, "Second question."); code != 0 {
+		t.Fatalf("send: exit %d %q %q", code, out, errOut)
+	}
+
+	proxyURL, lastEventIDs := cutFirstStream(t, env.API.URL)
+	r.url = proxyURL
+	code, out, errOut = r.run(ctx, "chat", "tail", "--until-idle", chat)
+	if code != 0 {
+		t.Fatalf("tail: exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"First question.", "mockllm: First question.", "Second question.", "mockllm: Second question."} {
+		if n := strings.Count(out, "    "+want+"\n"); n != 1 {
+			t.Errorf("tail printed %q %d times:\n%s", want, n, out)
+		}
+	}
+	if ids := lastEventIDs(); len(ids) != 2 || ids[0] != "" || ids[1] != "1" {
+		t.Errorf("stream requests' Last-Event-ID: %q, want a first without and a reconnection after message 1", ids)
+	}
+	if !strings.Contains(errOut, "reconnected after message 1") || !strings.HasSuffix(out, "-- waiting\n") {
+		t.Errorf("tail:\n%s\nstderr:\n%s", out, errOut)
 	}
 }

@@ -31,6 +31,7 @@ func chatTail(ctx context.Context, args []string, io IO) error {
 	var status client.ChatStatus
 	reconnects := 0
 	for {
+		resumedAfter := s.LastID() // what a reconnection inside Next resumes after
 		ev, err := s.Next()
 		if err != nil {
 			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
@@ -40,7 +41,7 @@ func chatTail(ctx context.Context, args []string, io IO) error {
 		}
 		if s.Reconnects != reconnects {
 			reconnects = s.Reconnects
-			fmt.Fprintf(io.Stderr, "chatd: reconnected after message %d\n", s.LastID())
+			fmt.Fprintf(io.Stderr, "chatd: reconnected after message %d\n", resumedAfter)
 		}
 		switch ev.Type {
 		case client.EventMessage:
