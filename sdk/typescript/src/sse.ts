@@ -1,4 +1,4 @@
-import type { components } from "./schema.js";
+import type { components, operations } from "./schema.js";
 import { ChatdError, errorOf, sleep } from "./errors.js";
 
 type S = components["schemas"];
@@ -19,6 +19,22 @@ export type StreamEvent =
 /** An event of the watch stream. */
 export type WatchEvent = { type: "chat"; data: S["Chat"] } | UnknownEvent;
 
+// The OpenAPI document types each stream's events: the SDK's events must be
+// exactly those, with the same data types, or this does not compile (a
+// server that adds an event fails the SDK's build after make generate-sdk).
+type StreamDoc = operations["Stream"]["responses"][200]["content"]["text/event-stream"];
+type WatchDoc = operations["Watch"]["responses"][200]["content"]["text/event-stream"];
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+type Matches<Doc extends { event: string; data: unknown }, Sdk extends { type: string; data: unknown }> =
+  Same<Doc["event"], Exclude<Sdk["type"], "unknown">> extends true
+    ? false extends { [N in Doc["event"]]: Same<Extract<Doc, { event: N }>["data"], Extract<Sdk, { type: N }>["data"]> }[Doc["event"]]
+      ? false
+      : true
+    : false;
+type Assert<T extends true> = T;
+export type _StreamEventsMatchTheDocument = Assert<Matches<StreamDoc, StreamEvent>>;
+export type _WatchEventsMatchTheDocument = Assert<Matches<WatchDoc, WatchEvent>>;
+
 /** An event this SDK does not know (newer servers add events). */
 export type UnknownEvent = { type: "unknown"; event: string; data: unknown };
 
@@ -36,6 +52,7 @@ interface Init {
   backoffMs: number;
 }
 
+// The event names decoded as typed events: those of StreamEvent and WatchEvent.
 const known = new Set(["message", "message_part", "status", "queue", "action_required", "history_reset", "preview_reset", "error", "chat"]);
 
 /**
