@@ -14,29 +14,91 @@ import (
 	"github.com/google/uuid"
 )
 
-const chatClaimRunnable = `-- name: ChatClaimRunnable :one
+const chatClaimByID = `-- name: ChatClaimByID :one
 UPDATE chats
-SET worker_id = $1, lease_expires_at = now() + make_interval(secs => $2::float8)
+SET worker_id = $1, lease_expires_at = now() + make_interval(secs => $2::float8),
+    generation_attempt = CASE WHEN $3::boolean AND status = 'running' THEN generation_attempt + 1 ELSE generation_attempt END
+WHERE id = $4 AND status IN ('running', 'interrupting') AND (worker_id IS NULL OR lease_expires_at < now())
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at
+`
+
+type ChatClaimByIDParams struct {
+	WorkerID     uuid.NullUUID
+	LeaseSeconds float64
+	CountAttempt bool
+	ID           uuid.UUID
+}
+
+// Claims the chat a wake-up named, if it is runnable and has no live owner.
+// It waits for a transaction holding the row (they are short), so a busy
+// row is not mistaken for a taken one. With count_attempt, a running
+// chat's next provider attempt is counted here, before it is made (see
+// ChatRecordAttemptIfOwned).
+func (q *Queries) ChatClaimByID(ctx context.Context, db DBTX, arg ChatClaimByIDParams) (Chat, error) {
+	row := db.QueryRow(ctx, chatClaimByID,
+		arg.WorkerID,
+		arg.LeaseSeconds,
+		arg.CountAttempt,
+		arg.ID,
+	)
+	var i Chat
+	err := row.Scan(
+		&i.ID,
+		&i.OwnerID,
+		&i.ParentChatID,
+		&i.Title,
+		&i.Model,
+		&i.SystemPrompt,
+		&i.Mode,
+		&i.DynamicTools,
+		&i.Status,
+		&i.WorkerID,
+		&i.LeaseExpiresAt,
+		&i.SnapshotVersion,
+		&i.SnapshotXact,
+		&i.HistoryVersion,
+		&i.GenerationAttempt,
+		&i.LastError,
+		&i.RequiresActionDeadline,
+		&i.CompactionRequestedAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
+const chatClaimNext = `-- name: ChatClaimNext :one
+WITH running AS (
+    SELECT o.owner_id, count(*) AS n FROM chats o
+    WHERE o.status IN ('running', 'interrupting') AND o.worker_id IS NOT NULL AND o.lease_expires_at >= now()
+    GROUP BY o.owner_id
+)
+UPDATE chats
+SET worker_id = $1, lease_expires_at = now() + make_interval(secs => $2::float8),
+    generation_attempt = CASE WHEN $3::boolean AND status = 'running' THEN generation_attempt + 1 ELSE generation_attempt END
 WHERE id = (
-    SELECT c.id FROM chats c
+    SELECT c.id FROM chats c LEFT JOIN running r ON r.owner_id = c.owner_id
     WHERE c.status IN ('running', 'interrupting')
       AND (c.worker_id IS NULL OR c.lease_expires_at < now())
-    ORDER BY c.updated_at
+    ORDER BY coalesce(r.n, 0), c.updated_at
     LIMIT 1
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF c SKIP LOCKED
 )
 RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at
 `
 
-type ChatClaimRunnableParams struct {
+type ChatClaimNextParams struct {
 	WorkerID     uuid.NullUUID
 	LeaseSeconds float64
+	CountAttempt bool
 }
 
-// Claims one runnable chat that has no live owner. SKIP LOCKED lets many
-// workers claim concurrently without waiting on each other.
-func (q *Queries) ChatClaimRunnable(ctx context.Context, db DBTX, arg ChatClaimRunnableParams) (Chat, error) {
-	row := db.QueryRow(ctx, chatClaimRunnable, arg.WorkerID, arg.LeaseSeconds)
+// Claims a runnable chat without a live owner, fairly: the chats of the
+// owner with the fewest chats running come first, then the one that waited
+// longest. SKIP LOCKED lets claims run concurrently; ChatRunnableExists
+// tells a skipped row from none.
+func (q *Queries) ChatClaimNext(ctx context.Context, db DBTX, arg ChatClaimNextParams) (Chat, error) {
+	row := db.QueryRow(ctx, chatClaimNext, arg.WorkerID, arg.LeaseSeconds, arg.CountAttempt)
 	var i Chat
 	err := row.Scan(
 		&i.ID,
@@ -70,6 +132,42 @@ UPDATE chats SET compaction_requested_at = NULL WHERE id = $1
 func (q *Queries) ChatClearCompactionRequest(ctx context.Context, db DBTX, id uuid.UUID) error {
 	_, err := db.Exec(ctx, chatClearCompactionRequest, id)
 	return err
+}
+
+const chatCountAttempt = `-- name: ChatCountAttempt :one
+UPDATE chats SET generation_attempt = generation_attempt + 1
+WHERE id = $1
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at
+`
+
+// The end of a commit that keeps a turn going: the next provider attempt
+// is counted in the same transaction (the chat is locked by the commit).
+func (q *Queries) ChatCountAttempt(ctx context.Context, db DBTX, id uuid.UUID) (Chat, error) {
+	row := db.QueryRow(ctx, chatCountAttempt, id)
+	var i Chat
+	err := row.Scan(
+		&i.ID,
+		&i.OwnerID,
+		&i.ParentChatID,
+		&i.Title,
+		&i.Model,
+		&i.SystemPrompt,
+		&i.Mode,
+		&i.DynamicTools,
+		&i.Status,
+		&i.WorkerID,
+		&i.LeaseExpiresAt,
+		&i.SnapshotVersion,
+		&i.SnapshotXact,
+		&i.HistoryVersion,
+		&i.GenerationAttempt,
+		&i.LastError,
+		&i.RequiresActionDeadline,
+		&i.CompactionRequestedAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
 }
 
 const chatCountByStatus = `-- name: ChatCountByStatus :many
@@ -462,7 +560,8 @@ type ChatRecordAttemptIfOwnedRow struct {
 	HistoryVersion    int64
 }
 
-// Counts one provider attempt for the current history before calling it.
+// Counts one provider attempt for the current history before calling it
+// (a claim, and a commit that keeps the turn going, count one themselves).
 func (q *Queries) ChatRecordAttemptIfOwned(ctx context.Context, db DBTX, arg ChatRecordAttemptIfOwnedParams) (ChatRecordAttemptIfOwnedRow, error) {
 	row := db.QueryRow(ctx, chatRecordAttemptIfOwned, arg.ID, arg.WorkerID, arg.HistoryVersion)
 	var i ChatRecordAttemptIfOwnedRow
@@ -545,6 +644,21 @@ func (q *Queries) ChatRequestCompaction(ctx context.Context, db DBTX, arg ChatRe
 		&i.UpdatedAt,
 	)
 	return i, err
+}
+
+const chatRunnableExists = `-- name: ChatRunnableExists :one
+SELECT EXISTS (
+    SELECT 1 FROM chats
+    WHERE status IN ('running', 'interrupting') AND (worker_id IS NULL OR lease_expires_at < now())
+)::boolean
+`
+
+// Whether a runnable chat without a live owner exists (locked or not).
+func (q *Queries) ChatRunnableExists(ctx context.Context, db DBTX) (bool, error) {
+	row := db.QueryRow(ctx, chatRunnableExists)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
 const chatSetSettings = `-- name: ChatSetSettings :one

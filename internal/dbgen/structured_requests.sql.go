@@ -202,6 +202,56 @@ func (q *Queries) RequestGetForOwnerWithReceipt(ctx context.Context, db DBTX, ar
 	return i, err
 }
 
+const requestGoverning = `-- name: RequestGoverning :many
+SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at FROM structured_requests r
+WHERE r.status = 'pending' AND r.request_id = (
+    SELECT m.structured_request_id FROM chat_messages m
+    WHERE m.chat_id = $1 AND NOT m.deleted AND m.kind = 'message' AND m.role = 'user' AND m.visibility IN ('user', 'both')
+    ORDER BY m.id DESC
+    LIMIT 1)
+`
+
+// The request that governs a chat's turn: the one the latest real user
+// request (client-visible user input, not model-only feedback) asked for,
+// if it is still pending. At most one row.
+func (q *Queries) RequestGoverning(ctx context.Context, db DBTX, chatID uuid.UUID) ([]StructuredRequest, error) {
+	rows, err := db.Query(ctx, requestGoverning, chatID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []StructuredRequest
+	for rows.Next() {
+		var i StructuredRequest
+		if err := rows.Scan(
+			&i.RequestID,
+			&i.ChatID,
+			&i.Name,
+			&i.Description,
+			&i.Schema,
+			&i.Status,
+			&i.Rejections,
+			&i.ValidationRejections,
+			&i.Steps,
+			&i.Candidate,
+			&i.CandidateToolCallID,
+			&i.ErrorCode,
+			&i.ErrorMessage,
+			&i.ReceiptMessageID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.FinishedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const requestInsert = `-- name: RequestInsert :one
 INSERT INTO structured_requests (request_id, chat_id, name, description, schema)
 VALUES ($1, $2, $3, $4, $5)

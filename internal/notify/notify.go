@@ -87,8 +87,8 @@ type Hub struct {
 	mu     sync.Mutex
 	subs   [3]map[uuid.UUID]map[*Sub]struct{} // by subKind, then key
 	deltas map[uuid.UUID]map[*DeltaSub]struct{}
-	work   chan struct{} // closed and replaced on every work notification
-	ready  chan struct{} // closed once the first LISTEN is in place
+	work   chan uuid.UUID // wake-ups for workers, one receive each (Work)
+	ready  chan struct{}  // closed once the first LISTEN is in place
 
 	followed     map[uuid.UUID]time.Time // chats other replicas' streams follow (follow.go)
 	toAnnounce   []string
@@ -103,7 +103,7 @@ func New(pool *pgxpool.Pool, logger *slog.Logger) *Hub {
 	h := &Hub{
 		pool: pool, logger: logger,
 		deltas: map[uuid.UUID]map[*DeltaSub]struct{}{},
-		work:   make(chan struct{}), ready: make(chan struct{}),
+		work:   make(chan uuid.UUID, workBacklog), ready: make(chan struct{}),
 		followed: map[uuid.UUID]time.Time{}, announceKick: make(chan struct{}, 1),
 	}
 	for k := range h.subs {
@@ -148,12 +148,15 @@ func (h *Hub) unsubscribe(s *Sub) {
 	}
 }
 
-// WorkSignal returns a channel closed at the next "runnable chat" wake-up.
-func (h *Hub) WorkSignal() <-chan struct{} {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.work
-}
+// workBacklog bounds the wake-ups waiting for a worker. Past it they are
+// dropped: the workers' idle poll finds those chats.
+const workBacklog = 1024
+
+// Work delivers wake-ups for workers: the id of a chat that became
+// runnable without an owner, or uuid.Nil for "look for work" (after the
+// listener reconnected, when wake-ups may have been lost). One receive
+// wakes one worker, so a wake-up costs one claim, not one per idle worker.
+func (h *Hub) Work() <-chan uuid.UUID { return h.work }
 
 // Subscribers counts chat and owner subscriptions (for metrics).
 func (h *Hub) Subscribers() int {
@@ -168,11 +171,13 @@ func (h *Hub) Subscribers() int {
 	return n
 }
 
-func (h *Hub) wakeWorkers() {
-	h.mu.Lock()
-	close(h.work)
-	h.work = make(chan struct{})
-	h.mu.Unlock()
+// wake queues a wake-up for one worker; it is dropped when the backlog
+// is full.
+func (h *Hub) wake(chatID uuid.UUID) {
+	select {
+	case h.work <- chatID:
+	default:
+	}
 }
 
 func (h *Hub) publish(e Event) {
@@ -217,7 +222,7 @@ func (h *Hub) resyncAll() {
 	for _, s := range targets {
 		s.deliver(Event{ChatID: s.key, Snapshot: -1})
 	}
-	h.wakeWorkers()
+	h.wake(uuid.Nil)
 }
 
 // Run listens until ctx ends, reconnecting with backoff.
@@ -273,7 +278,8 @@ func (h *Hub) listen(ctx context.Context, connected func()) error {
 		}
 		switch n.Channel {
 		case "chatd_work":
-			h.wakeWorkers()
+			id, _ := uuid.Parse(n.Payload) // an empty payload (older triggers): look for work
+			h.wake(id)
 		case "chatd_chat":
 			if e, ok := parse(n.Payload); ok {
 				h.publish(e)

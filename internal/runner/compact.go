@@ -31,7 +31,7 @@ func (a *action) maybeCompact(ctx context.Context, model *provider.Model, system
 	requested := chat.CompactionRequestedAt != nil
 	over := false
 	if cw := model.Config.ContextWindow; cw > 0 {
-		over = float64(estimateTokens(system, a.msgs)) > a.t.w.r.opts.CompactionThreshold*float64(cw)
+		over = float64(estimateTokens(system, a.msgs)) > a.opts.CompactionThreshold*float64(cw)
 	}
 	if !requested && !over {
 		return false, false, nil
@@ -45,7 +45,7 @@ func (a *action) maybeCompact(ctx context.Context, model *provider.Model, system
 	}
 	if boundary <= 0 {
 		if requested { // nothing before the current turn: the request is done
-			done, err := a.commit(ctx, store.Commit{ClearCompaction: true})
+			done, err := a.commit(ctx, store.Commit{ClearCompaction: true, CountAttempt: true})
 			return done, true, err
 		}
 		return false, false, nil
@@ -58,13 +58,13 @@ func (a *action) maybeCompact(ctx context.Context, model *provider.Model, system
 	}
 	start := time.Now()
 	resp, err := model.LM.Generate(ctx, call)
-	a.t.w.r.observeCall(chat.Model, "summary", time.Since(start), err, err != nil && ctx.Err() != nil)
+	a.observeCall("summary", time.Since(start), err, err != nil && ctx.Err() != nil)
 	if err != nil {
-		a.t.log.Warn("compaction failed", slog.String("error", a.t.w.r.models.Redact(err.Error())))
+		a.log.Warn("compaction failed", slog.String("error", a.models.Redact(err.Error())))
 		if requested {
 			// Give up on this request rather than retrying forever; the
 			// turn goes on with the full history.
-			done, err := a.commit(ctx, store.Commit{ClearCompaction: true})
+			done, err := a.commit(ctx, store.Commit{ClearCompaction: true, CountAttempt: true})
 			return done, true, err
 		}
 		return false, false, nil
@@ -73,12 +73,13 @@ func (a *action) maybeCompact(ctx context.Context, model *provider.Model, system
 	if summary == "" {
 		summary = "(The earlier conversation could not be summarised.)"
 	}
-	a.t.log.Info("compacted history", slog.Int("messages", boundary), slog.Bool("requested", requested))
+	a.log.Info("compacted history", slog.Int("messages", boundary), slog.Bool("requested", requested))
 	done, err = a.commit(ctx, store.Commit{
 		CompressBefore:  a.msgs[boundary].row.ID,
 		ClearCompaction: requested,
 		Messages: []store.NewMessage{{Role: client.RoleUser, Visibility: store.VisibleModel,
 			Parts: []jsonb.Part{{Type: jsonb.PartSummary, Text: "Summary of the earlier conversation:\n" + summary}}}},
+		CountAttempt: true, // the step the compaction delayed comes next
 	})
 	return done, true, err
 }

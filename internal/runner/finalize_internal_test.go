@@ -17,7 +17,6 @@ func TestFinalizeEligibility(t *testing.T) {
 	t.Parallel()
 	req := &store.Request{RequestID: uuid.New(), Name: "r",
 		Schema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`)}
-	a := &action{t: &turnRunner{w: &worker{r: &Runner{}}}}
 	call := func(args string) jsonb.Part {
 		return jsonb.Part{Type: jsonb.PartToolCall, ToolCallID: "c1", ToolName: FinalizerName, Args: json.RawMessage(args)}
 	}
@@ -44,7 +43,7 @@ func TestFinalizeEligibility(t *testing.T) {
 			t.Parallel()
 			c := call(tc.args)
 			c.ArgsRejected = tc.rejected
-			res, value, kind := a.finalize(step(tc.finish), c, req)
+			res, value, kind := finalize(step(tc.finish), c, req)
 			validation := kind == rejectValue
 			if (value == nil) != (kind != "") {
 				t.Fatalf("value %s with rejection kind %q", value, kind)

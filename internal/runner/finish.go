@@ -21,18 +21,18 @@ const defaultHookNotice = "A stop hook asked the agent to continue before finish
 // candidate that changed meanwhile cannot be published.
 func (a *action) finishWithCandidate(ctx context.Context) (bool, error) {
 	req := a.turn.Request
-	if h := a.t.w.r.opts.Hooks; h.Enabled() {
-		n, err := a.t.w.r.store.CountControls(ctx, a.requestID())
+	if h := a.opts.Hooks; h.Enabled() {
+		n, err := a.store.CountControls(ctx, a.requestID())
 		if err != nil {
 			return false, err
 		}
 		d, err := h.Stop(ctx, hooks.StopEvent{ChatID: a.turn.Chat.ID.String(), RequestID: req.RequestID.String(),
-			Name: req.Name, Candidate: req.Candidate, Continuations: n})
+			Name: req.Name, Candidate: req.Candidate, Continuations: int(n)})
 		if err != nil {
 			if ctx.Err() != nil {
 				return false, ctx.Err()
 			}
-			a.t.log.Warn("stop hook failed", slog.String("structured_request_id", req.RequestID.String()), slog.String("error", err.Error()))
+			a.log.Warn("stop hook failed", slog.String("structured_request_id", req.RequestID.String()), slog.String("error", err.Error()))
 			if errors.Is(err, hooks.ErrUnavailable) {
 				return a.fail(ctx, client.CodeHookFailed, "a stop hook could not vet the result", store.EndTurn)
 			}
@@ -50,7 +50,8 @@ func (a *action) finishWithCandidate(ctx context.Context) (bool, error) {
 					{Role: client.RoleUser, Visibility: store.VisibleModel, RequestID: a.requestID(),
 						Parts: []jsonb.Part{{Type: jsonb.PartHookContext, Text: d.ModelContext}}},
 				},
-				Progress: &store.Progress{RequestID: req.RequestID, SetCandidate: true},
+				Progress:     &store.Progress{RequestID: req.RequestID, SetCandidate: true},
+				CountAttempt: true, // the model must finalize again
 			})
 		}
 	}

@@ -54,17 +54,19 @@ func (r *Runner) instrument(reg *metrics.Registry) {
 			"invalid_value, invalid_batch, provider_tools, schema_unavailable); counted when committed.", "kind")
 }
 
-// observeCall records one provider call; call is "step" or "summary".
-func (r *Runner) observeCall(model, call string, took time.Duration, err error, cancelled bool) {
+// observeCall records one provider call of the chat's model; call is
+// "step" or "summary".
+func (a *action) observeCall(call string, took time.Duration, err error, cancelled bool) {
+	model := a.turn.Chat.Model
 	outcome := callOK
 	switch {
 	case cancelled:
 		outcome = callCancelled
 	case err != nil:
 		outcome = callError
-		r.m.providerErrors.Inc(model, providerErrorType(err))
+		a.m.providerErrors.Inc(model, providerErrorType(err))
 	}
-	r.m.providerLatency.Observe(took.Seconds(), model, call, outcome)
+	a.m.providerLatency.Observe(took.Seconds(), model, call, outcome)
 }
 
 // providerErrorType classifies a failed provider call.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/hooks"
 	"github.com/chatd/chatd/internal/metrics"
 	"github.com/chatd/chatd/internal/notify"
@@ -118,19 +119,21 @@ type Runner struct {
 	log    *slog.Logger
 
 	m       runnerMetrics
-	claimed atomic.Int64 // chats held by this runner's workers
+	claimed atomic.Int64  // chats held by this runner's workers
+	chain   chan struct{} // a scan found work: one more worker looks for more
 }
 
 // New returns a runner.
 func New(st *store.Store, models *provider.Registry, hub *notify.Hub, opts Options) *Runner {
 	opts.defaults()
-	r := &Runner{store: st, models: models, hub: hub, opts: opts, log: opts.Logger}
+	r := &Runner{store: st, models: models, hub: hub, opts: opts, log: opts.Logger, chain: make(chan struct{}, 1)}
 	r.instrument(opts.Metrics)
 	return r
 }
 
-// Run runs the workers until ctx ends, then lets in-flight actions finish
-// for up to DrainTimeout, releases their chats and returns.
+// Run runs the workers and the maintenance loop until ctx ends, then lets
+// in-flight actions finish for up to DrainTimeout, releases their chats and
+// returns.
 func (r *Runner) Run(ctx context.Context) {
 	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHard()
@@ -140,57 +143,82 @@ func (r *Runner) Run(ctx context.Context) {
 	})
 	defer stop()
 	var wg sync.WaitGroup
-	for i := 0; i < r.opts.Workers; i++ {
-		w := &worker{r: r, id: uuid.New()}
-		wg.Go(func() { w.loop(ctx, hard) })
+	wg.Go(func() { r.maintain(ctx) })
+	r.chainOne() // whatever was left runnable before this process started
+	for range r.opts.Workers {
+		wg.Go(func() { r.work(ctx, hard) })
 	}
 	wg.Wait()
 }
 
-type worker struct {
-	r  *Runner
-	id uuid.UUID
+// chainOne wakes one idle worker to look for work.
+func (r *Runner) chainOne() {
+	select {
+	case r.chain <- struct{}{}:
+	default:
+	}
 }
 
-func (w *worker) loop(ctx, hard context.Context) {
-	log := w.r.log.With(slog.String("worker_id", w.id.String()))
+// work is one worker: it waits for a wake-up, claims, and runs what it
+// claimed. A wake-up names the chat that became runnable, and wakes one
+// worker (notify.Hub.Work): the others stay asleep. Without a name (a
+// reconnect, the idle poll, a chain) the worker claims the next runnable
+// chat and, when it found one, wakes another to look for more.
+func (r *Runner) work(ctx, hard context.Context) {
 	for ctx.Err() == nil {
-		wake := w.r.hub.WorkSignal()
-		chat, err := w.r.store.Claim(hard, w.id, w.r.opts.Lease)
+		jitter := time.Duration(rand.Int64N(int64(r.opts.Poll) / 4))
+		var chatID uuid.UUID
+		select {
+		case <-ctx.Done():
+			return
+		case chatID = <-r.hub.Work():
+		case <-r.chain:
+		case <-time.After(r.opts.Poll + jitter):
+		}
+		claim, err := r.claim(hard, chatID)
 		if err != nil {
-			if !errors.Is(err, store.ErrNotFound) {
-				log.Error("claim failed", slog.String("error", err.Error()))
-			} else if n, err := w.r.store.ExpireActions(hard, 16); err != nil {
-				log.Warn("expiring overdue client tool calls failed", slog.String("error", err.Error()))
-			} else if n > 0 {
-				continue // those chats run again now
-			}
-			jitter := time.Duration(rand.Int64N(int64(w.r.opts.Poll) / 4))
-			select {
-			case <-ctx.Done():
-			case <-wake:
-			case <-time.After(w.r.opts.Poll + jitter):
-				// Idle: housekeeping that needs no hurry.
-				if _, err := w.r.store.DeleteExpiredKeys(hard, 1000); err != nil {
-					log.Warn("deleting expired idempotency keys failed", slog.String("error", err.Error()))
-				}
-			}
+			r.log.Error("claim failed", slog.String("error", err.Error()))
 			continue
 		}
-		w.runChat(ctx, hard, chat.ID, log.With(slog.String("chat_id", chat.ID.String())))
+		if claim.Turn.Chat.ID == uuid.Nil {
+			continue
+		}
+		if chatID == uuid.Nil {
+			r.chainOne()
+		}
+		r.runChat(ctx, hard, claim.Turn)
+	}
+}
+
+// claim claims chatID (or, for uuid.Nil, the next runnable chat). A claim
+// that skipped a row another transaction held (a stream's read, a commit)
+// is tried again shortly, a few times, rather than left to the idle poll.
+func (r *Runner) claim(ctx context.Context, chatID uuid.UUID) (store.Claim, error) {
+	for try := 1; ; try++ {
+		c, err := r.store.ClaimTurn(ctx, store.ClaimParams{Worker: uuid.New(), Chat: chatID, Lease: r.opts.Lease, CountAttempt: true})
+		if err != nil || !c.Skipped || try == 4 {
+			return c, err
+		}
+		select {
+		case <-ctx.Done():
+			return c, ctx.Err()
+		case <-time.After(time.Duration(try) * 5 * time.Millisecond):
+		}
 	}
 }
 
 // errLeaseLost cancels a chat's work when the heartbeat finds another owner.
 var errLeaseLost = errors.New("lease lost")
 
-// runChat drives one claimed chat until it is no longer ours to run.
-func (w *worker) runChat(ctx, hard context.Context, chatID uuid.UUID, log *slog.Logger) {
-	w.r.claimed.Add(1)
-	defer w.r.claimed.Add(-1)
+// runChat drives a claimed chat until it is no longer ours to run.
+func (r *Runner) runChat(ctx, hard context.Context, turn store.Turn) {
+	r.claimed.Add(1)
+	defer r.claimed.Add(-1)
+	chatID, claimID := turn.Chat.ID, turn.Chat.WorkerID.UUID
+	log := r.log.With(slog.String("worker_id", claimID.String()), slog.String("chat_id", chatID.String()))
 	chatCtx, cancel := context.WithCancelCause(hard)
 	defer cancel(nil)
-	sub := w.r.hub.Subscribe(chatID)
+	sub := r.hub.Subscribe(chatID)
 	defer sub.Close()
 	// Stopping (drained or cut off): hand the chat back at once rather than
 	// leaving it to the lease. The release is guarded by worker_id, so it is
@@ -201,46 +229,36 @@ func (w *worker) runChat(ctx, hard context.Context, chatID uuid.UUID, log *slog.
 		}
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer rcancel()
-		if err := w.r.store.Release(rctx, chatID, w.id); err != nil {
+		if err := r.store.Release(rctx, chatID, claimID); err != nil {
 			log.Warn("release failed", slog.String("error", err.Error()))
 		}
 	}()
+	go r.heartbeat(chatCtx, cancel, chatID, claimID, log)
 
-	go func() {
-		t := time.NewTicker(w.r.opts.Lease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-chatCtx.Done():
-				return
-			case <-t.C:
-				// Not cancelled with the chat's work: a renewal in flight
-				// when the turn ends completes (a cancelled query costs the
-				// connection). The bound only matters when the database hangs.
-				rctx, rcancel := context.WithTimeout(context.WithoutCancel(chatCtx), w.r.opts.Lease/3)
-				err := w.r.store.RenewLease(rctx, chatID, w.id, w.r.opts.Lease)
-				rcancel()
-				if errors.Is(err, store.ErrFenceMiss) {
-					cancel(errLeaseLost)
+	t := &turnRunner{deps: deps{store: r.store, models: r.models, opts: &r.opts, m: &r.m, log: log, worker: claimID}, sub: sub}
+	if turn.Chat.Status == client.StatusRunning {
+		t.counted = counted{ok: true, history: turn.Chat.HistoryVersion, attempt: turn.Chat.GenerationAttempt}
+	}
+	misses := 0
+	for read := true; ; read = false {
+		if ctx.Err() != nil || chatCtx.Err() != nil {
+			return // draining (released above, for another replica), or the lease is lost
+		}
+		var err error
+		if !read {
+			// Decide again from what is committed now.
+			if turn, err = r.store.LoadTurn(chatCtx, chatID); err != nil {
+				if chatCtx.Err() != nil {
 					return
 				}
-				if err != nil && chatCtx.Err() == nil {
-					log.Warn("lease renewal failed", slog.String("error", err.Error()))
+				log.Error("reading the chat failed", slog.String("error", err.Error()))
+				if !sleep(chatCtx, r.opts.RetryBase) {
+					return
 				}
+				continue
 			}
 		}
-	}()
-
-	t := &turnRunner{w: w, sub: sub, log: log}
-	misses := 0
-	for {
-		if ctx.Err() != nil {
-			return // draining: released above, for another replica
-		}
-		if chatCtx.Err() != nil {
-			return
-		}
-		done, err := t.pass(chatCtx, chatID)
+		done, err := t.pass(chatCtx, turn)
 		if !errors.Is(err, store.ErrFenceMiss) {
 			misses = 0
 		}
@@ -250,22 +268,17 @@ func (w *worker) runChat(ctx, hard context.Context, chatID uuid.UUID, log *slog.
 			// Misses in a row without any progress mean a bug; do not spin.
 			if misses++; misses > 3 {
 				log.Warn("repeated fence misses", slog.Int("misses", misses))
-				select {
-				case <-chatCtx.Done():
+				if !sleep(chatCtx, r.opts.RetryBase*time.Duration(min(misses, 100))) {
 					return
-				case <-time.After(w.r.opts.RetryBase * time.Duration(min(misses, 100))):
 				}
 			}
-			continue
 		case err != nil:
 			if chatCtx.Err() != nil {
 				return
 			}
 			log.Error("chat pass failed", slog.String("error", err.Error()))
-			select {
-			case <-chatCtx.Done():
+			if !sleep(chatCtx, r.opts.RetryBase) {
 				return
-			case <-time.After(w.r.opts.RetryBase):
 			}
 		case done:
 			return
@@ -273,11 +286,48 @@ func (w *worker) runChat(ctx, hard context.Context, chatID uuid.UUID, log *slog.
 	}
 }
 
+// heartbeat renews the chat's lease every third of its length until ctx
+// ends, and cancels the chat's work when another worker owns it.
+func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, chatID, claimID uuid.UUID, log *slog.Logger) {
+	t := time.NewTicker(r.opts.Lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			// Not cancelled with the chat's work: a renewal in flight when
+			// the turn ends completes (a cancelled query costs the
+			// connection). The bound only matters when the database hangs.
+			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.Lease/3)
+			err := r.store.RenewLease(rctx, chatID, claimID, r.opts.Lease)
+			rcancel()
+			if errors.Is(err, store.ErrFenceMiss) {
+				cancel(errLeaseLost)
+				return
+			}
+			if err != nil && ctx.Err() == nil {
+				log.Warn("lease renewal failed", slog.String("error", err.Error()))
+			}
+		}
+	}
+}
+
+// sleep waits d, or until ctx ends (false).
+func sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
+
 // backoff returns the delay before attempt n (1-based), at least floor.
-func (r *Runner) backoff(n int32, floor time.Duration) time.Duration {
-	d := r.opts.RetryBase << min(n-1, 16)
-	if d > r.opts.RetryMax {
-		d = r.opts.RetryMax
+func (o *Options) backoff(n int32, floor time.Duration) time.Duration {
+	d := o.RetryBase << min(n-1, 16)
+	if d > o.RetryMax {
+		d = o.RetryMax
 	}
 	d += time.Duration(rand.Int64N(int64(d)/4 + 1))
 	return max(d, floor)

@@ -21,10 +21,40 @@ const maxFeedbackBytes = 4096
 const finalizerAccepted = "Accepted: the value is recorded as the final result. Do not call any more tools; end your turn."
 
 // runTools answers the pending calls of the last assistant step in one
-// commit. Within a structured request the finalizer must be the only call of
-// its batch; its value is validated here, by the server, and a valid value
-// becomes the request's candidate in the same transaction as its result.
+// commit (toolsCommit).
 func (a *action) runTools(ctx context.Context, step *parsed, calls []jsonb.Part) (bool, error) {
+	c, kind, err := a.toolsCommit(ctx, step, calls)
+	if err != nil {
+		return false, err
+	}
+	done, err := a.commit(ctx, c)
+	a.countRejection(kind, err)
+	return done, err
+}
+
+// onlyFinalizer reports whether every call of a structured turn's step is
+// the finalizer's: answering them runs nothing but the server's own
+// validation, so the step and its answers can be one commit.
+func onlyFinalizer(req *store.Request, calls []jsonb.Part) bool {
+	if req == nil || len(calls) == 0 {
+		return false
+	}
+	for _, c := range calls {
+		if c.ToolName != FinalizerName {
+			return false
+		}
+	}
+	return true
+}
+
+// toolsCommit runs the pending calls of step and returns the commit that
+// answers them all, with the kind of the batch's rejection ("" if none).
+// Within a structured request the finalizer must be the only call of its
+// batch; its value is validated here, by the server, and a valid value
+// becomes the request's candidate in the same transaction as its result —
+// and, without stop hooks, its receipt. An error means the worker stops
+// (a server tool was cut off): nothing is to be committed.
+func (a *action) toolsCommit(ctx context.Context, step *parsed, calls []jsonb.Part) (store.Commit, string, error) {
 	req := a.turn.Request
 	var results []jsonb.Part
 	progress := (*store.Progress)(nil)
@@ -32,13 +62,6 @@ func (a *action) runTools(ctx context.Context, step *parsed, calls []jsonb.Part)
 		progress = &store.Progress{RequestID: req.RequestID}
 	}
 	kind := "" // of the batch's rejection, if any
-	reject := func(k string) {
-		progress.Rejections = 1
-		if k == rejectValue {
-			progress.ValidationRejections = 1
-		}
-		kind = k
-	}
 
 	finalizers := 0
 	if req != nil {
@@ -47,11 +70,6 @@ func (a *action) runTools(ctx context.Context, step *parsed, calls []jsonb.Part)
 				finalizers++
 			}
 		}
-	}
-	dynamic := dynamicNames(a.turn.Chat)
-	server := map[string]tools.Tool{}
-	for _, t := range a.t.w.r.opts.Tools {
-		server[t.Name] = t
 	}
 	providerRan := false
 	for _, p := range step.parts {
@@ -68,45 +86,46 @@ func (a *action) runTools(ctx context.Context, step *parsed, calls []jsonb.Part)
 			results = append(results, errorResult(c, "Not run: this message also used provider-side tools. "+
 				"Call "+FinalizerName+" alone, in a message of its own."))
 		}
-		reject(rejectProviderTools)
+		kind = rejectProviderTools
 	case finalizers > 0 && len(calls) > 1:
 		// Invalid batch: nothing in it runs.
 		for _, c := range calls {
 			results = append(results, errorResult(c, "Not run: "+FinalizerName+" must be the only tool call in its message. "+
 				"Run any other tools first, then call "+FinalizerName+" alone."))
 		}
-		reject(rejectBatch)
+		kind = rejectBatch
 	default:
+		server := map[string]tools.Tool{}
+		for _, t := range a.opts.Tools {
+			server[t.Name] = t
+		}
+		dynamic := dynamicNames(a.turn.Chat)
 		for _, c := range calls {
-			if req != nil && c.ToolName == FinalizerName {
-				res, candidate, k := a.finalize(step, c, req)
+			tool, isServer := server[c.ToolName]
+			switch {
+			case req != nil && c.ToolName == FinalizerName:
+				res, candidate, k := finalize(step, c, req)
 				results = append(results, res)
 				if candidate != nil {
 					progress.SetCandidate, progress.Candidate, progress.CandidateCallID = true, candidate, c.ToolCallID
 				} else {
-					reject(k)
+					kind = k
 				}
-				continue
-			}
-			if c.ArgsRejected != "" {
+			case c.ArgsRejected != "":
 				// Screened out before storage: the placeholder is never
 				// run, nor sent to a client.
 				results = append(results, errorResult(c, "Not run: "+c.ArgsRejected+"."))
-				continue
-			}
-			if t, ok := server[c.ToolName]; ok {
-				res, err := a.t.w.r.runServerTool(ctx, t, c)
+			case isServer:
+				res, err := a.runServerTool(ctx, tool, c)
 				if err != nil {
-					return false, err // stopping: nothing is committed, the call runs again
+					return store.Commit{}, "", err // stopping: nothing is committed, the call runs again
 				}
 				results = append(results, res)
-				continue
-			}
-			if dynamic[c.ToolName] {
+			case dynamic[c.ToolName]:
 				waiting = true // the client runs it
-				continue
+			default:
+				results = append(results, errorResult(c, fmt.Sprintf("Unknown tool %q.", c.ToolName)))
 			}
-			results = append(results, errorResult(c, fmt.Sprintf("Unknown tool %q.", c.ToolName)))
 		}
 	}
 
@@ -114,10 +133,14 @@ func (a *action) runTools(ctx context.Context, step *parsed, calls []jsonb.Part)
 	if len(results) > 0 {
 		commit.Messages = []store.NewMessage{{Role: client.RoleTool, Parts: results, RequestID: a.requestID()}}
 	}
-	if waiting {
-		commit.End, commit.ActionTimeout = store.EndRequiresAction, a.t.w.r.opts.ActionTimeout
-	}
-	if progress != nil && progress.SetCandidate && !waiting && !a.t.w.r.opts.Hooks.Enabled() {
+	switch {
+	case kind != "":
+		if failed := reject(req, progress, kind == rejectValue, lastFeedback(results)); failed != nil {
+			commit.Outcomes, commit.End = []store.Outcome{*failed}, store.EndTurn
+		}
+	case waiting:
+		commit.End, commit.ActionTimeout = store.EndRequiresAction, a.opts.ActionTimeout
+	case progress != nil && progress.SetCandidate && !a.opts.Hooks.Enabled():
 		// No stop hook can vet or replace the candidate, so the next pass
 		// would only publish it: commit the receipt (and end the turn) in
 		// this transaction instead, behind the same fence. An interrupt or
@@ -126,20 +149,10 @@ func (a *action) runTools(ctx context.Context, step *parsed, calls []jsonb.Part)
 		commit.Outcomes = []store.Outcome{{RequestID: req.RequestID, Status: client.OutputSucceeded, Value: progress.Candidate}}
 		commit.End = store.EndTurn
 	}
-	if progress != nil && progress.Rejections > 0 && req.Rejections+1 >= MaxRejections {
-		code := client.CodeNotProduced
-		if req.ValidationRejections+progress.ValidationRejections > 0 {
-			code = client.CodeValidationExhausted
-		}
-		commit.Outcomes = []store.Outcome{{RequestID: req.RequestID, Status: client.OutputFailed, Code: code,
-			Message: fmt.Sprintf("no valid result after %d attempts: %s", MaxRejections, lastFeedback(results))}}
-		commit.End = store.EndTurn
-	}
-	done, err := a.commit(ctx, commit)
-	if err == nil && kind != "" {
-		a.t.w.r.m.rejections.Inc(kind)
-	}
-	return done, err
+	// The turn goes on with a provider step unless a candidate waits for
+	// the stop hooks: count its attempt in this commit.
+	commit.CountAttempt = commit.End == store.EndNone && (progress == nil || !progress.SetCandidate)
+	return commit, kind, nil
 }
 
 // runServerTool runs a server tool within ServerToolTimeout; its failure is
@@ -148,14 +161,14 @@ func (a *action) runTools(ctx context.Context, step *parsed, calls []jsonb.Part)
 // neither the worker nor a drain ever waits on a tool longer than that. When
 // ctx ends first (the worker stops) it returns ctx's error: nothing is
 // committed and the call runs again wherever the chat runs next.
-func (r *Runner) runServerTool(ctx context.Context, t tools.Tool, call jsonb.Part) (jsonb.Part, error) {
-	tctx, cancel := context.WithTimeout(ctx, r.opts.ServerToolTimeout)
+func (d *deps) runServerTool(ctx context.Context, t tools.Tool, call jsonb.Part) (jsonb.Part, error) {
+	tctx, cancel := context.WithTimeout(ctx, d.opts.ServerToolTimeout)
 	defer cancel()
 	done := make(chan jsonb.Part, 1)
 	go func() {
 		defer func() {
 			if p := recover(); p != nil {
-				r.log.Error("server tool panicked", slog.String("tool", t.Name), slog.Any("panic", p))
+				d.log.Error("server tool panicked", slog.String("tool", t.Name), slog.Any("panic", p))
 				done <- errorResult(call, "The tool failed unexpectedly.")
 			}
 		}()
@@ -173,8 +186,8 @@ func (r *Runner) runServerTool(ctx context.Context, t tools.Tool, call jsonb.Par
 		if err := ctx.Err(); err != nil {
 			return jsonb.Part{}, err
 		}
-		r.log.Warn("server tool timed out", slog.String("tool", t.Name), slog.Duration("timeout", r.opts.ServerToolTimeout))
-		return errorResult(call, fmt.Sprintf("The tool did not finish within %s.", r.opts.ServerToolTimeout)), nil
+		d.log.Warn("server tool timed out", slog.String("tool", t.Name), slog.Duration("timeout", d.opts.ServerToolTimeout))
+		return errorResult(call, fmt.Sprintf("The tool did not finish within %s.", d.opts.ServerToolTimeout)), nil
 	}
 }
 
@@ -209,7 +222,7 @@ func parseDynamicTools(raw json.RawMessage) ([]dynamicTool, error) {
 // satisfy the request's schema. It returns the tool result and, when valid,
 // the candidate value; otherwise the kind of rejection (rejectValue when a
 // value was rejected by the schema rather than malformed or ineligible).
-func (a *action) finalize(step *parsed, call jsonb.Part, req *store.Request) (jsonb.Part, json.RawMessage, string) {
+func finalize(step *parsed, call jsonb.Part, req *store.Request) (jsonb.Part, json.RawMessage, string) {
 	if call.ArgsRejected != "" {
 		return errorResult(call, "Rejected: "+call.ArgsRejected+". Call "+FinalizerName+" again with {\"output\": <value>}."), nil, rejectArguments
 	}

@@ -90,7 +90,7 @@ func statementName(sql string) string {
 		return name
 	}
 	word, _, _ := strings.Cut(sql, " ")
-	return strings.ToLower(word)
+	return strings.ToLower(strings.TrimSuffix(word, ";"))
 }
 
 func (c *TxCounter) statement(ctx context.Context, conn *pgx.Conn, sql string, err error) {

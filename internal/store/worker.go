@@ -16,13 +16,74 @@ import (
 	"github.com/chatd/chatd/internal/jsonb"
 )
 
-// Claim takes ownership of one runnable chat without a live owner, or
-// returns ErrNotFound when there is none.
+// ClaimParams say what a worker claims.
+type ClaimParams struct {
+	// Worker is the claim's owner id (a fresh one per claim).
+	Worker uuid.UUID
+	// Chat is the chat a wake-up named; uuid.Nil claims the next runnable
+	// chat, the owner with the fewest chats running first.
+	Chat  uuid.UUID
+	Lease time.Duration
+	// CountAttempt counts a running chat's next provider attempt in the
+	// claim (the worker calls the provider next, unless it finds tools to
+	// run or a turn to finish).
+	CountAttempt bool
+}
+
+// Claim is what a claim got.
+type Claim struct {
+	// Turn is the claimed chat as the worker decides from; Turn.Chat.ID is
+	// uuid.Nil when nothing was claimed.
+	Turn Turn
+	// Skipped: nothing was claimed, but a runnable chat without an owner
+	// exists; another transaction held its row (ask again shortly).
+	Skipped bool
+}
+
+// Claim takes ownership of the next runnable chat without a live owner, or
+// returns ErrNotFound when there is none (ClaimTurn without a chat id).
 func (s *Store) Claim(ctx context.Context, worker uuid.UUID, lease time.Duration) (Chat, error) {
-	c, err := s.q.ChatClaimRunnable(ctx, s.pool, dbgen.ChatClaimRunnableParams{
-		WorkerID: uuid.NullUUID{UUID: worker, Valid: true}, LeaseSeconds: lease.Seconds(),
+	c, err := s.ClaimTurn(ctx, ClaimParams{Worker: worker, Lease: lease})
+	if err == nil && c.Turn.Chat.ID == uuid.Nil {
+		err = ErrNotFound
+	}
+	return c.Turn.Chat, err
+}
+
+// ClaimTurn takes ownership of a runnable chat without a live owner and
+// reads what its worker decides from — the prompt and the governing
+// request — in one transaction, after the chat's row lock. The commit is asynchronous
+// (synchronous_commit off): if the database crashed before flushing it, the
+// claim is lost and the chat is claimed again, and the worker's later
+// commits, which are durable and flush it too, would fail their fence.
+func (s *Store) ClaimTurn(ctx context.Context, p ClaimParams) (Claim, error) {
+	var out Claim
+	opts := pgx.TxOptions{BeginQuery: "begin; set local synchronous_commit = off"}
+	err := pgx.BeginTxFunc(withPurpose(ctx, "claim"), s.pool, opts, func(tx pgx.Tx) error {
+		out = Claim{}
+		worker, lease := uuid.NullUUID{UUID: p.Worker, Valid: true}, p.Lease.Seconds()
+		var c dbgen.Chat
+		var err error
+		if p.Chat != uuid.Nil {
+			c, err = s.q.ChatClaimByID(ctx, tx, dbgen.ChatClaimByIDParams{ID: p.Chat, WorkerID: worker,
+				LeaseSeconds: lease, CountAttempt: p.CountAttempt})
+		} else {
+			c, err = s.q.ChatClaimNext(ctx, tx, dbgen.ChatClaimNextParams{WorkerID: worker,
+				LeaseSeconds: lease, CountAttempt: p.CountAttempt})
+		}
+		if errors.Is(err, pgx.ErrNoRows) {
+			if p.Chat == uuid.Nil {
+				out.Skipped, err = s.q.ChatRunnableExists(ctx, tx)
+			}
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		out.Turn.Chat = chatFrom(c)
+		return s.readTurn(ctx, tx, &out.Turn)
 	})
-	return chatFrom(c), mapError(err)
+	return out, mapError(err)
 }
 
 // RenewLease extends the worker's lease; ErrFenceMiss if it lost the chat.
@@ -64,32 +125,24 @@ func (s *Store) LoadTurn(ctx context.Context, chatID uuid.UUID) (Turn, error) {
 			return err
 		}
 		t.Chat = chatFrom(c)
-		prompt, err := s.q.MessageListForPrompt(ctx, tx, chatID)
-		if err != nil {
-			return err
-		}
-		t.Prompt = mapRows(prompt, messageFrom)
-		latest, err := s.q.MessageGetLatestUserRequest(ctx, tx, chatID)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if !latest.StructuredRequestID.Valid {
-			return nil
-		}
-		r, err := s.q.RequestGet(ctx, tx, latest.StructuredRequestID.UUID)
-		if err != nil {
-			return err
-		}
-		if r.Status == client.OutputPending {
-			req := requestFrom(r)
-			t.Request = &req
-		}
-		return nil
+		return s.readTurn(ctx, tx, &t)
 	})
 	return t, mapError(err)
+}
+
+// readTurn reads t.Chat's prompt and governing request.
+func (s *Store) readTurn(ctx context.Context, tx pgx.Tx, t *Turn) error {
+	prompt, err := s.q.MessageListForPrompt(ctx, tx, t.Chat.ID)
+	if err != nil {
+		return err
+	}
+	t.Prompt = mapRows(prompt, messageFrom)
+	reqs, err := s.q.RequestGoverning(ctx, tx, t.Chat.ID)
+	if len(reqs) > 0 {
+		req := requestFrom(reqs[0])
+		t.Request = &req
+	}
+	return err
 }
 
 // Fence is a worker's guard: the chat it owns, at the history it read.
@@ -177,6 +230,9 @@ type Commit struct {
 	LastError       json.RawMessage
 	// ActionTimeout is how long EndRequiresAction waits for client results.
 	ActionTimeout time.Duration
+	// CountAttempt, with EndNone, counts the turn's next provider attempt
+	// in this transaction: the worker calls the provider next.
+	CountAttempt bool
 }
 
 // Committed reports what a commit wrote.
@@ -250,7 +306,7 @@ func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 			req := requestFrom(r)
 			out.Request = &req
 		}
-		chat, promoted, err := s.end(ctx, tx, c.Fence.ChatID, c.End, c.LastError, c.ActionTimeout)
+		chat, promoted, err := s.end(ctx, tx, c)
 		if err != nil {
 			return err
 		}
@@ -336,19 +392,24 @@ func ReceiptParts(o Outcome) []jsonb.Part {
 	return []jsonb.Part{jsonb.Text(text), {Type: jsonb.PartOutcome, Outcome: out}}
 }
 
-// end applies the end of a commit to the chat row.
-func (s *Store) end(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, e End, lastError json.RawMessage, actionTimeout time.Duration) (dbgen.Chat, *Message, error) {
+// end applies the end of commit c to the chat row.
+func (s *Store) end(ctx context.Context, tx pgx.Tx, c Commit) (dbgen.Chat, *Message, error) {
+	chatID, e, lastError, actionTimeout := c.Fence.ChatID, c.End, c.LastError, c.ActionTimeout
 	switch e {
 	case EndNone:
-		c, err := s.q.ChatGet(ctx, tx, chatID)
-		return c, nil, err
+		if c.CountAttempt {
+			chat, err := s.q.ChatCountAttempt(ctx, tx, chatID)
+			return chat, nil, err
+		}
+		chat, err := s.q.ChatGet(ctx, tx, chatID)
+		return chat, nil, err
 	case EndRequiresAction:
 		if actionTimeout <= 0 {
 			actionTimeout = 10 * time.Minute
 		}
-		c, err := s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: chatID, Status: client.StatusRequiresAction,
+		chat, err := s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: chatID, Status: client.StatusRequiresAction,
 			ActionTimeoutSeconds: actionTimeout.Seconds()})
-		return c, nil, err
+		return chat, nil, err
 	}
 	promoted, err := s.promote(ctx, tx, chatID)
 	if err != nil {
@@ -362,8 +423,8 @@ func (s *Store) end(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, e End, las
 	case e == EndError:
 		p.Status, p.LastError = client.StatusError, lastError
 	}
-	c, err := s.q.ChatSetState(ctx, tx, p)
-	return c, promoted, err
+	chat, err := s.q.ChatSetState(ctx, tx, p)
+	return chat, promoted, err
 }
 
 // promote moves the queue head into history as the next user message.

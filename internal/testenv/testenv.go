@@ -123,6 +123,9 @@ type Env struct {
 	runnerOpts runner.Options
 	mu         sync.Mutex
 	stopRunner func()
+
+	stops    []func() // run by Stop, last first
+	stopOnce sync.Once
 }
 
 // New starts an Env; everything stops when the test ends.
@@ -137,6 +140,23 @@ func Reopen(t testing.TB, prev *Env, o Options) *Env {
 	t.Helper()
 	prev.StopRunner()
 	return start(t, prev.Pool, o)
+}
+
+// OnPool starts an Env on a pool the test made (a database of its own
+// cluster, a traced pool). The test closes the pool, after Stop.
+func OnPool(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
+	t.Helper()
+	return start(t, pool, o)
+}
+
+// Stop stops the workers, the API and the notification hub, as the end of
+// the test would (it is safe to call twice).
+func (e *Env) Stop() {
+	e.stopOnce.Do(func() {
+		for i := len(e.stops) - 1; i >= 0; i-- {
+			e.stops[i]()
+		}
+	})
 }
 
 func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
@@ -192,13 +212,14 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 	}
 	e.Models = provider.NewRegistry(cfg, po)
 
+	t.Cleanup(e.Stop) // after the mock's Close above: the workers stop first
 	ctx, cancel := context.WithCancel(context.Background())
 	e.Hub = notify.New(e.Pool, e.Logger)
 	relay := notify.NewRelay(e.Pool, e.Hub, e.Logger)
 	var wg sync.WaitGroup
 	wg.Go(func() { e.Hub.Run(ctx) })
 	wg.Go(func() { relay.Run(ctx) })
-	t.Cleanup(func() {
+	e.stops = append(e.stops, func() {
 		e.StopRunner()
 		cancel()
 		wg.Wait()
@@ -212,7 +233,7 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 	exp := map[string]bool{httpapi.ExperimentStructuredOutput: !o.StructuredOutputOff}
 	e.Server = httpapi.New(httpapi.Options{Store: e.Store, Models: e.Models, Hub: e.Hub, Experiments: exp, ServerTools: toolNames, Logger: e.Logger, Metrics: e.Metrics, CORSOrigins: o.CORSOrigins})
 	e.API = httptest.NewServer(e.Server)
-	t.Cleanup(func() {
+	e.stops = append(e.stops, func() {
 		e.Server.Shutdown()
 		e.API.Close()
 	})

@@ -36,20 +36,47 @@ WHERE id = @id
   AND (sqlc.narg(generation_attempt)::integer IS NULL OR generation_attempt = sqlc.narg(generation_attempt)::integer)
 FOR UPDATE;
 
--- name: ChatClaimRunnable :one
--- Claims one runnable chat that has no live owner. SKIP LOCKED lets many
--- workers claim concurrently without waiting on each other.
+-- name: ChatClaimByID :one
+-- Claims the chat a wake-up named, if it is runnable and has no live owner.
+-- It waits for a transaction holding the row (they are short), so a busy
+-- row is not mistaken for a taken one. With count_attempt, a running
+-- chat's next provider attempt is counted here, before it is made (see
+-- ChatRecordAttemptIfOwned).
 UPDATE chats
-SET worker_id = @worker_id, lease_expires_at = now() + make_interval(secs => @lease_seconds::float8)
+SET worker_id = @worker_id, lease_expires_at = now() + make_interval(secs => @lease_seconds::float8),
+    generation_attempt = CASE WHEN @count_attempt::boolean AND status = 'running' THEN generation_attempt + 1 ELSE generation_attempt END
+WHERE id = @id AND status IN ('running', 'interrupting') AND (worker_id IS NULL OR lease_expires_at < now())
+RETURNING *;
+
+-- name: ChatClaimNext :one
+-- Claims a runnable chat without a live owner, fairly: the chats of the
+-- owner with the fewest chats running come first, then the one that waited
+-- longest. SKIP LOCKED lets claims run concurrently; ChatRunnableExists
+-- tells a skipped row from none.
+WITH running AS (
+    SELECT o.owner_id, count(*) AS n FROM chats o
+    WHERE o.status IN ('running', 'interrupting') AND o.worker_id IS NOT NULL AND o.lease_expires_at >= now()
+    GROUP BY o.owner_id
+)
+UPDATE chats
+SET worker_id = @worker_id, lease_expires_at = now() + make_interval(secs => @lease_seconds::float8),
+    generation_attempt = CASE WHEN @count_attempt::boolean AND status = 'running' THEN generation_attempt + 1 ELSE generation_attempt END
 WHERE id = (
-    SELECT c.id FROM chats c
+    SELECT c.id FROM chats c LEFT JOIN running r ON r.owner_id = c.owner_id
     WHERE c.status IN ('running', 'interrupting')
       AND (c.worker_id IS NULL OR c.lease_expires_at < now())
-    ORDER BY c.updated_at
+    ORDER BY coalesce(r.n, 0), c.updated_at
     LIMIT 1
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF c SKIP LOCKED
 )
 RETURNING *;
+
+-- name: ChatRunnableExists :one
+-- Whether a runnable chat without a live owner exists (locked or not).
+SELECT EXISTS (
+    SELECT 1 FROM chats
+    WHERE status IN ('running', 'interrupting') AND (worker_id IS NULL OR lease_expires_at < now())
+)::boolean;
 
 -- name: ChatRenewLeaseIfOwned :one
 UPDATE chats SET lease_expires_at = now() + make_interval(secs => @lease_seconds::float8)
@@ -62,10 +89,18 @@ UPDATE chats SET worker_id = NULL, lease_expires_at = NULL
 WHERE id = @id AND worker_id = @worker_id;
 
 -- name: ChatRecordAttemptIfOwned :one
--- Counts one provider attempt for the current history before calling it.
+-- Counts one provider attempt for the current history before calling it
+-- (a claim, and a commit that keeps the turn going, count one themselves).
 UPDATE chats SET generation_attempt = generation_attempt + 1
 WHERE id = @id AND worker_id = @worker_id AND history_version = @history_version AND status = 'running'
 RETURNING generation_attempt, snapshot_version, history_version;
+
+-- name: ChatCountAttempt :one
+-- The end of a commit that keeps a turn going: the next provider attempt
+-- is counted in the same transaction (the chat is locked by the commit).
+UPDATE chats SET generation_attempt = generation_attempt + 1
+WHERE id = @id
+RETURNING *;
 
 -- name: ChatSetState :one
 -- Sets the status after a lock taken in the same transaction. The owner is

@@ -58,3 +58,14 @@ FROM structured_requests r
 JOIN chats c ON c.id = r.chat_id AND c.owner_id = @owner_id
 LEFT JOIN chat_messages m ON m.id = r.receipt_message_id
 WHERE r.request_id = @request_id;
+
+-- name: RequestGoverning :many
+-- The request that governs a chat's turn: the one the latest real user
+-- request (client-visible user input, not model-only feedback) asked for,
+-- if it is still pending. At most one row.
+SELECT r.* FROM structured_requests r
+WHERE r.status = 'pending' AND r.request_id = (
+    SELECT m.structured_request_id FROM chat_messages m
+    WHERE m.chat_id = @chat_id AND NOT m.deleted AND m.kind = 'message' AND m.role = 'user' AND m.visibility IN ('user', 'both')
+    ORDER BY m.id DESC
+    LIMIT 1);

@@ -1,0 +1,233 @@
+package runner_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/dbtest"
+	"github.com/chatd/chatd/internal/migrate"
+	"github.com/chatd/chatd/internal/mockllm"
+	"github.com/chatd/chatd/internal/pglocal"
+	"github.com/chatd/chatd/internal/runner"
+	"github.com/chatd/chatd/internal/store"
+	"github.com/chatd/chatd/internal/testenv"
+)
+
+// budgetCluster is a PostgreSQL cluster of the test's own, without
+// autovacuum, so that the transaction ids it hands out (which count the
+// writing transactions) are this test's alone.
+func budgetCluster(t *testing.T) (*pglocal.Cluster, *pgx.Conn) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "chatd-budget-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Chmod(dir, 0o755) // the cluster's account must enter it
+	ctx := t.Context()
+	cluster, err := pglocal.Start(ctx, pglocal.Options{Dir: filepath.Join(dir, "pg"), Ephemeral: true,
+		Settings: map[string]string{"autovacuum": "off"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cluster.Stop(context.Background())
+		_ = os.RemoveAll(dir)
+	})
+	if err := cluster.EnsureDatabase(ctx, "chatd"); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, cluster.URL("chatd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := migrate.New(pool)
+	if err == nil {
+		_, err = m.Up(ctx)
+		_ = m.Close()
+	}
+	pool.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := pgx.Connect(ctx, cluster.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close(context.Background()) })
+	return cluster, admin
+}
+
+// nextXID is the next transaction id the cluster will assign: its growth
+// counts the transactions that wrote (or notified).
+func nextXID(t *testing.T, admin *pgx.Conn) int64 {
+	t.Helper()
+	var x int64
+	if err := admin.QueryRow(t.Context(), `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint`).Scan(&x); err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+// committed is pg_stat_database.xact_commit of the chatd database, once no
+// backend is connected to it (a backend flushes its counts when it exits).
+func committed(t *testing.T, admin *pgx.Conn) int64 {
+	t.Helper()
+	ctx := t.Context()
+	for {
+		var n int
+		if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = 'chatd' AND backend_type = 'client backend'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(10 * time.Millisecond): // polling PostgreSQL
+		}
+	}
+	if _, err := admin.Exec(ctx, "SELECT pg_stat_clear_snapshot()"); err != nil {
+		t.Fatal(err)
+	}
+	var c int64
+	if err := admin.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = 'chatd'`).Scan(&c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestTurnTransactionBudget is the plain structured turn's cost in
+// transactions, as the database counts them: a client creates a chat whose
+// message asks for structured output and long-polls its receipt; the
+// provider answers with a valid value at once. The turn writes in exactly
+// three transactions (admission; the claim with its prompt read; the step
+// with its acknowledgement, receipt and end of turn) and chatd runs no other
+// transaction for it but the long poll's reads; with the transactions in
+// which PostgreSQL hands notifications to the listening connection, a turn
+// costs at most 10 commits. A change that adds a transaction to the turn
+// fails here.
+func TestTurnTransactionBudget(t *testing.T) {
+	t.Parallel()
+	cluster, admin := budgetCluster(t)
+	commits0 := committed(t, admin)
+
+	cfg, err := pgxpool.ParseConfig(cluster.URL("chatd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	txs := store.Trace(cfg)
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The provider takes a moment, so that the long poll waits (and its
+	// wake-up is counted) in every turn.
+	env := testenv.OnPool(t, pool, testenv.Options{Mock: mockllm.Options{Latency: 50 * time.Millisecond},
+		Runner: runner.Options{Workers: 2}})
+	c := env.Client("alice")
+	turn := func() {
+		_, req := create(t, c, reportSchema)
+		if res := wait(t, c, req); res.Status != client.OutputSucceeded {
+			t.Fatalf("result %+v", res)
+		}
+	}
+	const warm, turns = 3, 20
+	for range warm {
+		turn()
+	}
+
+	before, xid0, start := txs.Snapshot(), nextXID(t, admin), time.Now()
+	for range turns {
+		turn()
+	}
+	writes := nextXID(t, admin) - xid0
+	got := store.Sub(txs.Snapshot(), before)
+	elapsed := time.Since(start)
+
+	if writes != 3*turns {
+		t.Errorf("%d writing transactions in %d turns, want exactly 3 per turn (%v)", writes, turns, got)
+	}
+	for purpose, want := range map[string]int64{"admit": turns, "claim": turns, "worker_commit": turns} {
+		if st := got[purpose]; st.Commits != want || st.Rollbacks != 0 {
+			t.Errorf("%s: %+v, want %d commits", purpose, st, want)
+		}
+		delete(got, purpose)
+	}
+	// The long poll reads once, and once more when the request finished.
+	if st := got["RequestGetForOwnerWithReceipt"]; st.Commits < turns || st.Commits > 2*turns {
+		t.Errorf("long poll reads: %+v, want 1 or 2 per turn", st)
+	}
+	delete(got, "RequestGetForOwnerWithReceipt")
+	// Work on a timer, not per turn: the overdue-call scan once per idle
+	// poll, a token lookup once per cache lifetime.
+	for purpose, every := range map[string]time.Duration{"ChatListExpiredActions": 5 * time.Second, "TokenAuthenticate": store.TokenCacheTTL} {
+		if st := got[purpose]; st.Commits > int64(elapsed/every)+1 {
+			t.Errorf("%s: %+v in %s, want at most one per %s", purpose, st, elapsed, every)
+		}
+		delete(got, purpose)
+	}
+	for purpose, st := range got {
+		t.Errorf("%s: %+v transactions no turn should cost", purpose, st)
+	}
+
+	env.Stop()
+	pool.Close()
+	all := committed(t, admin) - commits0
+	if perTurn := float64(all) / (warm + turns); perTurn > 10 {
+		t.Errorf("%.2f database commits per turn (all %d of the run, set-up included), want at most 10", perTurn, all)
+	}
+	t.Logf("%d writes in %d turns; %d commits in the whole run of %d turns; chatd's own: %v", writes, turns, all, warm+turns, txs.Snapshot())
+}
+
+// TestNoConnectionChurn runs 1,000 turns, eight at a time, on a pool that
+// the warm-up fills: a query cancelled in the middle (pgx then closes its
+// connection) would show as a new connection.
+func TestNoConnectionChurn(t *testing.T) {
+	t.Parallel()
+	cfg := dbtest.Config(t)
+	cfg.MaxConns = 6
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	env := testenv.OnPool(t, pool, testenv.Options{Runner: runner.Options{Workers: 4}})
+	c := env.Client("alice")
+	run := func(n int) {
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				ctx := t.Context()
+				for range n / 8 {
+					created, err := c.CreateChat(ctx, client.CreateChatRequest{Content: []client.MessagePart{client.TextPart("Report.")},
+						ResponseFormat: structured(reportSchema)})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					res, err := c.WaitStructuredOutput(ctx, *created.Messages[0].StructuredOutputRequestID)
+					if err != nil || res.Status != client.OutputSucceeded {
+						t.Errorf("result %+v, %v", res, err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	run(80)
+	opened := pool.Stat().NewConnsCount()
+	run(1000)
+	if now := pool.Stat().NewConnsCount(); now != opened || t.Failed() {
+		t.Fatalf("the pool opened %d connections during 1,000 turns (%d after the warm-up); want none", now-opened, opened)
+	}
+}
