@@ -14,6 +14,34 @@ import (
 	"github.com/google/uuid"
 )
 
+const chatAnotherOwnerWaits = `-- name: ChatAnotherOwnerWaits :one
+WITH running AS (
+    SELECT o.owner_id, count(*) AS n FROM chats o
+    WHERE o.status IN ('running', 'interrupting') AND o.worker_id IS NOT NULL AND o.lease_expires_at >= now()
+    GROUP BY o.owner_id
+), mine AS (
+    SELECT coalesce((SELECT r.n FROM running r JOIN chats m ON m.owner_id = r.owner_id WHERE m.id = $1), 0) AS n,
+           (SELECT m.owner_id FROM chats m WHERE m.id = $1) AS owner_id
+)
+SELECT EXISTS (
+    SELECT 1 FROM chats c CROSS JOIN mine LEFT JOIN running r ON r.owner_id = c.owner_id
+    WHERE c.status IN ('running', 'interrupting') AND (c.worker_id IS NULL OR c.lease_expires_at < now())
+      AND c.owner_id <> mine.owner_id
+      AND coalesce(r.n, 0) < mine.n
+)::boolean
+`
+
+// Whether a runnable chat without a live owner waits whose owner has fewer
+// turns running than the owner of chat @id: the worker of @id then hands it
+// back at its step boundary and claims fairly (ChatClaimNext), so that
+// users share busy workers step by step (see docs/runtime.md).
+func (q *Queries) ChatAnotherOwnerWaits(ctx context.Context, db DBTX, id uuid.UUID) (bool, error) {
+	row := db.QueryRow(ctx, chatAnotherOwnerWaits, id)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const chatClaimByID = `-- name: ChatClaimByID :one
 UPDATE chats
 SET worker_id = $1, lease_expires_at = now() + make_interval(secs => $2::float8),

@@ -36,6 +36,7 @@ type runnerMetrics struct {
 	providerLatency *metrics.HistogramVec
 	providerErrors  *metrics.CounterVec
 	rejections      *metrics.CounterVec
+	yields          *metrics.CounterVec
 }
 
 func (r *Runner) instrument(reg *metrics.Registry) {
@@ -52,6 +53,8 @@ func (r *Runner) instrument(reg *metrics.Registry) {
 	r.m.rejections = reg.Counter("chatd_structured_rejections_total",
 		"Rejected finalization batches of structured requests, by kind (text_only, invalid_arguments, ineligible_step, "+
 			"invalid_value, invalid_batch, provider_tools, schema_unavailable); counted when committed.", "kind")
+	r.m.yields = reg.Counter("chatd_fair_yields_total",
+		"Chats a busy worker handed back at a step boundary because another user's chat waited (fair claiming).")
 }
 
 // observeCall records one provider call of the chat's model; call is

@@ -165,16 +165,19 @@ func (r *Runner) chainOne() {
 // reconnect, the idle poll, a chain) the worker claims the next runnable
 // chat and, when it found one, wakes another to look for more.
 func (r *Runner) work(ctx, hard context.Context) {
-	for ctx.Err() == nil {
+	for yielded := false; ctx.Err() == nil; {
 		jitter := time.Duration(rand.Int64N(int64(r.opts.Poll) / 4))
 		var chatID uuid.UUID
-		select {
-		case <-ctx.Done():
-			return
-		case chatID = <-r.hub.Work():
-		case <-r.chain:
-		case <-time.After(r.opts.Poll + jitter):
+		if !yielded { // a worker that handed a chat back claims fairly at once
+			select {
+			case <-ctx.Done():
+				return
+			case chatID = <-r.hub.Work():
+			case <-r.chain:
+			case <-time.After(r.opts.Poll + jitter):
+			}
 		}
+		yielded = false
 		claim, err := r.claim(hard, chatID)
 		if err != nil {
 			r.log.Error("claim failed", slog.String("error", err.Error()))
@@ -186,7 +189,7 @@ func (r *Runner) work(ctx, hard context.Context) {
 		if chatID == uuid.Nil {
 			r.chainOne()
 		}
-		r.runChat(ctx, hard, claim.Turn)
+		yielded = r.runChat(ctx, hard, claim.Turn)
 	}
 }
 
@@ -210,8 +213,10 @@ func (r *Runner) claim(ctx context.Context, chatID uuid.UUID) (store.Claim, erro
 // errLeaseLost cancels a chat's work when the heartbeat finds another owner.
 var errLeaseLost = errors.New("lease lost")
 
-// runChat drives a claimed chat until it is no longer ours to run.
-func (r *Runner) runChat(ctx, hard context.Context, turn store.Turn) {
+// runChat drives a claimed chat until it is no longer ours to run. It
+// reports whether it handed the chat back for another user's (fairness: see
+// ChatAnotherOwnerWaits).
+func (r *Runner) runChat(ctx, hard context.Context, turn store.Turn) (yielded bool) {
 	r.claimed.Add(1)
 	defer r.claimed.Add(-1)
 	chatID, claimID := turn.Chat.ID, turn.Chat.WorkerID.UUID
@@ -235,14 +240,15 @@ func (r *Runner) runChat(ctx, hard context.Context, turn store.Turn) {
 	}()
 	go r.heartbeat(chatCtx, cancel, chatID, claimID, log)
 
-	t := &turnRunner{deps: deps{store: r.store, models: r.models, opts: &r.opts, m: &r.m, log: log, worker: claimID}, sub: sub}
+	t := &turnRunner{deps: deps{store: r.store, models: r.models, opts: &r.opts, m: &r.m, log: log, worker: claimID}, sub: sub,
+		busy: func() bool { return r.claimed.Load() >= int64(r.opts.Workers) }}
 	if turn.Chat.Status == client.StatusRunning {
 		t.counted = counted{ok: true, history: turn.Chat.HistoryVersion, attempt: turn.Chat.GenerationAttempt}
 	}
 	misses := 0
 	for read := true; ; read = false {
 		if ctx.Err() != nil || chatCtx.Err() != nil {
-			return // draining (released above, for another replica), or the lease is lost
+			return false // draining (released above, for another replica), or the lease is lost
 		}
 		var err error
 		if !read {
@@ -258,6 +264,7 @@ func (r *Runner) runChat(ctx, hard context.Context, turn store.Turn) {
 				continue
 			}
 		}
+		t.yield = false
 		done, err := t.pass(chatCtx, turn)
 		if !errors.Is(err, store.ErrFenceMiss) {
 			misses = 0
@@ -282,6 +289,14 @@ func (r *Runner) runChat(ctx, hard context.Context, turn store.Turn) {
 			}
 		case done:
 			return
+		case t.yield:
+			// Another user's chat waits for a worker: hand this one back
+			// (it stays runnable, and wakes a worker like any other).
+			if err := r.store.Release(context.WithoutCancel(chatCtx), chatID, claimID); err != nil {
+				log.Warn("release failed", slog.String("error", err.Error()))
+			}
+			r.m.yields.Inc()
+			return true
 		}
 	}
 }

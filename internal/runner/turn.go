@@ -45,6 +45,11 @@ type turnRunner struct {
 	// counted is an attempt counted by the claim or by the last commit,
 	// not used yet: the next provider call takes it instead of counting.
 	counted counted
+	// busy: every worker of this runner holds a chat, so the turn's
+	// commits ask whether another user's chat waits (store.Commit.Fair);
+	// yield: one said so, and the worker hands this chat back.
+	busy  func() bool
+	yield bool
 }
 
 // counted is a provider attempt counted for a history.
@@ -128,10 +133,12 @@ type action struct {
 // longer ours (finished, waiting for the client).
 func (a *action) commit(ctx context.Context, c store.Commit) (bool, error) {
 	c.Fence = a.fence
+	c.Fair = c.End == store.EndNone && a.busy != nil && a.busy()
 	res, err := a.store.Apply(ctx, c)
 	if err != nil {
 		return false, err
 	}
+	a.yield = res.Yield
 	if c.CountAttempt {
 		a.counted = counted{ok: true, history: res.Chat.HistoryVersion, attempt: res.Chat.GenerationAttempt}
 	}

@@ -233,6 +233,11 @@ type Commit struct {
 	// CountAttempt, with EndNone, counts the turn's next provider attempt
 	// in this transaction: the worker calls the provider next.
 	CountAttempt bool
+	// Fair, with EndNone, asks whether another user's chat waits for a
+	// worker while this chat's owner has more turns running
+	// (Committed.Yield). A yielding commit leaves the attempt uncounted:
+	// the next claim counts it.
+	Fair bool
 }
 
 // Committed reports what a commit wrote.
@@ -241,6 +246,8 @@ type Committed struct {
 	Messages []Message // in insertion order, receipts and promoted input included
 	Request  *Request
 	Promoted bool
+	// Yield: the worker should hand the chat back and claim again (Fair).
+	Yield bool
 }
 
 // Apply runs c in one transaction: lock behind the fence (ErrFenceMiss if it
@@ -306,7 +313,14 @@ func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 			req := requestFrom(r)
 			out.Request = &req
 		}
-		chat, promoted, err := s.end(ctx, tx, c)
+		ec := c
+		if c.Fair && c.End == EndNone {
+			if out.Yield, err = s.q.ChatAnotherOwnerWaits(ctx, tx, c.Fence.ChatID); err != nil {
+				return err
+			}
+			ec.CountAttempt = c.CountAttempt && !out.Yield
+		}
+		chat, promoted, err := s.end(ctx, tx, ec)
 		if err != nil {
 			return err
 		}

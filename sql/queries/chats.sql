@@ -78,6 +78,26 @@ SELECT EXISTS (
     WHERE status IN ('running', 'interrupting') AND (worker_id IS NULL OR lease_expires_at < now())
 )::boolean;
 
+-- name: ChatAnotherOwnerWaits :one
+-- Whether a runnable chat without a live owner waits whose owner has fewer
+-- turns running than the owner of chat @id: the worker of @id then hands it
+-- back at its step boundary and claims fairly (ChatClaimNext), so that
+-- users share busy workers step by step (see docs/runtime.md).
+WITH running AS (
+    SELECT o.owner_id, count(*) AS n FROM chats o
+    WHERE o.status IN ('running', 'interrupting') AND o.worker_id IS NOT NULL AND o.lease_expires_at >= now()
+    GROUP BY o.owner_id
+), mine AS (
+    SELECT coalesce((SELECT r.n FROM running r JOIN chats m ON m.owner_id = r.owner_id WHERE m.id = @id), 0) AS n,
+           (SELECT m.owner_id FROM chats m WHERE m.id = @id) AS owner_id
+)
+SELECT EXISTS (
+    SELECT 1 FROM chats c CROSS JOIN mine LEFT JOIN running r ON r.owner_id = c.owner_id
+    WHERE c.status IN ('running', 'interrupting') AND (c.worker_id IS NULL OR c.lease_expires_at < now())
+      AND c.owner_id <> mine.owner_id
+      AND coalesce(r.n, 0) < mine.n
+)::boolean;
+
 -- name: ChatRenewLeaseIfOwned :one
 UPDATE chats SET lease_expires_at = now() + make_interval(secs => @lease_seconds::float8)
 WHERE id = @id AND worker_id = @worker_id
