@@ -93,7 +93,7 @@ var fieldDocs = map[string]map[string]any{
 	"DynamicTool.name":        {"pattern": "^[A-Za-z0-9_-]{1,64}$"},
 	"DynamicTool.description": {"description": "At most 1024 bytes."},
 	"DynamicTool.input_schema": {"type": "object", "additionalProperties": true, "description": "A JSON Schema object for the tool's arguments, " +
-		"at most 64 KiB and 64 levels deep."},
+		"at most 256 KiB and 64 levels deep."},
 	"MessagePart.type": {"description": "One of `text`, `reasoning`, `tool-call`, `tool-result`, `file`, `source`, " +
 		"`hook-notice`; ignore types you do not know."},
 	"MessagePart.args":   {"description": "Arguments of a `tool-call` part (any JSON value)."},
@@ -116,7 +116,7 @@ var fieldDocs = map[string]map[string]any{
 	"JSONSchemaFormat.name":                      {"pattern": "^[A-Za-z0-9_-]{1,64}$"},
 	"JSONSchemaFormat.description":               {"description": "At most 1024 UTF-8 bytes."},
 	"JSONSchemaFormat.schema": {"type": "object", "additionalProperties": true, "description": "An inline Draft-07 JSON Schema document (an object; " +
-		"the value it describes may be of any JSON type). No $ref, $id, definitions or unknown keywords; at most 64 KiB."},
+		"the value it describes may be of any JSON type). Local references only ($ref to #… within the document, definitions, $defs); no unknown keywords; at most 256 KiB."},
 	"CreateChatRequest.model":           {"description": "A model id of the server; omitted: the server's default model."},
 	"CreateChatRequest.system_prompt":   {"description": "At most 64 KiB."},
 	"CreateChatRequest.title":           {"description": "At most 256 bytes; omitted: taken from the first message."},

@@ -75,7 +75,7 @@ func TestSchemaAdmission(t *testing.T) {
 		{"duplicate enum", `{"enum":["a","b","a"]}`, "/enum/2:"},
 		{"min above max", `{"type":"string","minLength":3,"maxLength":1}`, "/minLength:"},
 		{"not a schema", `{"items":[1]}`, "/items/0:"},
-		{"too large", `{"description":"` + strings.Repeat("x", 66<<10) + `"}`, "(root):"},
+		{"too large", `{"description":"` + strings.Repeat("x", 257<<10) + `"}`, "(root):"},
 		{"not an object", `[{"type":"string"}]`, "(root):"},
 	}
 	for _, c := range cases {
@@ -118,5 +118,32 @@ func TestSchemaAdmission(t *testing.T) {
 	}
 	if !bytes.Contains(stored, []byte(`"$ref"`)) {
 		t.Errorf("stored schema %s", stored)
+	}
+}
+
+// TestLargeSchemaAdmitted: a catalogue-style schema over the old 64 KiB and
+// 8,192-value caps (16 time-zone enums of 600 entries, ~200 KB) is admitted.
+func TestLargeSchemaAdmitted(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.Options{NoRunner: true})
+	var props []string
+	for p := range 16 {
+		var zones []string
+		for z := range 600 {
+			zones = append(zones, fmt.Sprintf(`"Area%02d/Location_%03d"`, p, z))
+		}
+		props = append(props, fmt.Sprintf(`"tz%d":{"description":"The time zone of site %d.","enum":[%s]}`, p, p, strings.Join(zones, ",")))
+	}
+	schema := `{"type":"object","properties":{` + strings.Join(props, ",") + `}}`
+	if len(schema) < 128<<10 {
+		t.Fatalf("schema is only %d bytes", len(schema))
+	}
+	c := env.Client("alice")
+	_, err := c.CreateChat(t.Context(), client.CreateChatRequest{
+		Content:        []client.MessagePart{client.TextPart("Report.")},
+		ResponseFormat: &client.ResponseFormat{Type: "json_schema", JSONSchema: &client.JSONSchemaFormat{Name: "sites", Schema: json.RawMessage(schema)}},
+	})
+	if err != nil {
+		t.Fatalf("%d-byte schema: %v", len(schema), err)
 	}
 }

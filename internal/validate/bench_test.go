@@ -21,8 +21,8 @@ func worstSchemas() map[string]string {
 		"enums4x1024": `{"properties":{` + repeatJoin(4, func(i int) string {
 			return fmt.Sprintf(`"e%d":{"enum":[`, i) + repeatJoin(MaxEnumEntries, func(j int) string { return fmt.Sprintf(`"%d-%s"`, j, strings.Repeat("v", 6)) }) + `]}`
 		}) + `}}`,
-		// 8192 JSON values in required lists at their cap
-		"nodes8192": `{"allOf":[` + repeatJoin(16, func(j int) string {
+		// 16,384 JSON values in required lists at their cap
+		"nodes16384": `{"allOf":[` + repeatJoin(32, func(j int) string {
 			return `{"required":[` + repeatJoin(MaxNames-8, func(i int) string { return fmt.Sprintf(`"%x"`, i) }) + `]}`
 		}) + `]}`,
 		// 16 levels, 16 branches per level where the subschema count allows
@@ -33,7 +33,7 @@ func worstSchemas() map[string]string {
 func BenchmarkCompile(b *testing.B) {
 	cases := worstSchemas()
 	cases["realistic"] = realisticSchema
-	for _, name := range []string{"realistic", "subschemas1024", "patterns32x500", "enums4x1024", "nodes8192", "deep16"} {
+	for _, name := range []string{"realistic", "subschemas1024", "patterns32x500", "enums4x1024", "nodes16384", "deep16"} {
 		raw := []byte(cases[name])
 		if _, err := Compile(raw); err != nil {
 			b.Fatalf("%s: %v", name, err)

@@ -28,7 +28,7 @@ const MaxExponent = 308
 // ValueLimits below are copies for callers (the runner derives the
 // finalizer's limits from them), and changing those changes nothing here.
 var (
-	schemaLimits = Limits{MaxBytes: 64 << 10, MaxDepth: 64, MaxNodes: 8192, MaxKeyBytes: 256, MaxNumberLen: 64}
+	schemaLimits = Limits{MaxBytes: 256 << 10, MaxDepth: 64, MaxNodes: 16384, MaxKeyBytes: 256, MaxNumberLen: 64}
 	valueLimits  = Limits{MaxBytes: 256 << 10, MaxDepth: 32, MaxNodes: 16384, MaxKeyBytes: 256, MaxNumberLen: 64}
 )
 

@@ -425,7 +425,7 @@ export interface components {
         DynamicTool: {
             /** @description At most 1024 bytes. */
             description?: string;
-            /** @description A JSON Schema object for the tool's arguments, at most 64 KiB and 64 levels deep. */
+            /** @description A JSON Schema object for the tool's arguments, at most 256 KiB and 64 levels deep. */
             input_schema?: {
                 [key: string]: unknown;
             };
@@ -484,7 +484,7 @@ export interface components {
             /** @description At most 1024 UTF-8 bytes. */
             description?: string;
             name: string;
-            /** @description An inline Draft-07 JSON Schema document (an object; the value it describes may be of any JSON type). No $ref, $id, definitions or unknown keywords; at most 64 KiB. */
+            /** @description An inline Draft-07 JSON Schema document (an object; the value it describes may be of any JSON type). Local references only ($ref to #… within the document, definitions, $defs); no unknown keywords; at most 256 KiB. */
             schema: {
                 [key: string]: unknown;
             };
