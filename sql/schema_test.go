@@ -12,11 +12,11 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/dbtest"
+	"github.com/chatd/chatd/internal/store"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -86,14 +86,11 @@ func finish(ctx context.Context, tx pgx.Tx, req uuid.UUID, receipt int64) error 
 	return err
 }
 
-func wantSQLError(t *testing.T, err error, contains string) {
+// wantSQLError: err is the database refusing by the named constraint.
+func wantSQLError(t *testing.T, err error, name store.Constraint) {
 	t.Helper()
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		t.Fatalf("want a PostgreSQL error containing %q, got %v", contains, err)
-	}
-	if !strings.Contains(pgErr.Message, contains) {
-		t.Fatalf("want error containing %q, got %q", contains, pgErr.Message)
+	if !store.IsConstraint(err, name) {
+		t.Fatalf("want a violation of %s, got %v", name, err)
 	}
 }
 
@@ -229,11 +226,11 @@ func TestReceiptsAreImmutable(t *testing.T) {
 	}
 	ctx := context.Background()
 	_, err := f.pool.Exec(ctx, `UPDATE chat_messages SET content = '[]' WHERE id = $1`, receipt)
-	wantSQLError(t, err, "immutable")
+	wantSQLError(t, err, store.MessagesReceiptImmutable)
 	_, err = f.pool.Exec(ctx, `UPDATE chat_messages SET deleted = true WHERE id = $1`, receipt)
-	wantSQLError(t, err, "immutable")
+	wantSQLError(t, err, store.MessagesReceiptImmutable)
 	_, err = f.pool.Exec(ctx, `DELETE FROM chat_messages WHERE id = $1`, receipt)
-	wantSQLError(t, err, "cannot be deleted")
+	wantSQLError(t, err, store.MessagesNoDelete)
 
 	// Whole-chat deletion still removes everything.
 	f.exec(`DELETE FROM chats WHERE id = $1`, f.chat)
@@ -253,11 +250,11 @@ func TestReceiptShapeIsEnforced(t *testing.T) {
 	} {
 		_, err := f.pool.Exec(context.Background(), `INSERT INTO chat_messages (chat_id, role, kind, visibility, content, structured_request_id)
 			VALUES ($1, $2, 'receipt', $3, '[]', $4)`, f.chat, shape.role, shape.visibility, req)
-		wantSQLError(t, err, "chat_messages_receipt_shape")
+		wantSQLError(t, err, store.MessagesReceiptShape)
 	}
 	_, err := f.pool.Exec(context.Background(), `INSERT INTO chat_messages (chat_id, role, kind, visibility, content)
 		VALUES ($1, 'assistant', 'receipt', 'user', '[]')`, f.chat)
-	wantSQLError(t, err, "chat_messages_receipt_shape")
+	wantSQLError(t, err, store.MessagesReceiptShape)
 }
 
 func TestOneReceiptPerRequest(t *testing.T) {
@@ -273,7 +270,7 @@ func TestOneReceiptPerRequest(t *testing.T) {
 		}
 		return tx.QueryRow(ctx, receiptSQL, f.chat, req).Scan(&id, &rev)
 	})
-	wantSQLError(t, err, "chat_messages_one_receipt_per_request")
+	wantSQLError(t, err, store.MessagesOneReceiptPerRequest)
 
 	// After a committed receipt, another one is refused too.
 	if err := f.tx(func(tx pgx.Tx) error {
@@ -287,7 +284,7 @@ func TestOneReceiptPerRequest(t *testing.T) {
 	}
 	var id, rev int64
 	err = f.pool.QueryRow(context.Background(), receiptSQL, f.chat, req).Scan(&id, &rev)
-	wantSQLError(t, err, "pending")
+	wantSQLError(t, err, store.MessagesReceiptNeedsPending)
 }
 
 func TestReceiptMustCloseItsRequest(t *testing.T) {
@@ -299,7 +296,7 @@ func TestReceiptMustCloseItsRequest(t *testing.T) {
 		var id, rev int64
 		return tx.QueryRow(context.Background(), receiptSQL, f.chat, req).Scan(&id, &rev)
 	})
-	wantSQLError(t, err, "without finishing")
+	wantSQLError(t, err, store.MessagesReceiptClosesRequest)
 	var n int
 	f.scan(`SELECT count(*) FROM chat_messages WHERE kind = 'receipt'`, nil, &n)
 	if n != 0 {
@@ -315,20 +312,20 @@ func TestLedgerGuard(t *testing.T) {
 	// pending -> succeeded without a receipt.
 	req := f.pendingRequest()
 	_, err := f.pool.Exec(ctx, `UPDATE structured_requests SET status = 'succeeded' WHERE request_id = $1`, req)
-	wantSQLError(t, err, "without its receipt")
+	wantSQLError(t, err, store.RequestsFinishWithReceipt)
 	_, err = f.pool.Exec(ctx, `UPDATE structured_requests SET status = 'succeeded', receipt_message_id = (SELECT min(id) FROM chat_messages) WHERE request_id = $1`, req)
-	wantSQLError(t, err, "without its receipt")
+	wantSQLError(t, err, store.RequestsFinishWithReceipt)
 
 	// Born finished.
 	_, err = f.pool.Exec(ctx, `INSERT INTO structured_requests (request_id, chat_id, name, schema, rejections) VALUES ($1, $2, 'r', '{}', 1)`, uuid.New(), f.chat)
-	wantSQLError(t, err, "starts pending")
+	wantSQLError(t, err, store.RequestsStartPending)
 
 	// Counters only grow; the definition never changes.
 	f.exec(`UPDATE structured_requests SET rejections = 2 WHERE request_id = $1`, req)
 	_, err = f.pool.Exec(ctx, `UPDATE structured_requests SET rejections = 1 WHERE request_id = $1`, req)
-	wantSQLError(t, err, "only grow")
+	wantSQLError(t, err, store.RequestsCountersGrow)
 	_, err = f.pool.Exec(ctx, `UPDATE structured_requests SET schema = '{"type":"string"}' WHERE request_id = $1`, req)
-	wantSQLError(t, err, "cannot change")
+	wantSQLError(t, err, store.RequestsDefinitionImmutable)
 
 	// Finish properly, then nothing changes any more.
 	if err := f.tx(func(tx pgx.Tx) error {
@@ -365,9 +362,9 @@ func TestRevisionIsAssignedByTheDatabase(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	_, err := f.pool.Exec(ctx, `INSERT INTO chat_messages (chat_id, role, content, revision) VALUES ($1, 'user', '[]', 99)`, f.chat)
-	wantSQLError(t, err, "assigned by the database")
+	wantSQLError(t, err, store.MessagesRevisionByDatabase)
 	_, err = f.pool.Exec(ctx, `UPDATE chat_messages SET revision = 99 WHERE chat_id = $1`, f.chat)
-	wantSQLError(t, err, "assigned by the database")
+	wantSQLError(t, err, store.MessagesRevisionByDatabase)
 
 	// snapshot_version cannot be set either: any write advances it by one.
 	before := f.counters()
@@ -461,12 +458,12 @@ func TestChatStatusTransitionsAndOwnership(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	_, err := f.pool.Exec(ctx, `UPDATE chats SET status = 'requires_action', worker_id = gen_random_uuid(), lease_expires_at = now() WHERE id = $1`, f.chat)
-	wantSQLError(t, err, "chats_owned_only_while_runnable")
+	wantSQLError(t, err, store.ChatsOwnedOnlyWhileRunnable)
 	f.exec(`UPDATE chats SET status = 'waiting' WHERE id = $1`, f.chat)
 	_, err = f.pool.Exec(ctx, `UPDATE chats SET status = 'requires_action' WHERE id = $1`, f.chat)
-	wantSQLError(t, err, "illegal chat status transition waiting -> requires_action")
+	wantSQLError(t, err, store.ChatsStatusTransition)
 	_, err = f.pool.Exec(ctx, `UPDATE chats SET history_version = 0 WHERE id = $1`, f.chat)
-	wantSQLError(t, err, "backwards")
+	wantSQLError(t, err, store.ChatsHistoryVersionForward)
 }
 
 func TestQueueIsCapped(t *testing.T) {
@@ -476,9 +473,8 @@ func TestQueueIsCapped(t *testing.T) {
 		f.exec(`INSERT INTO chat_queued_messages (chat_id, content) VALUES ($1, '[]')`, f.chat)
 	}
 	_, err := f.pool.Exec(context.Background(), `INSERT INTO chat_queued_messages (chat_id, content) VALUES ($1, '[]')`, f.chat)
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != "CD001" {
-		t.Fatalf("21st queued message: %v, want SQLSTATE CD001", err)
+	if !store.IsConstraint(err, store.QueueAtMost20) {
+		t.Fatalf("21st queued message: %v, want %s", err, store.QueueAtMost20)
 	}
 }
 

@@ -91,9 +91,8 @@ func mapError(err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "CD001" {
-		return fmt.Errorf("%w: %s", ErrQueueFull, pgErr.Message)
+	if IsConstraint(err, QueueAtMost20) {
+		return fmt.Errorf("%w: %w", ErrQueueFull, err)
 	}
 	return err
 }
@@ -158,8 +157,7 @@ func (s *Store) CreateToken(ctx context.Context, userName string) (string, error
 		return err
 	})
 	if err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23514" && strings.Contains(pgErr.ConstraintName, "name") {
+		if IsConstraint(err, UsersNameCheck) {
 			return "", fmt.Errorf("%w %q", ErrInvalidUserName, userName)
 		}
 		return "", err

@@ -32,7 +32,8 @@ BEGIN
     SELECT snapshot_version, snapshot_xact, history_version, generation_attempt INTO c
       FROM chats WHERE id = p_chat_id;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'chat % does not exist', p_chat_id USING ERRCODE = 'foreign_key_violation';
+        RAISE EXCEPTION 'chat % does not exist', p_chat_id
+            USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'chats_touch_requires_chat';
     END IF;
     IF c.snapshot_xact = cur
        AND (NOT p_fence OR (c.history_version = c.snapshot_version AND c.generation_attempt = 0)) THEN
@@ -49,7 +50,8 @@ BEGIN
      WHERE id = p_chat_id
     RETURNING snapshot_version INTO v;
     IF v IS NULL THEN
-        RAISE EXCEPTION 'chat % does not exist', p_chat_id USING ERRCODE = 'foreign_key_violation';
+        RAISE EXCEPTION 'chat % does not exist', p_chat_id
+            USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'chats_touch_requires_chat';
     END IF;
     RETURN v;
 END
@@ -63,7 +65,8 @@ DECLARE
     visible boolean;
 BEGIN
     IF NEW.id <> OLD.id OR NEW.owner_id <> OLD.owner_id THEN
-        RAISE EXCEPTION 'chats.id and chats.owner_id cannot change' USING ERRCODE = 'check_violation';
+        RAISE EXCEPTION 'chats.id and chats.owner_id cannot change'
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'chats_identity_immutable';
     END IF;
 
     IF NEW.status <> OLD.status AND NOT ((OLD.status, NEW.status) IN (
@@ -74,11 +77,12 @@ BEGIN
         ('error', 'running')))
     THEN
         RAISE EXCEPTION 'illegal chat status transition % -> %', OLD.status, NEW.status
-            USING ERRCODE = 'check_violation';
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'chats_status_transition';
     END IF;
 
     IF NEW.history_version < OLD.history_version THEN
-        RAISE EXCEPTION 'chats.history_version cannot go backwards' USING ERRCODE = 'check_violation';
+        RAISE EXCEPTION 'chats.history_version cannot go backwards'
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'chats_history_version_forward';
     END IF;
 
     -- What changed: anything but the lease (and the columns this trigger

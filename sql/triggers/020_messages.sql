@@ -20,23 +20,25 @@ BEGIN
     IF TG_OP = 'INSERT' THEN
         IF NEW.revision IS NOT NULL THEN
             RAISE EXCEPTION 'chat_messages.revision is assigned by the database'
-                USING ERRCODE = 'check_violation';
+                USING ERRCODE = 'check_violation', CONSTRAINT = 'chat_messages_revision_by_database';
         END IF;
     ELSE
         IF OLD.kind = 'receipt' THEN
-            RAISE EXCEPTION 'receipt message % is immutable', OLD.id USING ERRCODE = 'check_violation';
+            RAISE EXCEPTION 'receipt message % is immutable', OLD.id
+                USING ERRCODE = 'check_violation', CONSTRAINT = 'chat_messages_receipt_immutable';
         END IF;
         IF NEW.revision IS DISTINCT FROM OLD.revision THEN
             RAISE EXCEPTION 'chat_messages.revision is assigned by the database'
-                USING ERRCODE = 'check_violation';
+                USING ERRCODE = 'check_violation', CONSTRAINT = 'chat_messages_revision_by_database';
         END IF;
         IF NEW.id <> OLD.id OR NEW.chat_id <> OLD.chat_id OR NEW.kind <> OLD.kind
            OR NEW.structured_request_id IS DISTINCT FROM OLD.structured_request_id THEN
             RAISE EXCEPTION 'chat_messages id, chat_id, kind and structured_request_id cannot change'
-                USING ERRCODE = 'check_violation';
+                USING ERRCODE = 'check_violation', CONSTRAINT = 'chat_messages_identity_immutable';
         END IF;
         IF OLD.deleted AND NOT NEW.deleted THEN
-            RAISE EXCEPTION 'a deleted message cannot be restored' USING ERRCODE = 'check_violation';
+            RAISE EXCEPTION 'a deleted message cannot be restored'
+                USING ERRCODE = 'check_violation', CONSTRAINT = 'chat_messages_no_undelete';
         END IF;
         IF NEW IS NOT DISTINCT FROM OLD THEN
             RETURN NULL; -- a no-op update changes nothing and must not fence
@@ -49,14 +51,16 @@ BEGIN
              WHERE r.request_id = NEW.structured_request_id AND r.chat_id = NEW.chat_id AND r.status = 'pending';
             IF NOT FOUND THEN
                 RAISE EXCEPTION 'receipt for structured request % needs that request pending in chat %',
-                    NEW.structured_request_id, NEW.chat_id USING ERRCODE = 'check_violation';
+                    NEW.structured_request_id, NEW.chat_id
+                    USING ERRCODE = 'check_violation', CONSTRAINT = 'chat_messages_receipt_needs_pending_request';
             END IF;
         ELSE
             PERFORM 1 FROM structured_requests r
              WHERE r.request_id = NEW.structured_request_id AND r.chat_id = NEW.chat_id;
             IF NOT FOUND THEN
                 RAISE EXCEPTION 'structured request % does not belong to chat %',
-                    NEW.structured_request_id, NEW.chat_id USING ERRCODE = 'foreign_key_violation';
+                    NEW.structured_request_id, NEW.chat_id
+                    USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'chat_messages_request_in_chat';
             END IF;
         END IF;
     END IF;
@@ -79,7 +83,7 @@ LANGUAGE plpgsql AS $$
 BEGIN
     IF EXISTS (SELECT 1 FROM chats WHERE id = OLD.chat_id) THEN
         RAISE EXCEPTION 'chat message % cannot be deleted while its chat exists (set deleted = true)', OLD.id
-            USING ERRCODE = 'check_violation';
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'chat_messages_no_delete';
     END IF;
     RETURN OLD;
 END
@@ -106,7 +110,8 @@ BEGIN
        AND r.status <> 'pending' AND r.receipt_message_id = NEW.id;
     IF NOT FOUND AND EXISTS (SELECT 1 FROM chats WHERE id = NEW.chat_id) THEN
         RAISE EXCEPTION 'receipt % was committed without finishing structured request %',
-            NEW.id, NEW.structured_request_id USING ERRCODE = 'check_violation';
+            NEW.id, NEW.structured_request_id
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'chat_messages_receipt_closes_request';
     END IF;
     RETURN NULL;
 END

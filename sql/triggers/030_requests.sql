@@ -11,14 +11,15 @@ BEGIN
     IF TG_OP = 'DELETE' THEN
         IF EXISTS (SELECT 1 FROM chats WHERE id = OLD.chat_id) THEN
             RAISE EXCEPTION 'structured request % cannot be deleted while its chat exists', OLD.request_id
-                USING ERRCODE = 'check_violation';
+                USING ERRCODE = 'check_violation', CONSTRAINT = 'structured_requests_no_delete';
         END IF;
         RETURN OLD;
     END IF;
 
     IF TG_OP = 'INSERT' THEN
         IF NEW.status <> 'pending' OR NEW.rejections <> 0 OR NEW.steps <> 0 OR NEW.candidate IS NOT NULL THEN
-            RAISE EXCEPTION 'a structured request starts pending with no progress' USING ERRCODE = 'check_violation';
+            RAISE EXCEPTION 'a structured request starts pending with no progress'
+                USING ERRCODE = 'check_violation', CONSTRAINT = 'structured_requests_start_pending';
         END IF;
         PERFORM chatd_touch_chat(NEW.chat_id, false);
         RETURN NEW;
@@ -26,16 +27,17 @@ BEGIN
 
     IF OLD.status <> 'pending' THEN
         RAISE EXCEPTION 'structured request % is % and cannot change', OLD.request_id, OLD.status
-            USING ERRCODE = 'check_violation';
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'structured_requests_finished_immutable';
     END IF;
     IF NEW.request_id <> OLD.request_id OR NEW.chat_id <> OLD.chat_id OR NEW.name <> OLD.name
        OR NEW.description <> OLD.description OR NEW.schema <> OLD.schema OR NEW.created_at <> OLD.created_at THEN
         RAISE EXCEPTION 'the definition of structured request % cannot change', OLD.request_id
-            USING ERRCODE = 'check_violation';
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'structured_requests_definition_immutable';
     END IF;
     IF NEW.rejections < OLD.rejections OR NEW.validation_rejections < OLD.validation_rejections
        OR NEW.steps < OLD.steps THEN
-        RAISE EXCEPTION 'structured request counters only grow' USING ERRCODE = 'check_violation';
+        RAISE EXCEPTION 'structured request counters only grow'
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'structured_requests_counters_grow';
     END IF;
     IF NEW.status <> 'pending' THEN
         PERFORM 1 FROM chat_messages m
@@ -43,7 +45,7 @@ BEGIN
            AND m.structured_request_id = NEW.request_id;
         IF NOT FOUND THEN
             RAISE EXCEPTION 'structured request % cannot become % without its receipt', NEW.request_id, NEW.status
-                USING ERRCODE = 'check_violation';
+                USING ERRCODE = 'check_violation', CONSTRAINT = 'structured_requests_finish_with_receipt';
         END IF;
         NEW.finished_at := now();
         PERFORM pg_notify('chatd_request', NEW.request_id::text); -- long polls (040_notify.sql)
@@ -69,11 +71,13 @@ BEGIN
         RETURN OLD;
     END IF;
     IF TG_OP = 'UPDATE' AND (NEW.id <> OLD.id OR NEW.chat_id <> OLD.chat_id) THEN
-        RAISE EXCEPTION 'queued message id and chat_id cannot change' USING ERRCODE = 'check_violation';
+        RAISE EXCEPTION 'queued message id and chat_id cannot change'
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'chat_queued_messages_identity_immutable';
     END IF;
     PERFORM chatd_touch_chat(NEW.chat_id, false);
     IF TG_OP = 'INSERT' AND (SELECT count(*) FROM chat_queued_messages q WHERE q.chat_id = NEW.chat_id) >= 20 THEN
-        RAISE EXCEPTION 'the queue of chat % is full (20 messages)', NEW.chat_id USING ERRCODE = 'CD001';
+        RAISE EXCEPTION 'the queue of chat % is full (20 messages)', NEW.chat_id
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'chat_queued_messages_at_most_20';
     END IF;
     RETURN NEW;
 END
