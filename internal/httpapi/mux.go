@@ -1,0 +1,73 @@
+package httpapi
+
+import (
+	"net/http"
+	"sync/atomic"
+)
+
+// route serves a request and returns the pattern of its route ("" if none
+// matched). w is a *statusRecorder.
+func (s *Server) route(w http.ResponseWriter, r *http.Request) string {
+	if s.cors(w, r) {
+		return "" // a preflight, answered
+	}
+	h, pattern := s.mux.Handler(r)
+	if obs := statusObserver.Load(); obs != nil && pattern != "" {
+		rec := w.(*statusRecorder)
+		defer func() { (*obs)(pattern, rec.status) }()
+	}
+	if pattern != "" {
+		s.mux.ServeHTTP(w, r) // sets the path values Handler does not
+		return pattern
+	}
+	probe := &statusProbe{header: http.Header{}}
+	h.ServeHTTP(probe, r)
+	if allow := probe.header.Get("Allow"); allow != "" {
+		w.Header().Set("Allow", allow)
+	}
+	if probe.status == http.StatusMethodNotAllowed {
+		s.render(w, r, errorf(http.StatusMethodNotAllowed, "Method %s is not allowed here.", r.Method))
+		return ""
+	}
+	s.render(w, r, errorf(http.StatusNotFound, "No route for %s %s.", r.Method, r.URL.Path))
+	return ""
+}
+
+// statusObserver, set only by tests, is told the route pattern and status
+// of every routed request, so a test can check that every status a handler
+// answers is documented.
+var statusObserver atomic.Pointer[func(pattern string, status int)]
+
+// statusRecorder remembers the status and size of a response.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+	bytes  int64
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.status, r.wrote = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	r.wrote = true
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// statusProbe records what the mux's fallback handler would answer.
+type statusProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *statusProbe) Header() http.Header         { return p.header }
+func (p *statusProbe) Write(b []byte) (int, error) { return len(b), nil }
+func (p *statusProbe) WriteHeader(code int)        { p.status = code }

@@ -1,0 +1,210 @@
+package httpapi
+
+import (
+	"net/http"
+	"slices"
+
+	"github.com/chatd/chatd/client"
+)
+
+// routeDoc documents one route of routeTable: the OpenAPI document is built
+// from it, and a test fails when a route has no entry (or an entry has no
+// route). Status codes list everything the handler can answer; request and
+// response bodies are zero values of the public types in package client,
+// whose schemas are derived by reflection.
+type routeDoc struct {
+	// op is the operationId: the name of the Go client's method.
+	op, summary, description string
+	query                    []queryParam
+	headers                  []queryParam
+	request                  any // nil: no body
+	responses                []response
+}
+
+type queryParam struct {
+	name, description string
+	schema            map[string]any
+}
+
+type response struct {
+	status      int
+	description string
+	body        any // nil: no body
+}
+
+// Responses shared by many routes.
+var (
+	resp400 = response{http.StatusBadRequest, "The request is invalid; `validations` names the field at fault " +
+		"(`body` for malformed JSON or trailing data).", client.Error{}}
+	resp401 = response{http.StatusUnauthorized, "No bearer token, or the token is not valid.", client.Error{}}
+	resp404 = response{http.StatusNotFound, "No such resource of the caller's (another user's chat is a 404 too), " +
+		"or an id in the path is malformed.", client.Error{}}
+	resp413 = response{http.StatusRequestEntityTooLarge, "The request body is larger than the server's limit (1 MiB by default).", client.Error{}}
+	resp415 = response{http.StatusUnsupportedMediaType, "A Content-Type other than application/json was sent.", client.Error{}}
+	resp500 = response{http.StatusInternalServerError, "An internal error; the message carries no details.", client.Error{}}
+	resp503 = response{http.StatusServiceUnavailable, "The database could not be reached or dropped the connection; " +
+		"retry after `Retry-After` seconds. A write answered 503 may have been applied if the connection was lost " +
+		"while it committed: repeat a create or send with the same `Idempotency-Key`, or read the state first.", client.Error{}}
+)
+
+// Idempotency-Key, on the routes that create.
+var (
+	idempotentNote = "With an `Idempotency-Key` header the request can be retried safely: the first one with a key does " +
+		"the work and keeps its answer in the same transaction; a repeat within 24 hours with the same method, path and body " +
+		"gets the same status and body again, with `Idempotent-Replayed: true`, and changes nothing."
+	idempotencyKeyParam = queryParam{IdempotencyKeyHeader, "1 to 255 visible ASCII characters chosen by the client, " +
+		"unique per request it means (a UUID, say); scoped to the caller.", map[string]any{"type": "string", "minLength": 1, "maxLength": 255}}
+	respKeyRace   = response{http.StatusConflict, "A request with the same `Idempotency-Key` was being processed; retry.", client.Error{}}
+	respKeyReused = response{http.StatusUnprocessableEntity, "The `Idempotency-Key` was used in the last 24 hours for another " +
+		"method, path or body (`validations` names `Idempotency-Key`).", client.Error{}}
+)
+
+// withBody adds the answers of every route that decodes a JSON body.
+func withBody(rs ...response) []response { return append(rs, resp400, resp413, resp415) }
+
+// routeDocs is keyed by "METHOD pattern", as in routeTable.
+func routeDocs() map[string]routeDoc {
+	docs := map[string]routeDoc{
+		"GET /healthz": {op: "Health", summary: "Liveness",
+			description: "Answers while the process serves HTTP; does not touch the database.",
+			responses:   []response{{http.StatusOK, "The process is alive.", client.Health{}}}},
+		"GET /readyz": {op: "Ready", summary: "Readiness",
+			description: "Answers 200 when the database answers a ping within 2 seconds.",
+			responses: []response{{http.StatusOK, "Ready to serve.", client.Health{}},
+				{http.StatusServiceUnavailable, "The database is not reachable.", client.Error{}}}},
+		"GET /metrics": {op: "Metrics", summary: "Prometheus metrics",
+			description: "This process's metrics in the Prometheus text exposition format 0.0.4 (`text/plain; version=0.0.4`): " +
+				"HTTP requests, structured requests finished, rejections, provider calls and errors, claimed chats, open " +
+				"streams, and queue depths read from the database at scrape time. No token needed: it carries no chat or " +
+				"user data; keep it on a private network. See docs/operations.md for every metric.",
+			responses: []response{{http.StatusOK, "The metrics.", plainText("Prometheus text exposition format 0.0.4.")}}},
+		"GET /api/v1/openapi.json": {op: "OpenAPI", summary: "This OpenAPI document",
+			description: "The OpenAPI 3.0 description of every route and public type. No token needed.",
+			responses:   []response{{http.StatusOK, "The OpenAPI document.", map[string]any{}}}},
+		"POST /api/v1/chats": {op: "CreateChat", summary: "Create a chat with its first message",
+			description: "Creates a chat owned by the caller and its first user message, and starts a turn. " +
+				"With a json_schema `response_format` the message carries a fresh `structured_output_request_id`. " +
+				"All validation happens before anything is stored. The `Location` header names the new chat. " +
+				idempotentNote,
+			headers: []queryParam{idempotencyKeyParam},
+			request: client.CreateChatRequest{},
+			responses: withBody(response{http.StatusCreated, "The chat and its first message.", client.CreateChatResponse{}},
+				resp401, respKeyRace, respKeyReused, resp500)},
+		"GET /api/v1/chats": {op: "ListChats", summary: "List the caller's chats",
+			description: "Most recently updated first, a page at a time: `next_cursor`, present when older chats remain, " +
+				"is passed as `cursor` for the next page. A chat updated while you page moves to the front: it shows up " +
+				"in a fresh first page, not in the later pages.",
+			query: []queryParam{{"limit", "How many chats to return (default 50).", map[string]any{"type": "integer", "minimum": 1, "maximum": 200}},
+				{"cursor", "The previous page's `next_cursor`.", map[string]any{"type": "string"}}},
+			responses: []response{{http.StatusOK, "The chats.", client.ListChatsResponse{}},
+				{http.StatusBadRequest, "`limit` is out of range, or `cursor` is not a cursor.", client.Error{}}, resp401, resp500}},
+		"GET /api/v1/chats/{chat}": {op: "GetChat", summary: "Get a chat",
+			description: "The chat with its status; while it is `requires_action`, `pending_tool_calls` lists the client tool calls to answer.",
+			responses:   []response{{http.StatusOK, "The chat.", client.Chat{}}, resp401, resp404, resp500}},
+		"PATCH /api/v1/chats/{chat}": {op: "UpdateChat", summary: "Change a chat's title or plan mode",
+			description: "Omitted fields are kept. Switching into plan mode is refused with 409 while a structured request " +
+				"of the chat is active or queued (the message names it); a child chat cannot switch into plan mode (409).",
+			request: client.UpdateChatRequest{},
+			responses: withBody(response{http.StatusOK, "The updated chat.", client.Chat{}},
+				resp401, resp404, response{http.StatusConflict, "Plan mode would drop a pending structured request, or the chat is a child chat.", client.Error{}},
+				resp500)},
+		"GET /api/v1/chats/{chat}/messages": {op: "ListMessages", summary: "List messages and the queue",
+			description: "Client-visible messages with id greater than `after_id`, oldest first, receipts included, " +
+				"plus the whole queue, read in one snapshot.",
+			query: []queryParam{
+				{"after_id", "Only messages with a larger id (default 0).", map[string]any{"type": "integer", "format": "int64", "minimum": 0}},
+				{"limit", "How many messages to return (default 100); `has_more` says whether more follow.", map[string]any{"type": "integer", "minimum": 1, "maximum": 1000}},
+			},
+			responses: []response{{http.StatusOK, "A page of messages and the queue.", client.ListMessagesResponse{}},
+				{http.StatusBadRequest, "`after_id` or `limit` is out of range.", client.Error{}}, resp401, resp404, resp500}},
+		"POST /api/v1/chats/{chat}/messages": {op: "SendMessage", summary: "Send a message",
+			description: "An idle chat (`waiting` or `error`) takes the message into history and starts a turn (`message` is set). " +
+				"A busy chat queues it (`queued` is true, `queued_message` is set); with `busy_behavior: interrupt` the " +
+				"running turn is interrupted too and the message runs once the queue reaches it. " +
+				"`response_format` is validated before anything is queued or interrupted. " + idempotentNote,
+			headers: []queryParam{idempotencyKeyParam},
+			request: client.SendMessageRequest{},
+			responses: withBody(response{http.StatusOK, "Where the message went.", client.SendMessageResponse{}},
+				resp401, resp404,
+				response{http.StatusConflict, "The queue is full (20 messages), or `plan_mode: true` would drop a pending structured request, " +
+					"or a request with the same `Idempotency-Key` was being processed (retry).", client.Error{}}, respKeyReused,
+				resp500)},
+		"PATCH /api/v1/chats/{chat}/messages/{message}": {op: "EditMessage", summary: "Edit a user message",
+			description: "Replaces a user message and discards everything after it. In one transaction: collect the pending " +
+				"structured requests the edit discards (active and queued), soft-delete the suffix and clear the queue, " +
+				"write a `cancelled` receipt (`superseded`) for each, insert the replacement. An omitted or null " +
+				"`response_format` keeps the edited message's format (with a fresh request id), `{\"type\":\"text\"}` " +
+				"clears it, a json_schema format replaces it.",
+			request: client.EditMessageRequest{},
+			responses: withBody(response{http.StatusOK, "The replacement, every inserted row and the deleted ids.", client.EditMessageResponse{}},
+				resp401, response{http.StatusNotFound, "No such chat or message, or the message was already deleted.", client.Error{}},
+				resp500)},
+		"DELETE /api/v1/chats/{chat}/queue/{queued}": {op: "DeleteQueued", summary: "Delete a queued message",
+			description: "Removes a queued message. A structured one gets a `cancelled` receipt (`queue_deleted`) in the same " +
+				"transaction; it is returned and visible in history. A running turn is not disturbed.",
+			responses: []response{{http.StatusOK, "The deleted id and the receipt, if any.", client.DeleteQueuedResponse{}},
+				resp401, response{http.StatusNotFound, "No such chat or queued message (it may already have started or been deleted).", client.Error{}},
+				resp500}},
+		"POST /api/v1/chats/{chat}/interrupt": {op: "Interrupt", summary: "Interrupt the running turn",
+			description: "Asks the running turn to stop; the chat is `interrupting` until its worker keeps the partial " +
+				"output, writes a `cancelled` receipt (`interrupted`) for the turn's pending structured request and " +
+				"lets the queue move on. Interrupting an `interrupting` chat is a no-op. No request body.",
+			responses: []response{{http.StatusAccepted, "The interrupt was recorded; the chat as it is now.", client.Chat{}},
+				resp401, resp404, response{http.StatusConflict, "The chat is `waiting` or `error`: there is no turn to interrupt.", client.Error{}},
+				resp500}},
+		"POST /api/v1/chats/{chat}/tool-results": {op: "SubmitToolResults", summary: "Answer pending client tool calls",
+			description: "Answers every pending client tool call of a `requires_action` chat at once and resumes the turn. " +
+				"The results must match `pending_tool_calls` exactly: one result per pending call, no unknown, duplicate " +
+				"or missing ids, and never a call of the server-owned finalizer.",
+			request: client.ToolResultsRequest{},
+			responses: withBody(response{http.StatusOK, "The chat (running again) and the stored tool message.", client.ToolResultsResponse{}},
+				resp401, resp404, response{http.StatusConflict, "The chat is not `requires_action`.", client.Error{}},
+				resp500)},
+		"POST /api/v1/chats/{chat}/compact": {op: "Compact", summary: "Ask for compaction",
+			description: "Asks for the chat's history before its current turn to be summarised for the model (originals " +
+				"are kept, marked compressed, and no longer sent to the provider). It happens at the chat's next step, or at " +
+				"the start of its next turn if it is idle. Receipts are never summarised and budgets are unaffected. No request body.",
+			responses: []response{{http.StatusAccepted, "The request was recorded; the chat as it is now.", client.Chat{}},
+				resp401, resp404, resp500}},
+		"GET /api/v1/chats/{chat}/stream": {op: "Stream", summary: "Follow a chat live (Server-Sent Events)",
+			description: "First the committed client-visible messages after `after_id` (or the `Last-Event-ID` header), the " +
+				"queue and the status; then live events until the client leaves or the server shuts down. See docs/streams.md.",
+			query: []queryParam{{"after_id", "Send only messages with a larger id (default 0: all).",
+				map[string]any{"type": "integer", "format": "int64", "minimum": 0}},
+				{"ticket", "A stream ticket (POST .../stream-ticket) in place of the Authorization header, for EventSource.",
+					map[string]any{"type": "string"}}},
+			headers: []queryParam{{"Last-Event-ID", "Sent by a reconnecting client: the last SSE `id` it received " +
+				"(a message id); wins over `after_id`.", map[string]any{"type": "string", "pattern": "^[0-9]+$"}}},
+			responses: []response{{http.StatusOK, "An event stream.", eventStream("Events: `message` (ChatMessage; SSE `id` is the " +
+				"highest message id sent), `message_part` (MessagePartEvent), `status` (Chat), `queue` (QueueEvent), " +
+				"`action_required` (ActionRequired), `history_reset` ({}), `preview_reset` (PreviewReset), `error` (StreamError). " +
+				"Comments `: keep-alive` every 15 s.")},
+				{http.StatusBadRequest, "`after_id` is not a non-negative integer.", client.Error{}}, resp401, resp404, resp500}},
+		"POST /api/v1/chats/{chat}/stream-ticket": {op: "CreateStreamTicket", summary: "Get a ticket to open the chat's stream from a browser",
+			description: "A browser's EventSource cannot send the Authorization header: it opens GET .../stream?ticket=TICKET " +
+				"instead. A ticket is good for one stream of this chat, once, within 60 seconds; any replica redeems it. " +
+				"To reconnect, get a new ticket (and pass `after_id`). No request body.",
+			responses: []response{{http.StatusCreated, "The ticket.", client.StreamTicket{}}, resp401, resp404, resp500}},
+		"GET /api/v1/chats/watch": {op: "Watch", summary: "Follow all the caller's chats (Server-Sent Events)",
+			description: "A `chat` event (Chat) for each of the caller's chats (most recently active first), then one after each " +
+				"committed change of a chat (coalesced: the latest state, not every intermediate one).",
+			responses: []response{{http.StatusOK, "An event stream.", eventStream("Events: `chat` (Chat). Comments `: keep-alive` every 15 s.")},
+				resp401, resp500}},
+		"GET /api/v1/structured-outputs/{request_id}": {op: "GetStructuredOutput", summary: "Look up a structured request",
+			description: "The state of a structured request by its UUID. With `wait`, a `pending` request is held until it " +
+				"is terminal or the wait ends (woken by the database), then answered as it is: check `status`.",
+			query: []queryParam{{"wait", "Long-poll for up to this Go duration (e.g. `30s`); capped at 60s.",
+				map[string]any{"type": "string", "example": "30s"}}},
+			responses: []response{{http.StatusOK, "The request's state, with the value or error once terminal.", client.StructuredOutputResult{}},
+				{http.StatusBadRequest, "`wait` is not a duration.", client.Error{}}, resp401,
+				response{http.StatusNotFound, "No such request of the caller's.", client.Error{}}, resp500}},
+	}
+	// Every route that reads the database can find it unreachable.
+	for key, d := range docs {
+		if slices.ContainsFunc(d.responses, func(r response) bool { return r.status == http.StatusInternalServerError }) {
+			d.responses = append(d.responses, resp503)
+			docs[key] = d
+		}
+	}
+	return docs
+}
