@@ -7,26 +7,24 @@ import (
 	"sync"
 )
 
-// StatusLog records the route pattern and status of every request served
-// by any Server of the test binary.
+// StatusLog records the route pattern and status of every request it is
+// told about (Options.Observe).
 type StatusLog struct {
 	mu   sync.Mutex
 	seen map[string]map[int]bool
 }
 
-// ObserveStatuses starts recording.
-func ObserveStatuses() *StatusLog {
-	l := &StatusLog{seen: map[string]map[int]bool{}}
-	f := func(pattern string, status int) {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if l.seen[pattern] == nil {
-			l.seen[pattern] = map[int]bool{}
-		}
-		l.seen[pattern][status] = true
+// NewStatusLog returns an empty log.
+func NewStatusLog() *StatusLog { return &StatusLog{seen: map[string]map[int]bool{}} }
+
+// Record notes one answered request.
+func (l *StatusLog) Record(pattern string, status int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen[pattern] == nil {
+		l.seen[pattern] = map[int]bool{}
 	}
-	statusObserver.Store(&f)
-	return l
+	l.seen[pattern][status] = true
 }
 
 // Undocumented lists every recorded (route, status) pair that routeDocs

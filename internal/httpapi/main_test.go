@@ -7,13 +7,15 @@ import (
 
 	"github.com/chatd/chatd/internal/dbtest"
 	"github.com/chatd/chatd/internal/httpapi"
+	"github.com/chatd/chatd/internal/testenv"
 )
 
 // TestMain runs the tests against PostgreSQL and then fails the run if any
 // request answered a status that the route's documentation (routeDocs, and
 // so the OpenAPI document) does not list.
 func TestMain(m *testing.M) {
-	log := httpapi.ObserveStatuses()
+	log := httpapi.NewStatusLog()
+	testenv.ObserveHTTP(log.Record)
 	code := dbtest.Run(m)
 	if code == 0 {
 		if missing := log.Undocumented(); len(missing) > 0 {

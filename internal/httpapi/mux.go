@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"net/http"
-	"sync/atomic"
 )
 
 // route serves a request and returns the pattern of its route ("" if none
@@ -12,9 +11,9 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) string {
 		return "" // a preflight, answered
 	}
 	h, pattern := s.mux.Handler(r)
-	if obs := statusObserver.Load(); obs != nil && pattern != "" {
+	if s.observe != nil && pattern != "" {
 		rec := w.(*statusRecorder)
-		defer func() { (*obs)(pattern, rec.status) }()
+		defer func() { s.observe(pattern, rec.status) }()
 	}
 	if pattern != "" {
 		s.mux.ServeHTTP(w, r) // sets the path values Handler does not
@@ -32,11 +31,6 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) string {
 	s.render(w, r, errorf(http.StatusNotFound, "No route for %s %s.", r.Method, r.URL.Path))
 	return ""
 }
-
-// statusObserver, set only by tests, is told the route pattern and status
-// of every routed request, so a test can check that every status a handler
-// answers is documented.
-var statusObserver atomic.Pointer[func(pattern string, status int)]
 
 // statusRecorder remembers the status and size of a response.
 type statusRecorder struct {

@@ -48,6 +48,9 @@ type Options struct {
 	// (the runner and the store register theirs on the same registry). Nil:
 	// a registry of the API's own.
 	Metrics *metrics.Registry
+	// Observe, when set, is told the route pattern and status of every
+	// request a route answered (tests check that each is documented).
+	Observe func(pattern string, status int)
 }
 
 // Server is the HTTP API.
@@ -62,6 +65,7 @@ type Server struct {
 	accessLevel slog.Level
 	corsOrigins []string
 	mux         *http.ServeMux
+	observe     func(pattern string, status int)
 	openapi     []byte
 
 	feeds        *feeds
@@ -91,7 +95,7 @@ func New(o Options) *Server {
 	}
 	s := &Server{store: o.Store, models: o.Models, hub: o.Hub, experiments: o.Experiments,
 		serverTools: map[string]bool{}, maxBody: o.MaxBodyBytes, log: o.Logger, accessLevel: o.AccessLogLevel, corsOrigins: o.CORSOrigins, mux: http.NewServeMux(),
-		shutdown: make(chan struct{})}
+		observe: o.Observe, shutdown: make(chan struct{})}
 	for _, n := range o.ServerTools {
 		s.serverTools[n] = true
 	}
@@ -110,7 +114,7 @@ type route struct {
 }
 
 // routeTable is every route of the API. Each needs its entry in routeDocs
-// below; TestEveryRouteIsDocumented fails otherwise.
+// (routedocs.go); TestEveryRouteIsDocumented fails otherwise.
 func (s *Server) routeTable() []route {
 	return []route{
 		{"GET", "/healthz", false, s.healthz},

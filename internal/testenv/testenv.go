@@ -16,6 +16,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -231,7 +232,8 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 	}
 
 	exp := map[string]bool{httpapi.ExperimentStructuredOutput: !o.StructuredOutputOff}
-	e.Server = httpapi.New(httpapi.Options{Store: e.Store, Models: e.Models, Hub: e.Hub, Experiments: exp, ServerTools: toolNames, Logger: e.Logger, Metrics: e.Metrics, CORSOrigins: o.CORSOrigins})
+	e.Server = httpapi.New(httpapi.Options{Store: e.Store, Models: e.Models, Hub: e.Hub, Experiments: exp, ServerTools: toolNames,
+		Logger: e.Logger, Metrics: e.Metrics, CORSOrigins: o.CORSOrigins, Observe: HTTPObserver()})
 	e.API = httptest.NewServer(e.Server)
 	e.stops = append(e.stops, func() {
 		e.Server.Shutdown()
@@ -336,4 +338,19 @@ func (e *Env) Token(userName string) string {
 		e.t.Fatal(err)
 	}
 	return token
+}
+
+var httpObserver atomic.Pointer[func(pattern string, status int)]
+
+// ObserveHTTP makes every API server built afterwards by this test binary
+// report the route pattern and status of each answered request to f
+// (httpapi's TestMain checks that each is documented).
+func ObserveHTTP(f func(pattern string, status int)) { httpObserver.Store(&f) }
+
+// HTTPObserver is what ObserveHTTP set, or nil.
+func HTTPObserver() func(pattern string, status int) {
+	if f := httpObserver.Load(); f != nil {
+		return *f
+	}
+	return nil
 }
