@@ -20,7 +20,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -119,10 +118,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return &exitError{code: 2, err: fmt.Errorf("unknown command %q", args[0])}
 }
 
-// flags wraps a FlagSet whose flags default to their CHATD_* environment twins.
+// flags wraps a FlagSet whose flags default to their CHATD_* environment
+// twins. An environment value is parsed by the flag itself, so a malformed
+// one (CHATD_WORKERS=abc) is an error, exactly like a malformed flag.
 type flags struct {
 	*flag.FlagSet
-	envs []string
+	envErrs []error
 }
 
 func newFlags(name, synopsis string, stderr io.Writer) *flags {
@@ -136,38 +137,46 @@ func newFlags(name, synopsis string, stderr io.Writer) *flags {
 	return f
 }
 
-func (f *flags) String(name, env, def, help string) *string {
+// fromEnv sets the flag just defined from its environment variable.
+func (f *flags) fromEnv(name, env string) {
 	if v, ok := os.LookupEnv(env); ok {
-		def = v
+		if err := f.FlagSet.Set(name, v); err != nil {
+			f.envErrs = append(f.envErrs, fmt.Errorf("%s=%q: %w", env, v, err))
+		}
 	}
-	return f.FlagSet.String(name, def, help+" (env "+env+")")
+}
+
+// Parse refuses malformed environment values, then parses args.
+func (f *flags) Parse(args []string) error {
+	if err := errors.Join(f.envErrs...); err != nil {
+		fmt.Fprintln(f.Output(), err)
+		return err
+	}
+	return f.FlagSet.Parse(args)
+}
+
+func (f *flags) String(name, env, def, help string) *string {
+	p := f.FlagSet.String(name, def, help+" (env "+env+")")
+	f.fromEnv(name, env)
+	return p
 }
 
 func (f *flags) Int(name, env string, def int, help string) *int {
-	if v, ok := os.LookupEnv(env); ok {
-		if n, err := strconv.Atoi(v); err == nil {
-			def = n
-		}
-	}
-	return f.FlagSet.Int(name, def, help+" (env "+env+")")
+	p := f.FlagSet.Int(name, def, help+" (env "+env+")")
+	f.fromEnv(name, env)
+	return p
 }
 
 func (f *flags) Duration(name, env string, def time.Duration, help string) *time.Duration {
-	if v, ok := os.LookupEnv(env); ok {
-		if d, err := time.ParseDuration(v); err == nil {
-			def = d
-		}
-	}
-	return f.FlagSet.Duration(name, def, help+" (env "+env+")")
+	p := f.FlagSet.Duration(name, def, help+" (env "+env+")")
+	f.fromEnv(name, env)
+	return p
 }
 
 func (f *flags) Bool(name, env string, def bool, help string) *bool {
-	if v, ok := os.LookupEnv(env); ok {
-		if b, err := strconv.ParseBool(v); err == nil {
-			def = b
-		}
-	}
-	return f.FlagSet.Bool(name, def, help+" (env "+env+")")
+	p := f.FlagSet.Bool(name, def, help+" (env "+env+")")
+	f.fromEnv(name, env)
+	return p
 }
 
 // databaseFlags are shared by every command that opens the database.
