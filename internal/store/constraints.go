@@ -79,6 +79,11 @@ const (
 	IdempotencyKeysKeyCheck         Constraint = "idempotency_keys_key_check"
 	IdempotencyKeysFingerprintCheck Constraint = "idempotency_keys_fingerprint_check"
 	IdempotencyKeysStatusCheck      Constraint = "idempotency_keys_status_check"
+
+	StreamTicketsPkey         Constraint = "stream_tickets_pkey"
+	StreamTicketsUserIDFkey   Constraint = "stream_tickets_user_id_fkey"
+	StreamTicketsChatIDFkey   Constraint = "stream_tickets_chat_id_fkey"
+	StreamTicketsDigestSHA256 Constraint = "stream_tickets_digest_sha256"
 )
 
 // Trigger invariants (sql/triggers/).
