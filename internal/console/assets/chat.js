@@ -11,7 +11,7 @@ const busy = new Set(["running", "requires_action", "interrupting"]);
 const FINALIZER = "coder_structured_output";
 
 export function chatView(id, signal) {
-  const st = { chat: null, messages: new Map(), queue: [], calls: [], preview: null, error: null, editing: new Map() };
+  const st = { chat: null, statuses: 0, messages: new Map(), queue: [], calls: [], preview: null, error: null, editing: new Map() };
 
   const head = h("div", { class: "chat-head" });
   const conn = h("span", { class: "conn", role: "status" }, "connecting…");
@@ -93,6 +93,7 @@ export function chatView(id, signal) {
       case "preview_reset": st.preview = null; return renderPreview();
       case "status":
         st.chat = d;
+        st.statuses++;
         if (!busy.has(d.status)) { st.preview = null; renderPreview(); }
         if (d.pending_tool_calls) st.calls = d.pending_tool_calls;
         renderHead(); return renderCalls();
@@ -120,8 +121,11 @@ export function chatView(id, signal) {
   const doInterrupt = async () => {
     alert.textContent = "";
     try {
-      st.chat = await api("POST", `/chats/${id}/interrupt`, undefined, { signal });
-      renderHead();
+      const seen = st.statuses;
+      const c = await api("POST", `/chats/${id}/interrupt`, undefined, { signal });
+      // The stream may already have said what came after the answer (the
+      // turn ended: "waiting"); the answer must not overwrite that.
+      if (st.statuses === seen) { st.chat = c; renderHead(); }
     } catch (e) {
       if (!signal.aborted) alert.textContent = e.message;
     }
