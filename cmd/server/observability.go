@@ -9,20 +9,19 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/chatd/chatd/internal/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chatd/chatd/internal/prom"
 )
 
 // newMetrics is the registry GET /metrics serves; the API, the runner and
-// the store register their own families on it. Process-wide figures are
-// registered here.
-func newMetrics() *metrics.Registry {
-	reg := metrics.NewRegistry()
-	started := float64(time.Now().Unix())
-	reg.GaugeFunc("process_start_time_seconds", "When this process started, in seconds since the Unix epoch.",
-		func() float64 { return started })
-	reg.Collect("chatd_build_info", "Always 1; the Go version this binary was built with.", metrics.TypeGauge,
-		[]string{"go_version"}, func() []metrics.Sample {
-			return []metrics.Sample{{Values: []string{runtime.Version()}, Value: 1}}
+// the store register their own families on it. The Go runtime's and the
+// process's collectors (go_*, process_*) and the build come with it here.
+func newMetrics() *prometheus.Registry {
+	reg := prom.NewRegistry()
+	prom.Func(reg, "chatd_build_info", "Always 1; the Go version this binary was built with.", prometheus.GaugeValue,
+		[]string{"go_version"}, func() []prom.Sample {
+			return []prom.Sample{{Values: []string{runtime.Version()}, Value: 1}}
 		})
 	return reg
 }

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/chatd/chatd/internal/dbtest"
-	"github.com/chatd/chatd/internal/metrics"
+	"github.com/chatd/chatd/internal/prom"
 )
 
 // The assembled server serves one registry holding the API's, the
@@ -45,20 +45,21 @@ func TestServerMetricsAndLogs(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Header.Get("X-Request-ID") != "scrape-1" {
 		t.Fatalf("GET /metrics: %d, X-Request-ID %q", resp.StatusCode, resp.Header.Get("X-Request-ID"))
 	}
-	s, err := metrics.Parse(resp.Body)
+	s, err := prom.Parse(resp.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Labelled families appear with their first series: these have one
+	// before any turn ran.
 	for _, name := range []string{
-		"chatd_http_requests_total",                // API
-		"chatd_chats_claimed",                      // runner
-		"chatd_provider_call_duration_seconds",     // runner
-		"chatd_structured_requests_finished_total", // store
-		"chatd_db_transactions_total",              // store's transaction counter
-		"process_start_time_seconds",               // process
+		"chatd_http_requests_total",   // API
+		"chatd_chats_claimed",         // runner
+		"chatd_db_transactions_total", // store's transaction counter
+		"process_start_time_seconds",  // process collector
+		"go_goroutines",               // Go collector
 		"chatd_build_info",
 	} {
-		if s.Types[name] == "" {
+		if s.Type(name) == "" {
 			t.Errorf("%s is not served", name)
 		}
 	}

@@ -45,8 +45,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/chatd/chatd/client"
-	"github.com/chatd/chatd/internal/metrics"
 	"github.com/chatd/chatd/internal/pglocal"
+	"github.com/chatd/chatd/internal/prom"
 )
 
 // Options configure a run.
@@ -473,14 +473,14 @@ func scrape(ctx context.Context, cs []*client.Client) serverView {
 		if err != nil {
 			continue
 		}
-		s, err := metrics.Parse(strings.NewReader(string(body)))
+		s, err := prom.Parse(strings.NewReader(string(body)))
 		if err != nil {
 			continue
 		}
 		n, _ := s.Get("chatd_structured_requests_finished_total")
 		v.finished += n
-		for _, smp := range s.Samples {
-			if smp.Name == "chatd_db_transactions_total" && smp.Labels["outcome"] == "commit" {
+		for _, smp := range s.Series("chatd_db_transactions_total") {
+			if smp.Labels["outcome"] == "commit" {
 				v.purposes[smp.Labels["purpose"]] += smp.Value
 			}
 		}

@@ -4,15 +4,16 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/chatd/chatd/internal/metrics"
+	"github.com/chatd/chatd/internal/prom"
 	"github.com/chatd/chatd/internal/store"
 )
 
@@ -131,8 +132,8 @@ func (s *Server) serveObserved(w http.ResponseWriter, r *http.Request, serve fun
 		_, route, _ = strings.Cut(pattern, " ")
 	}
 	status := strconv.Itoa(rec.status)
-	s.httpRequests.Inc(route, r.Method, status)
-	s.httpDuration.Observe(took.Seconds(), route, r.Method)
+	s.httpRequests.WithLabelValues(route, r.Method, status).Inc()
+	s.httpDuration.WithLabelValues(route, r.Method).Observe(took.Seconds())
 
 	level := s.accessLevel
 	if quietRoutes[route] {
@@ -150,23 +151,22 @@ func (s *Server) serveObserved(w http.ResponseWriter, r *http.Request, serve fun
 }
 
 // instrument registers the API's metrics.
-func (s *Server) instrument(reg *metrics.Registry) {
-	s.metrics = reg
-	s.httpRequests = reg.Counter("chatd_http_requests_total",
+func (s *Server) instrument(reg *prometheus.Registry) {
+	s.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	s.httpRequests = prom.Counter(reg, "chatd_http_requests_total",
 		"HTTP requests answered, by route pattern (\"unmatched\" for 404/405 outside the routes), method and status.",
 		"route", "method", "status")
-	s.httpDuration = reg.Histogram("chatd_http_request_duration_seconds",
+	s.httpDuration = prom.Histogram(reg, "chatd_http_request_duration_seconds",
 		"Time to answer HTTP requests, by route pattern and method (for streams: how long they stayed open).",
-		metrics.LatencyBuckets, "route", "method")
-	reg.GaugeFunc("chatd_open_streams", "Open event streams (chat streams and watches) served by this process.",
+		prom.LatencyBuckets, "route", "method")
+	prom.GaugeFunc(reg, "chatd_open_streams", "Open event streams (chat streams and watches) served by this process.",
 		func() float64 { return float64(s.Streams()) })
-	reg.GaugeFunc("go_goroutines", "Goroutines of this process.", func() float64 { return float64(runtime.NumGoroutine()) })
 	depth := func(name, help string, field func(store.Depths) int64) {
-		reg.Collect(name, help, metrics.TypeGauge, nil, func() []metrics.Sample {
+		prom.Func(reg, name, help, prometheus.GaugeValue, nil, func() []prom.Sample {
 			if !s.depthsOK {
 				return nil
 			}
-			return []metrics.Sample{{Value: float64(field(s.depths))}}
+			return []prom.Sample{{Value: float64(field(s.depths))}}
 		})
 	}
 	depth("chatd_queued_messages", "Messages waiting in chat queues behind a running turn (all replicas; read from the database at scrape time).",
@@ -177,7 +177,7 @@ func (s *Server) instrument(reg *metrics.Registry) {
 		func(d store.Depths) int64 { return d.UnclaimedChats })
 	depth("chatd_structured_requests_pending", "Structured requests not finished yet, queued ones included (all replicas; read at scrape time).",
 		func(d store.Depths) int64 { return d.PendingRequests })
-	reg.GaugeFunc("chatd_metrics_database_up", "1 if this scrape's database read succeeded (the depth gauges are missing otherwise).",
+	prom.GaugeFunc(reg, "chatd_metrics_database_up", "1 if this scrape's database read succeeded (the depth gauges are missing otherwise).",
 		func() float64 {
 			if s.depthsOK {
 				return 1
@@ -204,8 +204,6 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) error {
 			s.depths, s.depthsOK = d, true
 		}
 	}
-	w.Header().Set("Content-Type", metrics.ContentType)
-	w.WriteHeader(http.StatusOK)
-	_ = s.metrics.WriteText(w) // a failed write means the scraper went away
+	s.metrics.ServeHTTP(w, r)
 	return nil
 }

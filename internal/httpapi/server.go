@@ -13,9 +13,9 @@ import (
 	"sync/atomic"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chatd/chatd/client"
-	"github.com/chatd/chatd/internal/metrics"
 	"github.com/chatd/chatd/internal/notify"
 	"github.com/chatd/chatd/internal/provider"
 	"github.com/chatd/chatd/internal/store"
@@ -47,7 +47,7 @@ type Options struct {
 	// Metrics receives the API's metrics and is what GET /metrics serves
 	// (the runner and the store register theirs on the same registry). Nil:
 	// a registry of the API's own.
-	Metrics *metrics.Registry
+	Metrics *prometheus.Registry
 	// Observe, when set, is told the route pattern and status of every
 	// request a route answered (tests check that each is documented).
 	Observe func(pattern string, status int)
@@ -73,9 +73,9 @@ type Server struct {
 	shutdown     chan struct{}
 	shutdownOnce sync.Once
 
-	metrics      *metrics.Registry
-	httpRequests *metrics.CounterVec
-	httpDuration *metrics.HistogramVec
+	metrics      http.Handler // promhttp over Options.Metrics
+	httpRequests *prometheus.CounterVec
+	httpDuration *prometheus.HistogramVec
 	scrapeMu     sync.Mutex // one scrape at a time; guards depths
 	depths       store.Depths
 	depthsOK     bool
@@ -91,7 +91,7 @@ func New(o Options) *Server {
 	}
 	o.Logger = slog.New(contextHandler{o.Logger.Handler()})
 	if o.Metrics == nil {
-		o.Metrics = metrics.NewRegistry()
+		o.Metrics = prometheus.NewRegistry()
 	}
 	s := &Server{store: o.Store, models: o.Models, hub: o.Hub, experiments: o.Experiments,
 		serverTools: map[string]bool{}, maxBody: o.MaxBodyBytes, log: o.Logger, accessLevel: o.AccessLogLevel, corsOrigins: o.CORSOrigins, mux: http.NewServeMux(),

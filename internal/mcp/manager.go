@@ -15,14 +15,13 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/chatd/chatd/internal/metrics"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Options tune a Manager.
 type Options struct {
 	Logger  *slog.Logger
-	Metrics *metrics.Registry
+	Metrics *prometheus.Registry
 	// Getenv reads the variables named by env and headers (os.LookupEnv
 	// when nil).
 	Getenv Getenv
@@ -212,11 +211,11 @@ func (m *Manager) Call(ctx context.Context, t Tool, args json.RawMessage) (Resul
 	start := time.Now()
 	res, outcome := s.call(ctx, t, args)
 	if ctx.Err() != nil {
-		m.m.calls.Inc(t.Server, t.Tool, "cancelled")
+		m.m.calls.WithLabelValues(t.Server, t.Tool, "cancelled").Inc()
 		return Result{}, ErrCancelled
 	}
-	m.m.calls.Inc(t.Server, t.Tool, outcome)
-	m.m.latency.Observe(time.Since(start).Seconds(), t.Server, t.Tool)
+	m.m.calls.WithLabelValues(t.Server, t.Tool, outcome).Inc()
+	m.m.latency.WithLabelValues(t.Server, t.Tool).Observe(time.Since(start).Seconds())
 	return res, nil
 }
 
@@ -376,11 +375,11 @@ func (s *server) supervise(ctx context.Context) {
 		sess, err := s.connect(ctx)
 		if err != nil {
 			failures++
-			s.m.m.connects.Inc(s.cfg.Name, "error")
+			s.m.m.connects.WithLabelValues(s.cfg.Name, "error").Inc()
 			s.log.Warn("mcp server connection failed", slog.Int("failures", failures), slog.String("error", err.Error()))
 			s.setSession(nil, err.Error())
 		} else {
-			s.m.m.connects.Inc(s.cfg.Name, "ok")
+			s.m.m.connects.WithLabelValues(s.cfg.Name, "ok").Inc()
 			s.setSession(sess, "")
 			select {
 			case <-ctx.Done():
@@ -464,7 +463,7 @@ func (s *server) refresh(ctx context.Context, sess *sdk.ClientSession, why strin
 		s.log.Warn("mcp tool refresh failed", slog.String("error", err.Error()))
 		return
 	}
-	s.m.m.refreshes.Inc(s.cfg.Name, why)
+	s.m.m.refreshes.WithLabelValues(s.cfg.Name, why).Inc()
 }
 
 // list reads every page of tools/list and admits the tools.
@@ -481,12 +480,12 @@ func (s *server) list(ctx context.Context, sess *sdk.ClientSession) error {
 			continue
 		}
 		if len(order) >= MaxTools {
-			s.m.m.refused.Inc(s.cfg.Name, refusedTooMany)
+			s.m.m.refused.WithLabelValues(s.cfg.Name, refusedTooMany).Inc()
 			continue
 		}
 		a, reason, err := admit(s.cfg.Name, t, s.m.opts.Reserved)
 		if err != nil {
-			s.m.m.refused.Inc(s.cfg.Name, reason)
+			s.m.m.refused.WithLabelValues(s.cfg.Name, reason).Inc()
 			s.log.Warn("mcp tool refused", slog.String("tool", cut(t.Name, 128)), slog.String("reason", reason), slog.String("error", err.Error()))
 			continue
 		}

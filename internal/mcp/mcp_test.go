@@ -18,9 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/chatd/chatd/internal/mcp"
 	"github.com/chatd/chatd/internal/mcp/mcptest"
-	"github.com/chatd/chatd/internal/metrics"
+	"github.com/chatd/chatd/internal/prom"
 )
 
 // secretEnv is set in chatd's (the test binary's) environment and named by
@@ -57,7 +59,7 @@ func (l *logBuf) String() string {
 
 type env struct {
 	m     *mcp.Manager
-	reg   *metrics.Registry
+	reg   *prometheus.Registry
 	logs  *logBuf
 	pids  chan int
 	calls chan string // tool names, as calls are sent
@@ -67,7 +69,7 @@ type env struct {
 // server is connected.
 func start(t *testing.T, cfgs ...mcp.ServerConfig) *env {
 	t.Helper()
-	e := &env{reg: metrics.NewRegistry(), logs: &logBuf{}, pids: make(chan int, 16), calls: make(chan string, 16)}
+	e := &env{reg: prometheus.NewRegistry(), logs: &logBuf{}, pids: make(chan int, 16), calls: make(chan string, 16)}
 	e.m = mcp.New(cfgs, mcp.Options{
 		Logger:    slog.New(slog.NewJSONHandler(e.logs, nil)),
 		Metrics:   e.reg,
@@ -99,6 +101,18 @@ func (e *env) until(t *testing.T, server string, cond func() bool) {
 			t.Fatalf("server %s: condition not met within a minute; logs:\n%s", server, e.logs)
 		}
 	}
+}
+
+// metric is the value of a family's series whose labels include the given
+// pairs (0 when absent).
+func (e *env) metric(t *testing.T, name string, labels ...string) float64 {
+	t.Helper()
+	s, err := prom.Gather(e.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := s.Get(name, labels...)
+	return v
 }
 
 func (e *env) call(t *testing.T, name, args string) mcp.Result {
@@ -171,7 +185,7 @@ func sharedServers(t *testing.T) *env {
 // startShared is start without the test's cleanup: the servers live for
 // the package (TestMain stops them).
 func startShared(t *testing.T, cfgs ...mcp.ServerConfig) *env {
-	e := &env{reg: metrics.NewRegistry(), logs: &logBuf{}, pids: make(chan int, 16)}
+	e := &env{reg: prometheus.NewRegistry(), logs: &logBuf{}, pids: make(chan int, 16)}
 	e.m = mcp.New(cfgs, mcp.Options{Logger: slog.New(slog.NewJSONHandler(e.logs, nil)), Metrics: e.reg,
 		Reserved: []string{"coder_structured_output"}, OnStart: func(string, int) {}})
 	e.m.Start(context.Background())
@@ -258,8 +272,9 @@ func TestListChanged(t *testing.T) {
 		_, ok := e.m.Lookup("m", nil, "everything__simulate-research-query")
 		return ok
 	})
-	refreshes := e.reg.Counter("chatd_mcp_tool_refreshes_total", "", "server", "reason")
-	e.until(t, "everything", func() bool { return refreshes.Value("everything", "list_changed") >= 1 })
+	e.until(t, "everything", func() bool {
+		return e.metric(t, "chatd_mcp_tool_refreshes_total", "server", "everything", "reason", "list_changed") >= 1
+	})
 }
 
 func TestFilesystemOverStdio(t *testing.T) {
@@ -327,9 +342,8 @@ func TestHostileToolsAreRefused(t *testing.T) {
 	if !strings.Contains(got, "faulty__echo") {
 		t.Errorf("echo is not offered: %s", got)
 	}
-	refused := e.reg.Counter("chatd_mcp_tools_refused_total", "", "server", "reason")
 	for reason, want := range map[string]float64{"schema": 2, "reserved": 1, "name": 1} {
-		if got := refused.Value("faulty", reason); got != want {
+		if got := e.metric(t, "chatd_mcp_tools_refused_total", "server", "faulty", "reason", reason); got != want {
 			t.Errorf("refused for %s: %v, want %v", reason, got, want)
 		}
 	}
@@ -359,7 +373,7 @@ func TestOversizedResult(t *testing.T) {
 	if !res.IsError || !strings.Contains(string(res.Output), "over the limit") || len(res.Output) > 1024 {
 		t.Errorf("result (%d bytes) %.300s", len(res.Output), res.Output)
 	}
-	if got := e.reg.Counter("chatd_mcp_calls_total", "", "server", "tool", "outcome").Value("big", "huge", "too_large"); got != 1 {
+	if got := e.metric(t, "chatd_mcp_calls_total", "server", "big", "tool", "huge", "outcome", "too_large"); got != 1 {
 		t.Errorf("too_large calls: %v", got)
 	}
 }

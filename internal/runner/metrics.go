@@ -8,8 +8,9 @@ import (
 	"time"
 
 	"charm.land/fantasy"
+	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/chatd/chatd/internal/metrics"
+	"github.com/chatd/chatd/internal/prom"
 )
 
 // Rejection kinds, the label of chatd_structured_rejections_total.
@@ -33,27 +34,27 @@ const (
 // runnerMetrics are the runner's instruments; all are no-ops without a
 // registry.
 type runnerMetrics struct {
-	providerLatency *metrics.HistogramVec
-	providerErrors  *metrics.CounterVec
-	rejections      *metrics.CounterVec
-	yields          *metrics.CounterVec
+	providerLatency *prometheus.HistogramVec
+	providerErrors  *prometheus.CounterVec
+	rejections      *prometheus.CounterVec
+	yields          *prometheus.CounterVec
 }
 
-func (r *Runner) instrument(reg *metrics.Registry) {
-	reg.GaugeFunc("chatd_workers", "Chats this process can run at once (--workers).",
+func (r *Runner) instrument(reg *prometheus.Registry) {
+	prom.GaugeFunc(reg, "chatd_workers", "Chats this process can run at once (--workers).",
 		func() float64 { return float64(r.opts.Workers) })
-	reg.GaugeFunc("chatd_chats_claimed", "Chats this process's workers hold a lease on right now.",
+	prom.GaugeFunc(reg, "chatd_chats_claimed", "Chats this process's workers hold a lease on right now.",
 		func() float64 { return float64(r.claimed.Load()) })
-	r.m.providerLatency = reg.Histogram("chatd_provider_call_duration_seconds",
+	r.m.providerLatency = prom.Histogram(reg, "chatd_provider_call_duration_seconds",
 		"Provider calls, from the request to the end of the response, by model, call (step: one streamed step; "+
-			"summary: a compaction summary) and outcome (ok, error, cancelled).", metrics.LatencyBuckets, "model", "call", "outcome")
-	r.m.providerErrors = reg.Counter("chatd_provider_errors_total",
+			"summary: a compaction summary) and outcome (ok, error, cancelled).", prom.LatencyBuckets, "model", "call", "outcome")
+	r.m.providerErrors = prom.Counter(reg, "chatd_provider_errors_total",
 		"Failed provider calls by model and error type (transport, timeout, incomplete_stream, rate_limited, "+
 			"server_error, auth, client_error, other); retried ones included.", "model", "type")
-	r.m.rejections = reg.Counter("chatd_structured_rejections_total",
+	r.m.rejections = prom.Counter(reg, "chatd_structured_rejections_total",
 		"Rejected finalization batches of structured requests, by kind (text_only, invalid_arguments, ineligible_step, "+
 			"invalid_value, invalid_batch, provider_tools, schema_unavailable); counted when committed.", "kind")
-	r.m.yields = reg.Counter("chatd_fair_yields_total",
+	r.m.yields = prom.Counter(reg, "chatd_fair_yields_total",
 		"Chats a busy worker handed back at a step boundary because another user's chat waited (fair claiming).")
 }
 
@@ -67,9 +68,9 @@ func (a *action) observeCall(call string, took time.Duration, err error, cancell
 		outcome = callCancelled
 	case err != nil:
 		outcome = callError
-		a.m.providerErrors.Inc(model, providerErrorType(err))
+		a.m.providerErrors.WithLabelValues(model, providerErrorType(err)).Inc()
 	}
-	a.m.providerLatency.Observe(took.Seconds(), model, call, outcome)
+	a.m.providerLatency.WithLabelValues(model, call, outcome).Observe(took.Seconds())
 }
 
 // providerErrorType classifies a failed provider call.

@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/hooks"
-	"github.com/chatd/chatd/internal/metrics"
 	"github.com/chatd/chatd/internal/notify"
 	"github.com/chatd/chatd/internal/provider"
 	"github.com/chatd/chatd/internal/store"
@@ -62,7 +62,7 @@ type Options struct {
 	Preview      Preview
 	Logger       *slog.Logger
 	// Metrics, when set, receives the runner's metrics (see metrics.go).
-	Metrics *metrics.Registry
+	Metrics *prometheus.Registry
 }
 
 func (o *Options) defaults() {
@@ -295,7 +295,7 @@ func (r *Runner) runChat(ctx, hard context.Context, turn store.Turn) (yielded bo
 			if err := r.store.Release(context.WithoutCancel(chatCtx), chatID, claimID); err != nil {
 				log.Warn("release failed", slog.String("error", err.Error()))
 			}
-			r.m.yields.Inc()
+			r.m.yields.WithLabelValues().Inc()
 			return true
 		}
 	}

@@ -212,7 +212,7 @@ func (a *action) textEnding() (store.Commit, string) {
 // countRejection counts a rejection of kind once its commit succeeded.
 func (a *action) countRejection(kind string, err error) {
 	if err == nil && kind != "" {
-		a.m.rejections.Inc(kind)
+		a.m.rejections.WithLabelValues(kind).Inc()
 	}
 }
 

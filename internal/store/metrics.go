@@ -3,21 +3,26 @@ package store
 import (
 	"context"
 
-	"github.com/chatd/chatd/internal/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chatd/chatd/internal/prom"
 )
 
 // Instrument registers the store's metrics on reg: structured requests
 // finished by this process, by status and error code, counted when the
 // transaction that wrote their receipts committed.
-func (s *Store) Instrument(reg *metrics.Registry) {
-	s.finished = reg.Counter("chatd_structured_requests_finished_total",
+func (s *Store) Instrument(reg *prometheus.Registry) {
+	s.finished = prom.Counter(reg, "chatd_structured_requests_finished_total",
 		"Structured requests finished by this process (receipts committed), by status and error code "+
 			"(error_code is empty for succeeded).", "status", "error_code")
 }
 
 func (s *Store) countFinished(done []Outcome) {
+	if s.finished == nil {
+		return
+	}
 	for _, o := range done {
-		s.finished.Inc(string(o.Status), string(o.Code))
+		s.finished.WithLabelValues(string(o.Status), string(o.Code)).Inc()
 	}
 }
 

@@ -19,10 +19,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/dbgen"
-	"github.com/chatd/chatd/internal/metrics"
 )
 
 var (
@@ -68,7 +68,7 @@ type Store struct {
 	pool *pgxpool.Pool
 	q    *dbgen.Queries
 
-	finished *metrics.CounterVec // nil until Instrument
+	finished *prometheus.CounterVec // nil until Instrument
 	tokens   tokenCache
 }
 

@@ -9,8 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/chatd/chatd/internal/metrics"
+	"github.com/chatd/chatd/internal/prom"
 )
 
 // TxCounter counts the transactions a pool runs, by purpose, as the
@@ -231,27 +232,27 @@ func Sub(after, before map[string]TxStat) map[string]TxStat {
 }
 
 // Instrument registers the counter's figures on reg.
-func (c *TxCounter) Instrument(reg *metrics.Registry) {
-	reg.Collect("chatd_db_transactions_total", "Database transactions this process ran, by purpose (the store "+
+func (c *TxCounter) Instrument(reg *prometheus.Registry) {
+	prom.Func(reg, "chatd_db_transactions_total", "Database transactions this process ran, by purpose (the store "+
 		"method, or the first statement's query name) and outcome (commit, rollback). A statement outside a "+
-		"transaction counts as one.", metrics.TypeCounter, []string{"purpose", "outcome"}, func() []metrics.Sample {
-		var out []metrics.Sample
+		"transaction counts as one.", prometheus.CounterValue, []string{"purpose", "outcome"}, func() []prom.Sample {
+		var out []prom.Sample
 		for p, st := range c.Snapshot() {
-			out = append(out, metrics.Sample{Values: []string{p, "commit"}, Value: float64(st.Commits)},
-				metrics.Sample{Values: []string{p, "rollback"}, Value: float64(st.Rollbacks)})
+			out = append(out, prom.Sample{Values: []string{p, "commit"}, Value: float64(st.Commits)},
+				prom.Sample{Values: []string{p, "rollback"}, Value: float64(st.Rollbacks)})
 		}
 		return out
 	})
-	reg.Collect("chatd_db_statements_total", "Statements this process ran inside its counted transactions, by purpose.",
-		metrics.TypeCounter, []string{"purpose"}, func() []metrics.Sample {
-			var out []metrics.Sample
+	prom.Func(reg, "chatd_db_statements_total", "Statements this process ran inside its counted transactions, by purpose.",
+		prometheus.CounterValue, []string{"purpose"}, func() []prom.Sample {
+			var out []prom.Sample
 			for p, st := range c.Snapshot() {
-				out = append(out, metrics.Sample{Values: []string{p}, Value: float64(st.Statements)})
+				out = append(out, prom.Sample{Values: []string{p}, Value: float64(st.Statements)})
 			}
 			return out
 		})
-	reg.Collect("chatd_db_connections_opened_total", "Database connections this process established.",
-		metrics.TypeCounter, nil, func() []metrics.Sample {
-			return []metrics.Sample{{Value: float64(c.Opened())}}
+	prom.Func(reg, "chatd_db_connections_opened_total", "Database connections this process established.",
+		prometheus.CounterValue, nil, func() []prom.Sample {
+			return []prom.Sample{{Value: float64(c.Opened())}}
 		})
 }

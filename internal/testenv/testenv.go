@@ -21,13 +21,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/config"
 	"github.com/chatd/chatd/internal/dbtest"
 	"github.com/chatd/chatd/internal/hooks"
 	"github.com/chatd/chatd/internal/httpapi"
-	"github.com/chatd/chatd/internal/metrics"
 	"github.com/chatd/chatd/internal/mockllm"
 	"github.com/chatd/chatd/internal/notify"
 	"github.com/chatd/chatd/internal/provider"
@@ -115,7 +115,7 @@ type Env struct {
 	Logger  *slog.Logger
 	// Metrics is the registry the API serves at /metrics; the store and
 	// the runner count into it too.
-	Metrics *metrics.Registry
+	Metrics *prometheus.Registry
 	// Config is the configuration the Env runs with.
 	Config *config.Config
 
@@ -169,7 +169,7 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 	}
 	e.Logger = slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e.Store = store.New(e.Pool)
-	e.Metrics = metrics.NewRegistry()
+	e.Metrics = prometheus.NewRegistry()
 	e.Store.Instrument(e.Metrics)
 
 	base := o.ProviderURL
