@@ -197,3 +197,51 @@ FROM (
     WHERE (r.status = 'pending') <> (r.receipt_message_id IS NULL)
        OR (r.status = 'pending') <> (r.finished_at IS NULL)
 ) v;
+
+-- name: stuck_chat
+-- A turn in progress keeps moving within known bounds: the worker running a
+-- chat (running or interrupting) renews its lease, and any server's
+-- maintenance loop answers client tool calls left unanswered past the
+-- chat's tool-result deadline (--tool-result-timeout). A chat more than
+-- 5 minutes past those bounds is stuck: its owner's lease expired and no
+-- server took the chat over, or its tool-result deadline passed and no
+-- server answered the calls (no server is running, or none can claim). A
+-- chat waiting for client tool results with no deadline, or with no client
+-- tool call of its last assistant step left unanswered, is stuck at once:
+-- nothing would ever resume it. A runnable chat without an owner is not
+-- reported: it waits for a free worker (a backlog is not a fault).
+WITH waiting AS (
+    SELECT c.id, c.requires_action_deadline,
+           (SELECT max(m.id) FROM chat_messages m
+             WHERE m.chat_id = c.id AND m.kind = 'message' AND m.role = 'assistant'
+               AND m.visibility IN ('model', 'both') AND NOT m.deleted AND NOT m.compressed) AS step_id
+    FROM chats c
+    WHERE c.status = 'requires_action'
+), unanswered AS (
+    SELECT w.*, (
+        SELECT count(*) FROM chat_messages a CROSS JOIN LATERAL jsonb_array_elements(a.content) call
+        WHERE a.id = w.step_id AND call->>'type' = 'tool-call'
+          AND coalesce(call->>'provider_executed', 'false') <> 'true'
+          AND NOT EXISTS (
+              SELECT 1 FROM chat_messages r CROSS JOIN LATERAL jsonb_array_elements(r.content) res
+              WHERE r.chat_id = a.chat_id AND r.id >= a.id AND r.kind = 'message'
+                AND r.visibility IN ('model', 'both') AND NOT r.deleted AND NOT r.compressed
+                AND res->>'type' = 'tool-result' AND res->>'tool_call_id' = call->>'tool_call_id')
+    ) AS calls
+    FROM waiting w
+)
+SELECT 'stuck_chat' AS check_name, u.id AS chat_id, NULL::uuid AS request_id, u.step_id AS message_id,
+       CASE WHEN u.calls = 0 THEN 'chat waits for client tool results, but no tool call of its last assistant step is unanswered'
+            WHEN u.requires_action_deadline IS NULL THEN 'chat waits for client tool results without a deadline'
+            ELSE format('chat has %s unanswered client tool calls %s past their deadline (%s), and no server answered them',
+                        u.calls, date_trunc('second', now() - u.requires_action_deadline), u.requires_action_deadline)
+       END AS detail
+FROM unanswered u
+WHERE u.calls = 0 OR u.requires_action_deadline IS NULL
+   OR u.requires_action_deadline < now() - interval '5 minutes'
+UNION ALL
+SELECT 'stuck_chat', c.id, NULL, NULL,
+       format('chat is %s, but the lease of its worker %s expired %s ago (at %s) and no server took it over',
+              c.status, c.worker_id, date_trunc('second', now() - c.lease_expires_at), c.lease_expires_at)
+FROM chats c
+WHERE c.status IN ('running', 'interrupting') AND c.lease_expires_at < now() - interval '5 minutes';

@@ -32,7 +32,7 @@ func TestCheckFileIsWellFormed(t *testing.T) {
 	cs := check.Checks()
 	want := []string{"finished_request_receipt", "receipt_without_finished_request", "stranded_request",
 		"queued_in_idle_chat", "two_pending_in_history", "candidate_on_finished_request", "request_in_other_chat",
-		"counters_out_of_order"}
+		"counters_out_of_order", "stuck_chat"}
 	if len(cs) != len(want) {
 		t.Fatalf("%d checks, want %d", len(cs), len(want))
 	}
@@ -414,3 +414,92 @@ func TestCountersOutOfOrder(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// A chat left running or waiting for client tool results beyond its bounds
+// (issue 14: a duplicate tool-call id left a chat in requires_action with no
+// pending call; a wedged worker would leave a lease to expire unnoticed).
+// Each case plants the row by hand; within the grace nothing is reported.
+func TestStuckChat(t *testing.T) {
+	t.Parallel()
+	// waitingChat is a chat whose last assistant step made two client tool
+	// calls, in requires_action with the given deadline (SQL).
+	waitingChat := func(f *fixture, deadline string) (uuid.UUID, int64) {
+		chat, _, _ := f.structuredChat()
+		var step int64
+		if err := f.pool.QueryRow(ctxT(t), `INSERT INTO chat_messages (chat_id, role, content) VALUES ($1, 'assistant',
+			'[{"type":"tool-call","tool_call_id":"a","tool_name":"ask","args":{}},{"type":"tool-call","tool_call_id":"b","tool_name":"ask","args":{}},
+			  {"type":"tool-call","tool_call_id":"w","tool_name":"web_search","args":{},"provider_executed":true}]') RETURNING id`,
+			chat.ID).Scan(&step); err != nil {
+			t.Fatal(err)
+		}
+		f.exec(`UPDATE chats SET status = 'requires_action', requires_action_deadline = `+deadline+` WHERE id = $1`, chat.ID)
+		return chat.ID, step
+	}
+	answer := func(f *fixture, chat uuid.UUID, ids ...string) {
+		var parts []string
+		for _, id := range ids {
+			parts = append(parts, `{"type":"tool-result","tool_call_id":"`+id+`","tool_name":"ask","result":"ok"}`)
+		}
+		f.exec(`INSERT INTO chat_messages (chat_id, role, content) VALUES ($1, 'tool', $2)`, chat, "["+strings.Join(parts, ",")+"]")
+	}
+	t.Run("healthy", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t)
+		// Waiting within its deadline, one call answered, one not.
+		chat, _ := waitingChat(f, "now() + interval '10 minutes'")
+		answer(f, chat, "a")
+		// Overdue, but within the grace the maintenance loop has.
+		waitingChat(f, "now() - interval '1 minute'")
+		// Running, its lease renewed, or expired a moment ago.
+		worker := uuid.New()
+		for range 2 {
+			f.structuredChat()
+			if _, err := f.st.Claim(ctxT(t), worker, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.exec(`UPDATE chats SET lease_expires_at = now() - interval '1 minute' WHERE id = (SELECT id FROM chats WHERE worker_id IS NOT NULL LIMIT 1)`)
+		// Runnable without an owner: waiting for a worker is not stuck.
+		unowned, _, _ := f.structuredChat()
+		f.exec(`UPDATE chats SET updated_at = now() - interval '1 hour' WHERE id = $1`, unowned.ID)
+		f.expectClean()
+	})
+	t.Run("lease expired", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t)
+		chat, _, _ := f.structuredChat()
+		if _, err := f.st.Claim(ctxT(t), uuid.New(), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		f.exec(`UPDATE chats SET lease_expires_at = now() - interval '1 hour' WHERE id = $1`, chat.ID)
+		f.expect(f.run(), "stuck_chat", chat.ID, uuid.Nil, "chat is running, but the lease of its worker")
+		f.exec(`UPDATE chats SET status = 'interrupting' WHERE id = $1`, chat.ID)
+		f.expect(f.run(), "stuck_chat", chat.ID, uuid.Nil, "chat is interrupting, but the lease")
+	})
+	t.Run("deadline passed", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t)
+		chat, step := waitingChat(f, "now() - interval '1 hour'")
+		answer(f, chat, "b")
+		rep := f.run()
+		f.expect(rep, "stuck_chat", chat, uuid.Nil, "chat has 1 unanswered client tool calls 01:00:")
+		if v := rep.Of("stuck_chat"); len(v) != 1 || v[0].MessageID == nil || *v[0].MessageID != step {
+			t.Errorf("violations %v, want one naming step %d", v, step)
+		}
+	})
+	t.Run("no deadline", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t)
+		chat, _ := waitingChat(f, "NULL")
+		f.expect(f.run(), "stuck_chat", chat, uuid.Nil, "without a deadline")
+	})
+	t.Run("nothing pending", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t)
+		// Both client calls answered (the provider-executed one needs no
+		// answer): nothing would ever resume the chat, deadline or not.
+		chat, _ := waitingChat(f, "now() + interval '10 minutes'")
+		answer(f, chat, "a", "b")
+		f.expect(f.run(), "stuck_chat", chat, uuid.Nil, "no tool call of its last assistant step is unanswered")
+	})
+}
