@@ -29,9 +29,8 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey, user{ID: id})))
 			return
 		}
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		token = strings.TrimSpace(token)
-		if !ok || token == "" {
+		token, ok := bearerToken(r.Header.Get("Authorization"))
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="chatd"`)
 			s.render(w, r, errorf(http.StatusUnauthorized, "Authorization: Bearer <token> is required."))
 			return
@@ -50,6 +49,14 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		noteUser(r, row.ID)
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// bearerToken reads "Bearer <token>"; the scheme is case-insensitive (RFC
+// 7235 §2.1).
+func bearerToken(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(h), " ")
+	token = strings.TrimSpace(token)
+	return token, ok && strings.EqualFold(scheme, "Bearer") && token != ""
 }
 
 func currentUser(r *http.Request) user { return r.Context().Value(userKey).(user) }

@@ -38,7 +38,6 @@ type sendMessageBody struct {
 }
 
 const (
-	maxTitleBytes        = 256
 	maxSystemPromptBytes = 64 << 10
 )
 
@@ -63,14 +62,14 @@ func (s *Server) createChat(w http.ResponseWriter, r *http.Request) error {
 		return badField("model", fmt.Sprintf("unknown model %q; available: %s", p.Model, strings.Join(s.models.IDs(), ", ")))
 	}
 	if body.SystemPrompt != nil {
-		if len(*body.SystemPrompt) > maxSystemPromptBytes {
-			return badField("system_prompt", fmt.Sprintf("must be at most %d bytes", maxSystemPromptBytes))
+		if err := textField("system_prompt", *body.SystemPrompt, maxSystemPromptBytes); err != nil {
+			return err
 		}
 		p.SystemPrompt = *body.SystemPrompt
 	}
 	if body.Title != nil {
-		if len(*body.Title) > maxTitleBytes {
-			return badField("title", fmt.Sprintf("must be at most %d bytes", maxTitleBytes))
+		if err := textField("title", *body.Title, store.MaxTitleBytes); err != nil {
+			return err
 		}
 		p.Title = *body.Title
 	}
@@ -163,6 +162,19 @@ func (s *Server) admitFormat(raw json.RawMessage) (*store.RequestSpec, error) {
 	return &store.RequestSpec{Name: f.Name, Description: f.Description, Schema: f.Schema}, nil
 }
 
+// textField checks a string stored in a text column: at most max bytes,
+// and no U+0000, which PostgreSQL text cannot hold. (Message text may
+// contain it: the jsonb codec encodes it.)
+func textField(field, v string, max int) error {
+	if len(v) > max {
+		return badField(field, fmt.Sprintf("must be at most %d bytes", max))
+	}
+	if strings.IndexByte(v, 0) >= 0 {
+		return badField(field, "must not contain U+0000")
+	}
+	return nil
+}
+
 // maxInputParts bounds the parts of one input message.
 const maxInputParts = 64
 
@@ -191,7 +203,7 @@ func inputParts(in []client.MessagePart) ([]jsonb.Part, error) {
 }
 
 func isZeroPart(p client.MessagePart) bool {
-	return p.Type == "" && p.Text == "" && p.ToolCallID == "" && p.ToolName == "" && len(p.Args) == 0 &&
+	return p.Type == "" && p.Text == "" && p.ToolCallID == "" && p.ToolName == "" && len(p.Args) == 0 && p.ArgsDelta == "" &&
 		len(p.Result) == 0 && !p.IsError && !p.ProviderExecuted && p.MediaType == "" && p.Name == "" &&
 		len(p.Data) == 0 && p.SourceID == "" && p.URL == "" && p.Title == ""
 }

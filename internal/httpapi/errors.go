@@ -150,7 +150,115 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, dst any) er
 	if err := dec.Decode(&extra); !errors.Is(err, errEOF) {
 		return badField("body", "unexpected data after the JSON object")
 	}
+	// encoding/json keeps the last of duplicate members, matches member
+	// names case-insensitively and turns null into a zero value: the
+	// documented strict decoding refuses all three.
+	if field, ok := duplicateMember(data, reflect.TypeOf(dst)); ok {
+		return badField(field, "duplicate member")
+	}
+	if field, detail, ok := mismatch(data, reflect.TypeOf(dst)); ok {
+		return badField(field, detail)
+	}
 	return nil
+}
+
+// duplicateMember names the first member that appears twice in one object
+// of data (a JSON value already known to be valid), at any depth, as a
+// dotted path. Values decoded into json.RawMessage are left to their own
+// checks (a schema's, a tool result's), which say more.
+func duplicateMember(data []byte, t reflect.Type) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	type frame struct {
+		typ   reflect.Type    // the container's Go type; nil: unknown
+		keys  map[string]bool // nil for an array
+		index int
+	}
+	var stack []frame
+	var path []string // per open container: the current member or index
+	expectKey := false
+	next := t // the Go type of the next value
+	deref := func(t reflect.Type) reflect.Type {
+		for t != nil && t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		return t
+	}
+	endValue := func() { // a value of the innermost container ended
+		if n := len(stack); n > 0 {
+			if stack[n-1].keys != nil {
+				expectKey = true
+			} else {
+				stack[n-1].index++
+				path[n-1] = strconv.Itoa(stack[n-1].index)
+				expectKey = false
+			}
+		}
+	}
+	for {
+		if n := len(stack); n > 0 && !expectKey && stack[n-1].keys == nil {
+			if t := stack[n-1].typ; t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+				next = t.Elem()
+			} else {
+				next = nil
+			}
+		}
+		if t := deref(next); !expectKey && t != nil && (t == reflect.TypeFor[json.RawMessage]() || t.Kind() == reflect.Interface) {
+			var skip json.RawMessage
+			if dec.Decode(&skip) != nil {
+				return "", false
+			}
+			if len(stack) == 0 {
+				return "", false
+			}
+			endValue()
+			continue
+		}
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack, path, expectKey = append(stack, frame{typ: deref(next), keys: map[string]bool{}}), append(path, ""), true
+			continue
+		case json.Delim('['):
+			stack, path, expectKey = append(stack, frame{typ: deref(next)}), append(path, "0"), false
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack, path = stack[:len(stack)-1], path[:len(path)-1]
+			if len(stack) == 0 {
+				return "", false
+			}
+			endValue()
+			continue
+		}
+		n := len(stack)
+		if n == 0 {
+			return "", false
+		}
+		if expectKey {
+			k := tok.(string)
+			path[n-1] = k
+			if stack[n-1].keys[k] {
+				return strings.Join(path, "."), true
+			}
+			stack[n-1].keys[k], expectKey = true, false
+			next = nil
+			switch ct := stack[n-1].typ; {
+			case ct == nil:
+			case ct.Kind() == reflect.Struct:
+				fields := jsonFields(ct)
+				if i := slices.IndexFunc(fields, func(f jsonField) bool { return f.name == k }); i >= 0 {
+					next = fields[i].typ
+				}
+			case ct.Kind() == reflect.Map:
+				next = ct.Elem()
+			}
+			continue
+		}
+		endValue()
+	}
 }
 
 // mismatch finds where a JSON body and the Go type it is decoded into
@@ -176,11 +284,24 @@ func mismatchAt(v any, t reflect.Type, path string) (string, string, bool) {
 		}
 		return path, detail, true
 	}
+	nullable := t.Kind() == reflect.Pointer // null leaves an optional field unset
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if v == nil || t == reflect.TypeFor[json.RawMessage]() || t.Kind() == reflect.Interface {
-		return "", "", false // null leaves any Go value as it is
+	if t == reflect.TypeFor[json.RawMessage]() || t.Kind() == reflect.Interface {
+		return "", "", false
+	}
+	if v == nil {
+		switch t.Kind() {
+		case reflect.String, reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Float32, reflect.Float64:
+			// encoding/json would leave "" or 0 for null: a required
+			// scalar is omitted or given, never null.
+			if !nullable {
+				return at("must not be null")
+			}
+		}
+		return "", "", false // an absent slice, map or optional field
 	}
 	join := func(name string) string {
 		if path == "" {
@@ -196,10 +317,9 @@ func mismatchAt(v any, t reflect.Type, path string) (string, string, bool) {
 		}
 		fields := jsonFields(t)
 		for _, k := range slices.Sorted(maps.Keys(obj)) {
+			// Exact names only: encoding/json would take "CONTENT" for
+			// "content".
 			i := slices.IndexFunc(fields, func(f jsonField) bool { return f.name == k })
-			if i < 0 { // encoding/json falls back to a case-insensitive match
-				i = slices.IndexFunc(fields, func(f jsonField) bool { return strings.EqualFold(f.name, k) })
-			}
 			if i < 0 {
 				return join(k), "unknown field", true
 			}

@@ -22,7 +22,9 @@ func TestMismatchNamesThePath(t *testing.T) {
 		{`{"plan_mode":"yes"}`, "plan_mode", "must be a boolean"},
 		{`{"temperature":1}`, "temperature", "unknown field"},
 		{`[]`, "body", "must be an object"},
-		{`{"Content":[{"type":"text","text":"a"}],"response_format":{"anything":["goes"]},"model":null}`, "", ""},
+		{`{"Content":[{"type":"text","text":"a"}],"response_format":{"anything":["goes"]},"model":null}`, "Content", "unknown field"},
+		{`{"content":[{"type":"text","text":"a"}],"response_format":{"anything":["goes"]},"model":null}`, "", ""},
+		{`{"content":[{"type":"text","text":null}]}`, "content.0.text", "must not be null"},
 	}
 	for _, tc := range cases {
 		field, detail, ok := mismatch([]byte(tc.body), reflect.TypeFor[*createChatBody]())
@@ -67,5 +69,24 @@ func TestPanicIsTheJSON500(t *testing.T) {
 	var body struct{ Message string }
 	if rec.Code != 500 || json.Unmarshal(rec.Body.Bytes(), &body) != nil || body.Message != "Internal error." {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+}
+
+func TestDuplicateMemberNamesThePath(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"title":"a","title":"b"}`: "title",
+		`{"content":[{"type":"text"},{"type":"text","text":"a","type":"x"}]}`:                   "content.1.type",
+		`{"dynamic_tools":[{"name":"a"},{"name":"b","input_schema":{"a":1,"a":2},"name":"c"}]}`: "dynamic_tools.1.name",
+		`{"dynamic_tools":[{"name":"a","input_schema":{"a":1,"a":2}}]}`:                         "",
+		`{"response_format":{"type":"x","type":"y"},"content":[]}`:                              "",
+		`{"unknown":{"a":{"b":1,"b":2}}}`:                                                       "unknown.a.b",
+		`{"content":[{"type":"text","text":"{\"a\":1,\"a\":1}"}]}`:                              "",
+		`{"content":[[{"a":1}],[{"a":1,"a":1}]]}`:                                               "content.1.0.a",
+		`[]`: "",
+	} {
+		got, ok := duplicateMember([]byte(body), reflect.TypeFor[*createChatBody]())
+		if got != want || ok != (want != "") {
+			t.Errorf("%s: %q %v, want %q", body, got, ok, want)
+		}
 	}
 }

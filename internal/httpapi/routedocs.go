@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/chatd/chatd/client"
 )
@@ -36,8 +37,9 @@ type response struct {
 var (
 	resp400 = response{http.StatusBadRequest, "The request is invalid; `validations` names the field at fault " +
 		"(`body` for malformed JSON or trailing data).", client.Error{}}
-	resp401 = response{http.StatusUnauthorized, "No bearer token, or the token is not valid.", client.Error{}}
-	resp404 = response{http.StatusNotFound, "No such resource of the caller's (another user's chat is a 404 too), " +
+	resp400Query = response{http.StatusBadRequest, "An unknown or repeated query parameter (`validations` names it).", client.Error{}}
+	resp401      = response{http.StatusUnauthorized, "No bearer token, or the token is not valid.", client.Error{}}
+	resp404      = response{http.StatusNotFound, "No such resource of the caller's (another user's chat is a 404 too), " +
 		"or an id in the path is malformed.", client.Error{}}
 	resp413 = response{http.StatusRequestEntityTooLarge, "The request body is larger than the server's limit (1 MiB by default).", client.Error{}}
 	resp415 = response{http.StatusUnsupportedMediaType, "A Content-Type other than application/json was sent.", client.Error{}}
@@ -198,6 +200,21 @@ func routeDocs() map[string]routeDoc {
 			responses: []response{{http.StatusOK, "The request's state, with the value or error once terminal.", client.StructuredOutputResult{}},
 				{http.StatusBadRequest, "`wait` is not a duration.", client.Error{}}, resp401,
 				response{http.StatusNotFound, "No such request of the caller's.", client.Error{}}, resp500}},
+	}
+	// Every route that takes a token refuses unknown and repeated query
+	// parameters.
+	for key, d := range docs {
+		if !strings.Contains(key, " /api/v1/") || key == "GET /api/v1/openapi.json" {
+			continue
+		}
+		i := slices.IndexFunc(d.responses, func(r response) bool { return r.status == http.StatusBadRequest })
+		if i < 0 {
+			d.responses = append(d.responses, resp400Query)
+		} else {
+			d.responses = slices.Clone(d.responses)
+			d.responses[i].description += " " + resp400Query.description
+		}
+		docs[key] = d
 	}
 	// Every route that reads the database can find it unreachable.
 	for key, d := range docs {

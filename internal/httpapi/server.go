@@ -7,8 +7,10 @@ package httpapi
 import (
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -67,6 +69,7 @@ type Server struct {
 	mux         *http.ServeMux
 	observe     func(pattern string, status int)
 	openapi     []byte
+	queryNames  map[string][]string // "METHOD pattern": the documented query parameters
 
 	feeds        *feeds
 	streams      atomic.Int64
@@ -140,7 +143,12 @@ func (s *Server) routeTable() []route {
 }
 
 func (s *Server) routes() {
+	docs := routeDocs()
+	s.queryNames = map[string][]string{}
 	for _, rt := range s.routeTable() {
+		for _, q := range docs[rt.method+" "+rt.pattern].query {
+			s.queryNames[rt.method+" "+rt.pattern] = append(s.queryNames[rt.method+" "+rt.pattern], q.name)
+		}
 		s.mux.Handle(rt.method+" "+rt.pattern, s.handler(rt))
 	}
 }
@@ -167,6 +175,12 @@ func (s *Server) handler(rt route) http.Handler {
 				noteChat(r, id)
 			}
 		}
+		if rt.auth {
+			if err := s.checkQuery(r, rt); err != nil {
+				s.render(w, r, err)
+				return
+			}
+		}
 		if err := rt.h(w, r); err != nil {
 			s.render(w, r, err)
 		}
@@ -175,6 +189,22 @@ func (s *Server) handler(rt route) http.Handler {
 		h = s.authenticate(h)
 	}
 	return h
+}
+
+// checkQuery refuses query parameters the route does not document (a typo
+// such as ?limt=5 would otherwise be ignored) and repeated ones.
+func (s *Server) checkQuery(r *http.Request, rt route) error {
+	q := r.URL.Query()
+	allowed := s.queryNames[rt.method+" "+rt.pattern]
+	for _, name := range slices.Sorted(maps.Keys(q)) {
+		if !slices.Contains(allowed, name) {
+			return badField(name, "unknown query parameter")
+		}
+		if len(q[name]) > 1 {
+			return badField(name, "given more than once")
+		}
+	}
+	return nil
 }
 
 // ServeHTTP routes the request with its request id, counts it and writes

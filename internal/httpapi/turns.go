@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/jsonb"
 	"github.com/chatd/chatd/internal/provider"
 	"github.com/chatd/chatd/internal/store"
 	"github.com/chatd/chatd/internal/validate"
@@ -47,8 +48,8 @@ func (s *Server) dynamicTools(tools []client.DynamicTool) (json.RawMessage, erro
 			return nil, badField(field+".name", fmt.Sprintf("%q is the name of a server tool", t.Name))
 		}
 		seen[t.Name] = true
-		if len(t.Description) > maxToolDescription {
-			return nil, badField(field+".description", fmt.Sprintf("must be at most %d bytes", maxToolDescription))
+		if err := textField(field+".description", t.Description, maxToolDescription); err != nil {
+			return nil, err // stored in jsonb, which cannot hold U+0000 either
 		}
 		if len(t.InputSchema) > 0 {
 			doc, err := validate.Decode(t.InputSchema, validate.SchemaLimits)
@@ -106,8 +107,10 @@ func (s *Server) updateChat(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(w, r, s.maxBody, &body); err != nil {
 		return err
 	}
-	if body.Title != nil && len(*body.Title) > maxTitleBytes {
-		return badField("title", fmt.Sprintf("must be at most %d bytes", maxTitleBytes))
+	if body.Title != nil {
+		if err := textField("title", *body.Title, store.MaxTitleBytes); err != nil {
+			return err
+		}
 	}
 	c, err := s.store.UpdateChat(r.Context(), currentUser(r).ID, chatID, store.ChatUpdate{Title: body.Title, PlanMode: body.PlanMode})
 	if err != nil {
@@ -262,6 +265,9 @@ func (s *Server) toolResults(w http.ResponseWriter, r *http.Request) error {
 		}
 		if len(res.Output) > maxToolResultOutBytes {
 			return badField(field+".output", fmt.Sprintf("must be at most %d bytes", maxToolResultOutBytes))
+		}
+		if err := jsonb.Storable(res.Output); err != nil {
+			return badField(field+".output", err.Error()) // jsonb could not store it (a number out of range, say)
 		}
 		results = append(results, store.ToolResult{ToolCallID: *res.ToolCallID, Output: res.Output, IsError: res.IsError})
 	}

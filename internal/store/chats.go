@@ -112,6 +112,9 @@ func (s *Store) insertRequest(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, 
 	return uuid.NullUUID{UUID: id, Valid: true}, err
 }
 
+// MaxTitleBytes bounds a chat title, explicit or derived.
+const MaxTitleBytes = 256
+
 // titleFrom derives a chat title from the first line of the first text part.
 func titleFrom(parts []jsonb.Part) string {
 	for _, p := range parts {
@@ -120,11 +123,20 @@ func titleFrom(parts []jsonb.Part) string {
 		}
 		line, _, _ := strings.Cut(strings.TrimSpace(p.Text), "\n")
 		line = strings.ToValidUTF8(strings.ReplaceAll(line, "\x00", ""), "")
-		if utf8.RuneCountInString(line) > 80 {
-			r := []rune(line)
-			line = string(r[:79]) + "…"
+		if utf8.RuneCountInString(line) <= 80 && len(line) <= MaxTitleBytes {
+			return line
 		}
-		return line
+		// At most 79 characters and an ellipsis, within the byte limit of
+		// an explicit title, cut on a character boundary.
+		cut, runes := 0, 0
+		for i, r := range line {
+			end := i + utf8.RuneLen(r)
+			if runes == 79 || end > MaxTitleBytes-len("…") {
+				break
+			}
+			cut, runes = end, runes+1
+		}
+		return line[:cut] + "…"
 	}
 	return ""
 }

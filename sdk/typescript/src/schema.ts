@@ -763,7 +763,7 @@ export interface operations {
                     "application/json": components["schemas"]["ListChatsResponse"];
                 };
             };
-            /** @description `limit` is out of range, or `cursor` is not a cursor. */
+            /** @description `limit` is out of range, or `cursor` is not a cursor. An unknown or repeated query parameter (`validations` names it). */
             400: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
@@ -846,7 +846,7 @@ export interface operations {
                     "application/json": components["schemas"]["CreateChatResponse"];
                 };
             };
-            /** @description The request is invalid; `validations` names the field at fault (`body` for malformed JSON or trailing data). */
+            /** @description The request is invalid; `validations` names the field at fault (`body` for malformed JSON or trailing data). An unknown or repeated query parameter (`validations` names it). */
             400: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
@@ -967,6 +967,17 @@ export interface operations {
                     };
                 };
             };
+            /** @description An unknown or repeated query parameter (`validations` names it). */
+            400: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No bearer token, or the token is not valid. */
             401: {
                 headers: {
@@ -1030,6 +1041,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Chat"];
+                };
+            };
+            /** @description An unknown or repeated query parameter (`validations` names it). */
+            400: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             /** @description No bearer token, or the token is not valid. */
@@ -1112,7 +1134,7 @@ export interface operations {
                     "application/json": components["schemas"]["Chat"];
                 };
             };
-            /** @description The request is invalid; `validations` names the field at fault (`body` for malformed JSON or trailing data). */
+            /** @description The request is invalid; `validations` names the field at fault (`body` for malformed JSON or trailing data). An unknown or repeated query parameter (`validations` names it). */
             400: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
@@ -1232,6 +1254,17 @@ export interface operations {
                     "application/json": components["schemas"]["Chat"];
                 };
             };
+            /** @description An unknown or repeated query parameter (`validations` names it). */
+            400: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No bearer token, or the token is not valid. */
             401: {
                 headers: {
@@ -1306,6 +1339,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Chat"];
+                };
+            };
+            /** @description An unknown or repeated query parameter (`validations` names it). */
+            400: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             /** @description No bearer token, or the token is not valid. */
@@ -1400,7 +1444,7 @@ export interface operations {
                     "application/json": components["schemas"]["ListMessagesResponse"];
                 };
             };
-            /** @description `after_id` or `limit` is out of range. */
+            /** @description `after_id` or `limit` is out of range. An unknown or repeated query parameter (`validations` names it). */
             400: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
@@ -1495,7 +1539,7 @@ export interface operations {
                     "application/json": components["schemas"]["SendMessageResponse"];
                 };
             };
-            /** @description The request is invalid; `validations` names the field at fault (`body` for malformed JSON or trailing data). */
+            /** @description The request is invalid; `validations` names the field at fault (`body` for malformed JSON or trailing data). An unknown or repeated query parameter (`validations` names it). */
             400: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
@@ -1632,7 +1676,7 @@ export interface operations {
                     "application/json": components["schemas"]["EditMessageResponse"];
                 };
             };
-            /** @description The request is invalid; `validations` names the field at fault (`body` for malformed JSON or trailing data). */
+            /** @description The request is invalid; `validations` names the field at fault (`body` for malformed JSON or trailing data). An unknown or repeated query parameter (`validations` names it). */
             400: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
@@ -1741,6 +1785,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["DeleteQueuedResponse"];
+                };
+            };
+            /** @description An unknown or repeated query parameter (`validations` names it). */
+            400: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             /** @description No bearer token, or the token is not valid. */
@@ -1861,7 +1916,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description `after_id` is not a non-negative integer. */
+            /** @description `after_id` is not a non-negative integer. An unknown or repeated query parameter (`validations` names it). */
             400: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
@@ -1948,6 +2003,17 @@ export interface operations {
                     "application/json": components["schemas"]["StreamTicket"];
                 };
             };
+            /** @description An unknown or repeated query parameter (`validations` names it). */
+            400: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No bearer token, or the token is not valid. */
             401: {
                 headers: {
@@ -2028,7 +2094,7 @@ export interface operations {
                     "application/json": components["schemas"]["ToolResultsResponse"];
                 };
             };
-            /** @description The request is invalid; `validations` names the field at fault (`body` for malformed JSON or trailing data). */
+            /** @description The request is invalid; `validations` names the field at fault (`body` for malformed JSON or trailing data). An unknown or repeated query parameter (`validations` names it). */
             400: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
@@ -2178,7 +2244,7 @@ export interface operations {
                     "application/json": components["schemas"]["StructuredOutputResult"];
                 };
             };
-            /** @description `wait` is not a duration. */
+            /** @description `wait` is not a duration. An unknown or repeated query parameter (`validations` names it). */
             400: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
