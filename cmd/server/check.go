@@ -17,7 +17,7 @@ import (
 // run), 2 usage errors.
 func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newFlags("check", "chatd check [flags]", stderr)
-	db := addDatabaseFlags(f)
+	db := addToolDatabaseFlags(f, stderr)
 	if err := f.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err

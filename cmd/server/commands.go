@@ -52,6 +52,9 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	if f.NArg() > 0 {
 		return fmt.Errorf("server: unexpected argument %q", f.Arg(0))
 	}
+	if err := db.validate(); err != nil {
+		return err
+	}
 	logger, err := newLogger(stderr, *logFormat, *logLevel)
 	if err != nil {
 		return err
@@ -292,7 +295,7 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 func cmdToken(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newFlags("token", "chatd token create --user NAME [flags]", stderr)
 	userName := f.String("user", "CHATD_USER", "", "user name (created if it does not exist)")
-	db := addDatabaseFlags(f)
+	db := addToolDatabaseFlags(f, stderr)
 	if len(args) == 0 || args[0] != "create" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			f.Usage()

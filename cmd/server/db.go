@@ -22,7 +22,9 @@ type database struct {
 }
 
 func (d *database) Close() {
-	d.pool.Close()
+	if d.pool != nil { // nil when the URL did not parse
+		d.pool.Close()
+	}
 	if d.cluster != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -33,12 +35,24 @@ func (d *database) Close() {
 // openDatabase connects to url, or starts (or reuses) the local cluster for
 // dataDir and its "chatd" database.
 func openDatabase(ctx context.Context, df databaseFlags, maxConns int32, logger *slog.Logger) (*database, error) {
+	if err := df.validate(); err != nil {
+		return nil, err
+	}
 	d := &database{}
 	url := *df.url
 	if url == "" {
 		dir, err := pglocal.ClusterDir(*df.dataDir)
 		if err != nil {
 			return nil, err
+		}
+		if df.announce != nil {
+			// A tool run from another directory would otherwise quietly
+			// use (or make) a cluster the server does not.
+			if !*df.createCluster && !pglocal.Exists(dir) {
+				return nil, fmt.Errorf("no local PostgreSQL cluster at %s (for --data-dir %s): run this where the server runs, "+
+					"or pass its --data-dir or --database-url; --create-cluster creates one here", dir, *df.dataDir)
+			}
+			fmt.Fprintf(df.announce, "chatd: using the local PostgreSQL cluster at %s\n", dir)
 		}
 		c, err := pglocal.Start(ctx, pglocal.Options{Dir: dir, Logger: logger})
 		if err != nil {

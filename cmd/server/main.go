@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/chatd/chatd/internal/cli"
 	"github.com/chatd/chatd/internal/httpapi"
 )
@@ -45,7 +47,8 @@ Run "chatd <command> --help" for the flags of a command.
 `
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGHUP (the terminal closed) drains like SIGINT and SIGTERM.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, flag.ErrHelp) && !errors.Is(err, errReported) {
@@ -183,6 +186,33 @@ func (f *flags) Bool(name, env string, def bool, help string) *bool {
 type databaseFlags struct {
 	url     *string
 	dataDir *string
+	// createCluster and announce, for the tools (token, check): with no
+	// --database-url they say on announce which local cluster they use and
+	// refuse to create one unless --create-cluster. The server and migrate
+	// (nil announce) create it as needed.
+	createCluster *bool
+	announce      io.Writer
+}
+
+// validate parses --database-url, so that a malformed one is refused
+// before anything else happens.
+func (df databaseFlags) validate() error {
+	if *df.url == "" {
+		return nil
+	}
+	if _, err := pgxpool.ParseConfig(*df.url); err != nil {
+		return fmt.Errorf("--database-url: %w", err) // pgconn redacts a password
+	}
+	return nil
+}
+
+// addToolDatabaseFlags is addDatabaseFlags plus --create-cluster.
+func addToolDatabaseFlags(f *flags, stderr io.Writer) databaseFlags {
+	df := addDatabaseFlags(f)
+	df.createCluster = f.Bool("create-cluster", "CHATD_CREATE_CLUSTER", false,
+		"with no --database-url, create the local PostgreSQL cluster under --data-dir if there is none (otherwise refuse)")
+	df.announce = stderr
+	return df
 }
 
 func addDatabaseFlags(f *flags) databaseFlags {

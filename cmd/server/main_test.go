@@ -22,6 +22,7 @@ import (
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/dbtest"
+	"github.com/chatd/chatd/internal/pglocal"
 	"github.com/chatd/chatd/internal/proctest"
 	chatdsql "github.com/chatd/chatd/sql"
 )
@@ -116,9 +117,13 @@ func TestWalkthrough(t *testing.T) {
 	if _, err := client.New(base, "", nil).GetChat(waitCtx, created.Chat.ID); !isStatus(err, 401) {
 		t.Fatalf("no token: %v", err)
 	}
-	bob, _, err := runCmd(context.Background(), "token", "create", "--user", "bob", "--data-dir", dataDir)
+	bob, bobErr, err := runCmd(context.Background(), "token", "create", "--user", "bob", "--data-dir", dataDir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// It says which cluster it used (the server's).
+	if clusterDir, _ := pglocal.ClusterDir(dataDir); bobErr != "chatd: using the local PostgreSQL cluster at "+clusterDir+"\n" {
+		t.Fatalf("token create said %q", bobErr)
 	}
 	if _, err := client.New(base, strings.TrimSpace(bob), nil).GetChat(waitCtx, created.Chat.ID); !isStatus(err, 404) {
 		t.Fatalf("another user's chat: %v", err)

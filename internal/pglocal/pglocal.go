@@ -184,6 +184,12 @@ func ClusterDir(dataDir string) (string, error) {
 	return filepath.Join("/var/lib/chatd", "pg-"+hex.EncodeToString(sum[:6])), nil
 }
 
+// Exists says whether a cluster was created in dir (by an earlier Start).
+func Exists(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "data", "PG_VERSION"))
+	return err == nil
+}
+
 // Start starts the cluster in opts.Dir, creating it on first use. If a
 // postmaster from an earlier Start is already serving that directory (for
 // example `chatd server` while `chatd token create` runs), Start reuses it and

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chatd/chatd/internal/dbtest"
+	"github.com/chatd/chatd/internal/pglocal"
+	"github.com/chatd/chatd/internal/proctest"
+)
+
+// TestMalformedDatabaseURL: every command that opens the database answers
+// a URL it cannot parse with one line and exit 1, never a panic (the real
+// binary, so that a panic would show as exit 2 and a stack).
+func TestMalformedDatabaseURL(t *testing.T) {
+	t.Parallel()
+	bin := proctest.Build(t, "./cmd/server")
+	for _, args := range [][]string{
+		{"server", "--listen", "127.0.0.1:0"},
+		{"token", "create", "--user", "alice"},
+		{"check"},
+		{"migrate", "up"},
+		{"migrate", "status"},
+	} {
+		for _, url := range []string{"notaurl", "postgres://host:notaport/db"} {
+			cmd := exec.CommandContext(t.Context(), bin, append(args, "--database-url", url)...)
+			cmd.Env = append(os.Environ(), "CHATD_LOG_FORMAT=text")
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+				t.Errorf("chatd %v --database-url %s: %v, want exit 1\n%s", args, url, err, out)
+				continue
+			}
+			msg := strings.TrimSpace(string(out))
+			if strings.Count(msg, "\n") != 0 || !strings.HasPrefix(msg, "chatd: --database-url: ") {
+				t.Errorf("chatd %v --database-url %s: want one line naming --database-url:\n%s", args, url, out)
+			}
+		}
+	}
+}
+
+// TestToolsDoNotCreateAClusterQuietly: token create and check, with no
+// --database-url and no cluster under --data-dir, say where they looked and
+// create nothing unless --create-cluster asks for it.
+func TestToolsDoNotCreateAClusterQuietly(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	for _, args := range [][]string{{"token", "create", "--user", "alice"}, {"check"}} {
+		_, _, err := runCmd(t.Context(), append(args, "--data-dir", dataDir)...)
+		if exitCode(err) != 1 || err == nil || !strings.Contains(err.Error(), "no local PostgreSQL cluster at ") ||
+			!strings.Contains(err.Error(), "--create-cluster") {
+			t.Errorf("chatd %v in an empty data dir: exit %d, %v", args, exitCode(err), err)
+		}
+	}
+	entries, err := os.ReadDir(dataDir)
+	if err != nil || len(entries) != 0 {
+		t.Fatalf("the data dir is no longer empty: %v %v", entries, err)
+	}
+	dir, err := pglocal.ClusterDir(dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("%s was created (%v)", dir, err)
+	}
+}
+
+// TestSighupDrains: SIGHUP (the terminal closed) stops the server through
+// the same drain as SIGINT and SIGTERM: "shutting down", then "stopped",
+// exit 0.
+func TestSighupDrains(t *testing.T) {
+	t.Parallel()
+	bin := proctest.Build(t, "./cmd/server")
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "server", "--listen", "127.0.0.1:0", "--database-url", dbtest.NewURL(t),
+		"--migrate", "--workers", "1", "--log-format", "text")
+	cmd.Env = os.Environ()
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	var log []string
+	for line := range lines {
+		log = append(log, line)
+		if strings.Contains(line, "chatd listening") {
+			break
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	for line := range lines {
+		log = append(log, line)
+	}
+	err = cmd.Wait()
+	all := strings.Join(log, "\n")
+	if err != nil || !strings.Contains(all, "shutting down") || !strings.Contains(all, "msg=stopped") {
+		t.Fatalf("after SIGHUP: %v\n%s", err, all)
+	}
+}
