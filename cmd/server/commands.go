@@ -45,6 +45,8 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	corsOrigins := f.String("cors-origins", "CHATD_CORS_ORIGINS", "", "comma-separated browser origins allowed to call the API (scheme://host[:port], or *); empty: CORS off")
 	accessLevel := f.String("access-log-level", "CHATD_ACCESS_LOG_LEVEL", "info", "level of the per-request access lines: debug, info, warn, error")
 	withConsole := f.Bool("console", "CHATD_CONSOLE", false, "serve the web console at /console/ (a client of the public API; sign in with an API token)")
+	bodyTimeout := f.Duration("body-read-timeout", "CHATD_BODY_READ_TIMEOUT", httpapi.DefaultBodyReadTimeout, "how long a request body may take to arrive before the request is answered 408")
+	maxStreams := f.Int("max-streams-per-user", "CHATD_MAX_STREAMS_PER_USER", httpapi.DefaultMaxStreamsPerUser, "event streams (chat streams and watches) one user may have open on this process; one more is answered 429 (-1: no limit)")
 	debugListen := f.String("debug-listen", "CHATD_DEBUG_LISTEN", "", "serve Go's profiler (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; off when empty. Keep it private: profiles reveal the process's internals")
 	if err := f.Parse(args); err != nil {
 		return err
@@ -72,6 +74,12 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if *lease < time.Second || *drain <= 0 || *toolTimeout <= 0 || *silence <= 0 || *serverToolTimeout <= 0 {
 		return errors.New("--lease must be at least 1s; --drain-timeout, --tool-result-timeout, --server-tool-timeout and --provider-silence-timeout must be positive")
+	}
+	if *bodyTimeout <= 0 {
+		return errors.New("--body-read-timeout must be positive")
+	}
+	if *maxStreams == 0 || *maxStreams < -1 {
+		return errors.New("--max-streams-per-user must be positive, or -1 for no limit")
 	}
 	if *providerAttempts < 1 || *providerAttempts > 100 {
 		return errors.New("--provider-attempts must be from 1 to 100")
@@ -126,7 +134,8 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	hub := notify.New(d.pool, logger)
 	relay := notify.NewRelay(d.pool, hub, logger)
 	models := provider.NewRegistry(cfg, provider.Options{Logger: logger})
-	api := httpapi.New(httpapi.Options{Store: st, Models: models, Hub: hub, Experiments: exp, ServerTools: toolNames, Logger: logger, AccessLogLevel: accessLogLevel, CORSOrigins: origins, Metrics: reg})
+	api := httpapi.New(httpapi.Options{Store: st, Models: models, Hub: hub, Experiments: exp, ServerTools: toolNames, Logger: logger, AccessLogLevel: accessLogLevel, CORSOrigins: origins, Metrics: reg,
+		BodyReadTimeout: *bodyTimeout, MaxStreamsPerUser: *maxStreams})
 	run := runner.New(st, models, hub, runner.Options{Workers: *workers, MaxSteps: *maxSteps, Tools: serverTools,
 		Lease: *lease, DrainTimeout: *drain, ActionTimeout: *toolTimeout, SilenceTimeout: *silence,
 		ServerToolTimeout: *serverToolTimeout, MaxAttempts: *providerAttempts,
@@ -148,7 +157,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	if *withConsole {
 		handler = console.Mount(api)
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := httpapi.NewHTTPServer(handler)
 
 	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBg()

@@ -8,11 +8,13 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net"
 	"net/http"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/store"
@@ -127,13 +129,9 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, dst any) er
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
 		return errorf(http.StatusUnsupportedMediaType, "Content-Type must be application/json.")
 	}
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	data, err := readBody(w, r, limit)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return err // 413
-		}
-		return badField("body", "the body could not be read")
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -259,6 +257,26 @@ func duplicateMember(data []byte, t reflect.Type) (string, bool) {
 		}
 		endValue()
 	}
+}
+
+// readBody reads the whole body within limit (413) and within the body
+// deadline the handler wrapper set (408).
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		var ne net.Error
+		switch {
+		case errors.As(err, &mbe):
+			return nil, err // 413
+		case errors.As(err, &ne) && ne.Timeout():
+			return nil, errorf(http.StatusRequestTimeout, "The request body was not received in time.")
+		}
+		return nil, badField("body", "the body could not be read")
+	}
+	// The body is in: the handler's own work is not bounded by its deadline.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	return data, nil
 }
 
 // mismatch finds where a JSON body and the Go type it is decoded into

@@ -1,12 +1,21 @@
 package httpapi_test
 
 import (
+	"bufio"
 	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
+
 	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/httpapi"
 	"github.com/chatd/chatd/internal/mockllm"
 	"github.com/chatd/chatd/internal/testenv"
 )
@@ -132,6 +141,123 @@ func TestDerivedTitleFitsTheTitleLimit(t *testing.T) {
 		// The derived title can be sent back as an explicit one.
 		if _, err := c.UpdateChat(ctx, res.Chat.ID, client.UpdateChatRequest{Title: &title}); err != nil {
 			t.Errorf("%q sent back: %v", title, err)
+		}
+	}
+}
+
+// apiWith serves env's chatd through an API of its own options.
+func apiWith(t *testing.T, env *testenv.Env, o httpapi.Options) *httptest.Server {
+	t.Helper()
+	o.Store, o.Models, o.Hub, o.Logger, o.Observe = env.Store, env.Models, env.Hub, env.Logger, testenv.HTTPObserver()
+	o.Experiments = map[string]bool{httpapi.ExperimentStructuredOutput: true}
+	api := httpapi.New(o)
+	srv := httptest.NewServer(api)
+	t.Cleanup(func() {
+		api.Shutdown()
+		srv.Close()
+	})
+	return srv
+}
+
+// TestStalledBodyIsCutOff: a client that sends headers and part of a body
+// then stalls gets a 408 once the body read timeout passes, instead of
+// holding the connection and a handler (item 11).
+func TestStalledBodyIsCutOff(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.Options{NoRunner: true})
+	token := env.Token("alice")
+	const timeout = 300 * time.Millisecond
+	srv := apiWith(t, env, httpapi.Options{BodyReadTimeout: timeout})
+	for _, path := range []string{"/api/v1/chats", "/api/v1/chats/" + uuid.NewString() + "/interrupt"} {
+		conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		start := time.Now()
+		fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
+			"Content-Length: 100\r\nIdempotency-Key: k\r\n\r\n{\"content\":", path, token)
+		_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second)) // the test's own bound
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		took := time.Since(start)
+		if path == "/api/v1/chats" {
+			if err != nil || resp.StatusCode != http.StatusRequestTimeout || took < timeout {
+				t.Fatalf("%s: a stalled body: %v %v after %s", path, resp, err, took)
+			}
+			continue
+		}
+		// A route that reads no body answers, then the connection is closed
+		// rather than left waiting for the rest of the body.
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		resp.Body.Close()
+		if _, err := conn.Read(make([]byte, 1)); err == nil {
+			t.Fatalf("%s: the connection is still open", path)
+		}
+		if took = time.Since(start); took > 20*time.Second {
+			t.Fatalf("%s: the connection was held %s", path, took)
+		}
+	}
+	// A body that arrives in time is served as usual.
+	if r := call(t, env, token, "POST", "/api/v1/chats", createBody("")); r.status != 201 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+}
+
+// TestStreamsPerUserAreCapped: one user cannot hold more than the cap of
+// open streams (chat streams and watches together); one more is a 429 with
+// Retry-After, other users are not affected, and a closed stream frees its
+// slot (item 12).
+func TestStreamsPerUserAreCapped(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.Options{NoRunner: true})
+	alice, bob := env.Token("alice"), env.Token("bob")
+	srv := apiWith(t, env, httpapi.Options{MaxStreamsPerUser: 2})
+	chat, err := client.New(srv.URL, alice, srv.Client()).CreateChat(t.Context(), client.CreateChatRequest{Content: text("hi")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamPath := "/api/v1/chats/" + chat.Chat.ID.String() + "/stream"
+	open := func(token, path string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", srv.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	first := open(alice, streamPath)
+	second := open(alice, "/api/v1/chats/watch")
+	if first.StatusCode != 200 || second.StatusCode != 200 {
+		t.Fatalf("%d %d", first.StatusCode, second.StatusCode)
+	}
+	for _, path := range []string{streamPath, "/api/v1/chats/watch"} {
+		third := open(alice, path)
+		var e client.Error
+		if third.StatusCode != http.StatusTooManyRequests || third.Header.Get("Retry-After") == "" ||
+			json.NewDecoder(third.Body).Decode(&e) != nil || !strings.Contains(e.Message, "Too many open streams") {
+			t.Fatalf("%s over the cap: %d %v %+v", path, third.StatusCode, third.Header, e)
+		}
+	}
+	if r := open(bob, "/api/v1/chats/watch"); r.StatusCode != 200 {
+		t.Fatalf("another user: %d", r.StatusCode)
+	}
+	// Closing a stream frees its slot once its handler has ended.
+	first.Body.Close()
+	for {
+		r := open(alice, "/api/v1/chats/watch")
+		if r.StatusCode == 200 {
+			break
+		}
+		r.Body.Close()
+		select {
+		case <-t.Context().Done():
+			t.Fatal("the closed stream's slot was never freed")
+		case <-time.After(20 * time.Millisecond): // polling the server's state through the API
 		}
 	}
 }

@@ -34,13 +34,9 @@ func (s *Server) idempotency(w http.ResponseWriter, r *http.Request) (key *store
 	if len(values) != 1 || !validKey(values[0]) {
 		return nil, false, badField(IdempotencyKeyHeader, "must be one value of 1 to 255 visible ASCII characters")
 	}
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	data, err := readBody(w, r, s.maxBody)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, false, err // 413
-		}
-		return nil, false, badField("body", "the body could not be read")
+		return nil, false, err
 	}
 	r.Body = io.NopCloser(bytes.NewReader(data))
 	h := sha256.New()

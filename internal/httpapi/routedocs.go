@@ -41,6 +41,10 @@ var (
 	resp401      = response{http.StatusUnauthorized, "No bearer token, or the token is not valid.", client.Error{}}
 	resp404      = response{http.StatusNotFound, "No such resource of the caller's (another user's chat is a 404 too), " +
 		"or an id in the path is malformed.", client.Error{}}
+	resp408 = response{http.StatusRequestTimeout, "The request body did not arrive within the server's body read timeout " +
+		"(30 s by default); the connection is closed.", client.Error{}}
+	resp429Streams = response{http.StatusTooManyRequests, "The caller already has the server's limit of open event streams " +
+		"(chat streams and watches; 32 by default) on this server; close one. `Retry-After` says when to try again.", client.Error{}}
 	resp413 = response{http.StatusRequestEntityTooLarge, "The request body is larger than the server's limit (1 MiB by default).", client.Error{}}
 	resp415 = response{http.StatusUnsupportedMediaType, "A Content-Type other than application/json was sent.", client.Error{}}
 	resp500 = response{http.StatusInternalServerError, "An internal error; the message carries no details.", client.Error{}}
@@ -62,7 +66,7 @@ var (
 )
 
 // withBody adds the answers of every route that decodes a JSON body.
-func withBody(rs ...response) []response { return append(rs, resp400, resp413, resp415) }
+func withBody(rs ...response) []response { return append(rs, resp400, resp408, resp413, resp415) }
 
 // routeDocs is keyed by "METHOD pattern", as in routeTable.
 func routeDocs() map[string]routeDoc {
@@ -181,7 +185,7 @@ func routeDocs() map[string]routeDoc {
 				"highest message id sent), `message_part` (MessagePartEvent), `status` (Chat), `queue` (QueueEvent), " +
 				"`action_required` (ActionRequired), `history_reset` ({}), `preview_reset` (PreviewReset), `error` (StreamError). " +
 				"Comments `: keep-alive` every 15 s.")},
-				{http.StatusBadRequest, "`after_id` is not a non-negative integer.", client.Error{}}, resp401, resp404, resp500}},
+				{http.StatusBadRequest, "`after_id` is not a non-negative integer.", client.Error{}}, resp401, resp404, resp429Streams, resp500}},
 		"POST /api/v1/chats/{chat}/stream-ticket": {op: "CreateStreamTicket", summary: "Get a ticket to open the chat's stream from a browser",
 			description: "A browser's EventSource cannot send the Authorization header: it opens GET .../stream?ticket=TICKET " +
 				"instead. A ticket is good for one stream of this chat, once, within 60 seconds; any replica redeems it. " +
@@ -191,7 +195,7 @@ func routeDocs() map[string]routeDoc {
 			description: "A `chat` event (Chat) for each of the caller's chats (most recently active first), then one after each " +
 				"committed change of a chat (coalesced: the latest state, not every intermediate one).",
 			responses: []response{{http.StatusOK, "An event stream.", eventStream("Events: `chat` (Chat). Comments `: keep-alive` every 15 s.")},
-				resp401, resp500}},
+				resp401, resp429Streams, resp500}},
 		"GET /api/v1/structured-outputs/{request_id}": {op: "GetStructuredOutput", summary: "Look up a structured request",
 			description: "The state of a structured request by its UUID. With `wait`, a `pending` request is held until it " +
 				"is terminal or the wait ends (woken by the database), then answered as it is: check `status`.",

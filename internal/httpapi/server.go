@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,7 +40,16 @@ type Options struct {
 	ServerTools []string
 	// MaxBodyBytes caps request bodies (default 1 MiB).
 	MaxBodyBytes int64
-	Logger       *slog.Logger
+	// BodyReadTimeout bounds the reading of one request body (default
+	// 30s): a client that stalls mid-body gets a 408 instead of holding a
+	// connection and a handler. It is a per-request deadline, so event
+	// streams, which have no body, are never cut by it.
+	BodyReadTimeout time.Duration
+	// MaxStreamsPerUser caps the event streams (chat streams and watches)
+	// one user has open on this process (default 32; -1: no cap); one more
+	// is answered 429 with Retry-After.
+	MaxStreamsPerUser int
+	Logger            *slog.Logger
 	// AccessLogLevel is the level of the one access line per request (the
 	// zero value is info); probes and scrapes are always at debug.
 	AccessLogLevel slog.Level
@@ -55,6 +65,27 @@ type Options struct {
 	Observe func(pattern string, status int)
 }
 
+// Defaults of Options.
+const (
+	DefaultBodyReadTimeout   = 30 * time.Second
+	DefaultMaxStreamsPerUser = 32
+)
+
+// Timeouts of the http.Server that serves the API (NewHTTPServer).
+const (
+	// ReadHeaderTimeout bounds the request line and headers.
+	ReadHeaderTimeout = 10 * time.Second
+	// IdleTimeout closes a keep-alive connection with no request.
+	IdleTimeout = 2 * time.Minute
+)
+
+// NewHTTPServer is the http.Server for the API: header and idle timeouts.
+// It has no ReadTimeout or WriteTimeout, which would cut event streams;
+// bodies are bounded per request (Options.BodyReadTimeout).
+func NewHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: ReadHeaderTimeout, IdleTimeout: IdleTimeout}
+}
+
 // Server is the HTTP API.
 type Server struct {
 	store       *store.Store
@@ -63,6 +94,8 @@ type Server struct {
 	experiments map[string]bool
 	serverTools map[string]bool
 	maxBody     int64
+	bodyTimeout time.Duration
+	maxStreams  int
 	log         *slog.Logger
 	accessLevel slog.Level
 	corsOrigins []string
@@ -73,6 +106,8 @@ type Server struct {
 
 	feeds        *feeds
 	streams      atomic.Int64
+	userStreamMu sync.Mutex
+	userStreams  map[uuid.UUID]int // open streams by user, for MaxStreamsPerUser
 	shutdown     chan struct{}
 	shutdownOnce sync.Once
 
@@ -89,6 +124,12 @@ func New(o Options) *Server {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 1 << 20
 	}
+	if o.BodyReadTimeout <= 0 {
+		o.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if o.MaxStreamsPerUser == 0 {
+		o.MaxStreamsPerUser = DefaultMaxStreamsPerUser
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -97,7 +138,8 @@ func New(o Options) *Server {
 		o.Metrics = prometheus.NewRegistry()
 	}
 	s := &Server{store: o.Store, models: o.Models, hub: o.Hub, experiments: o.Experiments,
-		serverTools: map[string]bool{}, maxBody: o.MaxBodyBytes, log: o.Logger, accessLevel: o.AccessLogLevel, corsOrigins: o.CORSOrigins, mux: http.NewServeMux(),
+		serverTools: map[string]bool{}, maxBody: o.MaxBodyBytes, bodyTimeout: o.BodyReadTimeout, maxStreams: o.MaxStreamsPerUser,
+		userStreams: map[uuid.UUID]int{}, log: o.Logger, accessLevel: o.AccessLogLevel, corsOrigins: o.CORSOrigins, mux: http.NewServeMux(),
 		observe: o.Observe, shutdown: make(chan struct{})}
 	for _, n := range o.ServerTools {
 		s.serverTools[n] = true
@@ -174,6 +216,11 @@ func (s *Server) handler(rt route) http.Handler {
 			if id, err := uuid.Parse(v); err == nil {
 				noteChat(r, id)
 			}
+		}
+		if r.ContentLength != 0 {
+			// A body that stalls is cut off (decodeBody answers 408; a
+			// route that reads none would wait for it while discarding it).
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.bodyTimeout))
 		}
 		if rt.auth {
 			if err := s.checkQuery(r, rt); err != nil {

@@ -59,6 +59,26 @@ func (s *sse) comment(text string) error {
 	return s.rc.Flush()
 }
 
+// streamSlot takes one of the caller's MaxStreamsPerUser stream slots
+// (429 when none is free); release gives it back.
+func (s *Server) streamSlot(w http.ResponseWriter, owner uuid.UUID) (release func(), err error) {
+	s.userStreamMu.Lock()
+	defer s.userStreamMu.Unlock()
+	if s.maxStreams > 0 && s.userStreams[owner] >= s.maxStreams {
+		w.Header().Set("Retry-After", "5")
+		return nil, errorf(http.StatusTooManyRequests, "Too many open streams: this user has %d on this server, the limit. "+
+			"Close one (a chat stream or a watch) before opening another.", s.userStreams[owner])
+	}
+	s.userStreams[owner]++
+	return func() {
+		s.userStreamMu.Lock()
+		defer s.userStreamMu.Unlock()
+		if s.userStreams[owner]--; s.userStreams[owner] <= 0 {
+			delete(s.userStreams, owner)
+		}
+	}, nil
+}
+
 // openSSE starts an event stream response; done must be called when it ends.
 func (s *Server) openSSE(w http.ResponseWriter, lastID int64) (*sse, func()) {
 	s.streams.Add(1)
@@ -100,6 +120,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 	}
 	owner := currentUser(r).ID
 	ctx := r.Context()
+	release, err := s.streamSlot(w, owner)
+	if err != nil {
+		return err
+	}
+	defer release()
 
 	// Deltas are subscribed before the first read, so a step's preview is
 	// not missed; committed changes come from the chat's shared feed.
@@ -321,6 +346,11 @@ func chatError(c store.Chat) client.StreamError {
 func (s *Server) watch(w http.ResponseWriter, r *http.Request) error {
 	owner := currentUser(r).ID
 	ctx := r.Context()
+	release, err := s.streamSlot(w, owner)
+	if err != nil {
+		return err
+	}
+	defer release()
 	sub := s.hub.SubscribeOwner(owner)
 	defer sub.Close()
 	chats, err := s.allChats(ctx, owner)

@@ -870,6 +870,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The request body did not arrive within the server's body read timeout (30 s by default); the connection is closed. */
+            408: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description A request with the same `Idempotency-Key` was being processed; retry. */
             409: {
                 headers: {
@@ -983,6 +994,19 @@ export interface operations {
                 headers: {
                     /** @description The Bearer challenge. */
                     "WWW-Authenticate"?: string;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The caller already has the server's limit of open event streams (chat streams and watches; 32 by default) on this server; close one. `Retry-After` says when to try again. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
                     "X-Request-ID"?: string;
                     [name: string]: unknown;
@@ -1160,6 +1184,17 @@ export interface operations {
             };
             /** @description No such resource of the caller's (another user's chat is a 404 too), or an id in the path is malformed. */
             404: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body did not arrive within the server's body read timeout (30 s by default); the connection is closed. */
+            408: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
                     "X-Request-ID"?: string;
@@ -1574,6 +1609,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The request body did not arrive within the server's body read timeout (30 s by default); the connection is closed. */
+            408: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The queue is full (20 messages), or `plan_mode: true` would drop a pending structured request, or a request with the same `Idempotency-Key` was being processed (retry). */
             409: {
                 headers: {
@@ -1702,6 +1748,17 @@ export interface operations {
             };
             /** @description No such chat or message, or the message was already deleted. */
             404: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body did not arrive within the server's body read timeout (30 s by default); the connection is closed. */
+            408: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
                     "X-Request-ID"?: string;
@@ -1951,6 +2008,19 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The caller already has the server's limit of open event streams (chat streams and watches; 32 by default) on this server; close one. `Retry-After` says when to try again. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description An internal error; the message carries no details. */
             500: {
                 headers: {
@@ -2120,6 +2190,17 @@ export interface operations {
             };
             /** @description No such resource of the caller's (another user's chat is a 404 too), or an id in the path is malformed. */
             404: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body did not arrive within the server's body read timeout (30 s by default); the connection is closed. */
+            408: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
                     "X-Request-ID"?: string;
