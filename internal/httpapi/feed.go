@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-
-	"github.com/chatd/chatd/internal/store"
 )
 
 // feeds share one database read per chat change among all the streams of
@@ -34,7 +32,7 @@ type feed struct {
 // feedSub receives a feed's reads; a stream that falls behind is told to
 // read for itself (lost).
 type feedSub struct {
-	ch   chan store.StreamRead
+	ch   chan *rendered
 	mu   sync.Mutex
 	lost bool
 }
@@ -61,7 +59,7 @@ func (f *feeds) join(chatID, owner uuid.UUID, from int64) (*feedSub, *feed, bool
 		f.m[chatID] = fd
 		go fd.run(ctx, f.s)
 	}
-	sub := &feedSub{ch: make(chan store.StreamRead, 16)}
+	sub := &feedSub{ch: make(chan *rendered, 16)}
 	fd.mu.Lock()
 	catchUp := fd.watermark > from
 	fd.subs[sub] = struct{}{}
@@ -123,17 +121,18 @@ func (fd *feed) read(ctx context.Context, s *Server) {
 		if isNotFound(err) {
 			// The chat is gone: hand out an empty read with the chat's id
 			// unset so streams end.
-			fd.broadcast(store.StreamRead{}, from)
+			fd.broadcast(&rendered{}, from)
 		}
 		return // transient: the next wake-up or resync reads again
 	}
 	if rd.Chat.SnapshotVersion <= from {
 		return
 	}
-	fd.broadcast(rd, rd.Chat.SnapshotVersion)
+	fd.broadcast(render(rd), rd.Chat.SnapshotVersion)
 }
 
-func (fd *feed) broadcast(rd store.StreamRead, watermark int64) {
+// broadcast hands one rendered read to every stream of the feed.
+func (fd *feed) broadcast(rd *rendered, watermark int64) {
 	fd.mu.Lock()
 	defer fd.mu.Unlock()
 	fd.watermark = max(fd.watermark, watermark)

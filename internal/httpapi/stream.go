@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -23,32 +22,58 @@ const (
 	streamResync    = 10 * time.Second
 )
 
-// sse writes Server-Sent Events, flushing each one.
+// sse writes Server-Sent Events. Events are written as they come and
+// flushed once per batch (flush): one read's events leave in one write to
+// the connection, not one each.
 type sse struct {
 	w      http.ResponseWriter
 	rc     *http.ResponseController
 	lastID int64
+	buf    []byte
+	dirty  bool
 }
 
-func (s *sse) event(name string, v any) error {
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "event: %s\n", name)
-	if m, ok := v.(client.ChatMessage); ok && m.ID > s.lastID {
-		// The id is the highest message id sent: Last-Event-ID on reconnect
-		// resumes after it.
-		s.lastID = m.ID
-		fmt.Fprintf(&b, "id: %d\n", s.lastID)
+// send writes one event whose data is already JSON. id > 0 is a message
+// id: the highest one sent goes out as the event id, so Last-Event-ID on
+// reconnect resumes after it.
+func (s *sse) send(name string, id int64, data []byte) error {
+	b := append(s.buf[:0], "event: "...)
+	b = append(b, name...)
+	b = append(b, '\n')
+	if id > s.lastID {
+		s.lastID = id
+		b = append(b, "id: "...)
+		b = strconv.AppendInt(b, id, 10)
+		b = append(b, '\n')
 	}
+	b = append(b, "data: "...)
+	b = append(b, data...)
+	b = append(b, "\n\n"...)
+	s.buf = b
+	s.dirty = true
+	_, err := s.w.Write(b)
+	return err
+}
+
+// event marshals v and sends it (not flushed).
+func (s *sse) event(name string, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	b.WriteString("data: ")
-	b.Write(data)
-	b.WriteString("\n\n")
-	if _, err := s.w.Write(b.Bytes()); err != nil {
-		return err
+	var id int64
+	if m, ok := v.(client.ChatMessage); ok {
+		id = m.ID
 	}
+	return s.send(name, id, data)
+}
+
+// flush sends what was written since the last flush.
+func (s *sse) flush() error {
+	if !s.dirty {
+		return nil
+	}
+	s.dirty = false
 	return s.rc.Flush()
 }
 
@@ -56,6 +81,7 @@ func (s *sse) comment(text string) error {
 	if _, err := fmt.Fprintf(s.w, ": %s\n\n", text); err != nil {
 		return err
 	}
+	s.dirty = false
 	return s.rc.Flush()
 }
 
@@ -96,7 +122,7 @@ type streamState struct {
 	attempt   int32
 	lastSeq   int64
 	status    client.ChatStatus
-	queue     string // JSON of the queue last sent
+	queue     string // data of the queue event last sent
 	action    int64  // history_version whose action_required was sent
 	errorSent int64  // history_version whose error was sent
 }
@@ -138,7 +164,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 	out, done := s.openSSE(w, int64(after))
 	defer done()
 	st := &streamState{}
-	if err := s.apply(out, st, first, true); err != nil {
+	if s.apply(out, st, render(first), true) != nil || out.flush() != nil {
 		return nil // the client went away
 	}
 	sub, fd, catchUp := s.feeds.join(chatID, owner, st.watermark)
@@ -150,14 +176,15 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 		rd, err := s.store.ReadStream(ctx, owner, chatID, st.watermark, 0, false)
 		if isNotFound(err) {
 			_ = out.event("error", client.StreamError{Message: "The chat no longer exists."})
+			_ = out.flush()
 			return err
 		}
 		if err != nil {
 			return nil // transient: the feed reads again on the next change
 		}
-		return s.apply(out, st, rd, false)
+		return s.apply(out, st, render(rd), false)
 	}
-	if catchUp && ownRead() != nil {
+	if catchUp && (ownRead() != nil || out.flush() != nil) {
 		return nil
 	}
 
@@ -201,9 +228,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 			}
 			if rd.Chat.ID == uuid.Nil {
 				_ = out.event("error", client.StreamError{Message: "The chat no longer exists."})
+				_ = out.flush()
 				return nil
 			}
-			if s.apply(out, st, rd, false) != nil || flushAhead() != nil {
+			if s.apply(out, st, rd, false) != nil || flushAhead() != nil || out.flush() != nil {
 				return nil
 			}
 		case batch := <-deltas.C():
@@ -222,6 +250,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 					}
 					fd.kick()
 				} // older generations are stale
+			}
+			if out.flush() != nil {
+				return nil
 			}
 		}
 	}
@@ -249,8 +280,12 @@ func (s *Server) part(out *sse, st *streamState, d notify.Delta) error {
 		HistoryVersion: d.HistoryVersion, GenerationAttempt: d.Attempt, Seq: d.Seq, Role: client.RoleAssistant, Part: p})
 }
 
-// apply emits the events a read implies and advances the watermark.
-func (s *Server) apply(out *sse, st *streamState, rd store.StreamRead, initial bool) error {
+// apply sends the events a read implies and advances the watermark; the
+// caller flushes.
+func (s *Server) apply(out *sse, st *streamState, rd *rendered, initial bool) error {
+	if rd.err != nil {
+		return rd.err
+	}
 	c := rd.Chat
 	if !initial && c.SnapshotVersion <= st.watermark {
 		return nil
@@ -260,17 +295,13 @@ func (s *Server) apply(out *sse, st *streamState, rd store.StreamRead, initial b
 			return err
 		}
 	}
-	for _, row := range rd.Changed {
+	for i, row := range rd.Changed {
 		// A feed's read may start below this stream's watermark: rows this
 		// stream already sent at their revision are skipped.
 		if row.Deleted || (!initial && !rd.Reset && row.Revision <= st.watermark) {
 			continue
 		}
-		m, err := toMessage(row)
-		if err != nil {
-			return err
-		}
-		if err := out.event("message", m); err != nil {
+		if err := out.send("message", rd.ids[i], rd.messages[i]); err != nil {
 			return err
 		}
 	}
@@ -287,40 +318,27 @@ func (s *Server) apply(out *sse, st *streamState, rd store.StreamRead, initial b
 	}
 	st.history, st.attempt = c.HistoryVersion, c.GenerationAttempt
 
-	queue := make([]client.QueuedMessage, 0, len(rd.Queue))
-	for _, q := range rd.Queue {
-		qm, err := toQueued(q)
-		if err != nil {
-			return err
-		}
-		queue = append(queue, qm)
-	}
-	qj, _ := json.Marshal(queue)
-	if initial || string(qj) != st.queue {
-		st.queue = string(qj)
-		if err := out.event("queue", client.QueueEvent{QueuedMessages: queue}); err != nil {
+	if initial || string(rd.queue) != st.queue {
+		st.queue = string(rd.queue)
+		if err := out.send("queue", 0, rd.queue); err != nil {
 			return err
 		}
 	}
 	if initial || c.Status != st.status {
 		st.status = c.Status
-		if err := out.event("status", toChat(c)); err != nil {
+		if err := out.send("status", 0, rd.status); err != nil {
 			return err
 		}
 	}
 	if c.Status == client.StatusRequiresAction && st.action != c.HistoryVersion {
 		st.action = c.HistoryVersion
-		calls := make([]client.ToolCall, 0, len(rd.Pending))
-		for _, p := range rd.Pending {
-			calls = append(calls, client.ToolCall{ToolCallID: p.ToolCallID, ToolName: p.ToolName, Args: p.Args})
-		}
-		if err := out.event("action_required", client.ActionRequired{ToolCalls: calls}); err != nil {
+		if err := out.send("action_required", 0, rd.action); err != nil {
 			return err
 		}
 	}
 	if c.Status == client.StatusError && st.errorSent != c.HistoryVersion {
 		st.errorSent = c.HistoryVersion
-		if err := out.event("error", chatError(c)); err != nil {
+		if err := out.send("error", 0, rd.failure); err != nil {
 			return err
 		}
 	}
@@ -372,6 +390,9 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		}
 	}
+	if out.flush() != nil {
+		return nil
+	}
 	keepAlive := time.NewTicker(streamKeepAlive)
 	defer keepAlive.Stop()
 	for {
@@ -397,13 +418,16 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) error {
 						return nil
 					}
 				}
+				if out.flush() != nil {
+					return nil
+				}
 				continue
 			}
 			c, err := s.store.GetChat(ctx, owner, ev.ChatID)
 			if err != nil {
 				continue
 			}
-			if send(c) != nil {
+			if send(c) != nil || out.flush() != nil {
 				return nil
 			}
 		}

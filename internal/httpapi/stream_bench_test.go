@@ -2,11 +2,14 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,7 +71,6 @@ func BenchmarkReceiptDelivery(b *testing.B) {
 			}()
 			owner := ownerOf(b, env, chat.Chat.ID)
 			var lat []time.Duration
-			var mu sync.Mutex
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				sent, err := c.SendMessage(ctx, chat.Chat.ID, client.SendMessageRequest{Content: text("q"), ResponseFormat: schemaFormat()})
@@ -76,42 +78,145 @@ func BenchmarkReceiptDelivery(b *testing.B) {
 					b.Fatal(err)
 				}
 				req := *sent.QueuedMessage.StructuredOutputRequestID
-				var wg sync.WaitGroup
-				start := make(chan time.Time)
-				for _, s := range streams {
-					wg.Go(func() {
-						t0 := <-start
-						for {
-							ev, err := s.Next()
-							if err != nil {
-								b.Error(err)
-								return
-							}
-							if isReceipt(req)(ev) {
-								d := time.Since(t0)
-								mu.Lock()
-								lat = append(lat, d)
-								mu.Unlock()
-								return
-							}
-						}
-					})
-				}
-				t0 := time.Now()
-				if _, _, err := env.Store.DeleteQueued(ctx, owner, chat.Chat.ID, sent.QueuedMessage.ID); err != nil {
-					b.Fatal(err)
-				}
-				for range streams {
-					start <- t0
-				}
-				wg.Wait()
+				lat = append(lat, deliver(b, streams, req, func() {
+					if _, _, err := env.Store.DeleteQueued(ctx, owner, chat.Chat.ID, sent.QueuedMessage.ID); err != nil {
+						b.Fatal(err)
+					}
+				})...)
 			}
 			b.StopTimer()
-			slices.Sort(lat)
-			if len(lat) > 0 {
-				b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50_ms")
-				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99_ms")
+			reportLatency(b, lat)
+		})
+	}
+}
+
+// deliver runs commit and returns how long the receipt of req took to reach
+// each stream, from just before the commit.
+func deliver(b *testing.B, streams []*client.Stream, req uuid.UUID, commit func()) []time.Duration {
+	var (
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		lat []time.Duration
+	)
+	start := make(chan time.Time)
+	for _, s := range streams {
+		wg.Go(func() {
+			t0 := <-start
+			for {
+				ev, err := s.Next()
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if isReceipt(req)(ev) {
+					d := time.Since(t0)
+					mu.Lock()
+					lat = append(lat, d)
+					mu.Unlock()
+					return
+				}
 			}
+		})
+	}
+	t0 := time.Now()
+	commit()
+	for range streams {
+		start <- t0
+	}
+	wg.Wait()
+	return lat
+}
+
+func reportLatency(b *testing.B, lat []time.Duration) {
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50_ms")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99_ms")
+	}
+}
+
+// BenchmarkReceiptDeliveryFloor is the least a delivery can cost, for
+// BenchmarkReceiptDelivery to be read against in the same run: one NOTIFY
+// committed in PostgreSQL, heard by one listener, and the same pre-rendered
+// receipt event written to n open streams, read by the same client.
+func BenchmarkReceiptDeliveryFloor(b *testing.B) {
+	for _, n := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) {
+			env := testenv.New(b, testenv.Options{NoRunner: true})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var (
+				mu    sync.Mutex
+				subs  []chan []byte
+				event atomic.Pointer[[]byte]
+			)
+			status, _ := json.Marshal(client.Chat{Status: client.StatusRunning})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				ch := make(chan []byte, 1)
+				mu.Lock()
+				subs = append(subs, ch)
+				mu.Unlock()
+				rc := http.NewResponseController(w)
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = w.Write(append(append([]byte("event: status\ndata: "), status...), "\n\n"...))
+				_ = rc.Flush()
+				for {
+					select {
+					case <-r.Context().Done():
+						return
+					case ev := <-ch:
+						if _, err := w.Write(ev); err != nil || rc.Flush() != nil {
+							return
+						}
+					}
+				}
+			}))
+			defer srv.Close()
+			conn, err := env.Pool.Acquire(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer conn.Release()
+			if _, err := conn.Exec(ctx, "LISTEN chatd_floor"); err != nil {
+				b.Fatal(err)
+			}
+			go func() {
+				for {
+					if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
+						return
+					}
+					ev := *event.Load()
+					mu.Lock()
+					for _, ch := range subs {
+						ch <- ev
+					}
+					mu.Unlock()
+				}
+			}()
+			c := client.New(srv.URL, "", nil)
+			streams := openStreams(b, c, uuid.New(), n)
+			defer func() {
+				for _, s := range streams {
+					s.Close()
+				}
+			}()
+			var lat []time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				req := uuid.New()
+				data, _ := json.Marshal(client.ChatMessage{ID: int64(i + 1), Role: client.RoleUser, CreatedAt: time.Now(),
+					Content:          []client.MessagePart{},
+					StructuredOutput: &client.StructuredOutput{RequestID: req, Status: client.OutputCancelled, Error: &client.StructuredOutputError{Code: client.CodeQueueDeleted, Message: "The queued message was deleted."}}})
+				ev := append(append([]byte(fmt.Sprintf("event: message\nid: %d\ndata: ", i+1)), data...), "\n\n"...)
+				event.Store(&ev)
+				lat = append(lat, deliver(b, streams, req, func() {
+					if _, err := env.Pool.Exec(ctx, "SELECT pg_notify('chatd_floor', '')"); err != nil {
+						b.Fatal(err)
+					}
+				})...)
+			}
+			b.StopTimer()
+			reportLatency(b, lat)
 		})
 	}
 }
