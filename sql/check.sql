@@ -209,7 +209,8 @@ FROM (
 -- chat waiting for client tool results with no deadline, or with no client
 -- tool call of its last assistant step left unanswered, is stuck at once:
 -- nothing would ever resume it. A runnable chat without an owner is not
--- reported: it waits for a free worker (a backlog is not a fault).
+-- reported: it waits for a free worker (a backlog is not a fault). The
+-- request is the pending structured request of the turn, if any.
 WITH waiting AS (
     SELECT c.id, c.requires_action_deadline,
            (SELECT max(m.id) FROM chat_messages m
@@ -230,7 +231,12 @@ WITH waiting AS (
     ) AS calls
     FROM waiting w
 )
-SELECT 'stuck_chat' AS check_name, u.id AS chat_id, NULL::uuid AS request_id, u.step_id AS message_id,
+SELECT 'stuck_chat' AS check_name, u.id AS chat_id,
+       (SELECT m.structured_request_id FROM chat_messages m
+         JOIN structured_requests r ON r.request_id = m.structured_request_id
+         WHERE m.chat_id = u.id AND m.kind = 'message' AND m.role = 'user' AND NOT m.deleted AND r.status = 'pending'
+         ORDER BY m.id DESC LIMIT 1) AS request_id,
+       u.step_id AS message_id,
        CASE WHEN u.calls = 0 THEN 'chat waits for client tool results, but no tool call of its last assistant step is unanswered'
             WHEN u.requires_action_deadline IS NULL THEN 'chat waits for client tool results without a deadline'
             ELSE format('chat has %s unanswered client tool calls %s past their deadline (%s), and no server answered them',
@@ -240,7 +246,12 @@ FROM unanswered u
 WHERE u.calls = 0 OR u.requires_action_deadline IS NULL
    OR u.requires_action_deadline < now() - interval '5 minutes'
 UNION ALL
-SELECT 'stuck_chat', c.id, NULL, NULL,
+SELECT 'stuck_chat', c.id,
+       (SELECT m.structured_request_id FROM chat_messages m
+         JOIN structured_requests r ON r.request_id = m.structured_request_id
+         WHERE m.chat_id = c.id AND m.kind = 'message' AND m.role = 'user' AND NOT m.deleted AND r.status = 'pending'
+         ORDER BY m.id DESC LIMIT 1),
+       NULL,
        format('chat is %s, but the lease of its worker %s expired %s ago (at %s) and no server took it over',
               c.status, c.worker_id, date_trunc('second', now() - c.lease_expires_at), c.lease_expires_at)
 FROM chats c

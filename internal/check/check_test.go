@@ -467,12 +467,12 @@ func TestStuckChat(t *testing.T) {
 	t.Run("lease expired", func(t *testing.T) {
 		t.Parallel()
 		f := newFixture(t)
-		chat, _, _ := f.structuredChat()
+		chat, req, _ := f.structuredChat()
 		if _, err := f.st.Claim(ctxT(t), uuid.New(), time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		f.exec(`UPDATE chats SET lease_expires_at = now() - interval '1 hour' WHERE id = $1`, chat.ID)
-		f.expect(f.run(), "stuck_chat", chat.ID, uuid.Nil, "chat is running, but the lease of its worker")
+		f.expect(f.run(), "stuck_chat", chat.ID, req, "chat is running, but the lease of its worker")
 		f.exec(`UPDATE chats SET status = 'interrupting' WHERE id = $1`, chat.ID)
 		f.expect(f.run(), "stuck_chat", chat.ID, uuid.Nil, "chat is interrupting, but the lease")
 	})
@@ -483,6 +483,9 @@ func TestStuckChat(t *testing.T) {
 		answer(f, chat, "b")
 		rep := f.run()
 		f.expect(rep, "stuck_chat", chat, uuid.Nil, "chat has 1 unanswered client tool calls 01:00:")
+		if v := rep.Of("stuck_chat"); len(v) == 1 && !v[0].RequestID.Valid {
+			t.Errorf("the violation names no request: %v", v[0])
+		}
 		if v := rep.Of("stuck_chat"); len(v) != 1 || v[0].MessageID == nil || *v[0].MessageID != step {
 			t.Errorf("violations %v, want one naming step %d", v, step)
 		}
