@@ -39,6 +39,15 @@
 //     queue, interrupt, edit, delete queued requests, answer client tool
 //     calls and read streams at once; then every request a client saw has
 //     exactly one receipt and a terminal lookup, and the checker is clean.
+//   - TestHostileModelStorm: TestKillRestart's servers, kills and drivers
+//     (three users), with a model that mixes issue 14's hostile output into
+//     random steps: numbers jsonb cannot store in server, client and
+//     finalizer tool arguments, duplicate tool-call ids in a step,
+//     read_file on a FIFO, numbers jsonb expands, more text than a step
+//     may hold. Afterwards every request has exactly one receipt, no chat
+//     is stuck, `chatd check` is clean, no client got a 5xx, and each
+//     hostile kind was stored screened. 8 kill points
+//     (CHATD_HOSTILE_KILLS).
 //
 // The seeded tests print their seed (with -v, and on failure); set
 // CHATD_CRASH_SEED to replay one. The schedule of kills and every answer of

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -194,12 +195,31 @@ type cluster struct {
 	ws      string
 	workers int
 	token   string
+	// users, when set, are the tokens of more users: driver id acts as
+	// users[id%len(users)]. owners maps each chat a driver created to its
+	// user's token, so that any helper reaches it as its owner.
+	users  []string
+	owners sync.Map
+	// serverErrors counts answers with a 5xx status, by method and path.
+	serverErrors sync.Map
 
 	mu    sync.Mutex
 	slots []*server
 	all   []*server
 	procs map[string]int // process name -> slot
 	gen   int
+
+	// schema, when set, is what the drivers' structured requests ask for
+	// (default outputSchema).
+	schema string
+}
+
+func (c *cluster) format() *client.ResponseFormat {
+	f := structured()
+	if c.schema != "" {
+		f.JSONSchema.Schema = json.RawMessage(c.schema)
+	}
+	return f
 }
 
 func (c *cluster) start(slot int) {
@@ -269,16 +289,58 @@ func (c *cluster) server(slot int) *server {
 
 // client returns a client of one of the servers (it may be down: callers
 // retry).
-func (c *cluster) client(n uint64) *client.Client {
+func (c *cluster) client(n uint64) *client.Client { return c.clientAs(c.token, n) }
+
+// clientAs is client for another user's token; it counts 5xx answers.
+func (c *cluster) clientAs(token string, n uint64) *client.Client {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.slots[n%uint64(len(c.slots))].client(c.token)
+	s := c.slots[n%uint64(len(c.slots))]
+	c.mu.Unlock()
+	return client.New(s.URL, token, &http.Client{Timeout: 60 * time.Second, Transport: countingTransport{c}})
+}
+
+// chatClient is a client acting as the chat's owner.
+func (c *cluster) chatClient(chat uuid.UUID, n uint64) *client.Client {
+	if tok, ok := c.owners.Load(chat); ok {
+		return c.clientAs(tok.(string), n)
+	}
+	return c.client(n)
+}
+
+// userToken is the token driver id acts with.
+func (c *cluster) userToken(id int) string {
+	if len(c.users) == 0 {
+		return c.token
+	}
+	return c.users[id%len(c.users)]
+}
+
+// countingTransport notes every 5xx answer of a server.
+type countingTransport struct{ c *cluster }
+
+func (ct countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	res, err := http.DefaultTransport.RoundTrip(r)
+	if err == nil && res.StatusCode >= 500 {
+		n, _ := ct.c.serverErrors.LoadOrStore(fmt.Sprintf("%s %s: %d", r.Method, r.URL.Path, res.StatusCode), new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
+	}
+	return res, err
+}
+
+// serverErrorReport lists the 5xx answers the clients got.
+func (c *cluster) serverErrorReport() []string {
+	var out []string
+	c.serverErrors.Range(func(k, v any) bool {
+		out = append(out, fmt.Sprintf("%s (%d times)", k, v.(*atomic.Int64).Load()))
+		return true
+	})
+	return out
 }
 
 // answer submits results for the client tool calls the chat waits for;
 // a conflict or a lost answer is fine, the caller looks again.
 func (c *cluster) answer(ctx context.Context, chat uuid.UUID, rng *rand.Rand) {
-	cl := c.client(rng.Uint64())
+	cl := c.chatClient(chat, rng.Uint64())
 	ch, err := cl.GetChat(ctx, chat)
 	if err != nil || ch.Status != client.StatusRequiresAction {
 		return
@@ -313,7 +375,7 @@ func (st slotTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // the client tool calls it waits for.
 func (c *cluster) waitIdle(ctx context.Context, chat uuid.UUID, rng *rand.Rand) bool {
 	for ctx.Err() == nil {
-		cl := c.client(rng.Uint64())
+		cl := c.chatClient(chat, rng.Uint64())
 		ch, err := cl.GetChat(ctx, chat)
 		if err == nil && (ch.Status == client.StatusWaiting || ch.Status == client.StatusError) {
 			return true
@@ -338,12 +400,13 @@ func (c *cluster) waitIdle(ctx context.Context, chat uuid.UUID, rng *rand.Rand) 
 // starts with a unique tag.
 func (c *cluster) drive(ctx context.Context, id int, seed uint64, record func(input)) {
 	rng := rand.New(rand.NewPCG(seed, uint64(id)))
+	token := c.userToken(id)
 	msg := 0
 	next := func() (string, *client.ResponseFormat) {
 		msg++
 		var f *client.ResponseFormat
 		if rng.IntN(100) < 80 {
-			f = structured()
+			f = c.format()
 		}
 		return fmt.Sprintf("[c%d m%d] Report on the project.", id, msg), f
 	}
@@ -377,15 +440,16 @@ func (c *cluster) drive(ctx context.Context, id int, seed uint64, record func(in
 			if rng.IntN(2) == 0 {
 				req.DynamicTools = []client.DynamicTool{stormTool}
 			}
-			res, err := c.client(rng.Uint64()).CreateChat(ctx, req)
+			res, err := c.clientAs(token, rng.Uint64()).CreateChat(ctx, req)
 			for refused(err) {
-				res, err = c.client(rng.Uint64()).CreateChat(ctx, req)
+				res, err = c.clientAs(token, rng.Uint64()).CreateChat(ctx, req)
 			}
 			if err != nil {
 				record(input{Text: txt})
 				continue
 			}
 			chat = res.Chat.ID
+			c.owners.Store(chat, token)
 			record(input{Chat: chat, Text: txt, Request: requestOf(&res.Messages[0], nil), Known: true})
 		}
 		for sent := 1; sent < 12 && c.waitIdle(ctx, chat, rng); {
@@ -403,9 +467,9 @@ func (c *cluster) drive(ctx context.Context, id int, seed uint64, record func(in
 					req.BusyBehavior = client.BusyInterrupt // cancels the running turn
 				}
 				deleteIt := i == 1 && action >= 70
-				res, err := c.client(rng.Uint64()).SendMessage(ctx, chat, req)
+				res, err := c.chatClient(chat, rng.Uint64()).SendMessage(ctx, chat, req)
 				for refused(err) {
-					res, err = c.client(rng.Uint64()).SendMessage(ctx, chat, req)
+					res, err = c.chatClient(chat, rng.Uint64()).SendMessage(ctx, chat, req)
 				}
 				if err != nil {
 					record(input{Chat: chat, Text: txt})
@@ -414,9 +478,9 @@ func (c *cluster) drive(ctx context.Context, id int, seed uint64, record func(in
 				in := input{Chat: chat, Text: txt, Request: requestOf(res.Message, res.QueuedMessage), Known: true}
 				if q := res.QueuedMessage; q != nil && deleteIt {
 					// Take it back while it waits (404: it was promoted first).
-					_, err := c.client(rng.Uint64()).DeleteQueued(ctx, chat, q.ID)
+					_, err := c.chatClient(chat, rng.Uint64()).DeleteQueued(ctx, chat, q.ID)
 					for refused(err) {
-						_, err = c.client(rng.Uint64()).DeleteQueued(ctx, chat, q.ID)
+						_, err = c.chatClient(chat, rng.Uint64()).DeleteQueued(ctx, chat, q.ID)
 					}
 					var ae *client.APIError
 					switch {
