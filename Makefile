@@ -67,15 +67,17 @@ fuzz:
 	go test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/validate/
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./internal/partialjson/
 
-## crash-long: the SIGKILL crash test with many kill points and a longer
-## concurrency storm (internal/crashtest). CRASH_KILLS, STORM_OPS and
-## CRASH_SEED shape it; the seed is printed, and CRASH_SEED=N replays a run.
+## crash-long: the SIGKILL crash test with many kill points, a longer
+## concurrency storm and a longer hostile-model storm (internal/crashtest).
+## CRASH_KILLS, STORM_OPS, HOSTILE_KILLS and CRASH_SEED shape it; the seed
+## is printed, and CRASH_SEED=N replays a run.
 CRASH_KILLS ?= 500
 STORM_OPS ?= 200
+HOSTILE_KILLS ?= 200
 CRASH_SEED ?=
 crash-long: pg-deps
-	CHATD_CRASH_KILLS=$(CRASH_KILLS) CHATD_STORM_OPS=$(STORM_OPS) CHATD_CRASH_SEED=$(CRASH_SEED) \
-	  go test -race -count=1 -timeout 4h -v -run '^(TestKillRestart|TestStorm)$$' ./internal/crashtest/
+	CHATD_CRASH_KILLS=$(CRASH_KILLS) CHATD_STORM_OPS=$(STORM_OPS) CHATD_HOSTILE_KILLS=$(HOSTILE_KILLS) CHATD_CRASH_SEED=$(CRASH_SEED) \
+	  go test -race -count=1 -timeout 4h -v -run '^(TestKillRestart|TestStorm|TestHostileModelStorm)$$' ./internal/crashtest/
 
 generate:
 	go tool sqlc generate
