@@ -3,6 +3,7 @@ package crashtest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"net/http/httptest"
 	"path/filepath"
@@ -27,63 +28,99 @@ const hostileSchema = `{"type":"object","properties":{"title":{"type":"string","
 // hugeText is more assistant text than one step may hold (1 MiB).
 var hugeText = strings.Repeat("flood é ", 1<<20/9*11/10)
 
-// hostileStep answers like stormStep, but most of a turn's first four
-// steps are hostile output of issue 14's kinds, drawn from the seed, the
-// message tag and the step: numbers jsonb cannot store in a server tool's,
-// a client tool's or the finalizer's arguments (item 1), duplicate
-// tool-call ids within a step, across two server calls, two client calls
-// or one of each (item 2), read_file on a FIFO (item 3), values with
-// numbers jsonb expands (item 4), and more text than a step may hold
-// (item 5).
-func hostileStep(seed uint64) func(*mockllm.Request) (mockllm.Step, bool) {
+// hostileKind is one kind of hostile output.
+type hostileKind struct {
+	name string
+	// lookup, structured: the kind needs the client tool, the finalizer.
+	lookup, structured bool
+	step               mockllm.Step
+}
+
+func hostileCall(id, name, args string) mockllm.ToolCall {
+	return mockllm.ToolCall{ID: id, Name: name, Arguments: args}
+}
+
+// hostileKinds are issue 14's kinds of hostile model output: numbers jsonb
+// cannot store in a server tool's, a client tool's or the finalizer's
+// arguments (item 1), duplicate tool-call ids within a step, across two
+// server calls, two client calls or one of each (item 2; the same id in
+// every chat, on purpose: ids are per step), read_file on a FIFO (item 3),
+// values with numbers jsonb expands (item 4), and more text than a step may
+// hold (item 5).
+var hostileKinds = []hostileKind{
+	{name: "unstorable server args", step: mockllm.Step{ToolCalls: []mockllm.ToolCall{hostileCall("", "read_file", `{"path":"notes.txt","n":1e-999999}`)}}},
+	{name: "unstorable client args", lookup: true, step: mockllm.Step{ToolCalls: []mockllm.ToolCall{hostileCall("", stormTool.Name, `{"q":1e999999}`)}}},
+	{name: "unstorable value", structured: true, step: mockllm.Step{Value: json.RawMessage(`{"title":"inf","count":1e999999}`)}},
+	{name: "duplicate server ids", step: mockllm.Step{ToolCalls: []mockllm.ToolCall{hostileCall("dup", "read_file", `{"path":"notes.txt"}`), hostileCall("dup", "list_files", `{}`)}}},
+	{name: "duplicate client ids", lookup: true, step: mockllm.Step{ToolCalls: []mockllm.ToolCall{hostileCall("dup", stormTool.Name, `{"q":"one"}`), hostileCall("dup", stormTool.Name, `{"q":"two"}`)}}},
+	{name: "duplicate mixed ids", lookup: true, step: mockllm.Step{ToolCalls: []mockllm.ToolCall{hostileCall("dup", "read_file", `{"path":"notes.txt"}`), hostileCall("dup", stormTool.Name, `{"q":"mixed"}`)}}},
+	{name: "fifo", step: mockllm.Step{ToolCalls: []mockllm.ToolCall{hostileCall("", "read_file", `{"path":"pipe"}`)}}},
+	{name: "expanding number", structured: true, step: mockllm.Step{Value: json.RawMessage(`{"title":"big","count":1,"ratio":123e65}`)}},
+	{name: "plain-notation value", structured: true, step: mockllm.Step{Value: json.RawMessage(`{"title":"plain","count":5e1,"ratio":1.50e2}`)}},
+	{name: "huge text", step: mockllm.Step{TextOnly: true, Text: hugeText}},
+}
+
+// hostileStep answers like stormStep, but a turn's first four steps are
+// often hostile (hostileKinds). Each kind is served at least three times
+// first, to the first steps it fits, so that every run has them all; then
+// two steps in three, drawn from the seed, the message tag and the step.
+// A step's answer is kept, so a provider call retried after a kill gets
+// the same one.
+func hostileStep(seed uint64) (stepFor func(*mockllm.Request) (mockllm.Step, bool), servedCounts func() string) {
 	calm := stormStep(seed)
+	var mu sync.Mutex
+	chosen := map[string]int{} // tag/step -> kind index, -1: calm
+	served := map[string]int{}
 	return func(r *mockllm.Request) (mockllm.Step, bool) {
-		tag, step := "", 0
-		for i := len(r.Messages) - 1; i >= 0; i-- {
-			m := r.Messages[i]
-			if m.Role == "assistant" {
-				step++
-			}
-			if m.Role == "user" {
-				if tag = tagRE.FindString(m.Content); tag != "" {
-					break
+			tag, step := "", 0
+			for i := len(r.Messages) - 1; i >= 0; i-- {
+				m := r.Messages[i]
+				if m.Role == "assistant" {
+					step++
+				}
+				if m.Role == "user" {
+					if tag = tagRE.FindString(m.Content); tag != "" {
+						break
+					}
 				}
 			}
+			if tag == "" || step >= 4 {
+				return mockllm.Step{}, false
+			}
+			fits := func(k hostileKind) bool {
+				return (!k.lookup || r.Tool(stormTool.Name) != nil) && (!k.structured || r.Tool(mockllm.FinalizerTool) != nil)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			key := fmt.Sprint(tag, "/", step)
+			k, ok := chosen[key]
+			if !ok {
+				k = -1
+				for i, kind := range hostileKinds {
+					if served[kind.name] < 3 && fits(kind) {
+						k = i
+						break
+					}
+				}
+				if h := hash64(seed, "hostile", tag, step); k < 0 && h%3 != 0 {
+					if i := int(h/3) % len(hostileKinds); fits(hostileKinds[i]) {
+						k = i
+					}
+				}
+				chosen[key] = k
+				if k >= 0 {
+					served[hostileKinds[k].name]++
+				}
+			}
+			if k < 0 {
+				return calm(r)
+			}
+			return hostileKinds[k].step, true
+		}, func() string {
+			mu.Lock()
+			defer mu.Unlock()
+			return fmt.Sprint(served)
 		}
-		if tag == "" || step >= 4 {
-			return mockllm.Step{}, false
-		}
-		lookup := r.Tool(stormTool.Name) != nil
-		structured := r.Tool(mockllm.FinalizerTool) != nil
-		call := func(id, name, args string) mockllm.ToolCall {
-			return mockllm.ToolCall{ID: id, Name: name, Arguments: args}
-		}
-		// The same id in every chat, on purpose: ids are per step.
-		id := "dup"
-		switch h := hash64(seed, "hostile", tag, step) % 100; {
-		case h < 10:
-			return mockllm.Step{ToolCalls: []mockllm.ToolCall{call("", "read_file", `{"path":"notes.txt","n":1e-999999}`)}}, true
-		case h < 16 && lookup:
-			return mockllm.Step{ToolCalls: []mockllm.ToolCall{call("", stormTool.Name, `{"q":1e999999}`)}}, true
-		case h < 22 && structured:
-			return mockllm.Step{Value: json.RawMessage(`{"title":"inf","count":1e999999}`)}, true
-		case h < 30:
-			return mockllm.Step{ToolCalls: []mockllm.ToolCall{call(id, "read_file", `{"path":"notes.txt"}`), call(id, "list_files", `{}`)}}, true
-		case h < 36 && lookup:
-			return mockllm.Step{ToolCalls: []mockllm.ToolCall{call(id, stormTool.Name, `{"q":"one"}`), call(id, stormTool.Name, `{"q":"two"}`)}}, true
-		case h < 42 && lookup:
-			return mockllm.Step{ToolCalls: []mockllm.ToolCall{call(id, "read_file", `{"path":"notes.txt"}`), call(id, stormTool.Name, `{"q":"mixed"}`)}}, true
-		case h < 50:
-			return mockllm.Step{ToolCalls: []mockllm.ToolCall{call("", "read_file", `{"path":"pipe"}`)}}, true
-		case h < 56 && structured:
-			return mockllm.Step{Value: json.RawMessage(`{"title":"big","count":1,"ratio":123e65}`)}, true
-		case h < 60 && structured:
-			return mockllm.Step{Value: json.RawMessage(`{"title":"plain","count":5e1,"ratio":1.50e2}`)}, true
-		case h < 64:
-			return mockllm.Step{TextOnly: true, Text: hugeText}, true
-		}
-		return calm(r)
-	}
 }
 
 // TestHostileModelStorm is issue 14's hostile-model storm: a model mixing
@@ -105,10 +142,11 @@ func TestHostileModelStorm(t *testing.T) {
 	pool := openPool(t, db)
 
 	tr := newTrigger()
+	stepFor, served := hostileStep(seed)
 	mock := mockllm.New(mockllm.Options{
 		Latency:       10 * time.Millisecond,
 		ChunkDelay:    2 * time.Millisecond,
-		StepFor:       hostileStep(seed),
+		StepFor:       stepFor,
 		BeforeRespond: func(ctx context.Context, _ *mockllm.Request) error { return hold(ctx, "request", 0) },
 		BeforeChunk:   func(ctx context.Context, _ *mockllm.Request, n int) error { return hold(ctx, "stream", n) },
 	})
@@ -199,7 +237,7 @@ func TestHostileModelStorm(t *testing.T) {
 		t.Errorf("%d users' chats; %d rejected arguments, %d renamed ids, %d FIFO refusals, %d capped steps (longest text %d bytes)",
 			owners, rejectedArgs, renamed, fifo, capped, longest)
 	}
-	t.Logf("setup %s, settled in %s", start.Sub(setup).Round(time.Millisecond), settled.Round(time.Millisecond))
+	t.Logf("setup %s, settled in %s; hostile steps served: %s", start.Sub(setup).Round(time.Millisecond), settled.Round(time.Millisecond), served())
 	t.Logf("%d kills in %s; %d messages sent, %d structured requests: %s; %d provider calls; %d rejected arguments, %d renamed ids, %d FIFO refusals, %d capped steps",
 		kills, chaos.Round(time.Millisecond), len(sent.inputs), len(seen), outcomeSummary(outcomes), len(mock.Requests()),
 		rejectedArgs, renamed, fifo, capped)
