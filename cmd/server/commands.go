@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/chatd/chatd/internal/config"
 	"github.com/chatd/chatd/internal/console"
 	"github.com/chatd/chatd/internal/hooks"
@@ -302,22 +304,55 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 func cmdToken(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newFlags("token", "chatd token create --user NAME [flags]", stderr)
-	userName := f.String("user", "CHATD_USER", "", "user name (created if it does not exist)")
-	db := addToolDatabaseFlags(f, stderr)
-	if len(args) == 0 || args[0] != "create" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			f.Usage()
-			return flag.ErrHelp
-		}
-		f.Usage()
-		return &exitError{code: 2, err: errors.New("token: say create")}
+	const synopsis = "chatd token create --user NAME [--expires-in DURATION] | list [--user NAME] | revoke TOKEN_ID [flags]"
+	verb := ""
+	if len(args) > 0 {
+		verb = args[0]
 	}
-	if err := f.Parse(args[1:]); err != nil {
+	f := newFlags("token", synopsis, stderr)
+	var userName *string
+	var expiresIn *time.Duration
+	switch verb {
+	case "create":
+		userName = f.String("user", "CHATD_USER", "", "user name (created if it does not exist)")
+		expiresIn = f.Duration("expires-in", "CHATD_TOKEN_EXPIRES_IN", 0, "the token stops working this long from now, e.g. 720h (0: never)")
+	case "list":
+		userName = f.String("user", "CHATD_USER", "", "list only this user's tokens")
+	case "revoke":
+	case "-h", "--help":
+		f.Usage()
+		return flag.ErrHelp
+	default:
+		f.Usage()
+		return &exitError{code: 2, err: errors.New("token: say create, list or revoke")}
+	}
+	db := addToolDatabaseFlags(f, stderr)
+	rest := args[1:]
+	var operand []string // revoke's TOKEN_ID, before or after the flags
+	if verb == "revoke" && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		operand, rest = rest[:1], rest[1:]
+	}
+	if err := f.Parse(rest); err != nil {
 		return err
 	}
-	if *userName == "" {
+	operand = append(operand, f.Args()...)
+	var revokeID uuid.UUID
+	switch {
+	case verb == "create" && *userName == "":
 		return &exitError{code: 2, err: errors.New("token create: --user is required")}
+	case verb == "create" && *expiresIn < 0:
+		return &exitError{code: 2, err: errors.New("token create: --expires-in must not be negative")}
+	case verb == "revoke":
+		if len(operand) != 1 {
+			return &exitError{code: 2, err: errors.New("token revoke: say which token (an id from chatd token list)")}
+		}
+		id, err := uuid.Parse(operand[0])
+		if err != nil {
+			return &exitError{code: 2, err: fmt.Errorf("token revoke: %q is not a token id (chatd token list shows them)", operand[0])}
+		}
+		revokeID = id
+	case f.NArg() > 0:
+		return &exitError{code: 2, err: fmt.Errorf("token %s: unexpected argument %q", verb, f.Arg(0))}
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	d, err := openDatabase(ctx, db, 2, logger)
@@ -328,12 +363,48 @@ func cmdToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := ensureMigrated(ctx, d, false, logger); err != nil {
 		return err
 	}
-	token, err := store.New(d.pool).CreateToken(ctx, *userName)
+	st := store.New(d.pool)
+	switch verb {
+	case "list":
+		tokens, err := st.ListTokens(ctx, *userName)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%-36s  %-20s  %-20s  %-20s  %s\n", "ID", "USER", "CREATED", "LAST USED", "EXPIRES")
+		stamp := func(t *time.Time) string {
+			if t == nil {
+				return "-"
+			}
+			return t.UTC().Format(time.RFC3339)
+		}
+		for _, t := range tokens {
+			expires := stamp(t.ExpiresAt)
+			if t.ExpiresAt == nil {
+				expires = "never"
+			} else if t.Expired {
+				expires += " (expired)"
+			}
+			fmt.Fprintf(stdout, "%-36s  %-20s  %-20s  %-20s  %s\n", t.ID, t.UserName, stamp(&t.CreatedAt), stamp(t.LastUsedAt), expires)
+		}
+		return nil
+	case "revoke":
+		if err := st.RevokeToken(ctx, revokeID); errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("token revoke: no token %s", revokeID)
+		} else if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "revoked %s (servers stop accepting it, and end its open streams, within %s)\n", revokeID, store.TokenCacheTTL)
+		return nil
+	}
+	token, expires, err := st.CreateExpiringToken(ctx, *userName, *expiresIn)
 	if errors.Is(err, store.ErrInvalidUserName) {
 		return fmt.Errorf("user name %q: use 1-64 letters, digits, '_', '.', '@' or '-'", *userName)
 	}
 	if err != nil {
 		return err
+	}
+	if expires != nil {
+		fmt.Fprintf(stderr, "chatd: the token expires at %s\n", expires.UTC().Format(time.RFC3339))
 	}
 	fmt.Fprintln(stdout, token)
 	return nil

@@ -11,9 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/chatd/chatd/internal/dbtest"
 	"github.com/chatd/chatd/internal/pglocal"
 	"github.com/chatd/chatd/internal/proctest"
+	"github.com/chatd/chatd/internal/store"
 )
 
 // TestMalformedDatabaseURL: every command that opens the database answers
@@ -115,5 +118,53 @@ func TestSighupDrains(t *testing.T) {
 	all := strings.Join(log, "\n")
 	if err != nil || !strings.Contains(all, "shutting down") || !strings.Contains(all, "msg=stopped") {
 		t.Fatalf("after SIGHUP: %v\n%s", err, all)
+	}
+}
+
+// TestTokenListRevokeExpiry: chatd token create --expires-in, token list and
+// token revoke (item 13).
+func TestTokenListRevokeExpiry(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url := dbtest.NewURL(t)
+	token, errOut, err := runCmd(ctx, "token", "create", "--user", "dora", "--expires-in", "2h", "--database-url", url)
+	if err != nil || !strings.HasPrefix(errOut, "chatd: the token expires at ") {
+		t.Fatalf("create: %v %q", err, errOut)
+	}
+	if _, _, err := runCmd(ctx, "token", "create", "--user", "erin", "--database-url", url); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runCmd(ctx, "token", "list", "--user", "dora", "--database-url", url)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if err != nil || len(lines) != 2 || !strings.HasPrefix(lines[0], "ID ") || !strings.Contains(lines[1], " dora ") ||
+		strings.Contains(lines[1], "never") || strings.Contains(lines[1], "expired") {
+		t.Fatalf("list: %v\n%s", err, out)
+	}
+	id := strings.Fields(lines[1])[0]
+	if out, _, err := runCmd(ctx, "token", "list", "--database-url", url); err != nil || strings.Count(out, "\n") != 3 ||
+		!strings.Contains(out, " erin ") || !strings.Contains(out, "never") {
+		t.Fatalf("list all: %v\n%s", err, out)
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := store.New(pool).Authenticate(ctx, strings.TrimSpace(token)); err != nil {
+		t.Fatalf("the new token: %v", err)
+	}
+	if out, _, err := runCmd(ctx, "token", "revoke", id, "--database-url", url); err != nil || !strings.HasPrefix(out, "revoked "+id) {
+		t.Fatalf("revoke: %v %q", err, out)
+	}
+	if _, err := store.New(pool).Authenticate(ctx, strings.TrimSpace(token)); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the revoked token: %v", err)
+	}
+	if _, _, err := runCmd(ctx, "token", "revoke", id, "--database-url", url); exitCode(err) != 1 || !strings.Contains(err.Error(), "no token") {
+		t.Fatalf("revoke again: %v", err)
+	}
+	for _, args := range [][]string{{"token", "revoke"}, {"token", "revoke", "nope"}, {"token", "create", "--user", "x", "--expires-in", "-1h"}, {"token", "sideways"}} {
+		if _, _, err := runCmd(ctx, append(args, "--database-url", url)...); exitCode(err) != 2 {
+			t.Errorf("chatd %v: exit %d %v, want 2", args, exitCode(err), err)
+		}
 	}
 }

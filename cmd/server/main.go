@@ -2,7 +2,7 @@
 //
 //	chatd server            run the HTTP API and the workers
 //	chatd migrate up|down|status
-//	chatd token create --user NAME
+//	chatd token create|list|revoke
 //	chatd check             report invariant violations (sql/check.sql)
 //	chatd chat ...          use chats over HTTP (internal/cli)
 //	chatd result REQUEST_ID a structured request's result
@@ -36,6 +36,7 @@ Usage:
   chatd server [flags]                 run the HTTP API and the workers
   chatd migrate up|down|status [flags] manage the database schema
   chatd token create --user NAME       create a user if needed and print a new API token
+  chatd token list|revoke ...          list tokens; revoke one by its id
   chatd check [flags]                  check the database's invariants; exit 1 on violations
   chatd chat new|send|list|show|tail|interrupt ...
                                        use chats on a server (CHATD_URL, CHATD_TOKEN)

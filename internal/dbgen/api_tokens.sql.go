@@ -7,6 +7,7 @@ package dbgen
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -15,42 +16,127 @@ const tokenAuthenticate = `-- name: TokenAuthenticate :one
 WITH t AS (
     SELECT api_tokens.id, api_tokens.user_id, api_tokens.last_used_at
     FROM api_tokens WHERE api_tokens.token_hash = $1
+      AND (api_tokens.expires_at IS NULL OR api_tokens.expires_at > now())
 ), touched AS (
     UPDATE api_tokens SET last_used_at = now()
     FROM t
     WHERE api_tokens.id = t.id AND (t.last_used_at IS NULL OR t.last_used_at < now() - interval '1 minute')
 )
-SELECT users.id, users.name
+SELECT users.id, users.name, t.id AS token_id
 FROM t JOIN users ON users.id = t.user_id
 `
 
 type TokenAuthenticateRow struct {
-	ID   uuid.UUID
-	Name string
+	ID      uuid.UUID
+	Name    string
+	TokenID uuid.UUID
 }
 
-// Resolves a token digest to its user. last_used_at is refreshed at most once
-// a minute so that authentication stays a read on the hot path.
+// Resolves a token digest that has not expired to its user. last_used_at is
+// refreshed at most once a minute so that authentication stays a read on the
+// hot path.
 func (q *Queries) TokenAuthenticate(ctx context.Context, db DBTX, tokenHash []byte) (TokenAuthenticateRow, error) {
 	row := db.QueryRow(ctx, tokenAuthenticate, tokenHash)
 	var i TokenAuthenticateRow
-	err := row.Scan(&i.ID, &i.Name)
+	err := row.Scan(&i.ID, &i.Name, &i.TokenID)
 	return i, err
 }
 
-const tokenInsert = `-- name: TokenInsert :one
-INSERT INTO api_tokens (user_id, token_hash) VALUES ($1, $2)
+const tokenDelete = `-- name: TokenDelete :one
+DELETE FROM api_tokens WHERE api_tokens.id = $1
 RETURNING id
 `
 
-type TokenInsertParams struct {
-	UserID    uuid.UUID
-	TokenHash []byte
+// Revokes a token: it stops authenticating (within store.TokenCacheTTL on
+// processes that cached it) and its unused stream tickets go with it.
+func (q *Queries) TokenDelete(ctx context.Context, db DBTX, id uuid.UUID) (uuid.UUID, error) {
+	row := db.QueryRow(ctx, tokenDelete, id)
+	var id_2 uuid.UUID
+	err := row.Scan(&id_2)
+	return id_2, err
 }
 
-func (q *Queries) TokenInsert(ctx context.Context, db DBTX, arg TokenInsertParams) (uuid.UUID, error) {
-	row := db.QueryRow(ctx, tokenInsert, arg.UserID, arg.TokenHash)
-	var id uuid.UUID
-	err := row.Scan(&id)
-	return id, err
+const tokenInsert = `-- name: TokenInsert :one
+INSERT INTO api_tokens (user_id, token_hash, expires_at)
+VALUES ($1, $2, CASE WHEN $3::double precision > 0
+    THEN now() + make_interval(secs => $3::double precision) END)
+RETURNING id, expires_at
+`
+
+type TokenInsertParams struct {
+	UserID           uuid.UUID
+	TokenHash        []byte
+	ExpiresInSeconds float64
+}
+
+type TokenInsertRow struct {
+	ID        uuid.UUID
+	ExpiresAt *time.Time
+}
+
+func (q *Queries) TokenInsert(ctx context.Context, db DBTX, arg TokenInsertParams) (TokenInsertRow, error) {
+	row := db.QueryRow(ctx, tokenInsert, arg.UserID, arg.TokenHash, arg.ExpiresInSeconds)
+	var i TokenInsertRow
+	err := row.Scan(&i.ID, &i.ExpiresAt)
+	return i, err
+}
+
+const tokenIsLive = `-- name: TokenIsLive :one
+SELECT EXISTS (
+    SELECT 1 FROM api_tokens
+    WHERE api_tokens.id = $1 AND (api_tokens.expires_at IS NULL OR api_tokens.expires_at > now())
+)::boolean AS live
+`
+
+// Whether a token still exists and has not expired (open streams ask).
+func (q *Queries) TokenIsLive(ctx context.Context, db DBTX, id uuid.UUID) (bool, error) {
+	row := db.QueryRow(ctx, tokenIsLive, id)
+	var live bool
+	err := row.Scan(&live)
+	return live, err
+}
+
+const tokenList = `-- name: TokenList :many
+SELECT api_tokens.id, users.name AS user_name, api_tokens.created_at, api_tokens.last_used_at, api_tokens.expires_at,
+    (api_tokens.expires_at IS NOT NULL AND api_tokens.expires_at <= now())::boolean AS expired
+FROM api_tokens JOIN users ON users.id = api_tokens.user_id
+WHERE $1::text IS NULL OR users.name = $1::text
+ORDER BY users.name, api_tokens.created_at, api_tokens.id
+`
+
+type TokenListRow struct {
+	ID         uuid.UUID
+	UserName   string
+	CreatedAt  time.Time
+	LastUsedAt *time.Time
+	ExpiresAt  *time.Time
+	Expired    bool
+}
+
+// Every token, or one user's, with its state on the database clock.
+func (q *Queries) TokenList(ctx context.Context, db DBTX, userName *string) ([]TokenListRow, error) {
+	rows, err := db.Query(ctx, tokenList, userName)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []TokenListRow
+	for rows.Next() {
+		var i TokenListRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.UserName,
+			&i.CreatedAt,
+			&i.LastUsedAt,
+			&i.ExpiresAt,
+			&i.Expired,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

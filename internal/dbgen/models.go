@@ -19,6 +19,7 @@ type ApiToken struct {
 	TokenHash  []byte
 	CreatedAt  time.Time
 	LastUsedAt *time.Time
+	ExpiresAt  *time.Time
 }
 
 type Chat struct {
@@ -88,6 +89,7 @@ type StreamTicket struct {
 	UserID    uuid.UUID
 	ChatID    uuid.UUID
 	ExpiresAt time.Time
+	TokenID   uuid.NullUUID
 }
 
 type StructuredRequest struct {

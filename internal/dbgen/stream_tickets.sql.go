@@ -16,15 +16,16 @@ const streamTicketInsertIfOwned = `-- name: StreamTicketInsertIfOwned :one
 WITH purged AS (
     DELETE FROM stream_tickets WHERE stream_tickets.expires_at < now()
 )
-INSERT INTO stream_tickets (digest, user_id, chat_id, expires_at)
-SELECT $1, chats.owner_id, chats.id, now() + make_interval(secs => $2::double precision)
-FROM chats WHERE chats.id = $3 AND chats.owner_id = $4
+INSERT INTO stream_tickets (digest, user_id, chat_id, expires_at, token_id)
+SELECT $1, chats.owner_id, chats.id, now() + make_interval(secs => $2::double precision), $3::uuid
+FROM chats WHERE chats.id = $4 AND chats.owner_id = $5
 RETURNING expires_at
 `
 
 type StreamTicketInsertIfOwnedParams struct {
 	Digest     []byte
 	TtlSeconds float64
+	TokenID    uuid.NullUUID
 	ChatID     uuid.UUID
 	UserID     uuid.UUID
 }
@@ -35,6 +36,7 @@ func (q *Queries) StreamTicketInsertIfOwned(ctx context.Context, db DBTX, arg St
 	row := db.QueryRow(ctx, streamTicketInsertIfOwned,
 		arg.Digest,
 		arg.TtlSeconds,
+		arg.TokenID,
 		arg.ChatID,
 		arg.UserID,
 	)
@@ -45,13 +47,14 @@ func (q *Queries) StreamTicketInsertIfOwned(ctx context.Context, db DBTX, arg St
 
 const streamTicketRedeem = `-- name: StreamTicketRedeem :one
 DELETE FROM stream_tickets WHERE stream_tickets.digest = $1
-RETURNING user_id, chat_id, (expires_at >= now())::boolean AS valid
+RETURNING user_id, chat_id, token_id, (expires_at >= now())::boolean AS valid
 `
 
 type StreamTicketRedeemRow struct {
-	UserID uuid.UUID
-	ChatID uuid.UUID
-	Valid  bool
+	UserID  uuid.UUID
+	ChatID  uuid.UUID
+	TokenID uuid.NullUUID
+	Valid   bool
 }
 
 // Uses a ticket up: it is deleted whether or not it is still valid, so it
@@ -59,6 +62,11 @@ type StreamTicketRedeemRow struct {
 func (q *Queries) StreamTicketRedeem(ctx context.Context, db DBTX, digest []byte) (StreamTicketRedeemRow, error) {
 	row := db.QueryRow(ctx, streamTicketRedeem, digest)
 	var i StreamTicketRedeemRow
-	err := row.Scan(&i.UserID, &i.ChatID, &i.Valid)
+	err := row.Scan(
+		&i.UserID,
+		&i.ChatID,
+		&i.TokenID,
+		&i.Valid,
+	)
 	return i, err
 }

@@ -176,7 +176,7 @@ var streamEvents = map[string][]sseEvent{
 	streamRoute: {{"message", client.ChatMessage{}}, {"message_part", client.MessagePartEvent{}}, {"status", client.Chat{}},
 		{"queue", client.QueueEvent{}}, {"action_required", client.ActionRequired{}}, {"history_reset", nil},
 		{"preview_reset", client.PreviewReset{}}, {"error", client.StreamError{}}},
-	"GET /api/v1/chats/watch": {{"chat", client.Chat{}}},
+	"GET /api/v1/chats/watch": {{"chat", client.Chat{}}, {"error", client.StreamError{}}},
 }
 
 // eventSchema is the schema of one event of a stream: only `message`

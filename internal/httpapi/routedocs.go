@@ -174,7 +174,9 @@ func routeDocs() map[string]routeDoc {
 				resp401, resp404, resp500}},
 		"GET /api/v1/chats/{chat}/stream": {op: "Stream", summary: "Follow a chat live (Server-Sent Events)",
 			description: "First the committed client-visible messages after `after_id` (or the `Last-Event-ID` header), the " +
-				"queue and the status; then live events until the client leaves or the server shuts down. See docs/streams.md.",
+				"queue and the status; then live events until the client leaves or the server shuts down, or until the token " +
+				"it was opened with (directly or through a ticket) is revoked or expires: then an `error` event ends it within " +
+				"5 seconds. See docs/streams.md.",
 			query: []queryParam{{"after_id", "Send only messages with a larger id (default 0: all).",
 				map[string]any{"type": "integer", "format": "int64", "minimum": 0}},
 				{"ticket", "A stream ticket (POST .../stream-ticket) in place of the Authorization header, for EventSource.",
@@ -194,7 +196,8 @@ func routeDocs() map[string]routeDoc {
 		"GET /api/v1/chats/watch": {op: "Watch", summary: "Follow all the caller's chats (Server-Sent Events)",
 			description: "A `chat` event (Chat) for each of the caller's chats (most recently active first), then one after each " +
 				"committed change of a chat (coalesced: the latest state, not every intermediate one).",
-			responses: []response{{http.StatusOK, "An event stream.", eventStream("Events: `chat` (Chat). Comments `: keep-alive` every 15 s.")},
+			responses: []response{{http.StatusOK, "An event stream.", eventStream("Events: `chat` (Chat); `error` (StreamError), the last one, when the stream's token " +
+				"was revoked or expired. Comments `: keep-alive` every 15 s.")},
 				resp401, resp429Streams, resp500}},
 		"GET /api/v1/structured-outputs/{request_id}": {op: "GetStructuredOutput", summary: "Look up a structured request",
 			description: "The state of a structured request by its UUID. With `wait`, a `pending` request is held until it " +

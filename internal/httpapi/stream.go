@@ -144,13 +144,16 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 			after = int(n)
 		}
 	}
-	owner := currentUser(r).ID
+	u := currentUser(r)
+	owner := u.ID
 	ctx := r.Context()
 	release, err := s.streamSlot(w, owner)
 	if err != nil {
 		return err
 	}
 	defer release()
+	recheck, stopRecheck := recheckToken(u)
+	defer stopRecheck()
 
 	// Deltas are subscribed before the first read, so a step's preview is
 	// not missed; committed changes come from the chat's shared feed.
@@ -218,6 +221,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		case <-keepAlive.C:
 			if out.comment("keep-alive") != nil {
+				return nil
+			}
+		case <-recheck:
+			if s.tokenGone(ctx, u) {
+				_ = out.event("error", errTokenGone)
 				return nil
 			}
 		case rd := <-sub.ch:
@@ -362,13 +370,16 @@ func chatError(c store.Chat) client.StreamError {
 // chat again after each committed change (coalesced: a reader sees the
 // latest state, not every intermediate one).
 func (s *Server) watch(w http.ResponseWriter, r *http.Request) error {
-	owner := currentUser(r).ID
+	u := currentUser(r)
+	owner := u.ID
 	ctx := r.Context()
 	release, err := s.streamSlot(w, owner)
 	if err != nil {
 		return err
 	}
 	defer release()
+	recheck, stopRecheck := recheckToken(u)
+	defer stopRecheck()
 	sub := s.hub.SubscribeOwner(owner)
 	defer sub.Close()
 	chats, err := s.allChats(ctx, owner)
@@ -404,6 +415,11 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		case <-keepAlive.C:
 			if out.comment("keep-alive") != nil {
+				return nil
+			}
+		case <-recheck:
+			if s.tokenGone(ctx, u) {
+				_ = out.event("error", errTokenGone)
 				return nil
 			}
 		case <-sub.C():

@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/store"
 )
 
 // streamTicketTTL is how long a stream ticket may wait to be used.
@@ -22,7 +23,8 @@ func (s *Server) streamTicket(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ticket, expires, err := s.store.CreateStreamTicket(r.Context(), currentUser(r).ID, chatID, streamTicketTTL)
+	u := currentUser(r)
+	ticket, expires, err := s.store.CreateStreamTicket(r.Context(), u.ID, u.TokenID, chatID, streamTicketTTL)
 	if err != nil {
 		return err
 	}
@@ -32,18 +34,21 @@ func (s *Server) streamTicket(w http.ResponseWriter, r *http.Request) error {
 
 // ticketUser redeems the ?ticket= of a stream request: the user it was
 // issued to, or false when the request carries none.
-func (s *Server) ticketUser(r *http.Request) (uuid.UUID, bool, error) {
+func (s *Server) ticketUser(r *http.Request) (store.User, bool, error) {
 	ticket := r.URL.Query().Get("ticket")
 	if r.Pattern != streamRoute || ticket == "" || r.Header.Get("Authorization") != "" {
-		return uuid.Nil, false, nil
+		return store.User{}, false, nil
 	}
 	chatID, err := uuid.Parse(r.PathValue("chat"))
 	if err != nil {
-		return uuid.Nil, true, errorf(http.StatusNotFound, "No such chat.")
+		return store.User{}, true, errorf(http.StatusNotFound, "No such chat.")
 	}
-	id, err := s.store.RedeemStreamTicket(r.Context(), ticket, chatID)
+	u, err := s.store.RedeemStreamTicket(r.Context(), ticket, chatID)
+	if err == nil && u.TokenID != uuid.Nil && s.tokenGone(r.Context(), user{TokenID: u.TokenID}) {
+		err = store.ErrNotFound // its token expired since it was issued
+	}
 	if isNotFound(err) {
-		return uuid.Nil, true, errorf(http.StatusUnauthorized, "The stream ticket is not valid (unknown, used, expired, or for another chat).")
+		return store.User{}, true, errorf(http.StatusUnauthorized, "The stream ticket is not valid (unknown, used, expired, for another chat, or its token was revoked or expired).")
 	}
-	return id, true, err
+	return u, true, err
 }

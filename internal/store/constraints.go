@@ -84,6 +84,7 @@ const (
 	StreamTicketsUserIDFkey   Constraint = "stream_tickets_user_id_fkey"
 	StreamTicketsChatIDFkey   Constraint = "stream_tickets_chat_id_fkey"
 	StreamTicketsDigestSHA256 Constraint = "stream_tickets_digest_sha256"
+	StreamTicketsTokenIDFkey  Constraint = "stream_tickets_token_id_fkey"
 )
 
 // Trigger invariants (sql/triggers/).

@@ -15,6 +15,7 @@ import (
 	"net"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -143,9 +144,18 @@ func HashToken(token string) []byte {
 // CreateToken creates the user if needed and a new token for them. The
 // token is returned once; only its digest is stored.
 func (s *Store) CreateToken(ctx context.Context, userName string) (string, error) {
+	token, _, err := s.CreateExpiringToken(ctx, userName, 0)
+	return token, err
+}
+
+// CreateExpiringToken is CreateToken for a token that stops working
+// expiresIn from now on the database clock (0: never), returned with its
+// expiry (nil: never).
+func (s *Store) CreateExpiringToken(ctx context.Context, userName string, expiresIn time.Duration) (string, *time.Time, error) {
+	var expires *time.Time
 	var secret [32]byte
 	if _, err := rand.Read(secret[:]); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	token := TokenPrefix + base64.RawURLEncoding.EncodeToString(secret[:])
 	err := s.tx(ctx, "create_token", func(tx pgx.Tx) error {
@@ -153,14 +163,16 @@ func (s *Store) CreateToken(ctx context.Context, userName string) (string, error
 		if err != nil {
 			return err
 		}
-		_, err = s.q.TokenInsert(ctx, tx, dbgen.TokenInsertParams{UserID: u.ID, TokenHash: HashToken(token)})
+		row, err := s.q.TokenInsert(ctx, tx, dbgen.TokenInsertParams{UserID: u.ID, TokenHash: HashToken(token),
+			ExpiresInSeconds: expiresIn.Seconds()})
+		expires = row.ExpiresAt
 		return err
 	})
 	if err != nil {
 		if IsConstraint(err, UsersNameCheck) {
-			return "", fmt.Errorf("%w %q", ErrInvalidUserName, userName)
+			return "", nil, fmt.Errorf("%w %q", ErrInvalidUserName, userName)
 		}
-		return "", err
+		return "", nil, err
 	}
-	return token, nil
+	return token, expires, nil
 }

@@ -4,6 +4,10 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/chatd/chatd/internal/dbgen"
 )
 
 // TokenCacheTTL is how long a successful token lookup is reused without
@@ -70,7 +74,35 @@ func (s *Store) Authenticate(ctx context.Context, token string) (User, error) {
 	if err != nil {
 		return User{}, mapError(err)
 	}
-	u := User(row)
+	u := User{ID: row.ID, Name: row.Name, TokenID: row.TokenID}
 	s.tokens.put(key, u, now)
 	return u, nil
+}
+
+// TokenLive says whether a token still exists and has not expired, asking
+// the database (no cache): open streams ask every TokenCacheTTL.
+func (s *Store) TokenLive(ctx context.Context, id uuid.UUID) (bool, error) {
+	live, err := s.q.TokenIsLive(ctx, s.pool, id)
+	return live, mapError(err)
+}
+
+// TokenInfo describes a token for `chatd token list` (never its secret).
+type TokenInfo = dbgen.TokenListRow
+
+// ListTokens lists every token, or userName's (when not empty).
+func (s *Store) ListTokens(ctx context.Context, userName string) ([]TokenInfo, error) {
+	var name *string
+	if userName != "" {
+		name = &userName
+	}
+	rows, err := s.q.TokenList(ctx, s.pool, name)
+	return rows, mapError(err)
+}
+
+// RevokeToken deletes a token; ErrNotFound when there is none with id.
+// Processes that cached it stop accepting it within TokenCacheTTL, and its
+// open streams end within that bound too.
+func (s *Store) RevokeToken(ctx context.Context, id uuid.UUID) error {
+	_, err := s.q.TokenDelete(ctx, s.pool, id)
+	return mapError(err)
 }

@@ -128,6 +128,8 @@ type Request struct {
 type User struct {
 	ID   uuid.UUID
 	Name string
+	// TokenID is the token that authenticated the user (Authenticate).
+	TokenID uuid.UUID
 }
 
 // Depths are the gauges /metrics reads from the database.

@@ -185,7 +185,7 @@ export interface paths {
         };
         /**
          * Follow a chat live (Server-Sent Events)
-         * @description First the committed client-visible messages after `after_id` (or the `Last-Event-ID` header), the queue and the status; then live events until the client leaves or the server shuts down. See docs/streams.md.
+         * @description First the committed client-visible messages after `after_id` (or the `Last-Event-ID` header), the queue and the status; then live events until the client leaves or the server shuts down, or until the token it was opened with (directly or through a ticket) is revoked or expires: then an `error` event ends it within 5 seconds. See docs/streams.md.
          */
         get: operations["Stream"];
         put?: never;
@@ -975,6 +975,10 @@ export interface operations {
                         data: components["schemas"]["Chat"];
                         /** @enum {string} */
                         event: "chat";
+                    } | {
+                        data: components["schemas"]["StreamError"];
+                        /** @enum {string} */
+                        event: "error";
                     };
                 };
             };
