@@ -96,11 +96,8 @@ func TestRevokedOrExpiredTokenEndsItsStreams(t *testing.T) {
 			}
 			bound := store.TokenCacheTTL + 5*time.Second // the re-check interval, plus a loaded machine's slack
 			for _, col := range []*collector{stream, watch} {
-				evs := col.until(t, "an error event", func(ev client.StreamEvent) bool { return ev.Type == client.EventError })
-				if e := evs[len(evs)-1].Error; e == nil || !strings.Contains(e.Message, "revoked or has expired") {
-					t.Fatalf("error event %+v", evs[len(evs)-1])
-				}
-				// The client reconnects and is refused for good.
+				// The stream ends, the client reconnects and is refused for
+				// good...
 				select {
 				case err := <-col.errs:
 					var ae *client.APIError
@@ -109,6 +106,15 @@ func TestRevokedOrExpiredTokenEndsItsStreams(t *testing.T) {
 					}
 				case <-time.After(60 * time.Second):
 					t.Fatal("the stream was not refused after its token went")
+				}
+				// ...and the last event it had was the error (the collector
+				// queued every event before the end).
+				var last client.StreamEvent
+				for len(col.events) > 0 {
+					last = <-col.events
+				}
+				if last.Error == nil || !strings.Contains(last.Error.Message, "revoked or has expired") {
+					t.Fatalf("the last event: %+v", last)
 				}
 			}
 			last := ""
