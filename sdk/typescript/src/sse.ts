@@ -12,12 +12,16 @@ export type StreamEvent =
   | { type: "action_required"; data: S["ActionRequired"] }
   | { type: "history_reset"; data: Record<string, never> }
   | { type: "preview_reset"; data: S["PreviewReset"] }
-  /** The server's own error event: a failed turn, or the chat is gone. Not a transport error. */
+  /** The server's own error event: a failed turn, the chat is gone, or the stream's token was revoked or expired. Not a transport error. */
   | { type: "error"; data: S["StreamError"] }
   | UnknownEvent;
 
 /** An event of the watch stream. */
-export type WatchEvent = { type: "chat"; data: S["Chat"] } | UnknownEvent;
+export type WatchEvent =
+  | { type: "chat"; data: S["Chat"] }
+  /** The last event when the watch's token was revoked or expired. Not a transport error. */
+  | { type: "error"; data: S["StreamError"] }
+  | UnknownEvent;
 
 // The OpenAPI document types each stream's events: the SDK's events must be
 // exactly those, with the same data types, or this does not compile (a
