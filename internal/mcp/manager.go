@@ -447,7 +447,7 @@ func (s *server) connect(ctx context.Context) (*session, error) {
 		_ = cs.Wait()
 		close(sess.done)
 	}()
-	if err := s.list(cctx, cs); err != nil {
+	if err := s.list(cctx, cs, ""); err != nil {
 		_ = cs.Close()
 		<-sess.done
 		return nil, fmt.Errorf("list tools: %w", err)
@@ -459,15 +459,16 @@ func (s *server) connect(ctx context.Context) (*session, error) {
 func (s *server) refresh(ctx context.Context, sess *sdk.ClientSession, why string) {
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
-	if err := s.list(ctx, sess); err != nil {
+	if err := s.list(ctx, sess, why); err != nil {
 		s.log.Warn("mcp tool refresh failed", slog.String("error", err.Error()))
-		return
 	}
-	s.m.m.refreshes.WithLabelValues(s.cfg.Name, why).Inc()
 }
 
-// list reads every page of tools/list and admits the tools.
-func (s *server) list(ctx context.Context, sess *sdk.ClientSession) error {
+// list reads every page of tools/list and admits the tools. why, when set,
+// is counted as a refresh before the change is announced: a waiter woken by
+// the announcement sees the count (it once came after, and a test waiting
+// for both could sleep through the only wake-up).
+func (s *server) list(ctx context.Context, sess *sdk.ClientSession, why string) error {
 	s.refreshMu.Lock()
 	defer s.refreshMu.Unlock()
 	tools := map[string]Tool{}
@@ -494,6 +495,9 @@ func (s *server) list(ctx context.Context, sess *sdk.ClientSession) error {
 		}
 		tools[t.Name] = a
 		order = append(order, t.Name)
+	}
+	if why != "" {
+		s.m.m.refreshes.WithLabelValues(s.cfg.Name, why).Inc()
 	}
 	s.mu.Lock()
 	s.tools, s.order = tools, order
