@@ -128,6 +128,8 @@ type Chat struct {
 	// Mode is normal, plan or child.
 	Mode         ChatMode   `json:"mode"`
 	ParentChatID *uuid.UUID `json:"parent_chat_id,omitempty"`
+	// MCPServers are the MCP servers the chat opted into at creation.
+	MCPServers []string `json:"mcp_servers,omitempty"`
 	// PendingToolCalls are the client tool calls to answer while the chat
 	// is requires_action.
 	PendingToolCalls []ToolCall `json:"pending_tool_calls,omitempty"`
@@ -240,6 +242,9 @@ type CreateChatRequest struct {
 	// ParentChatID makes a child chat of one of the caller's chats.
 	ParentChatID *uuid.UUID    `json:"parent_chat_id,omitempty"`
 	DynamicTools []DynamicTool `json:"dynamic_tools,omitempty"`
+	// MCPServers opts the chat into operator-configured MCP servers by
+	// name (servers configured for all chats need no opt-in).
+	MCPServers []string `json:"mcp_servers,omitempty"`
 }
 
 // Busy behaviours of SendMessageRequest.

@@ -19,6 +19,7 @@ import (
 	"github.com/chatd/chatd/internal/console"
 	"github.com/chatd/chatd/internal/hooks"
 	"github.com/chatd/chatd/internal/httpapi"
+	"github.com/chatd/chatd/internal/mcp"
 	"github.com/chatd/chatd/internal/migrate"
 	"github.com/chatd/chatd/internal/notify"
 	"github.com/chatd/chatd/internal/provider"
@@ -136,9 +137,15 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	hub := notify.New(d.pool, logger)
 	relay := notify.NewRelay(d.pool, hub, logger)
 	models := provider.NewRegistry(cfg, provider.Options{Logger: logger})
-	api := httpapi.New(httpapi.Options{Store: st, Models: models, Hub: hub, Experiments: exp, ServerTools: toolNames, Logger: logger, AccessLogLevel: accessLogLevel, CORSOrigins: origins, Metrics: reg,
+	// MCP servers: stdio children are started here and stopped (their
+	// whole process group) when the server returns, after the runner.
+	mcps := mcp.New(cfg.MCPServers, mcp.Options{Logger: logger, Metrics: reg, Reserved: []string{runner.FinalizerName}})
+	mcps.Start(ctx)
+	defer mcps.Close()
+	api := httpapi.New(httpapi.Options{Store: st, Models: models, Hub: hub, Experiments: exp, ServerTools: toolNames, MCP: mcps,
+		Logger: logger, AccessLogLevel: accessLogLevel, CORSOrigins: origins, Metrics: reg,
 		BodyReadTimeout: *bodyTimeout, MaxStreamsPerUser: *maxStreams})
-	run := runner.New(st, models, hub, runner.Options{Workers: *workers, MaxSteps: *maxSteps, Tools: serverTools,
+	run := runner.New(st, models, hub, runner.Options{Workers: *workers, MaxSteps: *maxSteps, Tools: serverTools, MCP: mcps,
 		Lease: *lease, DrainTimeout: *drain, ActionTimeout: *toolTimeout, SilenceTimeout: *silence,
 		ServerToolTimeout: *serverToolTimeout, MaxAttempts: *providerAttempts,
 		Hooks: stopHooks, CompactionThreshold: cfg.CompactionThreshold, Preview: relay, Logger: logger, Metrics: reg})

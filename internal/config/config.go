@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/chatd/chatd/internal/hooks"
+	"github.com/chatd/chatd/internal/mcp"
 )
 
 // Provider types.
@@ -35,6 +36,10 @@ type Config struct {
 	// CompactionThreshold is the fraction of a model's context window the
 	// prompt may fill before older history is summarised (default 0.7).
 	CompactionThreshold float64 `json:"compaction_threshold,omitempty"`
+	// MCPServers are Model Context Protocol servers whose tools the agent
+	// may use (see internal/mcp and docs/tools.md). Only the operator
+	// configures them: the API can opt a chat into one by name, nothing more.
+	MCPServers []mcp.ServerConfig `json:"mcp_servers,omitempty"`
 }
 
 // Provider is one LLM endpoint. The API key is read from the environment
@@ -167,6 +172,13 @@ func (c *Config) check() error {
 		c.CompactionThreshold = 0.7
 	}
 	if _, err := hooks.New(c.Hooks, nil); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	ids := make([]string, 0, len(c.Models))
+	for _, m := range c.Models {
+		ids = append(ids, m.ID)
+	}
+	if err := mcp.CheckConfigs(c.MCPServers, ids); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	if c.DefaultModel == "" && len(c.Models) > 0 {

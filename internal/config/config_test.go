@@ -55,3 +55,29 @@ func TestExampleConfig(t *testing.T) {
 		t.Fatalf("%+v %v", c, err)
 	}
 }
+
+// mcp_servers are checked with the file: names, transports, models, and
+// unknown fields (a typo in an operator's config is an error, not ignored).
+func TestMCPServers(t *testing.T) {
+	t.Parallel()
+	doc := func(servers string) string {
+		return `{"providers":[{"name":"p","type":"openai"}],"models":[{"id":"m","provider":"p","model":"gpt"}],"mcp_servers":[` + servers + `]}`
+	}
+	for _, tc := range []struct{ servers, err string }{
+		{`{"name":"fs","transport":"stdio","command":"node","args":["server.js","/srv"],"env":{"TOKEN":"FS_TOKEN"},"allow":["read_file"],"timeout":"10s","models":["m"],"idempotent":true}`, ""},
+		{`{"name":"remote","transport":"http","url":"https://mcp.example.com/mcp","headers":{"Authorization":"MCP_AUTH"},"chats":"all"}`, ""},
+		{`{"name":"a_b","transport":"stdio","command":"x"}`, "name"},
+		{`{"name":"x","transport":"stdio","command":"x"},{"name":"x","transport":"stdio","command":"y"}`, "defined twice"},
+		{`{"name":"x","transport":"ws","url":"ws://h"}`, "not stdio or http"},
+		{`{"name":"x","transport":"stdio","command":"x","models":["nope"]}`, "not a configured model"},
+		{`{"name":"x","transport":"stdio","command":"x","env":{"A":"$(id)"}}`, "environment variable names"},
+		{`{"name":"x","transport":"http","url":"https://u:p@h/mcp"}`, "credentials"},
+		{`{"name":"x","transport":"stdio","command":"x","timeout":"1h"}`, "timeout"},
+		{`{"name":"x","transport":"stdio","command":"x","shell":"sh -c"}`, "unknown field"},
+	} {
+		_, err := Parse([]byte(doc(tc.servers)))
+		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("%s: %v, want %q", tc.servers, err, tc.err)
+		}
+	}
+}

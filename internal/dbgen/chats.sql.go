@@ -47,7 +47,7 @@ UPDATE chats
 SET worker_id = $1, lease_expires_at = now() + make_interval(secs => $2::float8),
     generation_attempt = CASE WHEN $3::boolean AND status = 'running' THEN generation_attempt + 1 ELSE generation_attempt END
 WHERE id = $4 AND status IN ('running', 'interrupting') AND (worker_id IS NULL OR lease_expires_at < now())
-RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers
 `
 
 type ChatClaimByIDParams struct {
@@ -91,6 +91,7 @@ func (q *Queries) ChatClaimByID(ctx context.Context, db DBTX, arg ChatClaimByIDP
 		&i.CompactionRequestedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.McpServers,
 	)
 	return i, err
 }
@@ -112,7 +113,7 @@ WHERE id = (
     LIMIT 1
     FOR UPDATE OF c SKIP LOCKED
 )
-RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers
 `
 
 type ChatClaimNextParams struct {
@@ -149,6 +150,7 @@ func (q *Queries) ChatClaimNext(ctx context.Context, db DBTX, arg ChatClaimNextP
 		&i.CompactionRequestedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.McpServers,
 	)
 	return i, err
 }
@@ -165,7 +167,7 @@ func (q *Queries) ChatClearCompactionRequest(ctx context.Context, db DBTX, id uu
 const chatCountAttempt = `-- name: ChatCountAttempt :one
 UPDATE chats SET generation_attempt = generation_attempt + 1
 WHERE id = $1
-RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers
 `
 
 // The end of a commit that keeps a turn going: the next provider attempt
@@ -194,6 +196,7 @@ func (q *Queries) ChatCountAttempt(ctx context.Context, db DBTX, id uuid.UUID) (
 		&i.CompactionRequestedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.McpServers,
 	)
 	return i, err
 }
@@ -228,7 +231,7 @@ func (q *Queries) ChatCountByStatus(ctx context.Context, db DBTX) ([]ChatCountBy
 }
 
 const chatGet = `-- name: ChatGet :one
-SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at FROM chats WHERE id = $1
+SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers FROM chats WHERE id = $1
 `
 
 func (q *Queries) ChatGet(ctx context.Context, db DBTX, id uuid.UUID) (Chat, error) {
@@ -255,12 +258,13 @@ func (q *Queries) ChatGet(ctx context.Context, db DBTX, id uuid.UUID) (Chat, err
 		&i.CompactionRequestedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.McpServers,
 	)
 	return i, err
 }
 
 const chatGetForOwner = `-- name: ChatGetForOwner :one
-SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at FROM chats WHERE id = $1 AND owner_id = $2
+SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers FROM chats WHERE id = $1 AND owner_id = $2
 `
 
 type ChatGetForOwnerParams struct {
@@ -292,14 +296,15 @@ func (q *Queries) ChatGetForOwner(ctx context.Context, db DBTX, arg ChatGetForOw
 		&i.CompactionRequestedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.McpServers,
 	)
 	return i, err
 }
 
 const chatInsert = `-- name: ChatInsert :one
-INSERT INTO chats (owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at
+INSERT INTO chats (owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, mcp_servers, status)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8::text[], $9)
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers
 `
 
 type ChatInsertParams struct {
@@ -310,6 +315,7 @@ type ChatInsertParams struct {
 	SystemPrompt string
 	Mode         client.ChatMode
 	DynamicTools json.RawMessage
+	McpServers   []string
 	Status       client.ChatStatus
 }
 
@@ -322,6 +328,7 @@ func (q *Queries) ChatInsert(ctx context.Context, db DBTX, arg ChatInsertParams)
 		arg.SystemPrompt,
 		arg.Mode,
 		arg.DynamicTools,
+		arg.McpServers,
 		arg.Status,
 	)
 	var i Chat
@@ -346,6 +353,7 @@ func (q *Queries) ChatInsert(ctx context.Context, db DBTX, arg ChatInsertParams)
 		&i.CompactionRequestedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.McpServers,
 	)
 	return i, err
 }
@@ -379,7 +387,7 @@ func (q *Queries) ChatListExpiredActions(ctx context.Context, db DBTX, maxRows i
 }
 
 const chatListForOwner = `-- name: ChatListForOwner :many
-SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at FROM chats
+SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers FROM chats
 WHERE owner_id = $1
   AND ($2::timestamptz IS NULL
        OR (updated_at, id) < ($2::timestamptz, $3::uuid))
@@ -430,6 +438,7 @@ func (q *Queries) ChatListForOwner(ctx context.Context, db DBTX, arg ChatListFor
 			&i.CompactionRequestedAt,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.McpServers,
 		); err != nil {
 			return nil, err
 		}
@@ -442,7 +451,7 @@ func (q *Queries) ChatListForOwner(ctx context.Context, db DBTX, arg ChatListFor
 }
 
 const chatLockForOwner = `-- name: ChatLockForOwner :one
-SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at FROM chats WHERE id = $1 AND owner_id = $2 FOR UPDATE
+SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers FROM chats WHERE id = $1 AND owner_id = $2 FOR UPDATE
 `
 
 type ChatLockForOwnerParams struct {
@@ -476,12 +485,13 @@ func (q *Queries) ChatLockForOwner(ctx context.Context, db DBTX, arg ChatLockFor
 		&i.CompactionRequestedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.McpServers,
 	)
 	return i, err
 }
 
 const chatLockIfActionExpired = `-- name: ChatLockIfActionExpired :one
-SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at FROM chats
+SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers FROM chats
 WHERE id = $1 AND status = 'requires_action' AND requires_action_deadline < now()
 FOR UPDATE SKIP LOCKED
 `
@@ -510,12 +520,13 @@ func (q *Queries) ChatLockIfActionExpired(ctx context.Context, db DBTX, id uuid.
 		&i.CompactionRequestedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.McpServers,
 	)
 	return i, err
 }
 
 const chatLockIfOwned = `-- name: ChatLockIfOwned :one
-SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at FROM chats
+SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers FROM chats
 WHERE id = $1
   AND worker_id = $2
   AND history_version = $3
@@ -566,6 +577,7 @@ func (q *Queries) ChatLockIfOwned(ctx context.Context, db DBTX, arg ChatLockIfOw
 		&i.CompactionRequestedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.McpServers,
 	)
 	return i, err
 }
@@ -638,7 +650,7 @@ func (q *Queries) ChatRenewLeaseIfOwned(ctx context.Context, db DBTX, arg ChatRe
 const chatRequestCompaction = `-- name: ChatRequestCompaction :one
 UPDATE chats SET compaction_requested_at = now()
 WHERE id = $1 AND owner_id = $2
-RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers
 `
 
 type ChatRequestCompactionParams struct {
@@ -670,6 +682,7 @@ func (q *Queries) ChatRequestCompaction(ctx context.Context, db DBTX, arg ChatRe
 		&i.CompactionRequestedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.McpServers,
 	)
 	return i, err
 }
@@ -692,7 +705,7 @@ func (q *Queries) ChatRunnableExists(ctx context.Context, db DBTX) (bool, error)
 const chatSetSettings = `-- name: ChatSetSettings :one
 UPDATE chats SET mode = $1, title = $2
 WHERE id = $3
-RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers
 `
 
 type ChatSetSettingsParams struct {
@@ -725,6 +738,7 @@ func (q *Queries) ChatSetSettings(ctx context.Context, db DBTX, arg ChatSetSetti
 		&i.CompactionRequestedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.McpServers,
 	)
 	return i, err
 }
@@ -738,7 +752,7 @@ SET status = $1,
     requires_action_deadline = CASE WHEN $1 = 'requires_action'
         THEN now() + make_interval(secs => $4::float8) END
 WHERE id = $5
-RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers
 `
 
 type ChatSetStateParams struct {
@@ -781,12 +795,13 @@ func (q *Queries) ChatSetState(ctx context.Context, db DBTX, arg ChatSetStatePar
 		&i.CompactionRequestedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.McpServers,
 	)
 	return i, err
 }
 
 const chatShareLockForOwner = `-- name: ChatShareLockForOwner :one
-SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at FROM chats WHERE id = $1 AND owner_id = $2 FOR SHARE
+SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers FROM chats WHERE id = $1 AND owner_id = $2 FOR SHARE
 `
 
 type ChatShareLockForOwnerParams struct {
@@ -821,6 +836,7 @@ func (q *Queries) ChatShareLockForOwner(ctx context.Context, db DBTX, arg ChatSh
 		&i.CompactionRequestedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.McpServers,
 	)
 	return i, err
 }

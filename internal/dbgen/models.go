@@ -43,6 +43,7 @@ type Chat struct {
 	CompactionRequestedAt  *time.Time
 	CreatedAt              time.Time
 	UpdatedAt              time.Time
+	McpServers             []string
 }
 
 type ChatMessage struct {

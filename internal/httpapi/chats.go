@@ -28,6 +28,7 @@ type createChatBody struct {
 	PlanMode       *bool                `json:"plan_mode"`
 	ParentChatID   *string              `json:"parent_chat_id"`
 	DynamicTools   []client.DynamicTool `json:"dynamic_tools"`
+	MCPServers     []string             `json:"mcp_servers"`
 }
 
 type sendMessageBody struct {
@@ -97,6 +98,9 @@ func (s *Server) createChat(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p.DynamicTools = tools
+	if p.MCPServers, err = s.mcpServers(body.MCPServers, p.Model); err != nil {
+		return err
+	}
 	if p.Request, err = s.admitFormat(body.ResponseFormat); err != nil {
 		return err
 	}
@@ -491,6 +495,9 @@ func toChat(c store.Chat) client.Chat {
 	if c.ParentChatID.Valid {
 		id := c.ParentChatID.UUID
 		out.ParentChatID = &id
+	}
+	if len(c.MCPServers) > 0 {
+		out.MCPServers = c.MCPServers
 	}
 	if c.Status == client.StatusError {
 		e := chatError(c)

@@ -125,7 +125,11 @@ var fieldDocs = map[string]map[string]any{
 	"CreateChatRequest.plan_mode":       {"description": "Start in plan mode (no structured output there)."},
 	"CreateChatRequest.parent_chat_id": {"description": "Make a child chat of one of the caller's chats " +
 		"(no structured output there)."},
-	"CreateChatRequest.dynamic_tools":    {"maxItems": 64, "description": "Client-executed tools, names unique."},
+	"CreateChatRequest.dynamic_tools": {"maxItems": 64, "description": "Client-executed tools, names unique."},
+	"CreateChatRequest.mcp_servers": {"maxItems": 16,
+		"description": "Opt the chat into MCP servers the operator configured, by name (docs/tools.md); " +
+			"an unknown name, or a server not available to the chat's model, is a 400 naming mcp_servers.N."},
+	"Chat.mcp_servers":                   {"description": "The MCP servers the chat opted into at creation."},
 	"SendMessageRequest.content":         {"minItems": 1, "maxItems": 64, "items": textPartRef, "description": "Text parts only."},
 	"SendMessageRequest.response_format": {"nullable": true, "description": "Omitted or null: an ordinary text answer."},
 	// No "default" keyword on request fields: generators make such fields

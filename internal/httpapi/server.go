@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/mcp"
 	"github.com/chatd/chatd/internal/notify"
 	"github.com/chatd/chatd/internal/provider"
 	"github.com/chatd/chatd/internal/store"
@@ -38,6 +39,9 @@ type Options struct {
 	// ServerTools are the names of server-executed tools, which client
 	// tools may not take.
 	ServerTools []string
+	// MCP are the operator's MCP servers: chats opt into them by name, and
+	// client tools may not take a name in their namespace (may be nil).
+	MCP *mcp.Manager
 	// MaxBodyBytes caps request bodies (default 1 MiB).
 	MaxBodyBytes int64
 	// BodyReadTimeout bounds the reading of one request body (default
@@ -93,6 +97,7 @@ type Server struct {
 	hub         *notify.Hub
 	experiments map[string]bool
 	serverTools map[string]bool
+	mcp         *mcp.Manager
 	maxBody     int64
 	bodyTimeout time.Duration
 	maxStreams  int
@@ -138,7 +143,7 @@ func New(o Options) *Server {
 		o.Metrics = prometheus.NewRegistry()
 	}
 	s := &Server{store: o.Store, models: o.Models, hub: o.Hub, experiments: o.Experiments,
-		serverTools: map[string]bool{}, maxBody: o.MaxBodyBytes, bodyTimeout: o.BodyReadTimeout, maxStreams: o.MaxStreamsPerUser,
+		serverTools: map[string]bool{}, mcp: o.MCP, maxBody: o.MaxBodyBytes, bodyTimeout: o.BodyReadTimeout, maxStreams: o.MaxStreamsPerUser,
 		userStreams: map[uuid.UUID]int{}, log: o.Logger, accessLevel: o.AccessLogLevel, corsOrigins: o.CORSOrigins, mux: http.NewServeMux(),
 		observe: o.Observe, shutdown: make(chan struct{})}
 	for _, n := range o.ServerTools {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 
 	"github.com/chatd/chatd/client"
@@ -47,6 +48,9 @@ func (s *Server) dynamicTools(tools []client.DynamicTool) (json.RawMessage, erro
 		if s.serverTools[t.Name] {
 			return nil, badField(field+".name", fmt.Sprintf("%q is the name of a server tool", t.Name))
 		}
+		if s.mcp.Reserves(t.Name) {
+			return nil, badField(field+".name", fmt.Sprintf("%q is in the namespace of an MCP server", t.Name))
+		}
 		seen[t.Name] = true
 		if err := textField(field+".description", t.Description, maxToolDescription); err != nil {
 			return nil, err // stored in jsonb, which cannot hold U+0000 either
@@ -62,6 +66,30 @@ func (s *Server) dynamicTools(tools []client.DynamicTool) (json.RawMessage, erro
 		}
 	}
 	return json.Marshal(tools)
+}
+
+// maxMCPServers bounds a chat's opt-ins (chats_mcp_servers_bounded).
+const maxMCPServers = 16
+
+// mcpServers checks a chat's opt-ins: each a server the operator
+// configured for the chat's model, once. The API names servers; it never
+// defines or changes one.
+func (s *Server) mcpServers(names []string, model string) ([]string, error) {
+	if len(names) > maxMCPServers {
+		return nil, badField("mcp_servers", fmt.Sprintf("at most %d servers", maxMCPServers))
+	}
+	out := make([]string, 0, len(names))
+	for i, n := range names {
+		field := "mcp_servers." + strconv.Itoa(i)
+		if err := s.mcp.Usable(n, model); err != nil {
+			return nil, badField(field, err.Error())
+		}
+		if slices.Contains(out, n) {
+			return nil, badField(field, fmt.Sprintf("%q is listed twice", n))
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // checkStructured repeats the state-dependent rules for a structured

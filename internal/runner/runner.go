@@ -20,6 +20,7 @@ import (
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/hooks"
+	"github.com/chatd/chatd/internal/mcp"
 	"github.com/chatd/chatd/internal/notify"
 	"github.com/chatd/chatd/internal/provider"
 	"github.com/chatd/chatd/internal/store"
@@ -46,6 +47,9 @@ type Options struct {
 	Poll time.Duration
 	// Tools are the server-executed tools offered to every chat.
 	Tools []tools.Tool
+	// MCP are the operator's MCP servers; a chat is offered the tools of
+	// those it may use (mcp.Manager.Tools). May be nil.
+	MCP *mcp.Manager
 	// ServerToolTimeout bounds one server tool call (default 30s).
 	ServerToolTimeout time.Duration
 	// Hooks vet candidates before a structured turn finishes (may be nil).

@@ -32,8 +32,10 @@ type NewChat struct {
 	Mode         client.ChatMode
 	ParentChatID uuid.NullUUID
 	DynamicTools json.RawMessage
-	Content      []jsonb.Part
-	Request      *RequestSpec
+	// MCPServers are the configured MCP servers the chat opted into.
+	MCPServers []string
+	Content    []jsonb.Part
+	Request    *RequestSpec
 	// Key, when set, keeps Answer's rendering of the result under the
 	// client's idempotency key in the same transaction.
 	Key    *Idempotency
@@ -58,6 +60,9 @@ func (s *Store) CreateChat(ctx context.Context, p NewChat) (Chat, Message, error
 	if p.Title == "" {
 		p.Title = titleFrom(p.Content)
 	}
+	if p.MCPServers == nil {
+		p.MCPServers = []string{} // NULL is not an empty list
+	}
 	if len(p.DynamicTools) == 0 {
 		p.DynamicTools = json.RawMessage("[]")
 	}
@@ -78,6 +83,7 @@ func (s *Store) CreateChat(ctx context.Context, p NewChat) (Chat, Message, error
 		row, err := s.q.ChatInsert(ctx, tx, dbgen.ChatInsertParams{
 			OwnerID: p.OwnerID, ParentChatID: p.ParentChatID, Title: p.Title, Model: p.Model,
 			SystemPrompt: p.SystemPrompt, Mode: p.Mode, DynamicTools: p.DynamicTools, Status: client.StatusRunning,
+			McpServers: p.MCPServers,
 		})
 		if err != nil {
 			return err

@@ -35,6 +35,7 @@ const (
 	ChatsHistoryNotAhead            Constraint = "chats_history_not_ahead"
 	ChatsChildHasParent             Constraint = "chats_child_has_parent"
 	ChatsDeadlineOnlyRequiresAction Constraint = "chats_deadline_only_requires_action"
+	ChatsMCPServersBounded          Constraint = "chats_mcp_servers_bounded"
 
 	RequestsPkey             Constraint = "structured_requests_pkey"
 	RequestsChatIDFkey       Constraint = "structured_requests_chat_id_fkey"

@@ -24,7 +24,9 @@ type Chat struct {
 	SystemPrompt string
 	Mode         client.ChatMode
 	DynamicTools json.RawMessage
-	Status       client.ChatStatus
+	// MCPServers are the MCP servers the chat opted into (by name).
+	MCPServers []string
+	Status     client.ChatStatus
 	// WorkerID owns the chat while it runs; LeaseExpiresAt ends that.
 	WorkerID       uuid.NullUUID
 	LeaseExpiresAt *time.Time
@@ -143,7 +145,7 @@ type Depths struct {
 func chatFrom(c dbgen.Chat) Chat {
 	return Chat{
 		ID: c.ID, OwnerID: c.OwnerID, ParentChatID: c.ParentChatID, Title: c.Title, Model: c.Model,
-		SystemPrompt: c.SystemPrompt, Mode: c.Mode, DynamicTools: c.DynamicTools, Status: c.Status,
+		SystemPrompt: c.SystemPrompt, Mode: c.Mode, DynamicTools: c.DynamicTools, MCPServers: c.McpServers, Status: c.Status,
 		WorkerID: c.WorkerID, LeaseExpiresAt: c.LeaseExpiresAt, SnapshotVersion: c.SnapshotVersion,
 		HistoryVersion: c.HistoryVersion, GenerationAttempt: c.GenerationAttempt, LastError: c.LastError,
 		RequiresActionDeadline: c.RequiresActionDeadline, CompactionRequestedAt: c.CompactionRequestedAt,

@@ -28,6 +28,7 @@ import (
 	"github.com/chatd/chatd/internal/dbtest"
 	"github.com/chatd/chatd/internal/hooks"
 	"github.com/chatd/chatd/internal/httpapi"
+	"github.com/chatd/chatd/internal/mcp"
 	"github.com/chatd/chatd/internal/mockllm"
 	"github.com/chatd/chatd/internal/notify"
 	"github.com/chatd/chatd/internal/provider"
@@ -54,6 +55,9 @@ type Options struct {
 	Workspace string
 	// Tools are more server tools, offered beside the workspace's.
 	Tools []tools.Tool
+	// MCP are MCP servers (a Manager the test started, often shared by a
+	// package's tests; the Env does not stop it).
+	MCP *mcp.Manager
 	// Hooks are stop hooks (retried quickly here).
 	Hooks []hooks.Config
 	// ContextWindow of the mock model (0: unknown, no automatic compaction).
@@ -232,7 +236,7 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 	}
 
 	exp := map[string]bool{httpapi.ExperimentStructuredOutput: !o.StructuredOutputOff}
-	e.Server = httpapi.New(httpapi.Options{Store: e.Store, Models: e.Models, Hub: e.Hub, Experiments: exp, ServerTools: toolNames,
+	e.Server = httpapi.New(httpapi.Options{Store: e.Store, Models: e.Models, Hub: e.Hub, Experiments: exp, ServerTools: toolNames, MCP: o.MCP,
 		Logger: e.Logger, Metrics: e.Metrics, CORSOrigins: o.CORSOrigins, Observe: HTTPObserver()})
 	e.API = httptest.NewServer(e.Server)
 	e.stops = append(e.stops, func() {
@@ -253,6 +257,7 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 	e.runnerOpts.Logger = e.Logger
 	e.runnerOpts.Metrics = e.Metrics
 	e.runnerOpts.Tools = serverTools
+	e.runnerOpts.MCP = o.MCP
 	e.runnerOpts.Hooks = stopHooks
 	if e.runnerOpts.Preview == nil {
 		e.runnerOpts.Preview = relay

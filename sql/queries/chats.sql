@@ -1,6 +1,6 @@
 -- name: ChatInsert :one
-INSERT INTO chats (owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status)
-VALUES (@owner_id, sqlc.narg(parent_chat_id), @title, @model, @system_prompt, @mode, @dynamic_tools, @status)
+INSERT INTO chats (owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, mcp_servers, status)
+VALUES (@owner_id, sqlc.narg(parent_chat_id), @title, @model, @system_prompt, @mode, @dynamic_tools, @mcp_servers::text[], @status)
 RETURNING *;
 
 -- name: ChatGetForOwner :one

@@ -352,6 +352,8 @@ export interface components {
             id: string;
             /** @description Only while `status` is `error`: why the last turn failed (a code such as `provider_error` and a short sentence). */
             last_error?: components["schemas"]["StreamError"];
+            /** @description The MCP servers the chat opted into at creation. */
+            mcp_servers?: string[];
             /** @enum {string} */
             mode: "normal" | "plan" | "child";
             model: string;
@@ -393,6 +395,8 @@ export interface components {
             content: components["schemas"]["TextPart"][];
             /** @description Client-executed tools, names unique. */
             dynamic_tools?: components["schemas"]["DynamicTool"][];
+            /** @description Opt the chat into MCP servers the operator configured, by name (docs/tools.md); an unknown name, or a server not available to the chat's model, is a 400 naming mcp_servers.N. */
+            mcp_servers?: string[];
             /** @description A model id of the server; omitted: the server's default model. */
             model?: string;
             /**
