@@ -85,6 +85,15 @@ type IdempotencyKey struct {
 	CreatedAt   time.Time
 }
 
+type McpCall struct {
+	MessageID  int64
+	ToolCallID string
+	Server     string
+	Tool       string
+	Attempts   int32
+	StartedAt  time.Time
+}
+
 type StreamTicket struct {
 	Digest    []byte
 	UserID    uuid.UUID

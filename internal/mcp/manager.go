@@ -219,14 +219,24 @@ func (m *Manager) Call(ctx context.Context, t Tool, args json.RawMessage) (Resul
 	return res, nil
 }
 
+// NotRepeated counts a call its caller answered with an error instead of
+// sending it again: an earlier send was cut off with its worker, and the
+// server is not idempotent.
+func (m *Manager) NotRepeated(t Tool) {
+	if m != nil {
+		m.m.calls.WithLabelValues(t.Server, t.Tool, outcomeNotRepeated).Inc()
+	}
+}
+
 // Call outcomes, the label of chatd_mcp_calls_total.
 const (
 	outcomeOK          = "ok"
-	outcomeToolError   = "tool_error"  // the tool answered isError
-	outcomeTimeout     = "timeout"     // no answer within the timeout
-	outcomeUnavailable = "unavailable" // no connection, or it broke
-	outcomeError       = "error"       // a protocol error from the server
-	outcomeTooLarge    = "too_large"   // over MaxResultBytes (or the message cap)
+	outcomeToolError   = "tool_error"   // the tool answered isError
+	outcomeTimeout     = "timeout"      // no answer within the timeout
+	outcomeUnavailable = "unavailable"  // no connection, or it broke
+	outcomeError       = "error"        // a protocol error from the server
+	outcomeTooLarge    = "too_large"    // over MaxResultBytes (or the message cap)
+	outcomeNotRepeated = "not_repeated" // cut off with its worker, not sent again
 )
 
 func (s *server) call(ctx context.Context, t Tool, args json.RawMessage) (Result, string) {

@@ -18,7 +18,7 @@ type mcpMetrics struct {
 
 func (m *Manager) instrument(reg *prometheus.Registry) {
 	m.m.calls = prom.Counter(reg, "chatd_mcp_calls_total",
-		"MCP tool calls by server, tool and outcome (ok, tool_error, timeout, unavailable, error, too_large, cancelled).",
+		"MCP tool calls by server, tool and outcome (ok, tool_error, timeout, unavailable, error, too_large, cancelled, not_repeated).",
 		"server", "tool", "outcome")
 	m.m.latency = prom.Histogram(reg, "chatd_mcp_call_duration_seconds",
 		"MCP tool calls, from the request to the answer or the timeout, by server and tool.",

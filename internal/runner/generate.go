@@ -83,6 +83,7 @@ func (a *action) prepare(ctx context.Context) (*call, bool, error) {
 		return nil, done, err
 	}
 	tools = append(serverTools(a.opts.Tools), tools...)
+	tools = append(tools, mcpTools(a.opts.MCP.Tools(chat.Model, chat.MCPServers))...)
 	if req != nil {
 		for _, t := range tools {
 			if t.GetName() == FinalizerName {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/jsonb"
+	"github.com/chatd/chatd/internal/mcp"
 	"github.com/chatd/chatd/internal/store"
 	"github.com/chatd/chatd/internal/tools"
 	"github.com/chatd/chatd/internal/validate"
@@ -179,6 +180,36 @@ func finalizerTool(req *store.Request) (fantasy.FunctionTool, error) {
 const planInstruction = "You are in plan mode: investigate and propose a plan for the request. Do not make changes; describe what you would do."
 
 // clientTools are the chat's client-executed tools, offered as function tools.
+// mcpTools are the MCP servers' tools the chat may use, as admitted by
+// internal/mcp (schemas under the client tools' limits, local $refs only,
+// so decoding them cannot fail; one that did would be left out).
+func mcpTools(ts []mcp.Tool) []fantasy.Tool {
+	out := make([]fantasy.Tool, 0, len(ts))
+	for _, t := range ts {
+		if schema, err := toolSchema(t.InputSchema); err == nil {
+			out = append(out, fantasy.FunctionTool{Name: t.Name, Description: t.Description, InputSchema: schema})
+		}
+	}
+	return out
+}
+
+// toolSchema decodes a tool's input schema for fantasy (an object schema
+// when there is none).
+func toolSchema(raw json.RawMessage) (map[string]any, error) {
+	schema := map[string]any{"type": "object"}
+	if len(raw) == 0 || string(raw) == "null" {
+		return schema, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&schema); err != nil {
+		return nil, err
+	}
+	exactNumbers(schema)
+	requiredStrings(schema)
+	return schema, nil
+}
+
 func clientTools(chat store.Chat) ([]fantasy.Tool, error) {
 	decl, err := parseDynamicTools(chat.DynamicTools)
 	if err != nil {

@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,12 @@ import (
 	"github.com/chatd/chatd/internal/testenv"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) {
+	os.Setenv(mcpSecretEnv, mcpSecret) // in chatd's environment, named by no MCP server
+	code := dbtest.Run(m)
+	stopMCP()
+	os.Exit(code)
+}
 
 const reportSchema = `{"type":"object","properties":{"command":{"type":"string","minLength":1},"tags":{"type":"array","items":{"type":"string"}}},"required":["command"],"additionalProperties":false}`
 

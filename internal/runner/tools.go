@@ -10,6 +10,7 @@ import (
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/jsonb"
+	"github.com/chatd/chatd/internal/mcp"
 	"github.com/chatd/chatd/internal/store"
 	"github.com/chatd/chatd/internal/tools"
 	"github.com/chatd/chatd/internal/validate"
@@ -99,9 +100,11 @@ func (a *action) toolsCommit(ctx context.Context, step *parsed, calls []jsonb.Pa
 		for _, t := range a.opts.Tools {
 			server[t.Name] = t
 		}
-		dynamic := dynamicNames(a.turn.Chat)
+		chat := a.turn.Chat
+		dynamic := dynamicNames(chat)
 		for _, c := range calls {
 			tool, isServer := server[c.ToolName]
+			remote, isMCP := a.opts.MCP.Lookup(chat.Model, chat.MCPServers, c.ToolName)
 			switch {
 			case req != nil && c.ToolName == FinalizerName:
 				res, candidate, k := finalize(step, c, req)
@@ -119,6 +122,12 @@ func (a *action) toolsCommit(ctx context.Context, step *parsed, calls []jsonb.Pa
 				res, err := a.runServerTool(ctx, tool, c)
 				if err != nil {
 					return store.Commit{}, "", err // stopping: nothing is committed, the call runs again
+				}
+				results = append(results, res)
+			case isMCP:
+				res, err := a.runMCPTool(ctx, step, remote, c)
+				if err != nil {
+					return store.Commit{}, "", err // stopping, or the chat moved: nothing is committed
 				}
 				results = append(results, res)
 			case dynamic[c.ToolName]:
@@ -189,6 +198,31 @@ func (d *deps) runServerTool(ctx context.Context, t tools.Tool, call jsonb.Part)
 		d.log.Warn("server tool timed out", slog.String("tool", t.Name), slog.Duration("timeout", d.opts.ServerToolTimeout))
 		return errorResult(call, fmt.Sprintf("The tool did not finish within %s.", d.opts.ServerToolTimeout)), nil
 	}
+}
+
+// runMCPTool makes one call of an MCP server's tool. The call is journaled
+// (store.StartMCPCall) before it is sent; a call found already sent was cut
+// off with its worker, and is sent again only when its server is configured
+// idempotent — otherwise it is answered with an error result, since its
+// effect is unknown. The server's failures (unreachable, too slow, crashed,
+// oversized) are error results for the model; only the worker stopping
+// returns an error, and then nothing is committed.
+func (a *action) runMCPTool(ctx context.Context, step *parsed, t mcp.Tool, call jsonb.Part) (jsonb.Part, error) {
+	sends, err := a.store.StartMCPCall(ctx, a.fence, step.row.ID, call.ToolCallID, t.Server, t.Tool)
+	if err != nil {
+		return jsonb.Part{}, err
+	}
+	if sends > 1 && !a.opts.MCP.Idempotent(t.Server) {
+		a.opts.MCP.NotRepeated(t)
+		a.log.Warn("mcp call cut off by a worker stop is not repeated", slog.String("tool", t.Name), slog.String("tool_call_id", call.ToolCallID))
+		return errorResult(call, fmt.Sprintf("The call to %s was interrupted (the server running this chat stopped) and is not repeated: "+
+			"whether it took effect is unknown. Check before calling it again.", t.Name)), nil
+	}
+	res, err := a.opts.MCP.Call(ctx, t, call.Args)
+	if err != nil {
+		return jsonb.Part{}, ctx.Err()
+	}
+	return jsonb.Part{Type: jsonb.PartToolResult, ToolCallID: call.ToolCallID, ToolName: call.ToolName, Result: res.Output, IsError: res.IsError}, nil
 }
 
 // dynamicNames are the chat's client-executed tools.

@@ -37,6 +37,10 @@ const (
 	ChatsDeadlineOnlyRequiresAction Constraint = "chats_deadline_only_requires_action"
 	ChatsMCPServersBounded          Constraint = "chats_mcp_servers_bounded"
 
+	MCPCallsPkey             Constraint = "mcp_calls_pkey"
+	MCPCallsMessageFk        Constraint = "mcp_calls_message_fk"
+	MCPCallsAttemptsPositive Constraint = "mcp_calls_attempts_positive"
+
 	RequestsPkey             Constraint = "structured_requests_pkey"
 	RequestsChatIDFkey       Constraint = "structured_requests_chat_id_fkey"
 	RequestsNameCheck        Constraint = "structured_requests_name_check"

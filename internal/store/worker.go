@@ -168,6 +168,21 @@ func (s *Store) RecordAttempt(ctx context.Context, f Fence) (int32, error) {
 	return row.GenerationAttempt, err
 }
 
+// StartMCPCall journals an MCP call of the step messageID before it is
+// sent, behind f, and returns how many times it has been sent, this time
+// included: above 1, an earlier send's result was never committed (its
+// worker died or stopped). ErrFenceMiss: the chat moved.
+func (s *Store) StartMCPCall(ctx context.Context, f Fence, messageID int64, toolCallID, server, tool string) (int32, error) {
+	n, err := s.q.MCPCallStartIfOwned(ctx, s.pool, dbgen.MCPCallStartIfOwnedParams{
+		MessageID: messageID, ToolCallID: toolCallID, Server: server, Tool: tool,
+		ChatID: f.ChatID, WorkerID: uuid.NullUUID{UUID: f.WorkerID, Valid: true}, HistoryVersion: f.HistoryVersion,
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, ErrFenceMiss
+	}
+	return n, err
+}
+
 // NewMessage is a row to insert.
 type NewMessage struct {
 	Role         client.Role
