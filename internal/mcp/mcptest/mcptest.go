@@ -112,7 +112,9 @@ func Serve(t testing.TB, env []string, name string, args ...string) (stop func()
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own group, and killed with the test binary however that dies (a
+	// test that times out must not leave node running).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
