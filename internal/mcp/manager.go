@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -271,6 +272,7 @@ func (s *server) call(ctx context.Context, t Tool, args json.RawMessage) (Result
 		// The connection broke (the process died, the stream was cut, a
 		// message was too large): the call's effect is unknown.
 		s.log.Warn("mcp connection failed during a call", slog.String("tool", t.Tool), slog.String("error", err.Error()))
+		sess.breakOff()
 		return errorResult(fmt.Sprintf("The MCP server %q closed the connection during the call (it may have crashed); "+
 			"whether the call took effect is unknown.", s.cfg.Name)), outcomeUnavailable
 	}
@@ -306,14 +308,28 @@ type server struct {
 type session struct {
 	*sdk.ClientSession
 	done chan struct{}
+	// broken: a call found the connection failed, before Wait noticed
+	// (until then a call would be sent on a dead connection).
+	broken atomic.Bool
 }
 
 func (s *session) closed() bool {
+	if s.broken.Load() {
+		return true
+	}
 	select {
 	case <-s.done:
 		return true
 	default:
 		return false
+	}
+}
+
+// breakOff marks the session failed and closes it: the next call waits for
+// the supervisor's new connection instead of failing on this one.
+func (s *session) breakOff() {
+	if s.broken.CompareAndSwap(false, true) {
+		go func() { _ = s.Close() }()
 	}
 }
 

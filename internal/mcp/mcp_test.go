@@ -521,3 +521,19 @@ func TestWhoMayUseAServer(t *testing.T) {
 		t.Error("Reserves")
 	}
 }
+
+// A call right after a call that found the server dead waits for the
+// restart instead of being sent on the dead connection (which Wait may not
+// have noticed yet): a crash costs one error result, not two.
+func TestCallAfterACrashWaitsForTheRestart(t *testing.T) {
+	t.Parallel()
+	e := faultServer(t, "phoenix", func(c *mcp.ServerConfig) { c.Timeout = "60s" })
+	for i := range 3 {
+		if res := e.call(t, "phoenix__die", `{}`); !res.IsError || !strings.Contains(string(res.Output), "closed the connection") {
+			t.Fatalf("die %d: %s", i, res.Output)
+		}
+		if res := e.call(t, "phoenix__echo", `{"text":"again"}`); res.IsError {
+			t.Fatalf("echo after crash %d: %s", i, res.Output)
+		}
+	}
+}

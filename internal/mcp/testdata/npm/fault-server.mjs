@@ -5,7 +5,7 @@ import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
-import { appendFileSync } from "node:fs";
+import { appendFileSync, existsSync, readFileSync } from "node:fs";
 import { createServer } from "node:http";
 
 const obj = (props = {}) => ({ type: "object", properties: props });
@@ -17,7 +17,8 @@ const tools = [
   { name: "hang", description: "Never answers.", inputSchema: obj() },
   { name: "die", description: "Exits in the middle of the call.", inputSchema: obj() },
   { name: "huge", description: "Answers 10 MiB of text.", inputSchema: obj() },
-  { name: "record", description: "Appends a line to $RECORD_FILE, then hangs if asked.", inputSchema: obj({ hang: { type: "boolean" } }) },
+  { name: "record", description: "Appends a line to $RECORD_FILE, then hangs if asked (hang_once: only the first time that key is recorded).",
+    inputSchema: obj({ hang: { type: "boolean" }, hang_once: { type: "string" } }) },
   { name: "env", description: "Returns its environment.", inputSchema: obj() },
   { name: "remote_ref", description: "Hostile: a remote $ref.", inputSchema: obj({ x: { $ref: "http://127.0.0.1:9/evil.json" } }) },
   { name: "deep", description: "Hostile: 100 levels deep.", inputSchema: nested },
@@ -39,10 +40,13 @@ function newServer() {
         process.exit(3);
       case "huge":
         return { content: [{ type: "text", text: "x".repeat(10 << 20) }] };
-      case "record":
-        appendFileSync(process.env.RECORD_FILE, "called\n");
-        if (args.hang) return new Promise(() => {});
+      case "record": {
+        const line = "called " + String(args.hang_once ?? "") + "\n";
+        const seen = existsSync(process.env.RECORD_FILE) && readFileSync(process.env.RECORD_FILE, "utf8").includes(line);
+        appendFileSync(process.env.RECORD_FILE, line);
+        if (args.hang || (args.hang_once && !seen)) return new Promise(() => {});
         return { content: [{ type: "text", text: "recorded" }] };
+      }
       case "env":
         return { content: [{ type: "text", text: JSON.stringify(process.env) }] };
       default:
