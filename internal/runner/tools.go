@@ -2,6 +2,7 @@ package runner
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -220,7 +221,7 @@ func (a *action) runMCPTool(ctx context.Context, step *parsed, t mcp.Tool, call 
 	}
 	res, err := a.opts.MCP.Call(ctx, t, call.Args)
 	if err != nil {
-		return jsonb.Part{}, ctx.Err()
+		return jsonb.Part{}, cmp.Or(ctx.Err(), err)
 	}
 	return jsonb.Part{Type: jsonb.PartToolResult, ToolCallID: call.ToolCallID, ToolName: call.ToolName, Result: res.Output, IsError: res.IsError}, nil
 }
