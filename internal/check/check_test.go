@@ -1,7 +1,6 @@
 package check_test
 
 import (
-	"context"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -20,12 +19,6 @@ import (
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
-
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 func TestCheckFileIsWellFormed(t *testing.T) {
 	t.Parallel()
@@ -69,11 +62,11 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	f := &fixture{t: t, pool: dbtest.New(t)}
 	f.st = store.New(f.pool)
-	token, err := f.st.CreateToken(ctxT(t), "alice")
+	token, err := f.st.CreateToken(t.Context(), "alice")
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, err := f.st.Authenticate(ctxT(t), token)
+	u, err := f.st.Authenticate(t.Context(), token)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +80,7 @@ const schema = `{"type":"object","properties":{"a":{"type":"integer"}},"required
 // structured request.
 func (f *fixture) structuredChat() (store.Chat, uuid.UUID, int64) {
 	f.t.Helper()
-	chat, msg, err := f.st.CreateChat(ctxT(f.t), store.NewChat{OwnerID: f.owner, Model: "m",
+	chat, msg, err := f.st.CreateChat(f.t.Context(), store.NewChat{OwnerID: f.owner, Model: "m",
 		Content: []jsonb.Part{jsonb.Text("give me a")}, Request: &store.RequestSpec{Name: "a", Schema: json.RawMessage(schema)}})
 	if err != nil {
 		f.t.Fatal(err)
@@ -99,7 +92,7 @@ func (f *fixture) structuredChat() (store.Chat, uuid.UUID, int64) {
 // returns the receipt's id. The chat must be the only runnable one.
 func (f *fixture) finish(chatID, req uuid.UUID) int64 {
 	f.t.Helper()
-	ctx := ctxT(f.t)
+	ctx := f.t.Context()
 	worker := uuid.New()
 	c, err := f.st.Claim(ctx, worker, time.Minute)
 	if err != nil || c.ID != chatID {
@@ -129,7 +122,7 @@ func (f *fixture) finishedChat() (chat, req uuid.UUID, input, receipt int64) {
 
 func (f *fixture) exec(sql string, args ...any) {
 	f.t.Helper()
-	if _, err := f.pool.Exec(ctxT(f.t), sql, args...); err != nil {
+	if _, err := f.pool.Exec(f.t.Context(), sql, args...); err != nil {
 		f.t.Fatalf("%s: %v", sql, err)
 	}
 }
@@ -138,12 +131,12 @@ func (f *fixture) exec(sql string, args ...any) {
 // deferred receipt/ledger pairing) off, as replication would.
 func (f *fixture) broken(stmts ...string) {
 	f.t.Helper()
-	err := pgx.BeginFunc(ctxT(f.t), f.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctxT(f.t), "SET LOCAL session_replication_role = replica"); err != nil {
+	err := pgx.BeginFunc(f.t.Context(), f.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(f.t.Context(), "SET LOCAL session_replication_role = replica"); err != nil {
 			return err
 		}
 		for _, s := range stmts {
-			if _, err := tx.Exec(ctxT(f.t), s); err != nil {
+			if _, err := tx.Exec(f.t.Context(), s); err != nil {
 				return &stmtError{s, err}
 			}
 		}
@@ -163,7 +156,7 @@ func (e *stmtError) Error() string { return e.stmt + ": " + e.err.Error() }
 
 func (f *fixture) run() check.Report {
 	f.t.Helper()
-	rep, err := check.Run(ctxT(f.t), f.pool)
+	rep, err := check.Run(f.t.Context(), f.pool)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -208,11 +201,11 @@ func TestHealthyStatesAreClean(t *testing.T) {
 	f.expectClean()
 	// A finished request, then a running one with a queued request behind it.
 	chat, _, _, _ := f.finishedChat()
-	if _, err := f.st.SendMessage(ctxT(t), store.SendParams{OwnerID: f.owner, ChatID: chat, Content: []jsonb.Part{jsonb.Text("again")},
+	if _, err := f.st.SendMessage(t.Context(), store.SendParams{OwnerID: f.owner, ChatID: chat, Content: []jsonb.Part{jsonb.Text("again")},
 		Request: &store.RequestSpec{Name: "a", Schema: json.RawMessage(schema)}}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := f.st.SendMessage(ctxT(t), store.SendParams{OwnerID: f.owner, ChatID: chat, Content: []jsonb.Part{jsonb.Text("later")},
+	res, err := f.st.SendMessage(t.Context(), store.SendParams{OwnerID: f.owner, ChatID: chat, Content: []jsonb.Part{jsonb.Text("later")},
 		Request: &store.RequestSpec{Name: "a", Schema: json.RawMessage(schema)}})
 	if err != nil || res.Queued == nil {
 		t.Fatalf("queue: %v %+v", err, res)
@@ -220,15 +213,15 @@ func TestHealthyStatesAreClean(t *testing.T) {
 	f.expectClean()
 	// Deleting the queued request cancels it; editing the first message
 	// cancels the running one.
-	if _, _, err := f.st.DeleteQueued(ctxT(t), f.owner, chat, res.Queued.ID); err != nil {
+	if _, _, err := f.st.DeleteQueued(t.Context(), f.owner, chat, res.Queued.ID); err != nil {
 		t.Fatal(err)
 	}
 	f.expectClean()
-	h, err := f.st.ListMessages(ctxT(t), f.owner, chat, 0, 100)
+	h, err := f.st.ListMessages(t.Context(), f.owner, chat, 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.st.EditMessage(ctxT(t), store.EditParams{OwnerID: f.owner, ChatID: chat, MessageID: h.Messages[0].ID,
+	if _, err := f.st.EditMessage(t.Context(), store.EditParams{OwnerID: f.owner, ChatID: chat, MessageID: h.Messages[0].ID,
 		Content: []jsonb.Part{jsonb.Text("edited")}, Format: store.FormatPreserve}); err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 
 func TestListChatsPages(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := t.Context()
 	env := testenv.New(t, testenv.Options{NoRunner: true})
 	alice, bob := env.Client("alice"), env.Client("bob")
 	var created []uuid.UUID // oldest first
@@ -76,7 +76,7 @@ func TestListChatsPages(t *testing.T) {
 // the list that takes.
 func TestWatchStartsWithEveryChat(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := t.Context()
 	env := testenv.New(t, testenv.Options{NoRunner: true})
 	c := env.Client("alice")
 	const n = 1100 // more than two of the watch's pages

@@ -50,7 +50,7 @@ func wantValue(t *testing.T, s *prom.Scrape, want float64, name string, labels .
 // stops the workers, so that everything they count is counted.
 func structuredTurn(t *testing.T, env *testenv.Env) client.StructuredOutputResult {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx := t.Context()
 	c := env.Client("alice")
 	created, err := c.CreateChat(ctx, client.CreateChatRequest{Content: text("report"), ResponseFormat: schemaFormat()})
 	if err != nil {

@@ -94,7 +94,7 @@ func TestStreamDeliversATurnAndResumes(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t, testenv.Options{Mock: mockllm.Options{ChunkDelay: time.Millisecond}})
 	c := env.Client("alice")
-	ctx := testCtx(t)
+	ctx := t.Context()
 	chat, err := c.CreateChat(ctx, client.CreateChatRequest{Content: text("report"), ResponseFormat: schemaFormat()})
 	if err != nil {
 		t.Fatal(err)
@@ -181,7 +181,7 @@ func TestQueuedCancellationDuringAHeldTurn(t *testing.T) {
 	env := testenv.New(t, testenv.Options{Mock: mockllm.Options{BeforeChunk: h.hook,
 		Script: &mockllm.Script{Steps: []mockllm.Step{{Text: "Thinking about it step by step, then answering at length."}}}}})
 	c := env.Client("alice")
-	ctx := testCtx(t)
+	ctx := t.Context()
 	chat, err := c.CreateChat(ctx, client.CreateChatRequest{Content: text("hold this ordinary turn")})
 	if err != nil {
 		t.Fatal(err)
@@ -285,7 +285,7 @@ func TestQueuedCancellationDuringAClientToolWait(t *testing.T) {
 	}}
 	env := testenv.New(t, testenv.Options{Mock: mockllm.Options{Script: script}, Runner: runner.Options{Poll: time.Hour}})
 	c := env.Client("alice")
-	ctx := testCtx(t)
+	ctx := t.Context()
 	chat, err := c.CreateChat(ctx, client.CreateChatRequest{Content: text("go"), DynamicTools: []client.DynamicTool{{Name: "confirm"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -333,7 +333,7 @@ func TestStreamAcrossReplicas(t *testing.T) {
 	b := testenv.Reopen(t, a, testenv.Options{NoRunner: true, Mock: mockllm.Options{ChunkDelay: 5 * time.Millisecond,
 		Script: &mockllm.Script{Steps: []mockllm.Step{{Text: strings.Repeat("Working through the request. ", 12), Value: json.RawMessage(`{"command":"make test"}`)}}}}})
 	c := a.Client("alice")
-	ctx := testCtx(t)
+	ctx := t.Context()
 	chat, err := c.CreateChat(ctx, client.CreateChatRequest{Content: text("across replicas"), ResponseFormat: schemaFormat()})
 	if err != nil {
 		t.Fatal(err)
@@ -380,7 +380,7 @@ func TestStreamErrorsAndWatch(t *testing.T) {
 	t.Cleanup(h.Release)
 	env := testenv.New(t, testenv.Options{Mock: mockllm.Options{BeforeRespond: h.hook}})
 	c := env.Client("alice")
-	ctx := testCtx(t)
+	ctx := t.Context()
 	if _, err := c.Stream(ctx, uuid.New(), 0).Next(); apiStatus(err) != 404 {
 		t.Fatalf("stream of a missing chat: %v", err)
 	}

@@ -61,12 +61,6 @@ func (h *holder) waitEntered(t *testing.T) {
 
 func (h *holder) Release() { h.once.Do(func() { close(h.release) }) }
 
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func text(s string) []client.MessagePart { return []client.MessagePart{client.TextPart(s)} }
 
 func schemaFormat() *client.ResponseFormat {
@@ -103,7 +97,7 @@ func TestDeleteQueuedWritesCancellationWithoutDisturbingTheTurn(t *testing.T) {
 	t.Cleanup(h.Release)
 	env := testenv.New(t, testenv.Options{Mock: mockllm.Options{BeforeRespond: h.hook}})
 	c := env.Client("alice")
-	ctx := testCtx(t)
+	ctx := t.Context()
 	chat, err := c.CreateChat(ctx, client.CreateChatRequest{Content: text("hold this turn")})
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +145,7 @@ func TestDeleteQueuedWritesCancellationWithoutDisturbingTheTurn(t *testing.T) {
 
 func waitStatus(t *testing.T, c *client.Client, chat uuid.UUID, want client.ChatStatus) client.Chat {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx := t.Context()
 	for {
 		ch, err := c.GetChat(ctx, chat)
 		if err != nil {
@@ -174,7 +168,7 @@ func TestInterruptCancelsTheActiveRequestAndMovesTheQueueOn(t *testing.T) {
 	t.Cleanup(h.Release)
 	env := testenv.New(t, testenv.Options{Mock: mockllm.Options{BeforeRespond: h.hook}})
 	c := env.Client("alice")
-	ctx := testCtx(t)
+	ctx := t.Context()
 	chat, err := c.CreateChat(ctx, client.CreateChatRequest{Content: text("hold: structured"), ResponseFormat: schemaFormat()})
 	if err != nil {
 		t.Fatal(err)
@@ -213,7 +207,7 @@ func TestSendWithInterruptBehavior(t *testing.T) {
 	t.Cleanup(h.Release)
 	env := testenv.New(t, testenv.Options{Mock: mockllm.Options{BeforeRespond: h.hook}})
 	c := env.Client("alice")
-	ctx := testCtx(t)
+	ctx := t.Context()
 	chat, err := c.CreateChat(ctx, client.CreateChatRequest{Content: text("hold"), ResponseFormat: schemaFormat()})
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +237,7 @@ func TestEditOrderAndReceipts(t *testing.T) {
 	t.Cleanup(h.Release)
 	env := testenv.New(t, testenv.Options{Mock: mockllm.Options{BeforeRespond: h.hook}})
 	c := env.Client("alice")
-	ctx := testCtx(t)
+	ctx := t.Context()
 
 	// Request A completes; request B is active (held); C and D are queued.
 	chat, err := c.CreateChat(ctx, client.CreateChatRequest{Content: text("first"), ResponseFormat: schemaFormat()})
@@ -343,7 +337,7 @@ func TestClientToolsRoundTrip(t *testing.T) {
 	}}
 	env := testenv.New(t, testenv.Options{Mock: mockllm.Options{Script: script}})
 	c := env.Client("alice")
-	ctx := testCtx(t)
+	ctx := t.Context()
 	chat, err := c.CreateChat(ctx, client.CreateChatRequest{
 		Content: text("weather?"), ResponseFormat: schemaFormat(),
 		DynamicTools: []client.DynamicTool{{Name: "get_weather", Description: "Weather for a city",
@@ -414,7 +408,7 @@ func TestFinalizerCallsCannotBeAnsweredByClients(t *testing.T) {
 	}}
 	env := testenv.New(t, testenv.Options{Mock: mockllm.Options{Script: script}})
 	c := env.Client("alice")
-	ctx := testCtx(t)
+	ctx := t.Context()
 	chat, err := c.CreateChat(ctx, client.CreateChatRequest{Content: text("go"), ResponseFormat: schemaFormat(),
 		DynamicTools: []client.DynamicTool{{Name: "lookup"}}})
 	if err != nil {
@@ -442,7 +436,7 @@ func TestPlanModeSwitchWithPendingRequestConflicts(t *testing.T) {
 	t.Cleanup(h.Release)
 	env := testenv.New(t, testenv.Options{Mock: mockllm.Options{BeforeRespond: h.hook}})
 	c := env.Client("alice")
-	ctx := testCtx(t)
+	ctx := t.Context()
 	chat, err := c.CreateChat(ctx, client.CreateChatRequest{Content: text("hold"), ResponseFormat: schemaFormat()})
 	if err != nil {
 		t.Fatal(err)

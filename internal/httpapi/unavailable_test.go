@@ -19,7 +19,7 @@ import (
 // the API recovers by itself once the database is back.
 func TestDatabaseUnavailableIs503(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := t.Context()
 	env := testenv.New(t, testenv.Options{NoRunner: true})
 	c := env.Client("alice")
 	bob := env.Token("bob")

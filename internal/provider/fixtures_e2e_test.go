@@ -100,7 +100,7 @@ func TestGeneratorFixturesEndToEnd(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			t.Parallel()
 			for _, p := range plans[f.name] {
-				res, err := c.CreateChat(ctxT(t), client.CreateChatRequest{
+				res, err := c.CreateChat(t.Context(), client.CreateChatRequest{
 					Content: []client.MessagePart{client.TextPart("Produce it. [script:" + p.script + "]")},
 					ResponseFormat: &client.ResponseFormat{Type: "json_schema",
 						JSONSchema: &client.JSONSchemaFormat{Name: "fixture", Schema: f.schema}},
@@ -109,7 +109,7 @@ func TestGeneratorFixturesEndToEnd(t *testing.T) {
 					t.Fatalf("%s: %v", p.script, err)
 				}
 				req := *res.Messages[0].StructuredOutputRequestID
-				out, err := c.WaitStructuredOutput(ctxT(t), req)
+				out, err := c.WaitStructuredOutput(t.Context(), req)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -121,7 +121,7 @@ func TestGeneratorFixturesEndToEnd(t *testing.T) {
 					t.Errorf("%s: value %s, want %s", p.script, out.Value, p.final)
 				}
 				var rejections, validation int
-				if err := env.Pool.QueryRow(ctxT(t), `SELECT rejections, validation_rejections FROM structured_requests WHERE request_id = $1`, req).
+				if err := env.Pool.QueryRow(t.Context(), `SELECT rejections, validation_rejections FROM structured_requests WHERE request_id = $1`, req).
 					Scan(&rejections, &validation); err != nil {
 					t.Fatal(err)
 				}
@@ -147,7 +147,7 @@ func TestNumberNotationMatchesPostgreSQL(t *testing.T) {
 	for _, lit := range lits {
 		_, err := validate.Decode([]byte(lit), validate.ValueLimits)
 		var stored string
-		if perr := pool.QueryRow(ctxT(t), `SELECT $1::jsonb::text`, lit).Scan(&stored); perr != nil {
+		if perr := pool.QueryRow(t.Context(), `SELECT $1::jsonb::text`, lit).Scan(&stored); perr != nil {
 			t.Fatalf("%s: %v", lit, perr)
 		}
 		if fits := len(stored) <= validate.ValueLimits.MaxNumberLen; (err == nil) != fits {

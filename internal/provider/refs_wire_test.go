@@ -35,7 +35,7 @@ func TestWireRefs(t *testing.T) {
 		t.Run(wt.typ, func(t *testing.T) {
 			t.Parallel()
 			w := newWireEnv(t, wt)
-			res, err := w.c.CreateChat(ctxT(t), client.CreateChatRequest{
+			res, err := w.c.CreateChat(t.Context(), client.CreateChatRequest{
 				Content: []client.MessagePart{client.TextPart("Plan the order. [script:refs]")},
 				ResponseFormat: &client.ResponseFormat{Type: "json_schema",
 					JSONSchema: &client.JSONSchemaFormat{Name: "order", Schema: json.RawMessage(refSchema)}},
@@ -43,7 +43,7 @@ func TestWireRefs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, err := w.c.WaitStructuredOutput(ctxT(t), *res.Messages[0].StructuredOutputRequestID)
+			out, err := w.c.WaitStructuredOutput(t.Context(), *res.Messages[0].StructuredOutputRequestID)
 			if err != nil {
 				t.Fatal(err)
 			}

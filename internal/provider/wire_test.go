@@ -119,12 +119,6 @@ func newWireEnv(t *testing.T, wt wireType) *wireEnv {
 	return w
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // requests are the provider requests of one scenario.
 func (w *wireEnv) requests(script string) []mockllm.Request {
 	var out []mockllm.Request
@@ -140,7 +134,7 @@ func (w *wireEnv) requests(script string) []mockllm.Request {
 // outcome.
 func (w *wireEnv) structured(t *testing.T, script string) (uuid.UUID, uuid.UUID, client.StructuredOutputResult) {
 	t.Helper()
-	res, err := w.c.CreateChat(ctxT(t), client.CreateChatRequest{
+	res, err := w.c.CreateChat(t.Context(), client.CreateChatRequest{
 		Content: []client.MessagePart{client.TextPart("Report the project's test command. [script:" + script + "]")},
 		ResponseFormat: &client.ResponseFormat{Type: "json_schema",
 			JSONSchema: &client.JSONSchemaFormat{Name: "report", Schema: json.RawMessage(schema)}},
@@ -149,7 +143,7 @@ func (w *wireEnv) structured(t *testing.T, script string) (uuid.UUID, uuid.UUID,
 		t.Fatal(err)
 	}
 	req := *res.Messages[0].StructuredOutputRequestID
-	out, err := w.c.WaitStructuredOutput(ctxT(t), req)
+	out, err := w.c.WaitStructuredOutput(t.Context(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +152,7 @@ func (w *wireEnv) structured(t *testing.T, script string) (uuid.UUID, uuid.UUID,
 
 func (w *wireEnv) ledger(t *testing.T, req uuid.UUID) (rejections, steps int) {
 	t.Helper()
-	if err := w.env.Pool.QueryRow(ctxT(t), `SELECT rejections, steps FROM structured_requests WHERE request_id = $1`, req).
+	if err := w.env.Pool.QueryRow(t.Context(), `SELECT rejections, steps FROM structured_requests WHERE request_id = $1`, req).
 		Scan(&rejections, &steps); err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +161,7 @@ func (w *wireEnv) ledger(t *testing.T, req uuid.UUID) (rejections, steps int) {
 
 func (w *wireEnv) history(t *testing.T, chat uuid.UUID) []client.ChatMessage {
 	t.Helper()
-	h, err := w.c.ListMessages(ctxT(t), chat, 0, 0)
+	h, err := w.c.ListMessages(t.Context(), chat, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +313,7 @@ func (w *wireEnv) validFirstTime(t *testing.T) {
 	if receipt.StructuredOutput == nil || len(receipt.Content) != 1 {
 		t.Fatalf("last message is not the receipt: %+v", receipt)
 	}
-	if _, err := w.c.SendMessage(ctxT(t), chat, client.SendMessageRequest{Content: []client.MessagePart{client.TextPart("thanks")}}); err != nil {
+	if _, err := w.c.SendMessage(t.Context(), chat, client.SendMessageRequest{Content: []client.MessagePart{client.TextPart("thanks")}}); err != nil {
 		t.Fatal(err)
 	}
 	waitIdle(t, w.c, chat, 3) // finalizer step, receipt, answer
@@ -423,7 +417,7 @@ func (w *wireEnv) toolThenFinalize(t *testing.T) {
 			t.Error("a reasoning item was replayed")
 		}
 		var meta string
-		if err := w.env.Pool.QueryRow(ctxT(t), `SELECT p->>'provider_metadata' FROM chat_messages, jsonb_array_elements(content) p
+		if err := w.env.Pool.QueryRow(t.Context(), `SELECT p->>'provider_metadata' FROM chat_messages, jsonb_array_elements(content) p
 			WHERE chat_id = $1 AND role = 'assistant' AND p->>'type' = 'reasoning' ORDER BY id LIMIT 1`, chat).Scan(&meta); err != nil {
 			t.Fatal(err)
 		}
@@ -481,7 +475,7 @@ func (w *wireEnv) length(t *testing.T) {
 		t.Fatalf("rejections %d steps %d", r, s)
 	}
 	var finish string
-	if err := w.env.Pool.QueryRow(ctxT(t), `SELECT finish_reason FROM chat_messages WHERE chat_id = $1 AND role = 'assistant' ORDER BY id LIMIT 1`, chat).
+	if err := w.env.Pool.QueryRow(t.Context(), `SELECT finish_reason FROM chat_messages WHERE chat_id = $1 AND role = 'assistant' ORDER BY id LIMIT 1`, chat).
 		Scan(&finish); err != nil {
 		t.Fatal(err)
 	}
@@ -503,7 +497,7 @@ func (w *wireEnv) truncated(t *testing.T) {
 		t.Fatalf("%d requests", n)
 	}
 	var n int
-	if err := w.env.Pool.QueryRow(ctxT(t), `SELECT count(*) FROM chat_messages WHERE chat_id = $1 AND content::text LIKE '%cut stream%'`, chat).Scan(&n); err != nil {
+	if err := w.env.Pool.QueryRow(t.Context(), `SELECT count(*) FROM chat_messages WHERE chat_id = $1 AND content::text LIKE '%cut stream%'`, chat).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != 0 {
@@ -519,7 +513,7 @@ func (w *wireEnv) malformed(t *testing.T) {
 		t.Fatalf("rejections %d steps %d", r, s)
 	}
 	var n int
-	if err := w.env.Pool.QueryRow(ctxT(t), `SELECT count(*) FROM chat_messages WHERE chat_id = $1 AND content::text LIKE '%args_rejected%'`, chat).Scan(&n); err != nil {
+	if err := w.env.Pool.QueryRow(t.Context(), `SELECT count(*) FROM chat_messages WHERE chat_id = $1 AND content::text LIKE '%args_rejected%'`, chat).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != 1 {
@@ -557,7 +551,7 @@ func (w *wireEnv) exhausted(t *testing.T) {
 		t.Errorf("message %q", res.Error.Message)
 	}
 	var lastError string
-	if err := w.env.Pool.QueryRow(ctxT(t), `SELECT coalesce(last_error::text, '') FROM chats WHERE id = $1`, chat).Scan(&lastError); err != nil {
+	if err := w.env.Pool.QueryRow(t.Context(), `SELECT coalesce(last_error::text, '') FROM chats WHERE id = $1`, chat).Scan(&lastError); err != nil {
 		t.Fatal(err)
 	}
 	if lastError == "" || strings.Contains(lastError, "upstream") || strings.Contains(lastError, "minLength") {
@@ -594,7 +588,7 @@ func (w *wireEnv) denied(t *testing.T) {
 		t.Errorf("the provider's message was not logged redacted")
 	}
 	var stored int
-	if err := w.env.Pool.QueryRow(ctxT(t), `SELECT count(*) FROM chat_messages WHERE chat_id = $1 AND content::text LIKE '%' || $2 || '%'`, chat, apiKey).
+	if err := w.env.Pool.QueryRow(t.Context(), `SELECT count(*) FROM chat_messages WHERE chat_id = $1 AND content::text LIKE '%' || $2 || '%'`, chat, apiKey).
 		Scan(&stored); err != nil {
 		t.Fatal(err)
 	}
@@ -608,7 +602,7 @@ func (w *wireEnv) denied(t *testing.T) {
 // summary.
 func (w *wireEnv) compaction(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := t.Context()
 	created, err := w.c.CreateChat(ctx, client.CreateChatRequest{Content: []client.MessagePart{client.TextPart("hello [script:compact]")}})
 	if err != nil {
 		t.Fatal(err)
@@ -647,7 +641,7 @@ func (w *wireEnv) compaction(t *testing.T) {
 // messages.
 func waitIdle(t *testing.T, c *client.Client, chat uuid.UUID, n int) []client.ChatMessage {
 	t.Helper()
-	ctx := ctxT(t)
+	ctx := t.Context()
 	for {
 		ch, err := c.GetChat(ctx, chat)
 		if err != nil {
@@ -692,7 +686,7 @@ func TestStrictToolsRefusedAtAdmission(t *testing.T) {
 		Mock:        mockllm.Options{Formats: []string{mockllm.FormatResponses}}}
 	env := testenv.New(t, opts)
 	c := env.Client("alice")
-	ctx := ctxT(t)
+	ctx := t.Context()
 	format := &client.ResponseFormat{Type: "json_schema", JSONSchema: &client.JSONSchemaFormat{Name: "report", Schema: json.RawMessage(schema)}}
 	content := []client.MessagePart{client.TextPart("report")}
 

@@ -32,7 +32,7 @@ func TestFairClaimAcrossUsers(t *testing.T) {
 				return nil
 			}}})
 	alice, bob := env.Client("alice"), env.Client("bob")
-	ctx := ctxT(t)
+	ctx := t.Context()
 	var chats []uuid.UUID
 	for range 2 {
 		res, err := alice.CreateChat(ctx, client.CreateChatRequest{Content: []client.MessagePart{client.TextPart("[script:long] List the files, again and again.")}})

@@ -26,7 +26,7 @@ import (
 // createWith starts a structured chat with the given client tools.
 func createWith(t *testing.T, c *client.Client, tools []client.DynamicTool) (uuid.UUID, uuid.UUID) {
 	t.Helper()
-	res, err := c.CreateChat(ctxT(t), client.CreateChatRequest{
+	res, err := c.CreateChat(t.Context(), client.CreateChatRequest{
 		Content:        []client.MessagePart{client.TextPart("Report the test command.")},
 		ResponseFormat: structured(reportSchema), DynamicTools: tools,
 	})
@@ -39,7 +39,7 @@ func createWith(t *testing.T, c *client.Client, tools []client.DynamicTool) (uui
 // storedCalls returns the tool-call parts the chat's assistant steps stored.
 func storedCalls(t *testing.T, env *testenv.Env, chat uuid.UUID) []map[string]any {
 	t.Helper()
-	rows, err := env.Pool.Query(ctxT(t), `SELECT p FROM chat_messages m, jsonb_array_elements(m.content) p
+	rows, err := env.Pool.Query(t.Context(), `SELECT p FROM chat_messages m, jsonb_array_elements(m.content) p
 		WHERE m.chat_id = $1 AND m.role = 'assistant' AND p->>'type' = 'tool-call' ORDER BY m.id`, chat)
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func TestUnstorableToolArgumentsAreScreened(t *testing.T) {
 	}
 	// Neither the server tool nor the client ran them: each got an error.
 	var results []string
-	rows, _ := env.Pool.Query(ctxT(t), `SELECT content::text FROM chat_messages WHERE chat_id = $1 AND role = 'tool' ORDER BY id`, chat)
+	rows, _ := env.Pool.Query(t.Context(), `SELECT content::text FROM chat_messages WHERE chat_id = $1 AND role = 'tool' ORDER BY id`, chat)
 	for rows.Next() {
 		var s string
 		_ = rows.Scan(&s)
@@ -110,7 +110,7 @@ func TestUnstorableToolArgumentsAreScreened(t *testing.T) {
 		}
 	}
 	// The API never shows the server-only marker.
-	h, err := c.ListMessages(ctxT(t), chat, 0, 0)
+	h, err := c.ListMessages(t.Context(), chat, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestPersistentCommitFailureEndsTheTurn(t *testing.T) {
 	t.Parallel()
 	script := &mockllm.Script{Steps: []mockllm.Step{{TextOnly: true, Text: "POISON"}}, Then: mockllm.ThenRepeat}
 	env := testenv.New(t, testenv.Options{NoRunner: true, Mock: mockllm.Options{Script: script}})
-	if _, err := env.Pool.Exec(ctxT(t), `
+	if _, err := env.Pool.Exec(t.Context(), `
 		CREATE FUNCTION test_poison() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN
 			IF NEW.role = 'assistant' AND NEW.content::text LIKE '%POISON%' THEN
@@ -149,7 +149,7 @@ func TestPersistentCommitFailureEndsTheTurn(t *testing.T) {
 	if n := providerCalls(env); n != 5 {
 		t.Fatalf("%d provider calls, want the 5 attempts", n)
 	}
-	ch, err := c.GetChat(ctxT(t), chat)
+	ch, err := c.GetChat(t.Context(), chat)
 	if err != nil || ch.Status != client.StatusError {
 		t.Fatalf("chat %+v %v", ch, err)
 	}
@@ -180,7 +180,7 @@ func TestDuplicateToolCallIDsAreRenamed(t *testing.T) {
 	// The client sees two calls with their own ids and arguments.
 	var pending []client.ToolCall
 	for deadline := time.Now().Add(60 * time.Second); ; {
-		ch, err := c.GetChat(ctxT(t), chat)
+		ch, err := c.GetChat(t.Context(), chat)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,7 +201,7 @@ func TestDuplicateToolCallIDsAreRenamed(t *testing.T) {
 	for _, p := range pending {
 		results = append(results, client.ToolResult{ToolCallID: p.ToolCallID, Output: json.RawMessage(`"ok"`)})
 	}
-	if _, err := c.SubmitToolResults(ctxT(t), chat, client.ToolResultsRequest{Results: results}); err != nil {
+	if _, err := c.SubmitToolResults(t.Context(), chat, client.ToolResultsRequest{Results: results}); err != nil {
 		t.Fatal(err)
 	}
 	if res := wait(t, c, req); res.Status != client.OutputSucceeded {
@@ -233,21 +233,21 @@ func TestAssistantTextIsCapped(t *testing.T) {
 	script := &mockllm.Script{Steps: []mockllm.Step{{TextOnly: true, Text: huge}}}
 	env := testenv.New(t, testenv.Options{Mock: mockllm.Options{Script: script}})
 	c := env.Client("alice")
-	res, err := c.CreateChat(ctxT(t), client.CreateChatRequest{Content: []client.MessagePart{client.TextPart("talk")}})
+	res, err := c.CreateChat(t.Context(), client.CreateChatRequest{Content: []client.MessagePart{client.TextPart("talk")}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitIdle(t, c, res.Chat.ID)
 	var size int
 	var finish string
-	if err := env.Pool.QueryRow(ctxT(t), `SELECT octet_length(content->0->>'text'), finish_reason FROM chat_messages
+	if err := env.Pool.QueryRow(t.Context(), `SELECT octet_length(content->0->>'text'), finish_reason FROM chat_messages
 		WHERE chat_id = $1 AND role = 'assistant'`, res.Chat.ID).Scan(&size, &finish); err != nil {
 		t.Fatal(err)
 	}
 	if size > 1<<20 || size < 1<<20-2 || finish != "length" {
 		t.Fatalf("stored %d bytes of text, finish %q", size, finish)
 	}
-	if ch, _ := c.GetChat(ctxT(t), res.Chat.ID); ch.Status != client.StatusWaiting {
+	if ch, _ := c.GetChat(t.Context(), res.Chat.ID); ch.Status != client.StatusWaiting {
 		t.Fatalf("chat %s", ch.Status)
 	}
 }
@@ -319,7 +319,7 @@ func TestUnreachableProviderReceiptSaysWhy(t *testing.T) {
 	if n := 1<<20 - rt.refusals.Load(); n != 3 {
 		t.Fatalf("%d attempts, want 3", n)
 	}
-	ch, _ := c.GetChat(ctxT(t), chat)
+	ch, _ := c.GetChat(t.Context(), chat)
 	if ch.LastError == nil || ch.LastError.Message != want || strings.Contains(ch.LastError.Message, key) {
 		t.Fatalf("last_error %+v", ch.LastError)
 	}

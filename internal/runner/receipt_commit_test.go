@@ -16,7 +16,7 @@ import (
 // finalizer result and receipt.
 func revisions(t *testing.T, env *testenv.Env, req uuid.UUID) (step, result, receipt int64) {
 	t.Helper()
-	rows, err := env.Pool.Query(ctxT(t), `SELECT role, kind, revision FROM chat_messages
+	rows, err := env.Pool.Query(t.Context(), `SELECT role, kind, revision FROM chat_messages
 		WHERE structured_request_id = $1 AND (role IN ('assistant', 'tool')) ORDER BY id`, req)
 	if err != nil {
 		t.Fatal(err)

@@ -31,16 +31,10 @@ func structured(schema string) *client.ResponseFormat {
 	return &client.ResponseFormat{Type: "json_schema", JSONSchema: &client.JSONSchemaFormat{Name: "report", Schema: json.RawMessage(schema)}}
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // create starts a structured chat and returns the chat and request ids.
 func create(t *testing.T, c *client.Client, schema string) (uuid.UUID, uuid.UUID) {
 	t.Helper()
-	res, err := c.CreateChat(ctxT(t), client.CreateChatRequest{
+	res, err := c.CreateChat(t.Context(), client.CreateChatRequest{
 		Content: []client.MessagePart{client.TextPart("Report the test command.")}, ResponseFormat: structured(schema),
 	})
 	if err != nil {
@@ -55,7 +49,7 @@ func create(t *testing.T, c *client.Client, schema string) (uuid.UUID, uuid.UUID
 
 func wait(t *testing.T, c *client.Client, req uuid.UUID) client.StructuredOutputResult {
 	t.Helper()
-	res, err := c.WaitStructuredOutput(ctxT(t), req)
+	res, err := c.WaitStructuredOutput(t.Context(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +60,7 @@ func wait(t *testing.T, c *client.Client, req uuid.UUID) client.StructuredOutput
 // request is terminal.
 func settled(t *testing.T, env *testenv.Env, chat, req uuid.UUID, status client.RequestStatus, code client.ErrorCode) {
 	t.Helper()
-	ctx := ctxT(t)
+	ctx := t.Context()
 	var ledgerStatus client.RequestStatus
 	var ledgerCode *client.ErrorCode
 	var receiptID *int64
@@ -145,7 +139,7 @@ func TestValidFirstTime(t *testing.T) {
 	}
 
 	// REST history shows the same outcome on the receipt.
-	h, err := c.ListMessages(ctxT(t), chat, 0, 0)
+	h, err := c.ListMessages(t.Context(), chat, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +177,7 @@ func TestAlwaysInvalidFailsAfterThreeSteps(t *testing.T) {
 	}
 	settled(t, env, chat, req, client.OutputFailed, client.CodeValidationExhausted)
 	var rejections, validation, steps int
-	if err := env.Pool.QueryRow(ctxT(t), `SELECT rejections, validation_rejections, steps FROM structured_requests WHERE request_id = $1`, req).
+	if err := env.Pool.QueryRow(t.Context(), `SELECT rejections, validation_rejections, steps FROM structured_requests WHERE request_id = $1`, req).
 		Scan(&rejections, &validation, &steps); err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +218,7 @@ func TestInvalidThenValidSucceeds(t *testing.T) {
 	}
 	settled(t, env, chat, req, client.OutputSucceeded, "")
 	var rejections int
-	_ = env.Pool.QueryRow(ctxT(t), `SELECT rejections FROM structured_requests WHERE request_id = $1`, req).Scan(&rejections)
+	_ = env.Pool.QueryRow(t.Context(), `SELECT rejections FROM structured_requests WHERE request_id = $1`, req).Scan(&rejections)
 	if rejections != 1 {
 		t.Fatalf("rejections %d, want 1", rejections)
 	}
@@ -245,7 +239,7 @@ func TestTwoFinalizersThenOne(t *testing.T) {
 	}
 	settled(t, env, chat, req, client.OutputSucceeded, "")
 	var rejections, validation int
-	_ = env.Pool.QueryRow(ctxT(t), `SELECT rejections, validation_rejections FROM structured_requests WHERE request_id = $1`, req).Scan(&rejections, &validation)
+	_ = env.Pool.QueryRow(t.Context(), `SELECT rejections, validation_rejections FROM structured_requests WHERE request_id = $1`, req).Scan(&rejections, &validation)
 	if rejections != 1 || validation != 0 {
 		t.Fatalf("rejections %d validation %d, want one batch rejection", rejections, validation)
 	}
@@ -255,7 +249,7 @@ func TestOrdinaryChatFinishesOnText(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t, testenv.Options{})
 	c := env.Client("alice")
-	res, err := c.CreateChat(ctxT(t), client.CreateChatRequest{Content: []client.MessagePart{client.TextPart("hello")}})
+	res, err := c.CreateChat(t.Context(), client.CreateChatRequest{Content: []client.MessagePart{client.TextPart("hello")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +269,7 @@ func TestOrdinaryChatFinishesOnText(t *testing.T) {
 // committed state (GET), and returns the history.
 func waitIdle(t *testing.T, c *client.Client, chat uuid.UUID) client.ListMessagesResponse {
 	t.Helper()
-	ctx := ctxT(t)
+	ctx := t.Context()
 	for {
 		ch, err := c.GetChat(ctx, chat)
 		if err != nil {
@@ -309,11 +303,11 @@ func TestQueuedStructuredRequestRunsAfterTheTurn(t *testing.T) {
 		return nil
 	}}})
 	c := env.Client("alice")
-	first, err := c.CreateChat(ctxT(t), client.CreateChatRequest{Content: []client.MessagePart{client.TextPart("first")}})
+	first, err := c.CreateChat(t.Context(), client.CreateChatRequest{Content: []client.MessagePart{client.TextPart("first")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sent, err := c.SendMessage(ctxT(t), first.Chat.ID, client.SendMessageRequest{
+	sent, err := c.SendMessage(t.Context(), first.Chat.ID, client.SendMessageRequest{
 		Content: []client.MessagePart{client.TextPart("second")}, ResponseFormat: structured(reportSchema)})
 	if err != nil {
 		t.Fatal(err)
@@ -321,7 +315,7 @@ func TestQueuedStructuredRequestRunsAfterTheTurn(t *testing.T) {
 	if !sent.Queued || sent.QueuedMessage == nil || sent.QueuedMessage.StructuredOutputRequestID == nil {
 		t.Fatalf("send while running: %+v", sent)
 	}
-	h, err := c.ListMessages(ctxT(t), first.Chat.ID, 0, 0)
+	h, err := c.ListMessages(t.Context(), first.Chat.ID, 0, 0)
 	if err != nil || len(h.QueuedMessages) != 1 || h.QueuedMessages[0].StructuredOutputRequestID == nil {
 		t.Fatalf("queue %+v %v", h.QueuedMessages, err)
 	}
@@ -353,7 +347,7 @@ func TestProviderErrorsExhaustAttempts(t *testing.T) {
 		t.Fatalf("%d attempts, want 3", n)
 	}
 	settled(t, env, chat, req, client.OutputFailed, client.CodeProviderError)
-	ch, _ := c.GetChat(ctxT(t), chat)
+	ch, _ := c.GetChat(t.Context(), chat)
 	if ch.Status != client.StatusError || ch.LastError == nil || ch.LastError.Code != client.CodeProviderError {
 		t.Fatalf("chat status %s last_error %+v, want error with provider_error", ch.Status, ch.LastError)
 	}
@@ -371,7 +365,7 @@ func TestTransientErrorThenSuccess(t *testing.T) {
 	}
 	settled(t, env, chat, req, client.OutputSucceeded, "")
 	var steps int
-	_ = env.Pool.QueryRow(ctxT(t), `SELECT steps FROM structured_requests WHERE request_id = $1`, req).Scan(&steps)
+	_ = env.Pool.QueryRow(t.Context(), `SELECT steps FROM structured_requests WHERE request_id = $1`, req).Scan(&steps)
 	if steps != 1 || providerCalls(env) != 3 {
 		t.Fatalf("steps %d calls %d: retries must not count as steps", steps, providerCalls(env))
 	}
@@ -391,13 +385,13 @@ func TestTruncatedFinalizerArgumentsNeverSucceed(t *testing.T) {
 	}
 	settled(t, env, chat, req, client.OutputSucceeded, "")
 	var rejections, steps int
-	_ = env.Pool.QueryRow(ctxT(t), `SELECT rejections, steps FROM structured_requests WHERE request_id = $1`, req).Scan(&rejections, &steps)
+	_ = env.Pool.QueryRow(t.Context(), `SELECT rejections, steps FROM structured_requests WHERE request_id = $1`, req).Scan(&rejections, &steps)
 	if rejections != 1 || steps != 2 {
 		t.Fatalf("rejections %d steps %d: truncated finalizer arguments must be rejected", rejections, steps)
 	}
 	// The unparseable arguments were never stored.
 	var stored int
-	_ = env.Pool.QueryRow(ctxT(t), `SELECT count(*) FROM chat_messages WHERE chat_id = $1 AND content::text LIKE '%args_rejected%'`, chat).Scan(&stored)
+	_ = env.Pool.QueryRow(t.Context(), `SELECT count(*) FROM chat_messages WHERE chat_id = $1 AND content::text LIKE '%args_rejected%'`, chat).Scan(&stored)
 	if stored != 1 {
 		t.Fatalf("%d rows with a rejected-arguments marker, want 1", stored)
 	}

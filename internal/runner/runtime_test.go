@@ -25,7 +25,7 @@ import (
 
 func ledger(t *testing.T, env *testenv.Env, req uuid.UUID) (rejections, validation, steps int) {
 	t.Helper()
-	if err := env.Pool.QueryRow(ctxT(t), `SELECT rejections, validation_rejections, steps FROM structured_requests WHERE request_id = $1`, req).
+	if err := env.Pool.QueryRow(t.Context(), `SELECT rejections, validation_rejections, steps FROM structured_requests WHERE request_id = $1`, req).
 		Scan(&rejections, &validation, &steps); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestFinalizerBesideAToolIsOneRejection(t *testing.T) {
 	}
 	// Nothing in the invalid batch ran: the tool result says so.
 	var results string
-	_ = env.Pool.QueryRow(ctxT(t), `SELECT content::text FROM chat_messages WHERE chat_id = $1 AND role = 'tool' ORDER BY id LIMIT 1`, chat).Scan(&results)
+	_ = env.Pool.QueryRow(t.Context(), `SELECT content::text FROM chat_messages WHERE chat_id = $1 AND role = 'tool' ORDER BY id LIMIT 1`, chat).Scan(&results)
 	if strings.Contains(results, "hello") || strings.Count(results, "Not run") != 2 {
 		t.Fatalf("invalid batch results: %s", results)
 	}
@@ -80,7 +80,7 @@ func TestUnsafeFinalizerArgumentsAreNeverStored(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	settled(t, env, chat, req, client.OutputFailed, client.CodeNotProduced)
-	rows, err := env.Pool.Query(ctxT(t), `SELECT content::text FROM chat_messages WHERE chat_id = $1 AND role = 'assistant' AND kind = 'message'`, chat)
+	rows, err := env.Pool.Query(t.Context(), `SELECT content::text FROM chat_messages WHERE chat_id = $1 AND role = 'assistant' AND kind = 'message'`, chat)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestOversizedFinalizerArgumentsAreNeverStored(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	var largest int
-	_ = env.Pool.QueryRow(ctxT(t), `SELECT max(octet_length(content::text)) FROM chat_messages WHERE chat_id = $1`, chat).Scan(&largest)
+	_ = env.Pool.QueryRow(t.Context(), `SELECT max(octet_length(content::text)) FROM chat_messages WHERE chat_id = $1`, chat).Scan(&largest)
 	if largest > 64<<10 {
 		t.Fatalf("a %d-byte row was stored", largest)
 	}
@@ -231,11 +231,11 @@ func TestHookContinuesOnceAcrossARestart(t *testing.T) {
 	}
 	// Between A and B: A is not public, the request is pending, the control
 	// row is visible, and the candidate was cleared.
-	if res, _ := c.GetStructuredOutput(ctxT(t), req, 0); res.Status != client.OutputPending {
+	if res, _ := c.GetStructuredOutput(t.Context(), req, 0); res.Status != client.OutputPending {
 		t.Fatalf("after the continuation: %+v", res)
 	}
 	var candidate []byte
-	_ = env.Pool.QueryRow(ctxT(t), `SELECT candidate FROM structured_requests WHERE request_id = $1`, req).Scan(&candidate)
+	_ = env.Pool.QueryRow(t.Context(), `SELECT candidate FROM structured_requests WHERE request_id = $1`, req).Scan(&candidate)
 	if candidate != nil {
 		t.Fatalf("candidate A still current: %s", candidate)
 	}
@@ -255,14 +255,14 @@ func TestHookContinuesOnceAcrossARestart(t *testing.T) {
 	}
 	// A was never published; the hook saw A, then B.
 	var aReceipts int
-	_ = env2.Pool.QueryRow(ctxT(t), `SELECT count(*) FROM chat_messages WHERE chat_id = $1 AND kind = 'receipt' AND content::text LIKE '%"A"%'`, chat).Scan(&aReceipts)
+	_ = env2.Pool.QueryRow(t.Context(), `SELECT count(*) FROM chat_messages WHERE chat_id = $1 AND kind = 'receipt' AND content::text LIKE '%"A"%'`, chat).Scan(&aReceipts)
 	calls := hs.calls()
 	if aReceipts != 0 || len(calls) != 2 || !strings.Contains(string(calls[0].Candidate), `"A"`) || !strings.Contains(string(calls[1].Candidate), `"B"`) ||
 		calls[1].Continuations != 1 {
 		t.Fatalf("A receipts %d, hook calls %+v", aReceipts, calls)
 	}
 	// The control row is client-visible; the model-only context is not.
-	h, _ := env2.Client("alice").ListMessages(ctxT(t), chat, 0, 0)
+	h, _ := env2.Client("alice").ListMessages(t.Context(), chat, 0, 0)
 	notices := 0
 	for _, m := range h.Messages {
 		for _, p := range m.Content {
@@ -297,7 +297,7 @@ func TestRestartBetweenCandidateAndReceiptWritesOneReceipt(t *testing.T) {
 		time.Sleep(5 * time.Millisecond) // polling an external server's log
 	}
 	var candidate []byte
-	_ = env.Pool.QueryRow(ctxT(t), `SELECT candidate FROM structured_requests WHERE request_id = $1`, req).Scan(&candidate)
+	_ = env.Pool.QueryRow(t.Context(), `SELECT candidate FROM structured_requests WHERE request_id = $1`, req).Scan(&candidate)
 	if candidate == nil {
 		t.Fatal("no candidate committed before the hook")
 	}
@@ -305,7 +305,7 @@ func TestRestartBetweenCandidateAndReceiptWritesOneReceipt(t *testing.T) {
 	// Cut off by the drain timeout, it still handed the chat back instead of
 	// leaving it to its lease.
 	var released bool
-	_ = env.Pool.QueryRow(ctxT(t), `SELECT worker_id IS NULL FROM chats WHERE id = $1`, chat).Scan(&released)
+	_ = env.Pool.QueryRow(t.Context(), `SELECT worker_id IS NULL FROM chats WHERE id = $1`, chat).Scan(&released)
 	if !released {
 		t.Fatal("a stopped worker kept its chat until the lease expires")
 	}
@@ -355,7 +355,7 @@ func TestCompactionBetweenRejectionsKeepsTheCount(t *testing.T) {
 	}
 	env := testenv.New(t, testenv.Options{Mock: mockllm.Options{Mode: mockllm.ModeInvalid, BeforeRespond: hold}})
 	c := env.Client("alice")
-	ctx := ctxT(t)
+	ctx := t.Context()
 	// An ordinary first turn gives compaction something to summarise.
 	first, err := c.CreateChat(ctx, client.CreateChatRequest{Content: []client.MessagePart{client.TextPart("hi")}})
 	if err != nil {
@@ -411,7 +411,7 @@ func TestAutomaticCompaction(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t, testenv.Options{ContextWindow: 120})
 	c := env.Client("alice")
-	ctx := ctxT(t)
+	ctx := t.Context()
 	chat, err := c.CreateChat(ctx, client.CreateChatRequest{Content: []client.MessagePart{client.TextPart(strings.Repeat("first turn ", 20))}})
 	if err != nil {
 		t.Fatal(err)
@@ -525,7 +525,7 @@ func TestServerToolDeadline(t *testing.T) {
 	}
 	settled(t, env, chat, req, client.OutputSucceeded, "")
 	var result string
-	_ = env.Pool.QueryRow(ctxT(t), `SELECT content::text FROM chat_messages WHERE chat_id = $1 AND role = 'tool' ORDER BY id LIMIT 1`, chat).Scan(&result)
+	_ = env.Pool.QueryRow(t.Context(), `SELECT content::text FROM chat_messages WHERE chat_id = $1 AND role = 'tool' ORDER BY id LIMIT 1`, chat).Scan(&result)
 	if !strings.Contains(result, "did not finish within 200ms") || !strings.Contains(result, `"is_error": true`) {
 		t.Fatalf("tool result %s", result)
 	}
@@ -557,7 +557,7 @@ func TestDrainEndsWhileAToolHangs(t *testing.T) {
 		t.Fatal("the drain waited on a hanging tool")
 	}
 	var released bool
-	_ = env.Pool.QueryRow(ctxT(t), `SELECT worker_id IS NULL FROM chats WHERE id = $1`, chat).Scan(&released)
+	_ = env.Pool.QueryRow(t.Context(), `SELECT worker_id IS NULL FROM chats WHERE id = $1`, chat).Scan(&released)
 	if !released {
 		t.Fatal("the drained worker kept its chat")
 	}

@@ -1,7 +1,6 @@
 package store_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -19,12 +18,6 @@ import (
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // state is everything a commit could have changed.
 type state struct {
 	Snapshot, History int64
@@ -38,7 +31,7 @@ type state struct {
 func readState(t *testing.T, pool *pgxpool.Pool, chat uuid.UUID) state {
 	t.Helper()
 	var s state
-	err := pool.QueryRow(ctxT(t), `SELECT c.snapshot_version, c.history_version, c.generation_attempt, c.worker_id, c.status,
+	err := pool.QueryRow(t.Context(), `SELECT c.snapshot_version, c.history_version, c.generation_attempt, c.worker_id, c.status,
 			(SELECT count(*) FROM chat_messages m WHERE m.chat_id = c.id),
 			(SELECT count(*) FROM chat_messages m WHERE m.chat_id = c.id AND m.kind = 'receipt'),
 			(SELECT coalesce(sum(r.steps), 0) FROM structured_requests r WHERE r.chat_id = c.id)
@@ -56,7 +49,7 @@ func waitLeaseExpired(t *testing.T, pool *pgxpool.Pool, chat uuid.UUID) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var expired bool
-		if err := pool.QueryRow(ctxT(t), `SELECT lease_expires_at < now() FROM chats WHERE id = $1`, chat).Scan(&expired); err != nil {
+		if err := pool.QueryRow(t.Context(), `SELECT lease_expires_at < now() FROM chats WHERE id = $1`, chat).Scan(&expired); err != nil {
 			t.Fatal(err)
 		}
 		if expired {
@@ -78,7 +71,7 @@ func TestZombieWorkerCannotCommit(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.New(t)
 	st := store.New(pool)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	token, err := st.CreateToken(ctx, "alice")
 	if err != nil {
 		t.Fatal(err)
@@ -222,7 +215,7 @@ func TestExpiredLeaseWithoutTakeoverStillCommits(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.New(t)
 	st := store.New(pool)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	token, _ := st.CreateToken(ctx, "alice")
 	user, err := st.Authenticate(ctx, token)
 	if err != nil {

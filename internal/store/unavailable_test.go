@@ -17,7 +17,7 @@ import (
 // hand-made ones, except for server codes no test can provoke cheaply.
 func TestUnavailable(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := t.Context()
 	pool := dbtest.New(t)
 
 	// Nothing listens on port 1: the pool cannot connect.
