@@ -27,6 +27,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
 
 	"github.com/chatd/chatd/internal/migrate"
 	"github.com/chatd/chatd/internal/pglocal"
@@ -48,7 +49,9 @@ var (
 func Main(m *testing.M) { os.Exit(Run(m)) }
 
 // Run is Main without the exit: it returns m.Run's code, for a TestMain
-// that checks something after the tests.
+// that checks something after the tests. When the tests passed, it fails
+// the run if goroutines they started are still running (goleak): every
+// worker, stream, pool and listener a test starts ends with the test.
 func Run(m *testing.M) int {
 	code := m.Run()
 	mu.Lock()
@@ -56,6 +59,12 @@ func Run(m *testing.M) int {
 		_ = cluster.Stop(context.Background())
 	}
 	mu.Unlock()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: goroutines outlived the tests: %v\n", err)
+			code = 1
+		}
+	}
 	return code
 }
 

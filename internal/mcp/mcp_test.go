@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
 
 	"github.com/chatd/chatd/internal/mcp"
 	"github.com/chatd/chatd/internal/mcp/mcptest"
@@ -35,6 +36,13 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if sharedStop != nil {
 		sharedStop()
+	}
+	if code == 0 {
+		// Every session, reader and server process a test starts ends with it.
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: goroutines outlived the tests: %v\n", err)
+			code = 1
+		}
 	}
 	os.Exit(code)
 }
