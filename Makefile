@@ -96,7 +96,11 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	go vet ./...
 
+## lint: golangci-lint v2 with .golangci.yml (the layering rules among
+## them). It is pinned in tools/lint/go.mod, a module of its own, so that its
+## dependencies stay out of chatd's go.mod.
 lint: vet
+	go tool -modfile=tools/lint/go.mod golangci-lint run ./...
 
 ## js-deps: node and npm (Debian's, when missing) and the SDK's npm packages,
 ## pinned by sdk/typescript/package-lock.json; Debian's chromium for the

@@ -160,7 +160,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 			ln.Close()
 			return err
 		}
-		defer dbg.Close()
+		defer func() { _ = dbg.Close() }()
 	}
 	var handler http.Handler = api
 	if *withConsole {
@@ -212,7 +212,7 @@ func ensureMigrated(ctx context.Context, d *database, force bool, logger *slog.L
 	if err != nil {
 		return err
 	}
-	defer m.Close()
+	defer func() { _ = m.Close() }()
 	if d.local || force {
 		res, err := m.UpIfPending(ctx)
 		for _, r := range res {
@@ -260,7 +260,7 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	defer m.Close()
+	defer func() { _ = m.Close() }()
 	switch verb {
 	case "up":
 		res, err := m.Up(ctx)

@@ -150,8 +150,9 @@ func runWalkthrough(t *testing.T, base, dataDir string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, block, ok := strings.Cut(string(readme), "<!-- walkthrough")
-	if _, block, ok = strings.Cut(block, "```sh\n"); !ok {
+	_, block, _ := strings.Cut(string(readme), "<!-- walkthrough")
+	_, block, ok := strings.Cut(block, "```sh\n")
+	if !ok {
 		t.Fatal("README.md: no sh block after the walkthrough marker")
 	}
 	block, _, _ = strings.Cut(block, "```")

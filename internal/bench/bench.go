@@ -263,7 +263,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer mock.stop()
+	defer func() { _ = mock.stop() }()
 	cfgPath := filepath.Join(work, "chatd.json")
 	cfg := fmt.Sprintf(`{"providers":[{"name":"mock","type":"openai-compatible","base_url":%q,"api_key_env":"BENCH_UNUSED_KEY"}],
   "models":[{"id":"bench/mock","provider":"mock","model":"mock-1","context_window":32768,"max_output_tokens":4096}],
@@ -754,7 +754,7 @@ func spawn(bin string, args []string, logPath string, match func(line string) bo
 	}()
 	go func() {
 		_ = cmd.Wait()
-		pw.Close()
+		_ = pw.Close()
 		<-drained
 		close(p.done)
 	}()

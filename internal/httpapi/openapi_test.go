@@ -138,8 +138,6 @@ func fetchOpenAPI(t *testing.T, s *Server) (map[string]any, []byte) {
 	return doc, rec.Body.Bytes()
 }
 
-var methods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"}
-
 func TestOpenAPIDocument(t *testing.T) {
 	s := New(Options{})
 	doc, raw := fetchOpenAPI(t, s)

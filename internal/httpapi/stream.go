@@ -183,7 +183,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		if err != nil {
-			return nil // transient: the feed reads again on the next change
+			return nil //nolint:nilerr // transient: the feed reads again on the next change
 		}
 		return s.apply(out, st, render(rd), false)
 	}

@@ -75,7 +75,7 @@ func kinds(evs []client.StreamEvent) string {
 }
 
 func itoa(n int64) string {
-	return strings.TrimSpace(strings.Replace(string(json.RawMessage(mustJSON(n))), "\"", "", -1))
+	return strings.TrimSpace(strings.ReplaceAll(string(json.RawMessage(mustJSON(n))), "\"", ""))
 }
 
 func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }
@@ -266,7 +266,7 @@ func TestQueuedCancellationDuringAHeldTurn(t *testing.T) {
 	if _, err := c.EditMessage(ctx, chat.Chat.ID, hist.Messages[0].ID, client.EditMessageRequest{Content: text("edited")}); err != nil {
 		t.Fatal(err)
 	}
-	evs = s.until(t, "history_reset", func(e client.StreamEvent) bool { return e.Type == client.EventHistoryReset })
+	s.until(t, "history_reset", func(e client.StreamEvent) bool { return e.Type == client.EventHistoryReset })
 	evs = s.until(t, "the replacement", func(e client.StreamEvent) bool {
 		return e.Message != nil && e.Message.Role == client.RoleUser && e.Message.Content[0].Text == "edited"
 	})

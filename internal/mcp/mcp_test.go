@@ -219,15 +219,6 @@ func recordHeaders(h http.Handler) http.Handler {
 	})
 }
 
-func decode(t *testing.T, raw json.RawMessage) map[string]any {
-	t.Helper()
-	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("result %s: %v", raw, err)
-	}
-	return out
-}
-
 func TestEverythingOverStdio(t *testing.T) {
 	t.Parallel()
 	e := sharedServers(t)

@@ -42,7 +42,7 @@ func (chatFormat) check(req *Request) error {
 		if m.Role == "tool" {
 			i := slices.Index(pending, m.ToolCallID)
 			if i < 0 {
-				return errors.New("Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.")
+				return errors.New("Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.") //nolint:misspell // OpenAI's wording, verbatim
 			}
 			pending = slices.Delete(pending, i, i+1)
 			continue

@@ -27,7 +27,7 @@ func (a *action) finishWithCandidate(ctx context.Context) (bool, error) {
 			return false, err
 		}
 		d, err := h.Stop(ctx, hooks.StopEvent{ChatID: a.turn.Chat.ID.String(), RequestID: req.RequestID.String(),
-			Name: req.Name, Candidate: req.Candidate, Continuations: int(n)})
+			Name: req.Name, Candidate: req.Candidate, Continuations: n})
 		if err != nil {
 			if ctx.Err() != nil {
 				return false, ctx.Err()

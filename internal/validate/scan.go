@@ -738,8 +738,9 @@ func parseNumber(lit string) (*numInfo, error) {
 		n.neg = true
 		s = s[1:]
 	}
-	mant, expPart := s, ""
+	mant := s
 	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		var expPart string
 		mant, expPart = s[:i], s[i+1:]
 		e, ok := smallInt(expPart)
 		if !ok || e > MaxExponent || e < -MaxExponent {
