@@ -419,7 +419,7 @@ func TestStuckChat(t *testing.T) {
 	waitingChat := func(f *fixture, deadline string) (uuid.UUID, int64) {
 		chat, _, _ := f.structuredChat()
 		var step int64
-		if err := f.pool.QueryRow(ctxT(t), `INSERT INTO chat_messages (chat_id, role, content) VALUES ($1, 'assistant',
+		if err := f.pool.QueryRow(t.Context(), `INSERT INTO chat_messages (chat_id, role, content) VALUES ($1, 'assistant',
 			'[{"type":"tool-call","tool_call_id":"a","tool_name":"ask","args":{}},{"type":"tool-call","tool_call_id":"b","tool_name":"ask","args":{}},
 			  {"type":"tool-call","tool_call_id":"w","tool_name":"web_search","args":{},"provider_executed":true}]') RETURNING id`,
 			chat.ID).Scan(&step); err != nil {
@@ -447,7 +447,7 @@ func TestStuckChat(t *testing.T) {
 		worker := uuid.New()
 		for range 2 {
 			f.structuredChat()
-			if _, err := f.st.Claim(ctxT(t), worker, time.Minute); err != nil {
+			if _, err := f.st.Claim(t.Context(), worker, time.Minute); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -461,7 +461,7 @@ func TestStuckChat(t *testing.T) {
 		t.Parallel()
 		f := newFixture(t)
 		chat, req, _ := f.structuredChat()
-		if _, err := f.st.Claim(ctxT(t), uuid.New(), time.Minute); err != nil {
+		if _, err := f.st.Claim(t.Context(), uuid.New(), time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		f.exec(`UPDATE chats SET lease_expires_at = now() - interval '1 hour' WHERE id = $1`, chat.ID)

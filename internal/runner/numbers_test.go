@@ -28,7 +28,7 @@ func TestNumbersJSONBExpands(t *testing.T) {
 	env := testenv.New(t, testenv.Options{Mock: mockllm.Options{Script: script}})
 	c := env.Client("alice")
 
-	_, err := c.CreateChat(ctxT(t), client.CreateChatRequest{
+	_, err := c.CreateChat(t.Context(), client.CreateChatRequest{
 		Content:        []client.MessagePart{client.TextPart("Count.")},
 		ResponseFormat: structured(`{"type":"object","properties":{"n":{"type":"number","maximum":1e100}}}`),
 	})
@@ -68,7 +68,7 @@ func TestNumbersJSONBExpands(t *testing.T) {
 		t.Fatalf("the model was told %q", repair)
 	}
 	var rejections int
-	if err := env.Pool.QueryRow(ctxT(t), `SELECT rejections FROM structured_requests WHERE request_id = $1`, req).Scan(&rejections); err != nil || rejections != 1 {
+	if err := env.Pool.QueryRow(t.Context(), `SELECT rejections FROM structured_requests WHERE request_id = $1`, req).Scan(&rejections); err != nil || rejections != 1 {
 		t.Fatalf("rejections %d %v, want 1", rejections, err)
 	}
 }
