@@ -31,7 +31,7 @@ func TestHostileRequests(t *testing.T) {
 	env := testenv.New(t, testenv.Options{Mock: mockllm.Options{Script: script}})
 	c := env.Client("alice")
 	token := env.Token("alice")
-	ctx := testCtx(t)
+	ctx := t.Context()
 	chat, err := c.CreateChat(ctx, client.CreateChatRequest{Content: text("weather?"),
 		DynamicTools: []client.DynamicTool{{Name: "get_weather"}}})
 	if err != nil {
@@ -128,7 +128,7 @@ func TestDerivedTitleFitsTheTitleLimit(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t, testenv.Options{NoRunner: true})
 	c := env.Client("alice")
-	ctx := testCtx(t)
+	ctx := t.Context()
 	for _, first := range []string{strings.Repeat("😀", 100), strings.Repeat("é", 200), strings.Repeat("a", 300), "short"} {
 		res, err := c.CreateChat(ctx, client.CreateChatRequest{Content: text(first)})
 		if err != nil {
