@@ -314,6 +314,7 @@ CREATE TABLE public.api_tokens (
     token_hash bytea NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     last_used_at timestamp with time zone,
+    expires_at timestamp with time zone,
     CONSTRAINT api_tokens_token_hash_check CHECK ((octet_length(token_hash) = 32))
 );
 
@@ -439,6 +440,7 @@ CREATE TABLE public.stream_tickets (
     user_id uuid NOT NULL,
     chat_id uuid NOT NULL,
     expires_at timestamp with time zone NOT NULL,
+    token_id uuid,
     CONSTRAINT stream_tickets_digest_sha256 CHECK ((length(digest) = 32))
 );
 
@@ -591,6 +593,9 @@ ALTER TABLE ONLY public.idempotency_keys
 
 ALTER TABLE ONLY public.stream_tickets
     ADD CONSTRAINT stream_tickets_chat_id_fkey FOREIGN KEY (chat_id) REFERENCES public.chats(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.stream_tickets
+    ADD CONSTRAINT stream_tickets_token_id_fkey FOREIGN KEY (token_id) REFERENCES public.api_tokens(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.stream_tickets
     ADD CONSTRAINT stream_tickets_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id) ON DELETE CASCADE;
