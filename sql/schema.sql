@@ -395,12 +395,14 @@ CREATE TABLE public.chats (
     compaction_requested_at timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    mcp_servers text[] DEFAULT '{}'::text[] NOT NULL,
     CONSTRAINT chats_child_has_parent CHECK (((mode <> 'child'::text) OR (parent_chat_id IS NOT NULL))),
     CONSTRAINT chats_deadline_only_requires_action CHECK (((status = 'requires_action'::text) OR (requires_action_deadline IS NULL))),
     CONSTRAINT chats_dynamic_tools_check CHECK ((jsonb_typeof(dynamic_tools) = 'array'::text)),
     CONSTRAINT chats_generation_attempt_check CHECK ((generation_attempt >= 0)),
     CONSTRAINT chats_history_not_ahead CHECK ((history_version <= snapshot_version)),
     CONSTRAINT chats_lease_with_owner CHECK (((worker_id IS NULL) = (lease_expires_at IS NULL))),
+    CONSTRAINT chats_mcp_servers_bounded CHECK ((cardinality(mcp_servers) <= 16)),
     CONSTRAINT chats_mode_check CHECK ((mode = ANY (ARRAY['normal'::text, 'plan'::text, 'child'::text]))),
     CONSTRAINT chats_owned_only_while_runnable CHECK (((status = ANY (ARRAY['running'::text, 'interrupting'::text])) OR (worker_id IS NULL))),
     CONSTRAINT chats_status_check CHECK ((status = ANY (ARRAY['waiting'::text, 'running'::text, 'requires_action'::text, 'interrupting'::text, 'error'::text])))
@@ -433,6 +435,16 @@ CREATE TABLE public.idempotency_keys (
     CONSTRAINT idempotency_keys_fingerprint_check CHECK ((length(fingerprint) = 32)),
     CONSTRAINT idempotency_keys_key_check CHECK (((length(key) >= 1) AND (length(key) <= 255))),
     CONSTRAINT idempotency_keys_status_check CHECK (((status >= 200) AND (status <= 299)))
+);
+
+CREATE TABLE public.mcp_calls (
+    message_id bigint NOT NULL,
+    tool_call_id text NOT NULL,
+    server text NOT NULL,
+    tool text NOT NULL,
+    attempts integer DEFAULT 1 NOT NULL,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT mcp_calls_attempts_positive CHECK ((attempts >= 1))
 );
 
 CREATE TABLE public.stream_tickets (
@@ -515,6 +527,9 @@ ALTER TABLE ONLY public.goose_db_version
 ALTER TABLE ONLY public.idempotency_keys
     ADD CONSTRAINT idempotency_keys_pkey PRIMARY KEY (user_id, key);
 
+ALTER TABLE ONLY public.mcp_calls
+    ADD CONSTRAINT mcp_calls_pkey PRIMARY KEY (message_id, tool_call_id);
+
 ALTER TABLE ONLY public.stream_tickets
     ADD CONSTRAINT stream_tickets_pkey PRIMARY KEY (digest);
 
@@ -590,6 +605,9 @@ ALTER TABLE ONLY public.chats
 
 ALTER TABLE ONLY public.idempotency_keys
     ADD CONSTRAINT idempotency_keys_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.mcp_calls
+    ADD CONSTRAINT mcp_calls_message_fk FOREIGN KEY (message_id) REFERENCES public.chat_messages(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.stream_tickets
     ADD CONSTRAINT stream_tickets_chat_id_fkey FOREIGN KEY (chat_id) REFERENCES public.chats(id) ON DELETE CASCADE;

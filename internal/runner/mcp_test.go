@@ -168,7 +168,7 @@ func (s *mcpServers) recorded(t *testing.T, server string) int {
 
 func createMCP(t *testing.T, c *client.Client, optIn ...string) (uuid.UUID, uuid.UUID) {
 	t.Helper()
-	res, err := c.CreateChat(ctxT(t), client.CreateChatRequest{
+	res, err := c.CreateChat(t.Context(), client.CreateChatRequest{
 		Content:        []client.MessagePart{client.TextPart("Report the test command.")},
 		ResponseFormat: structured(reportSchema), MCPServers: optIn,
 	})
@@ -181,7 +181,7 @@ func createMCP(t *testing.T, c *client.Client, optIn ...string) (uuid.UUID, uuid
 // toolResults are the stored tool results of a chat, by tool name.
 func toolResults(t *testing.T, env *testenv.Env, chat uuid.UUID) map[string][]string {
 	t.Helper()
-	rows, err := env.Pool.Query(ctxT(t), `SELECT p->>'tool_name', coalesce(p->>'is_error', 'false'), p->>'result'
+	rows, err := env.Pool.Query(t.Context(), `SELECT p->>'tool_name', coalesce(p->>'is_error', 'false'), p->>'result'
 		FROM chat_messages m, jsonb_array_elements(m.content) p
 		WHERE m.chat_id = $1 AND m.role = 'tool' AND p->>'type' = 'tool-result' ORDER BY m.id`, chat)
 	if err != nil {
@@ -201,7 +201,7 @@ func toolResults(t *testing.T, env *testenv.Env, chat uuid.UUID) map[string][]st
 
 func checkClean(t *testing.T, env *testenv.Env) {
 	t.Helper()
-	rep, err := check.Run(ctxT(t), env.Pool)
+	rep, err := check.Run(t.Context(), env.Pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func checkClean(t *testing.T, env *testenv.Env) {
 func oneReceipt(t *testing.T, env *testenv.Env, req uuid.UUID) {
 	t.Helper()
 	var n int
-	if err := env.Pool.QueryRow(ctxT(t), `SELECT count(*) FROM chat_messages WHERE structured_request_id = $1 AND kind = 'receipt'`, req).Scan(&n); err != nil || n != 1 {
+	if err := env.Pool.QueryRow(t.Context(), `SELECT count(*) FROM chat_messages WHERE structured_request_id = $1 AND kind = 'receipt'`, req).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("%d receipts (%v)", n, err)
 	}
 }
@@ -253,7 +253,7 @@ func TestMCPToolThenFinalize(t *testing.T) {
 		t.Errorf("stored result %v", r)
 	}
 	var sends int
-	if err := env.Pool.QueryRow(ctxT(t), `SELECT attempts FROM mcp_calls c JOIN chat_messages m ON m.id = c.message_id
+	if err := env.Pool.QueryRow(t.Context(), `SELECT attempts FROM mcp_calls c JOIN chat_messages m ON m.id = c.message_id
 		WHERE m.chat_id = $1 AND c.server = 'everything' AND c.tool = 'echo'`, chat).Scan(&sends); err != nil || sends != 1 {
 		t.Errorf("journal: %d sends (%v)", sends, err)
 	}
@@ -291,7 +291,7 @@ func TestMCPToolsNotAllowedAreNotReached(t *testing.T) {
 		t.Error("crashy__record ran for a chat that did not opt in")
 	}
 	var n int
-	_ = env.Pool.QueryRow(ctxT(t), `SELECT count(*) FROM mcp_calls c JOIN chat_messages m ON m.id = c.message_id WHERE m.chat_id = $1`, chat).Scan(&n)
+	_ = env.Pool.QueryRow(t.Context(), `SELECT count(*) FROM mcp_calls c JOIN chat_messages m ON m.id = c.message_id WHERE m.chat_id = $1`, chat).Scan(&n)
 	if n != 0 {
 		t.Errorf("%d calls journaled", n)
 	}
@@ -346,7 +346,7 @@ func TestMCPFaultsEndInErrorResults(t *testing.T) {
 		t.Errorf("the server's environment: %v", r)
 	}
 	var largest int
-	_ = env.Pool.QueryRow(ctxT(t), `SELECT max(octet_length(content::text)) FROM chat_messages WHERE chat_id = $1`, chat).Scan(&largest)
+	_ = env.Pool.QueryRow(t.Context(), `SELECT max(octet_length(content::text)) FROM chat_messages WHERE chat_id = $1`, chat).Scan(&largest)
 	if largest > 64<<10 {
 		t.Errorf("a %d-byte row was stored", largest)
 	}
@@ -445,7 +445,7 @@ func TestMCPFaultsOfTheProcess(t *testing.T) {
 			}
 			r := toolResults(t, env, chat)[tool]
 			var sends int
-			_ = env.Pool.QueryRow(ctxT(t), `SELECT attempts FROM mcp_calls c JOIN chat_messages m ON m.id = c.message_id WHERE m.chat_id = $1`, chat).Scan(&sends)
+			_ = env.Pool.QueryRow(t.Context(), `SELECT attempts FROM mcp_calls c JOIN chat_messages m ON m.id = c.message_id WHERE m.chat_id = $1`, chat).Scan(&sends)
 			got := s.recorded(t, tc.server) - before
 			if tc.idempotent {
 				// Sent again (the server hangs only on the first send of a key).
