@@ -51,9 +51,13 @@ func Main(m *testing.M) { os.Exit(Run(m)) }
 // Run is Main without the exit: it returns m.Run's code, for a TestMain
 // that checks something after the tests. When the tests passed, it fails
 // the run if goroutines they started are still running (goleak): every
-// worker, stream, pool and listener a test starts ends with the test.
-func Run(m *testing.M) int {
+// worker, stream, pool and listener a test starts ends with the test. The
+// before functions run first: they end what the package shares across tests.
+func Run(m *testing.M, before ...func()) int {
 	code := m.Run()
+	for _, f := range before {
+		f() // what the package shares across tests ends before the leak check
+	}
 	mu.Lock()
 	if cluster != nil {
 		_ = cluster.Stop(context.Background())

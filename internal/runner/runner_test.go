@@ -20,9 +20,7 @@ import (
 
 func TestMain(m *testing.M) {
 	os.Setenv(mcpSecretEnv, mcpSecret) // in chatd's environment, named by no MCP server
-	code := dbtest.Run(m)
-	stopMCP()
-	os.Exit(code)
+	os.Exit(dbtest.Run(m, stopMCP))
 }
 
 const reportSchema = `{"type":"object","properties":{"command":{"type":"string","minLength":1},"tags":{"type":"array","items":{"type":"string"}}},"required":["command"],"additionalProperties":false}`
