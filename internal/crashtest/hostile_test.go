@@ -175,28 +175,9 @@ func TestHostileModelStorm(t *testing.T) {
 
 	start := time.Now()
 	for i := 0; i < kills; {
-		p := planKill(rng)
-		slot := p.Slot
-		if p.Phase == "timed" {
-			time.Sleep(p.Delay) // the kill point itself: a moment, not a synchronisation
-		} else {
-			tr.arm(p)
-			var f firing
-			select {
-			case f = <-tr.fired:
-			case <-time.After(90 * time.Second):
-				t.Fatalf("kill %d (%s): no provider request reached it in 90s", i, p)
-			}
-			if slot = c.slotOf(f.proc); slot < 0 {
-				continue // a request of a process already gone: draw again
-			}
-			if p.Phase == "response" {
-				time.Sleep(p.Delay) // as above: where in the commit the kill lands
-			}
+		if _, _, ok := c.killAt(rng, tr, i); ok {
+			i++
 		}
-		c.server(slot).kill()
-		i++
-		c.start(slot)
 	}
 	chaos := time.Since(start)
 	stopDrivers()

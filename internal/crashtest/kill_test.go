@@ -107,6 +107,35 @@ func planKill(rng *rand.Rand) killPoint {
 	return p
 }
 
+// killAt draws kill point i, waits for it, SIGKILLs the server there and
+// starts it again. ok is false when the point fell on a request of a process
+// already gone: nothing was killed, draw again.
+func (c *cluster) killAt(rng *rand.Rand, tr *trigger, i int) (p killPoint, slot int, ok bool) {
+	c.t.Helper()
+	p = planKill(rng)
+	slot = p.Slot
+	if p.Phase == "timed" {
+		time.Sleep(p.Delay) // the kill point itself: a moment, not a synchronisation
+	} else {
+		tr.arm(p)
+		var f firing
+		select {
+		case f = <-tr.fired:
+		case <-time.After(90 * time.Second):
+			c.t.Fatalf("kill %d (%s): no provider request reached it in 90s", i, p)
+		}
+		if slot = c.slotOf(f.proc); slot < 0 {
+			return p, slot, false
+		}
+		if p.Phase == "response" {
+			time.Sleep(p.Delay) // as above: where in the commit the kill lands
+		}
+	}
+	c.server(slot).kill()
+	c.start(slot)
+	return p, slot, true
+}
+
 // trigger picks the provider request an armed kill point applies to and
 // reports which process made it when the point is reached.
 type trigger struct {
@@ -548,32 +577,15 @@ func TestKillRestart(t *testing.T) {
 	phases := map[string]int{}
 	slot0Kills := 0
 	for i := 0; i < kills; {
-		p := planKill(rng)
-		slot := p.Slot
-		if p.Phase == "timed" {
-			time.Sleep(p.Delay) // the kill point itself: a moment, not a synchronisation
-		} else {
-			tr.arm(p)
-			var f firing
-			select {
-			case f = <-tr.fired:
-			case <-time.After(90 * time.Second):
-				t.Fatalf("kill %d (%s): no provider request reached it in 90s", i, p)
-			}
-			if slot = c.slotOf(f.proc); slot < 0 {
-				continue // a request of a process already gone: draw again
-			}
-			if p.Phase == "response" {
-				time.Sleep(p.Delay) // as above: where in the commit the kill lands
-			}
+		p, slot, ok := c.killAt(rng, tr, i)
+		if !ok {
+			continue
 		}
-		c.server(slot).kill()
 		phases[p.Phase]++
 		if slot == 0 {
 			slot0Kills++
 		}
 		i++
-		c.start(slot)
 	}
 	chaos := time.Since(start)
 	stopDrivers()
