@@ -58,10 +58,11 @@ type ChatClaimByIDParams struct {
 }
 
 // Claims the chat a wake-up named, if it is runnable and has no live owner.
-// It waits for a transaction holding the row (they are short), so a busy
-// row is not mistaken for a taken one. With count_attempt, a running
-// chat's next provider attempt is counted here, before it is made (see
-// ChatRecordAttemptIfOwned).
+// It waits for a transaction holding the row (they are short: a stream's
+// read, a commit), so a busy row is not mistaken for a taken one; other
+// claims of the chat were serialized by ChatClaimLock. With count_attempt,
+// a running chat's next provider attempt is counted here, before it is made
+// (see ChatRecordAttemptIfOwned).
 func (q *Queries) ChatClaimByID(ctx context.Context, db DBTX, arg ChatClaimByIDParams) (Chat, error) {
 	row := db.QueryRow(ctx, chatClaimByID,
 		arg.WorkerID,
@@ -94,6 +95,22 @@ func (q *Queries) ChatClaimByID(ctx context.Context, db DBTX, arg ChatClaimByIDP
 		&i.McpServers,
 	)
 	return i, err
+}
+
+const chatClaimLock = `-- name: ChatClaimLock :exec
+SELECT pg_advisory_xact_lock(16, hashtext($1::uuid::text))
+`
+
+// Taken first by a claim of a named chat (ChatClaimByID), until the end of
+// its transaction. A wake-up reaches a worker of every replica, and all of
+// them claim the chat: the others wait here for the first one's claim to
+// commit and then find the chat taken without touching its row (an UPDATE
+// that waits for a row lock is assigned a transaction id first: a writing
+// rollback). An advisory lock needs no transaction id. Keys are the
+// (class, object) form, class 16, apart from single-key advisory locks.
+func (q *Queries) ChatClaimLock(ctx context.Context, db DBTX, id uuid.UUID) error {
+	_, err := db.Exec(ctx, chatClaimLock, id)
+	return err
 }
 
 const chatClaimNext = `-- name: ChatClaimNext :one

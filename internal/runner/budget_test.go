@@ -231,3 +231,99 @@ func TestNoConnectionChurn(t *testing.T) {
 		t.Fatalf("the pool opened %d connections during 1,000 turns (%d after the warm-up); want none", now-opened, opened)
 	}
 }
+
+// replicaRun is what one run of replicaTurns measured.
+type replicaRun struct {
+	writes  int64                   // transaction ids assigned during the measured turns
+	commits int64                   // the database's commits over the whole run, set-up included
+	chatd   map[string]store.TxStat // chatd's own transactions during the measured turns
+}
+
+// replicaTurns starts `replicas` chatd processes (hub, workers, API) on one
+// database and runs warm, then turns plain structured turns one after
+// another, each created on one replica and long-polled on the next, so that
+// every replica's workers are woken for every turn.
+func replicaTurns(t *testing.T, cluster *pglocal.Cluster, admin *pgx.Conn, replicas, warm, turns int) replicaRun {
+	t.Helper()
+	commits0 := committed(t, admin)
+	cfg, err := pgxpool.ParseConfig(cluster.URL("chatd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	txs := store.Trace(cfg)
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var envs []*testenv.Env
+	var clients []*client.Client
+	for range replicas {
+		env := testenv.OnPool(t, pool, testenv.Options{Mock: mockllm.Options{Latency: 20 * time.Millisecond},
+			Runner: runner.Options{Workers: 2}})
+		envs = append(envs, env)
+		clients = append(clients, env.Client("alice"))
+	}
+	turn := func(i int) {
+		_, req := create(t, clients[i%replicas], reportSchema)
+		if res := wait(t, clients[(i+1)%replicas], req); res.Status != client.OutputSucceeded {
+			t.Fatalf("result %+v", res)
+		}
+	}
+	for i := range warm {
+		turn(i)
+	}
+	before, xid0 := txs.Snapshot(), nextXID(t, admin)
+	for i := range turns {
+		turn(i)
+	}
+	run := replicaRun{writes: nextXID(t, admin) - xid0, chatd: store.Sub(txs.Snapshot(), before)}
+	for _, env := range envs {
+		env.Stop()
+	}
+	pool.Close()
+	run.commits = committed(t, admin) - commits0
+	return run
+}
+
+// TestReplicaTransactionBudget compares a turn's cost with two replicas on
+// one database to its cost with one. A chatd_work wake-up reaches a worker
+// of each replica and both claim the named chat: the loser must skip the
+// winner's row (no lock wait, no transaction id), so a turn still writes in
+// exactly 3 transactions and chatd runs no more transactions per turn. What
+// a second replica adds is its listening connection: PostgreSQL hands it
+// the notifications of each notifying commit in a transaction of its own
+// (however many notifications the commit sent), and a plain turn has two
+// notifying commits, the admission and the end of the turn.
+func TestReplicaTransactionBudget(t *testing.T) {
+	t.Parallel()
+	cluster, admin := budgetCluster(t)
+	const warm, short, long = 2, 4, 24
+	perTurn := func(replicas int) (float64, replicaRun) {
+		a := replicaTurns(t, cluster, admin, replicas, warm, short)
+		b := replicaTurns(t, cluster, admin, replicas, warm, long)
+		// The runs differ only by long-short turns: set-up and shutdown cancel.
+		return float64(b.commits-a.commits) / (long - short), b
+	}
+	one, oneRun := perTurn(1)
+	two, twoRun := perTurn(2)
+	t.Logf("database commits per turn: one replica %.2f, two %.2f; writes in %d turns: %d and %d; chatd's own with two: %v",
+		one, two, long, oneRun.writes, twoRun.writes, twoRun.chatd)
+
+	for n, run := range map[int]replicaRun{1: oneRun, 2: twoRun} {
+		if run.writes != 3*long {
+			t.Errorf("%d replica(s): %d writing transactions in %d turns, want exactly 3 per turn (%v)", n, run.writes, long, run.chatd)
+		}
+		if st := run.chatd["admit"]; st.Commits != long || st.Rollbacks != 0 {
+			t.Errorf("%d replica(s): admit: %+v, want %d commits", n, st, long)
+		}
+		// Each replica's woken worker claims the chat once: the loser's
+		// transaction, which found it taken, wrote nothing and is rolled
+		// back.
+		if st := run.chatd["claim"]; st.Commits != long || st.Rollbacks > int64(n-1)*long {
+			t.Errorf("%d replica(s): claim: %+v, want %d commits and at most %d rollbacks", n, st, long, (n-1)*long)
+		}
+	}
+	if two > one+2.25 {
+		t.Errorf("%.2f database commits per turn with two replicas, %.2f with one: want at most 2 more (the second listener's)", two, one)
+	}
+}

@@ -65,6 +65,9 @@ func (s *Store) ClaimTurn(ctx context.Context, p ClaimParams) (Claim, error) {
 		var c dbgen.Chat
 		var err error
 		if p.Chat != uuid.Nil {
+			if err := s.q.ChatClaimLock(ctx, tx, p.Chat); err != nil {
+				return err
+			}
 			c, err = s.q.ChatClaimByID(ctx, tx, dbgen.ChatClaimByIDParams{ID: p.Chat, WorkerID: worker,
 				LeaseSeconds: lease, CountAttempt: p.CountAttempt})
 		} else {
@@ -72,9 +75,10 @@ func (s *Store) ClaimTurn(ctx context.Context, p ClaimParams) (Claim, error) {
 				LeaseSeconds: lease, CountAttempt: p.CountAttempt})
 		}
 		if errors.Is(err, pgx.ErrNoRows) {
-			if p.Chat == uuid.Nil {
-				out.Skipped, err = s.q.ChatRunnableExists(ctx, tx)
+			if p.Chat != uuid.Nil {
+				return errNotClaimed // taken (by another replica's worker, say), or no longer runnable
 			}
+			out.Skipped, err = s.q.ChatRunnableExists(ctx, tx)
 			return err
 		}
 		if err != nil {
@@ -83,8 +87,15 @@ func (s *Store) ClaimTurn(ctx context.Context, p ClaimParams) (Claim, error) {
 		out.Turn.Chat = chatFrom(c)
 		return s.readTurn(ctx, tx, &out.Turn)
 	})
+	if errors.Is(err, errNotClaimed) {
+		err = nil
+	}
 	return out, mapError(err)
 }
+
+// errNotClaimed ends the transaction of a named claim that found the chat
+// taken: it wrote nothing and is rolled back; not an error for the caller.
+var errNotClaimed = errors.New("nothing claimed")
 
 // RenewLease extends the worker's lease; ErrFenceMiss if it lost the chat.
 func (s *Store) RenewLease(ctx context.Context, chatID, worker uuid.UUID, lease time.Duration) error {

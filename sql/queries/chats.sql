@@ -36,12 +36,23 @@ WHERE id = @id
   AND (sqlc.narg(generation_attempt)::integer IS NULL OR generation_attempt = sqlc.narg(generation_attempt)::integer)
 FOR UPDATE;
 
+-- name: ChatClaimLock :exec
+-- Taken first by a claim of a named chat (ChatClaimByID), until the end of
+-- its transaction. A wake-up reaches a worker of every replica, and all of
+-- them claim the chat: the others wait here for the first one's claim to
+-- commit and then find the chat taken without touching its row (an UPDATE
+-- that waits for a row lock is assigned a transaction id first: a writing
+-- rollback). An advisory lock needs no transaction id. Keys are the
+-- (class, object) form, class 16, apart from single-key advisory locks.
+SELECT pg_advisory_xact_lock(16, hashtext(sqlc.arg(id)::uuid::text));
+
 -- name: ChatClaimByID :one
 -- Claims the chat a wake-up named, if it is runnable and has no live owner.
--- It waits for a transaction holding the row (they are short), so a busy
--- row is not mistaken for a taken one. With count_attempt, a running
--- chat's next provider attempt is counted here, before it is made (see
--- ChatRecordAttemptIfOwned).
+-- It waits for a transaction holding the row (they are short: a stream's
+-- read, a commit), so a busy row is not mistaken for a taken one; other
+-- claims of the chat were serialized by ChatClaimLock. With count_attempt,
+-- a running chat's next provider attempt is counted here, before it is made
+-- (see ChatRecordAttemptIfOwned).
 UPDATE chats
 SET worker_id = @worker_id, lease_expires_at = now() + make_interval(secs => @lease_seconds::float8),
     generation_attempt = CASE WHEN @count_attempt::boolean AND status = 'running' THEN generation_attempt + 1 ELSE generation_attempt END
