@@ -26,6 +26,7 @@ type StreamEvent struct {
 	Queue        *QueueEvent
 	Action       *ActionRequired
 	PreviewReset *PreviewReset
+	Partial      *StructuredOutputPartial
 	Error        *StreamError
 	Data         json.RawMessage
 }
@@ -188,6 +189,9 @@ func (s *Stream) decode(name, id, data string) (StreamEvent, error) {
 	case EventPreviewReset:
 		ev.PreviewReset = &PreviewReset{}
 		target = ev.PreviewReset
+	case EventStructuredOutputPartial:
+		ev.Partial = &StructuredOutputPartial{}
+		target = ev.Partial
 	case EventError:
 		ev.Error = &StreamError{}
 		target = ev.Error

@@ -1,5 +1,11 @@
 package client
 
+import (
+	"encoding/json"
+
+	"github.com/google/uuid"
+)
+
 // Stream event names (GET /api/v1/chats/{chat}/stream).
 const (
 	EventMessage        = "message"
@@ -10,6 +16,9 @@ const (
 	EventHistoryReset   = "history_reset"
 	EventPreviewReset   = "preview_reset"
 	EventError          = "error"
+	// EventStructuredOutputPartial previews the value of a finalizer call
+	// while the model writes it.
+	EventStructuredOutputPartial = "structured_output_partial"
 	// EventChat is sent by the watch stream (GET /api/v1/chats/watch).
 	EventChat = "chat"
 )
@@ -22,6 +31,19 @@ type MessagePartEvent struct {
 	Seq               int64       `json:"seq"`
 	Role              Role        `json:"role"`
 	Part              MessagePart `json:"part"`
+}
+
+// StructuredOutputPartial is the value a finalizer call's arguments show
+// so far: the parse of their prefix's "output" member, closed strings and
+// containers only (no half numbers or literals). It is never a result: the
+// value may still fail validation and be repaired, and a preview_reset
+// voids it. Only the receipt (a message with structured_output) is.
+type StructuredOutputPartial struct {
+	RequestID         uuid.UUID       `json:"request_id"`
+	HistoryVersion    int64           `json:"history_version"`
+	GenerationAttempt int32           `json:"generation_attempt"`
+	Seq               int64           `json:"seq"`
+	Value             json.RawMessage `json:"value"`
 }
 
 // PreviewReset says previews of earlier generations are void.

@@ -53,3 +53,6 @@ func documents(d routeDoc, status int) bool {
 	}
 	return false
 }
+
+// Extends reports whether next grew from prev as partials do (partial_test.go).
+func Extends(prev, next any) bool { return extends(prev, next) }

@@ -41,6 +41,7 @@ var publicTypes = []any{
 	client.ListMessagesResponse{}, client.StructuredOutputResult{}, client.Error{}, client.ValidationError{},
 	client.ToolResultsResponse{}, client.Health{}, client.StreamTicket{},
 	client.MessagePartEvent{}, client.PreviewReset{}, client.QueueEvent{}, client.ActionRequired{}, client.StreamError{},
+	client.StructuredOutputPartial{},
 }
 
 // typeDocs describe each component schema (keyed by Go type name).
@@ -75,9 +76,11 @@ var typeDocs = map[string]string{
 	"StreamTicket":           "A single-use ticket to open a chat's stream without the Authorization header.",
 	"MessagePartEvent":       "Stream event `message_part`: a preview fragment of the step being generated. Not a result.",
 	"PreviewReset":           "Stream event `preview_reset`: previews of earlier generations are void.",
-	"QueueEvent":             "Stream event `queue`: the whole queue after a change.",
-	"ActionRequired":         "Stream event `action_required`: the client tool calls the chat waits for.",
-	"StreamError":            "Stream event `error`: a failed turn, or the end of the stream because the chat is gone.",
+	"StructuredOutputPartial": "Stream event `structured_output_partial`: the value the finalizer call's arguments show so far, " +
+		"while the model writes them. Never a result: it may still fail validation, and `preview_reset` voids it.",
+	"QueueEvent":     "Stream event `queue`: the whole queue after a change.",
+	"ActionRequired": "Stream event `action_required`: the client tool calls the chat waits for.",
+	"StreamError":    "Stream event `error`: a failed turn, or the end of the stream because the chat is gone.",
 }
 
 // fieldDocs refine the reflected schema of single properties (keyed
@@ -106,10 +109,15 @@ var fieldDocs = map[string]map[string]any{
 	"StructuredOutput.status": {"enum": []client.RequestStatus{client.OutputSucceeded, client.OutputFailed, client.OutputCancelled}},
 	"StructuredOutput.value": {"description": "Present exactly when `status` is `succeeded`: the validated value, " +
 		"any JSON type, JSON null included (null is a value, distinct from an absent field)."},
-	"StructuredOutput.error":                     {"description": "Present when `status` is `failed` or `cancelled`."},
-	"StructuredOutputError.code":                 {"enum": client.ErrorCodes()},
-	"MessagePart.args_delta":                     {"description": "A fragment of a tool call's arguments; only in `message_part` previews."},
-	"StructuredOutputError.message":              {"description": "A short sentence for people; do not parse it."},
+	"StructuredOutput.error":             {"description": "Present when `status` is `failed` or `cancelled`."},
+	"StructuredOutputError.code":         {"enum": client.ErrorCodes()},
+	"MessagePart.args_delta":             {"description": "A fragment of a tool call's arguments; only in `message_part` previews."},
+	"StructuredOutputError.message":      {"description": "A short sentence for people; do not parse it."},
+	"StructuredOutputPartial.request_id": {"description": "The structured request the finalizer call answers."},
+	"StructuredOutputPartial.seq":        {"description": "The `seq` of the last `message_part` fragment the value includes."},
+	"StructuredOutputPartial.value": {"description": "The parse of the arguments' prefix's `output` member: strings and " +
+		"containers closed where the prefix stops, a number, `true`, `false` or `null` only once complete, an object key only " +
+		"with its value. Each value of a call extends the previous one (strings grow, arrays and objects gain members)."},
 	"QueuedMessage.structured_output_request_id": {"description": "Set when the queued message asks for structured output."},
 	"ResponseFormat.type":                        {"enum": []string{"text", "json_schema"}},
 	"ResponseFormat.json_schema":                 {"description": "Required with `json_schema`, forbidden with `text`."},
@@ -179,7 +187,8 @@ type sseEvent struct {
 var streamEvents = map[string][]sseEvent{
 	streamRoute: {{"message", client.ChatMessage{}}, {"message_part", client.MessagePartEvent{}}, {"status", client.Chat{}},
 		{"queue", client.QueueEvent{}}, {"action_required", client.ActionRequired{}}, {"history_reset", nil},
-		{"preview_reset", client.PreviewReset{}}, {"error", client.StreamError{}}},
+		{"preview_reset", client.PreviewReset{}}, {"structured_output_partial", client.StructuredOutputPartial{}},
+		{"error", client.StreamError{}}},
 	"GET /api/v1/chats/watch": {{"chat", client.Chat{}}, {"error", client.StreamError{}}},
 }
 

@@ -185,7 +185,8 @@ func routeDocs() map[string]routeDoc {
 				"(a message id); wins over `after_id`.", map[string]any{"type": "string", "pattern": "^[0-9]+$"}}},
 			responses: []response{{http.StatusOK, "An event stream.", eventStream("Events: `message` (ChatMessage; SSE `id` is the " +
 				"highest message id sent), `message_part` (MessagePartEvent), `status` (Chat), `queue` (QueueEvent), " +
-				"`action_required` (ActionRequired), `history_reset` ({}), `preview_reset` (PreviewReset), `error` (StreamError). " +
+				"`action_required` (ActionRequired), `history_reset` ({}), `preview_reset` (PreviewReset), " +
+				"`structured_output_partial` (StructuredOutputPartial), `error` (StreamError). " +
 				"Comments `: keep-alive` every 15 s.")},
 				{http.StatusBadRequest, "`after_id` is not a non-negative integer.", client.Error{}}, resp401, resp404, resp429Streams, resp500}},
 		"POST /api/v1/chats/{chat}/stream-ticket": {op: "CreateStreamTicket", summary: "Get a ticket to open the chat's stream from a browser",

@@ -125,6 +125,7 @@ type streamState struct {
 	queue     string // data of the queue event last sent
 	action    int64  // history_version whose action_required was sent
 	errorSent int64  // history_version whose error was sent
+	partials  partials
 }
 
 // stream serves GET /api/v1/chats/{chat}/stream: the committed messages
@@ -212,6 +213,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 
 	keepAlive := time.NewTicker(streamKeepAlive)
 	defer keepAlive.Stop()
+	defer st.partials.stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -228,6 +230,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 				_ = out.event("error", errTokenGone)
 				return nil
 			}
+		case <-st.partials.c:
+			if st.partials.fire(out, st) != nil || out.flush() != nil {
+				return nil
+			}
 		case rd := <-sub.ch:
 			if sub.takeLost() {
 				if ownRead() != nil {
@@ -239,7 +245,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 				_ = out.flush()
 				return nil
 			}
-			if s.apply(out, st, rd, false) != nil || flushAhead() != nil || out.flush() != nil {
+			if s.apply(out, st, rd, false) != nil || flushAhead() != nil || st.partials.due(out, st) != nil || out.flush() != nil {
 				return nil
 			}
 		case batch := <-deltas.C():
@@ -259,16 +265,18 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 					fd.kick()
 				} // older generations are stale
 			}
-			if out.flush() != nil {
+			if st.partials.due(out, st) != nil || out.flush() != nil {
 				return nil
 			}
 		}
 	}
 }
 
-// part emits one preview fragment in sequence. Pieces of a split fragment
-// share its number. A stream that joined mid-step starts from the first
-// fragment it sees; a gap (lost batch) resets the preview and goes on.
+// part emits one preview fragment in sequence, and feeds the finalizer's
+// fragments to the stream's partials (the value a call's arguments end
+// with goes out at once). Pieces of a split fragment share its number. A
+// stream that joined mid-step starts from the first fragment it sees; a
+// gap (lost batch) resets the preview and goes on.
 func (s *Server) part(out *sse, st *streamState, d notify.Delta) error {
 	switch {
 	case st.lastSeq == 0 || d.Seq == st.lastSeq || d.Seq == st.lastSeq+1:
@@ -278,14 +286,21 @@ func (s *Server) part(out *sse, st *streamState, d notify.Delta) error {
 		if err := out.event("preview_reset", client.PreviewReset{HistoryVersion: st.history, GenerationAttempt: st.attempt}); err != nil {
 			return err
 		}
+		st.partials.reset()
 	}
 	st.lastSeq = d.Seq
 	p := client.MessagePart{Type: d.Kind, Text: d.Text}
 	if d.Kind == "tool-input" {
 		p = client.MessagePart{Type: "tool-call", ToolCallID: d.ToolCallID, ToolName: d.ToolName, ArgsDelta: d.Text}
 	}
-	return out.event("message_part", client.MessagePartEvent{
-		HistoryVersion: d.HistoryVersion, GenerationAttempt: d.Attempt, Seq: d.Seq, Role: client.RoleAssistant, Part: p})
+	if err := out.event("message_part", client.MessagePartEvent{
+		HistoryVersion: d.HistoryVersion, GenerationAttempt: d.Attempt, Seq: d.Seq, Role: client.RoleAssistant, Part: p}); err != nil {
+		return err
+	}
+	if ended := st.partials.feed(d); ended != nil {
+		return st.partials.send(out, st, ended)
+	}
+	return nil
 }
 
 // apply sends the events a read implies and advances the watermark; the
@@ -323,6 +338,7 @@ func (s *Server) apply(out *sse, st *streamState, rd *rendered, initial bool) er
 	}
 	if c.HistoryVersion != st.history || c.GenerationAttempt != st.attempt {
 		st.lastSeq = 0
+		st.partials.reset()
 	}
 	st.history, st.attempt = c.HistoryVersion, c.GenerationAttempt
 

@@ -23,6 +23,10 @@ type Delta struct {
 	ToolCallID     string `json:"tool_call_id,omitempty"`
 	ToolName       string `json:"tool_name,omitempty"`
 	Text           string `json:"text,omitempty"`
+	// RequestID marks the tool-input deltas of the finalizer call: the
+	// structured request that governs the step. Streams parse them into
+	// structured_output_partial previews.
+	RequestID uuid.UUID `json:"request_id,omitzero"`
 }
 
 // DeltaBatch carries deltas of one chat, in order.
@@ -47,7 +51,9 @@ type Relay struct {
 	mu      sync.Mutex
 	pending map[uuid.UUID][]Delta
 	order   []uuid.UUID
+	waiters []chan struct{} // Flush calls waiting for the next publish
 	kick    chan struct{}
+	stopped chan struct{} // closed when Run returns
 }
 
 // NewRelay returns a relay that publishes for the streams hub knows of;
@@ -57,7 +63,7 @@ func NewRelay(pool *pgxpool.Pool, hub *Hub, logger *slog.Logger) *Relay {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Relay{pool: pool, hub: hub, log: logger, flushEvery: 25 * time.Millisecond,
-		pending: map[uuid.UUID][]Delta{}, kick: make(chan struct{}, 1)}
+		pending: map[uuid.UUID][]Delta{}, kick: make(chan struct{}, 1), stopped: make(chan struct{})}
 }
 
 // Delta queues a delta of chatID for publication, if a stream follows the
@@ -74,16 +80,39 @@ func (r *Relay) Delta(chatID uuid.UUID, d Delta) {
 	r.mu.Unlock()
 }
 
-// Flush asks for the queued deltas to be published now (a step ended).
+// flushWait bounds how long Flush waits for the publication.
+const flushWait = time.Second
+
+// Flush publishes the queued deltas now (a step ended) and returns once
+// they are published (at most flushWait): the step commits after its last
+// fragments were announced, so a stream sees them, and the last
+// structured_output_partial, before the receipt (NOTIFYs are delivered in
+// commit order).
 func (r *Relay) Flush() {
+	r.mu.Lock()
+	if len(r.order) == 0 {
+		r.mu.Unlock()
+		return
+	}
+	done := make(chan struct{})
+	r.waiters = append(r.waiters, done)
+	r.mu.Unlock()
 	select {
 	case r.kick <- struct{}{}:
 	default:
+	}
+	t := time.NewTimer(flushWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-r.stopped:
+	case <-t.C:
 	}
 }
 
 // Run publishes until ctx ends.
 func (r *Relay) Run(ctx context.Context) {
+	defer close(r.stopped)
 	t := time.NewTicker(r.flushEvery)
 	defer t.Stop()
 	for {
@@ -100,9 +129,14 @@ func (r *Relay) Run(ctx context.Context) {
 
 func (r *Relay) publish(ctx context.Context) {
 	r.mu.Lock()
-	pending, order := r.pending, r.order
-	r.pending, r.order = map[uuid.UUID][]Delta{}, nil
+	pending, order, waiters := r.pending, r.order, r.waiters
+	r.pending, r.order, r.waiters = map[uuid.UUID][]Delta{}, nil, nil
 	r.mu.Unlock()
+	defer func() {
+		for _, w := range waiters {
+			close(w)
+		}
+	}()
 	for _, id := range order {
 		for _, payload := range payloads(id, pending[id]) {
 			// Not cancelled mid-flight (a cancelled query costs the

@@ -152,6 +152,9 @@ func (a *action) stream(ctx context.Context, p *call, attempt int32) (res stepRe
 		silence.Reset(a.opts.SilenceTimeout)
 		seq++
 		d.HistoryVersion, d.Attempt, d.Seq = a.fence.HistoryVersion, attempt, seq
+		if d.Kind == "tool-input" && d.ToolName == FinalizerName && a.turn.Request != nil {
+			d.RequestID = a.turn.Request.RequestID
+		}
 		a.opts.Preview.Delta(chatID, d)
 	})
 	silence.Stop()

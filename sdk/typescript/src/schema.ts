@@ -639,6 +639,25 @@ export interface components {
             /** @description A short sentence for people; do not parse it. */
             message: string;
         };
+        /** @description Stream event `structured_output_partial`: the value the finalizer call's arguments show so far, while the model writes them. Never a result: it may still fail validation, and `preview_reset` voids it. */
+        StructuredOutputPartial: {
+            /** Format: int32 */
+            generation_attempt: number;
+            /** Format: int64 */
+            history_version: number;
+            /**
+             * Format: uuid
+             * @description The structured request the finalizer call answers.
+             */
+            request_id: string;
+            /**
+             * Format: int64
+             * @description The `seq` of the last `message_part` fragment the value includes.
+             */
+            seq: number;
+            /** @description The parse of the arguments' prefix's `output` member: strings and containers closed where the prefix stops, a number, `true`, `false` or `null` only once complete, an object key only with its value. Each value of a call extends the previous one (strings grow, arrays and objects gain members). */
+            value: unknown;
+        };
         /** @description The state of a structured request by its UUID. */
         StructuredOutputResult: {
             /** Format: uuid */
@@ -1974,6 +1993,10 @@ export interface operations {
                         data: components["schemas"]["PreviewReset"];
                         /** @enum {string} */
                         event: "preview_reset";
+                    } | {
+                        data: components["schemas"]["StructuredOutputPartial"];
+                        /** @enum {string} */
+                        event: "structured_output_partial";
                     } | {
                         data: components["schemas"]["StreamError"];
                         /** @enum {string} */

@@ -12,6 +12,8 @@ export type StreamEvent =
   | { type: "action_required"; data: S["ActionRequired"] }
   | { type: "history_reset"; data: Record<string, never> }
   | { type: "preview_reset"; data: S["PreviewReset"] }
+  /** The value the finalizer call shows so far while the model writes it: a preview, never a result (see `partials`). */
+  | { type: "structured_output_partial"; data: S["StructuredOutputPartial"] }
   /** The server's own error event: a failed turn, the chat is gone, or the stream's token was revoked or expired. Not a transport error. */
   | { type: "error"; data: S["StreamError"] }
   | UnknownEvent;
@@ -57,7 +59,7 @@ interface Init {
 }
 
 // The event names decoded as typed events: those of StreamEvent and WatchEvent.
-const known = new Set(["message", "message_part", "status", "queue", "action_required", "history_reset", "preview_reset", "error", "chat"]);
+const known = new Set(["message", "message_part", "status", "queue", "action_required", "history_reset", "preview_reset", "structured_output_partial", "error", "chat"]);
 
 /**
  * Reads a Server-Sent Events stream with fetch (so it sends the
