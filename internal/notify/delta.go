@@ -52,6 +52,7 @@ type Relay struct {
 	pending map[uuid.UUID][]Delta
 	order   []uuid.UUID
 	waiters []chan struct{} // Flush calls waiting for the next publish
+	busy    bool            // a publish is under way
 	kick    chan struct{}
 	stopped chan struct{} // closed when Run returns
 }
@@ -90,10 +91,12 @@ const flushWait = time.Second
 // commit order).
 func (r *Relay) Flush() {
 	r.mu.Lock()
-	if len(r.order) == 0 {
+	if len(r.order) == 0 && !r.busy {
 		r.mu.Unlock()
 		return
 	}
+	// Publishes run one after the other: the next one ends after the one
+	// under way, which may hold this step's deltas.
 	done := make(chan struct{})
 	r.waiters = append(r.waiters, done)
 	r.mu.Unlock()
@@ -131,8 +134,12 @@ func (r *Relay) publish(ctx context.Context) {
 	r.mu.Lock()
 	pending, order, waiters := r.pending, r.order, r.waiters
 	r.pending, r.order, r.waiters = map[uuid.UUID][]Delta{}, nil, nil
+	r.busy = true
 	r.mu.Unlock()
 	defer func() {
+		r.mu.Lock()
+		r.busy = false
+		r.mu.Unlock()
 		for _, w := range waiters {
 			close(w)
 		}
