@@ -32,6 +32,20 @@
 //		// out.Error.Code says why: validation_exhausted, interrupted, ...
 //	}
 //
+// While the model writes the value, Partials reads the chat's stream for
+// its partial values, typed, then the receipt (docs/streams.md):
+//
+//	for p, err := range client.Partials[Report](c.Stream(ctx, chatID, 0), requestID) {
+//		if err != nil {
+//			return err
+//		}
+//		if p.Receipt != nil {
+//			// the result: p.Receipt, and p.Value when it succeeded
+//		} else {
+//			// a preview: p.Value so far (p.Restarted: the model started again)
+//		}
+//	}
+//
 // Only a committed receipt is a result: the value of
 // StructuredOutputResult or of ChatMessage.StructuredOutput. Tool-call
 // arguments and acknowledgements in the chat's history are not.

@@ -430,7 +430,9 @@ func exportedStructs(t *testing.T) []string {
 			}
 			for _, spec := range gd.Specs {
 				ts := spec.(*ast.TypeSpec)
-				if _, isStruct := ts.Type.(*ast.StructType); isStruct && ts.Name.IsExported() &&
+				// Generic types (Partial[T]) are the client's typed views of
+				// wire types, not wire types.
+				if _, isStruct := ts.Type.(*ast.StructType); isStruct && ts.Name.IsExported() && ts.TypeParams == nil &&
 					ts.Name.Name != "Client" && ts.Name.Name != "APIError" &&
 					ts.Name.Name != "Stream" && ts.Name.Name != "StreamEvent" { // the SSE reader, not wire types
 					out = append(out, ts.Name.Name)

@@ -2,6 +2,7 @@ package jstest
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -10,14 +11,40 @@ import (
 	"github.com/chatd/chatd/internal/testenv"
 )
 
+// partialsValue is what the model writes for "partials-test", slowly.
+const partialsValue = `{"title":"A title long enough to arrive in several pieces, with \"quotes\" and ünïcödé",` +
+	`"items":[{"name":"first","tags":["a","b"]},{"name":"second item of the list","tags":[]},{"name":"third","tags":["c","d","e"]}]}`
+
+// partialsStep answers a chat whose first message contains "partials-test":
+// the model calls the client tool "ready" (the test opens its stream while
+// the chat waits for the result), then writes partialsValue through the
+// finalizer in many fragments, 20 ms apart.
+func partialsStep(r *mockllm.Request) (mockllm.Step, bool) {
+	asked := false
+	for _, m := range r.Messages {
+		asked = asked || m.Role == "user" && strings.Contains(m.Content, "partials-test")
+	}
+	if !asked {
+		return mockllm.Step{}, false
+	}
+	if r.Messages[len(r.Messages)-1].Role == "tool" {
+		return mockllm.Step{Value: json.RawMessage(partialsValue), ChunkDelayMS: 20}, true
+	}
+	return mockllm.Step{ToolCalls: []mockllm.ToolCall{{Name: "ready", Arguments: `{}`}}}, true
+}
+
 // TestSDK runs the SDK's own tests (node's test runner, sdk/typescript/test)
 // against a live chatd with a mock model: a message containing
 // "provider-fail" gets a provider error the runner does not retry, one
-// containing "hold-me" is not answered until chatd gives up the call.
+// containing "hold-me" is not answered until chatd gives up the call, and
+// "partials-test" is answered as partialsStep says.
 func TestSDK(t *testing.T) {
 	t.Parallel()
 	npm(t)
 	env := testenv.New(t, testenv.Options{Mock: mockllm.Options{StepFor: func(r *mockllm.Request) (mockllm.Step, bool) {
+		if st, ok := partialsStep(r); ok {
+			return st, true
+		}
 		last := r.Messages[len(r.Messages)-1]
 		switch {
 		case last.Role != "user":

@@ -1,6 +1,7 @@
 import type { components } from "./schema.js";
 import { ChatdError, errorOf, sleep, type ErrorBody } from "./errors.js";
 import { readStream, type StreamEvent, type StreamOptions, type WatchEvent } from "./sse.js";
+import { partials, type PartialEvent } from "./partials.js";
 
 export { ChatdError, type ErrorBody };
 
@@ -158,6 +159,17 @@ export class ChatdClient {
   /** Follows a chat live: typed events, resumed with Last-Event-ID after a dropped connection. */
   stream(chat: string, o: StreamOptions = {}): AsyncGenerator<StreamEvent> {
     return readStream<StreamEvent>(this.streamInit(), `${this.baseUrl}/api/v1/chats/${enc(chat)}/stream`, o);
+  }
+
+  /**
+   * The partial values of a structured request while the model writes
+   * them, typed by schema (a zod schema, or any { parse }: it types the
+   * partials, and parses the receipt's value), then its receipt. Opens the
+   * chat's stream; to see a call from its start, open it before the model
+   * writes, or pass your own stream to the `partials` function.
+   */
+  partials<T = unknown>(chat: string, requestId: string, o: StreamOptions & { schema?: Parser<T> } = {}): AsyncGenerator<PartialEvent<T>> {
+    return partials<T>(this.stream(chat, o), requestId, o);
   }
 
   /** Follows every chat of the caller: a `chat` event per chat, then one per change. */

@@ -6,7 +6,7 @@ import type { AddressInfo } from "node:net";
 import { randomUUID } from "node:crypto";
 import { test } from "node:test";
 import { z } from "zod";
-import { ChatdClient, ChatdError, type StreamEvent } from "../src/index.js";
+import { ChatdClient, ChatdError, partials, type PartialEvent, type StreamEvent } from "../src/index.js";
 import { responseFormat, schemaFromZod } from "../src/zod.js";
 
 const baseUrl = process.env["CHATD_URL"] ?? "";
@@ -209,6 +209,52 @@ test("stream yields typed events up to the receipt, resuming with Last-Event-ID"
     proxy.closeAllConnections();
     proxy.close();
   }
+});
+
+test("partials yields typed partial values, each growing, then the receipt", async () => {
+  // "partials-test": the model first calls the client tool "ready", so the
+  // stream is open before it writes the value (internal/jstest).
+  const Doc = z.object({ title: z.string(), items: z.array(z.object({ name: z.string(), tags: z.array(z.string()) })) });
+  const c = new ChatdClient({ baseUrl, token });
+  const created = await c.createChat({
+    content: [{ type: "text", text: "partials-test: write the document." }],
+    response_format: responseFormat("doc", Doc),
+    dynamic_tools: [{ name: "ready", description: "Say that you are ready.", input_schema: { type: "object" } }],
+  });
+  const requestId = created.messages[0]?.structured_output_request_id ?? "";
+  const ac = new AbortController();
+  const signal = AbortSignal.any([ac.signal, AbortSignal.timeout(60_000)]);
+  const events = c.stream(created.chat.id, { signal });
+  let ev: IteratorResult<StreamEvent>;
+  do ev = await events.next();
+  while (!ev.done && ev.value.type !== "action_required");
+  assert.ok(!ev.done && ev.value.type === "action_required");
+  const call = ev.value.data.tool_calls[0];
+  assert.ok(call);
+  await c.submitToolResults(created.chat.id, { results: [{ tool_call_id: call.tool_call_id, output: "ready" }] });
+
+  const got: PartialEvent<z.infer<typeof Doc>>[] = [];
+  for await (const p of partials(events, requestId, { schema: Doc })) got.push(p);
+  ac.abort();
+  const receipt = got.at(-1);
+  assert.ok(receipt?.type === "receipt" && receipt.output.status === "succeeded");
+  const title: string | undefined = receipt.value?.title; // typed by zod
+  assert.ok(title);
+  const previews = got.slice(0, -1);
+  assert.ok(previews.length >= 2, `${previews.length} partials`);
+  let prevTitle = "";
+  let prevItems = 0;
+  for (const p of previews) {
+    assert.ok(p.type === "partial" && p.data.request_id === requestId);
+    const t: string | undefined = p.value.title; // a partial: members may be missing
+    assert.ok((t ?? "").startsWith(prevTitle), `${t} grows from ${prevTitle}`);
+    assert.ok((p.value.items?.length ?? 0) >= prevItems);
+    prevTitle = t ?? "";
+    prevItems = p.value.items?.length ?? 0;
+  }
+  const last = previews.at(-1);
+  assert.ok(last?.type === "partial");
+  assert.deepEqual(last.value, receipt.value, "the last partial is the receipt's value");
 });
 
 test("a failed turn is a server error event, not a transport error", async () => {
