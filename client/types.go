@@ -192,6 +192,22 @@ type ChatMessage struct {
 	// StructuredOutput is set only on a receipt: the terminal outcome of the
 	// request it names.
 	StructuredOutput *StructuredOutput `json:"structured_output,omitempty"`
+	// Usage is set on an assistant message that a provider step produced:
+	// the tokens the provider reported for that step.
+	Usage *Usage `json:"usage,omitempty"`
+}
+
+// Usage counts the tokens of provider steps, by kind. A nil field (JSON
+// null) is a figure the provider did not report, which is not zero. Input
+// tokens exclude the cached ones: the prompt was InputTokens +
+// CacheReadTokens + CacheWriteTokens. Reasoning tokens are part of the
+// output tokens.
+type Usage struct {
+	InputTokens      *int64 `json:"input_tokens"`
+	OutputTokens     *int64 `json:"output_tokens"`
+	CacheReadTokens  *int64 `json:"cache_read_tokens"`
+	CacheWriteTokens *int64 `json:"cache_write_tokens"`
+	ReasoningTokens  *int64 `json:"reasoning_tokens"`
 }
 
 // StructuredOutput is the outcome carried by a receipt.
@@ -201,6 +217,10 @@ type StructuredOutput struct {
 	// Value is present (possibly JSON null) exactly when Status is succeeded.
 	Value json.RawMessage        `json:"value,omitempty"`
 	Error *StructuredOutputError `json:"error,omitempty"`
+	// Usage sums the tokens of every provider step the request governed,
+	// repairs included (absent on receipts written before chatd recorded
+	// usage).
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // StructuredOutputError explains a failed or cancelled request.
@@ -343,6 +363,9 @@ type StructuredOutputResult struct {
 	Value            json.RawMessage        `json:"value,omitempty"`
 	Error            *StructuredOutputError `json:"error,omitempty"`
 	ReceiptMessageID *int64                 `json:"receipt_message_id,omitempty"`
+	// Usage is the receipt's: the tokens of every provider step the
+	// request governed, once terminal.
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // Error is the body of every error response.

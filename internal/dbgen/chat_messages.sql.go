@@ -354,3 +354,24 @@ func (q *Queries) MessageSoftDeleteFrom(ctx context.Context, db DBTX, arg Messag
 	}
 	return items, nil
 }
+
+const requestUsageSum = `-- name: RequestUsageSum :one
+SELECT jsonb_build_object(
+    'input_tokens', sum((usage->>'input_tokens')::bigint),
+    'output_tokens', sum((usage->>'output_tokens')::bigint),
+    'cache_read_tokens', sum((usage->>'cache_read_tokens')::bigint),
+    'cache_write_tokens', sum((usage->>'cache_write_tokens')::bigint),
+    'reasoning_tokens', sum((usage->>'reasoning_tokens')::bigint))::jsonb AS usage
+FROM chat_messages
+WHERE structured_request_id = $1 AND kind = 'message' AND role = 'assistant' AND usage IS NOT NULL
+`
+
+// The tokens of every provider step a structured request governed, repairs
+// and steps an edit deleted included (they were spent), by kind: a kind no
+// step reported is null. The receipt keeps it.
+func (q *Queries) RequestUsageSum(ctx context.Context, db DBTX, requestID uuid.NullUUID) (json.RawMessage, error) {
+	row := db.QueryRow(ctx, requestUsageSum, requestID)
+	var usage json.RawMessage
+	err := row.Scan(&usage)
+	return usage, err
+}

@@ -540,12 +540,20 @@ func toMessage(row store.Message) (client.ChatMessage, error) {
 		m.StructuredOutputRequestID = &id
 	}
 	if row.Kind == store.KindReceipt && outcome != nil {
-		m.StructuredOutput = toOutput(row.StructuredRequestID.UUID, outcome)
+		if m.StructuredOutput, err = toOutput(row.StructuredRequestID.UUID, outcome); err != nil {
+			return m, err
+		}
+	}
+	if row.Kind == store.KindMessage && row.Role == client.RoleAssistant && len(row.Usage) > 0 && string(row.Usage) != "null" {
+		m.Usage = &client.Usage{}
+		if err := json.Unmarshal(row.Usage, m.Usage); err != nil {
+			return m, fmt.Errorf("usage of message %d: %w", row.ID, err)
+		}
 	}
 	return m, nil
 }
 
-func toOutput(id uuid.UUID, o *jsonb.Outcome) *client.StructuredOutput {
+func toOutput(id uuid.UUID, o *jsonb.Outcome) (*client.StructuredOutput, error) {
 	out := &client.StructuredOutput{RequestID: id, Status: client.RequestStatus(o.Status)}
 	if out.Status == client.OutputSucceeded {
 		out.Value = o.Value
@@ -556,7 +564,13 @@ func toOutput(id uuid.UUID, o *jsonb.Outcome) *client.StructuredOutput {
 	if o.Error != nil {
 		out.Error = &client.StructuredOutputError{Code: client.ErrorCode(o.Error.Code), Message: o.Error.Message}
 	}
-	return out
+	if len(o.Usage) > 0 {
+		out.Usage = &client.Usage{}
+		if err := json.Unmarshal(o.Usage, out.Usage); err != nil {
+			return nil, fmt.Errorf("usage of the receipt of %s: %w", id, err)
+		}
+	}
+	return out, nil
 }
 
 func toQueued(row store.QueuedMessage) (client.QueuedMessage, error) {
@@ -584,7 +598,7 @@ func toResult(st store.RequestState) (client.StructuredOutputResult, error) {
 	}
 	out.ReceiptMessageID = &st.Receipt.ID
 	if so := m.StructuredOutput; so != nil {
-		out.Value, out.Error = so.Value, so.Error
+		out.Value, out.Error, out.Usage = so.Value, so.Error, so.Usage
 	}
 	return out, nil
 }

@@ -39,7 +39,7 @@ var publicTypes = []any{
 	client.UpdateChatRequest{}, client.EditMessageRequest{}, client.EditMessageResponse{}, client.DeleteQueuedResponse{},
 	client.ToolResultsRequest{}, client.ToolResult{}, client.SendMessageResponse{}, client.ListChatsResponse{},
 	client.ListMessagesResponse{}, client.StructuredOutputResult{}, client.Error{}, client.ValidationError{},
-	client.ToolResultsResponse{}, client.Health{}, client.StreamTicket{},
+	client.ToolResultsResponse{}, client.Health{}, client.StreamTicket{}, client.Usage{},
 	client.MessagePartEvent{}, client.PreviewReset{}, client.QueueEvent{}, client.ActionRequired{}, client.StreamError{},
 	client.StructuredOutputPartial{},
 }
@@ -81,6 +81,9 @@ var typeDocs = map[string]string{
 	"QueueEvent":     "Stream event `queue`: the whole queue after a change.",
 	"ActionRequired": "Stream event `action_required`: the client tool calls the chat waits for.",
 	"StreamError":    "Stream event `error`: a failed turn, or the end of the stream because the chat is gone.",
+	"Usage": "Tokens of provider steps by kind, as the provider reported them. A null figure was not reported " +
+		"(it is not zero). `input_tokens` excludes the cache: the prompt was input + cache_read + cache_write; " +
+		"`reasoning_tokens` are part of `output_tokens`.",
 }
 
 // fieldDocs refine the reflected schema of single properties (keyed
@@ -163,11 +166,22 @@ var fieldDocs = map[string]map[string]any{
 	"StructuredOutputResult.status":             {"enum": client.RequestStatuses()},
 	"StructuredOutputResult.value":              {"description": "As StructuredOutput.value: present exactly when `succeeded`, possibly JSON null."},
 	"StructuredOutputResult.receipt_message_id": {"description": "The receipt message, once terminal."},
-	"Error.message":                             {"description": "A sentence for people."},
-	"StreamTicket.ticket":                       {"description": "Pass it as `ticket` to GET .../stream, once."},
-	"StreamTicket.expires_at":                   {"description": "Unused after this time, it is void."},
-	"Error.validations":                         {"description": "The fields at fault, on a 400 (and on some 409s)."},
-	"ValidationError.field":                     {"description": "A dotted path such as `response_format.json_schema.name` or `content.0.type`; `body` for the body as a whole."},
+	"StructuredOutputResult.usage":              {"description": "As StructuredOutput.usage: the receipt's sum, once terminal."},
+	"StructuredOutput.usage": {"description": "The tokens of every provider step the request governed, repairs included, " +
+		"summed per kind when the receipt was written (a kind no step reported is null). Absent on receipts written " +
+		"before chatd recorded usage."},
+	"ChatMessage.usage": {"description": "Set on an assistant message a provider step produced: the tokens the provider " +
+		"reported for that step (absent on an interrupted step, which the provider never finished)."},
+	"Usage.input_tokens":       {"nullable": true, "description": "Prompt tokens not read from or written to the cache."},
+	"Usage.output_tokens":      {"nullable": true, "description": "Generated tokens, reasoning included."},
+	"Usage.cache_read_tokens":  {"nullable": true, "description": "Prompt tokens read from the provider's cache (OpenAI cached_tokens, Anthropic cache_read_input_tokens)."},
+	"Usage.cache_write_tokens": {"nullable": true, "description": "Prompt tokens written to the cache (Anthropic cache_creation_input_tokens; OpenAI reports none)."},
+	"Usage.reasoning_tokens":   {"nullable": true, "description": "Reasoning tokens within output_tokens (OpenAI reasoning_tokens; Anthropic reports none)."},
+	"Error.message":            {"description": "A sentence for people."},
+	"StreamTicket.ticket":      {"description": "Pass it as `ticket` to GET .../stream, once."},
+	"StreamTicket.expires_at":  {"description": "Unused after this time, it is void."},
+	"Error.validations":        {"description": "The fields at fault, on a 400 (and on some 409s)."},
+	"ValidationError.field":    {"description": "A dotted path such as `response_format.json_schema.name` or `content.0.type`; `body` for the body as a whole."},
 }
 
 // eventStream documents a text/event-stream response: its description lists
@@ -447,11 +461,15 @@ func (g *schemaGen) object(t reflect.Type) map[string]any {
 	props := map[string]any{}
 	var required []string
 	for _, f := range jsonFields(t) {
+		docs := fieldDocs[t.Name()+"."+f.name]
 		if f.typ.Kind() == reflect.Pointer && !f.omit {
-			panic("httpapi: " + t.Name() + "." + f.name + " is a pointer without omitempty, encoded as null: document it")
+			if docs["nullable"] != true {
+				panic("httpapi: " + t.Name() + "." + f.name + " is a pointer without omitempty, encoded as null: document it")
+			}
+			f.required = true // always present, possibly null
 		}
 		s := g.schema(f.typ)
-		for k, v := range fieldDocs[t.Name()+"."+f.name] {
+		for k, v := range docs {
 			s[k] = v
 		}
 		if _, isRef := s["$ref"]; isRef && len(s) > 1 {

@@ -92,6 +92,13 @@ var fields = []field{
 		}
 		return nil
 	}},
+	// Server-made numbers (or null), encoded like any raw JSON.
+	{name: "Outcome.Usage", policy: encode, raw: func(p *Part, own bool) *json.RawMessage {
+		if o := outcomeOf(p, own); o != nil {
+			return &o.Usage
+		}
+		return nil
+	}},
 	{name: "Outcome.Error.Code", policy: encode, str: func(p *Part, own bool) *string {
 		if e := outcomeErrorOf(p, own); e != nil {
 			return &e.Code

@@ -67,6 +67,9 @@ type Outcome struct {
 	Status    string          `json:"status"`
 	Value     json.RawMessage `json:"value,omitempty"`
 	Error     *OutcomeError   `json:"error,omitempty"`
+	// Usage sums the tokens of the request's provider steps when the
+	// receipt was written (client.Usage's shape).
+	Usage json.RawMessage `json:"usage,omitempty"`
 }
 
 // OutcomeError explains a failed or cancelled request.

@@ -286,8 +286,29 @@ func toolInput(args string) json.RawMessage {
 }
 
 func anthropicUsage(req *Request, rep reply) map[string]any {
+	if u := rep.usage; u != nil {
+		m := map[string]any{"service_tier": "standard"}
+		for k, v := range map[string]*int64{"input_tokens": u.InputTokens, "output_tokens": u.OutputTokens,
+			"cache_read_input_tokens": u.CacheReadTokens, "cache_creation_input_tokens": u.CacheWriteTokens} {
+			if v != nil {
+				m[k] = *v
+			}
+		}
+		return m
+	}
 	return map[string]any{"input_tokens": tokens(len(req.Body)), "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
 		"output_tokens": usageFor(req, rep).CompletionTokens, "service_tier": "standard"}
+}
+
+// deltaUsage is message_delta's usage: the final figures of the message.
+func deltaUsage(usage map[string]any) map[string]any {
+	m := map[string]any{}
+	for _, k := range []string{"input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens"} {
+		if v, ok := usage[k]; ok {
+			m[k] = v
+		}
+	}
+	return m
 }
 
 func (anthropicFormat) writeJSON(w http.ResponseWriter, req *Request, rep reply) {
@@ -332,7 +353,9 @@ func (anthropicFormat) writeStream(ctx context.Context, w http.ResponseWriter, r
 	for k, v := range usage {
 		start[k] = v
 	}
-	start["output_tokens"] = 1
+	if _, ok := usage["output_tokens"]; ok {
+		start["output_tokens"] = 1
+	}
 	events := []sseEvent{{"message_start", map[string]any{"type": "message_start", "message": map[string]any{
 		"model": req.Model, "id": "msg_" + rand.Text(), "type": "message", "role": "assistant", "content": []any{},
 		"stop_reason": nil, "stop_sequence": nil, "usage": start}}}}
@@ -375,8 +398,7 @@ func (anthropicFormat) writeStream(ctx context.Context, w http.ResponseWriter, r
 	} else {
 		events = append(events,
 			sseEvent{"message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
-				"usage": map[string]any{"input_tokens": usage["input_tokens"], "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
-					"output_tokens": usage["output_tokens"]}}},
+				"usage": deltaUsage(usage)}},
 			sseEvent{"message_stop", map[string]any{"type": "message_stop"}})
 	}
 	w.Header().Set("Request-Id", "req_"+rand.Text())

@@ -214,6 +214,9 @@ func (it responsesItem) done(req *Request, rep reply, status string) map[string]
 }
 
 func responsesUsage(req *Request, rep reply) map[string]any {
+	if rep.usage != nil {
+		return openAIUsage(rep.usage, true)
+	}
 	u := usageFor(req, rep)
 	return map[string]any{"input_tokens": u.PromptTokens, "input_tokens_details": map[string]any{"cached_tokens": 0},
 		"output_tokens": u.CompletionTokens, "output_tokens_details": map[string]any{"reasoning_tokens": u.CompletionTokensDetails.ReasoningTokens},

@@ -96,6 +96,31 @@ type Step struct {
 	// mockllm calls when it stops); a released request is then answered as
 	// the rest of the step says.
 	Hold bool `json:"hold,omitempty"`
+	// Usage replaces the token figures the answer reports (by default
+	// they follow the lengths of the request body and of the answer): see
+	// Usage.
+	Usage *Usage `json:"usage,omitempty"`
+}
+
+// Usage is a scripted answer's token figures, in chatd's terms; each
+// format sends them in its own usage object, and a figure left out (or
+// one the format has no field for) is absent from the wire:
+//
+//   - Chat Completions and Responses: prompt_tokens / input_tokens =
+//     input + cache_read (sent when input is set), cached_tokens =
+//     cache_read, completion_tokens / output_tokens = output,
+//     reasoning_tokens = reasoning, total_tokens = the sum; no cache
+//     writes.
+//   - Anthropic: input_tokens, cache_read_input_tokens,
+//     cache_creation_input_tokens (= cache_write) and output_tokens, in
+//     message_start (output_tokens 1 there) and again in message_delta; no
+//     reasoning figure.
+type Usage struct {
+	InputTokens      *int64 `json:"input_tokens,omitempty"`
+	OutputTokens     *int64 `json:"output_tokens,omitempty"`
+	CacheReadTokens  *int64 `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens *int64 `json:"cache_write_tokens,omitempty"`
+	ReasoningTokens  *int64 `json:"reasoning_tokens,omitempty"`
 }
 
 // ToolCall is one scripted tool call.

@@ -396,12 +396,13 @@ type reply struct {
 	calls     []call
 	finish    string
 	truncate  bool
+	usage     *Usage // scripted figures; nil: from the lengths
 }
 
 type call struct{ id, name, args string }
 
 func (s *Server) plan(req *Request, st Step, newID func() string) (reply, error) {
-	rep := reply{reasoning: st.Reasoning, text: st.Text, truncate: st.Truncate}
+	rep := reply{reasoning: st.Reasoning, text: st.Text, truncate: st.Truncate, usage: st.Usage}
 	var err error
 	switch {
 	case st.Refusal != "":

@@ -70,7 +70,7 @@ type completion struct {
 	Created           int64              `json:"created"`
 	Model             string             `json:"model"`
 	Choices           []completionChoice `json:"choices"`
-	Usage             *usage             `json:"usage"`
+	Usage             any                `json:"usage"`
 	ServiceTier       string             `json:"service_tier"`
 	SystemFingerprint string             `json:"system_fingerprint"`
 }
@@ -121,6 +121,44 @@ type usage struct {
 // tokens is a rough count: about four bytes of English per token.
 func tokens(n int) int { return max(1, (n+3)/4) }
 
+// openAIUsage is a scripted usage object of the OpenAI APIs: Chat
+// Completions names (prompt, completion) or Responses names (input,
+// output).
+func openAIUsage(u *Usage, responses bool) map[string]any {
+	in, out, details, outDetails := "prompt_tokens", "completion_tokens", "prompt_tokens_details", "completion_tokens_details"
+	if responses {
+		in, out, details, outDetails = "input_tokens", "output_tokens", "input_tokens_details", "output_tokens_details"
+	}
+	m := map[string]any{}
+	var total int64
+	if u.InputTokens != nil {
+		n := *u.InputTokens
+		if u.CacheReadTokens != nil {
+			n += *u.CacheReadTokens
+		}
+		m[in], total = n, total+n
+	}
+	if u.OutputTokens != nil {
+		m[out], total = *u.OutputTokens, total+*u.OutputTokens
+	}
+	if u.CacheReadTokens != nil {
+		m[details] = map[string]any{"cached_tokens": *u.CacheReadTokens}
+	}
+	if u.ReasoningTokens != nil {
+		m[outDetails] = map[string]any{"reasoning_tokens": *u.ReasoningTokens}
+	}
+	m["total_tokens"] = total
+	return m
+}
+
+// chatUsage is the usage object of a Chat Completions answer.
+func chatUsage(req *Request, rep reply) any {
+	if rep.usage != nil {
+		return openAIUsage(rep.usage, false)
+	}
+	return usageFor(req, rep)
+}
+
 func usageFor(req *Request, rep reply) *usage {
 	out := len(rep.text) + len(rep.reasoning)
 	for _, c := range rep.calls {
@@ -158,7 +196,7 @@ func writeCompletion(w http.ResponseWriter, req *Request, rep reply) {
 		Created:           time.Now().Unix(),
 		Model:             req.Model,
 		Choices:           []completionChoice{{Message: msg, FinishReason: rep.finish}},
-		Usage:             usageFor(req, rep),
+		Usage:             chatUsage(req, rep),
 		ServiceTier:       "default",
 		SystemFingerprint: fingerprint,
 	})
@@ -233,7 +271,7 @@ func writeStream(ctx context.Context, w http.ResponseWriter, req *Request, rep r
 	if req.IncludeUsage {
 		c := base
 		c.Choices = []chunkChoice{}
-		c.Usage = usageFor(req, rep)
+		c.Usage = chatUsage(req, rep)
 		if !sendChunk(c) {
 			return
 		}

@@ -43,6 +43,7 @@ type Observation struct {
 	terminal bool
 	finish   string
 	refusal  strings.Builder
+	usage    reported
 }
 
 type observationKey struct{}
@@ -70,13 +71,16 @@ type Verdict struct {
 	// Raw is the provider's own finish word (finish_reason, the
 	// incomplete reason or "completed", stop_reason).
 	Raw string
+	// Reported says which token figures the provider's usage object
+	// carried (fantasy reports an absent figure as zero).
+	Reported Reported
 }
 
 // Verdict interprets the observation.
 func (o *Observation) Verdict() Verdict {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	v := Verdict{Seen: o.seen, Raw: o.finish, Refusal: o.refusal.String(), Incomplete: o.seen && !o.terminal}
+	v := Verdict{Seen: o.seen, Raw: o.finish, Refusal: o.refusal.String(), Incomplete: o.seen && !o.terminal, Reported: Reported(o.usage)}
 	v.Refused = v.Refusal != ""
 	switch o.api {
 	case apiChat:
@@ -128,7 +132,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, nil
 	}
 	o.mu.Lock()
-	o.api, o.seen, o.terminal, o.finish = t.api, true, false, ""
+	o.api, o.seen, o.terminal, o.finish, o.usage = t.api, true, false, "", reported{}
 	o.refusal.Reset()
 	o.mu.Unlock()
 	resp.Body = &observedBody{ReadCloser: resp.Body, p: &sseParser{o: o}}
@@ -218,11 +222,16 @@ type wireEvent struct {
 	} `json:"choices"`
 	Delta    json.RawMessage `json:"delta"`
 	Refusal  string          `json:"refusal"`
+	Usage    json.RawMessage `json:"usage"` // Chat Completions, Anthropic message_delta
 	Response *struct {
 		IncompleteDetails *struct {
 			Reason string `json:"reason"`
 		} `json:"incomplete_details"`
+		Usage json.RawMessage `json:"usage"`
 	} `json:"response"`
+	Message *struct {
+		Usage json.RawMessage `json:"usage"`
+	} `json:"message"` // Anthropic message_start
 	Part *struct {
 		Type    string `json:"type"`
 		Refusal string `json:"refusal"`
@@ -246,6 +255,9 @@ func (o *Observation) event(data []byte) {
 	defer o.mu.Unlock()
 	switch o.api {
 	case apiChat:
+		// fantasy takes the usage of the last chunk (a chunk without one
+		// resets it), and only when total_tokens is not zero.
+		o.usage = chatUsage(ev.Usage)
 		for _, c := range ev.Choices {
 			if c.FinishReason != nil && *c.FinishReason != "" {
 				o.finish, o.terminal = *c.FinishReason, true
@@ -271,14 +283,24 @@ func (o *Observation) event(data []byte) {
 			}
 		case "response.completed":
 			o.terminal, o.finish = true, "completed"
+			if ev.Response != nil {
+				o.usage = responsesUsage(ev.Response.Usage)
+			}
 		case "response.incomplete":
 			o.terminal, o.finish = true, "incomplete"
 			if ev.Response != nil && ev.Response.IncompleteDetails != nil {
 				o.finish = ev.Response.IncompleteDetails.Reason
 			}
+			if ev.Response != nil {
+				o.usage = responsesUsage(ev.Response.Usage)
+			}
 		}
 	case apiAnthropic:
 		switch ev.Type {
+		case "message_start":
+			if ev.Message != nil {
+				o.usage = anthropicUsage(ev.Message.Usage, reported{}, false)
+			}
 		case "message_delta":
 			var d struct {
 				StopReason *string `json:"stop_reason"`
@@ -286,6 +308,7 @@ func (o *Observation) event(data []byte) {
 			if json.Unmarshal(ev.Delta, &d) == nil && d.StopReason != nil {
 				o.finish = *d.StopReason
 			}
+			o.usage = anthropicUsage(ev.Usage, o.usage, true)
 		case "message_stop":
 			o.terminal = true
 		}

@@ -165,6 +165,10 @@ func (a *action) stream(ctx context.Context, p *call, attempt int32) (res stepRe
 	a.opts.Preview.Flush()
 	v := wire.Verdict()
 	res.correct(v)
+	if res.Err == nil {
+		res.Tokens = provider.StepUsage(res.Usage, v)
+		a.countTokens(res.Tokens)
+	}
 	cut = res.Err != nil && (errors.Is(context.Cause(stepCtx), errChatChanged) || ctx.Err() != nil)
 	a.observeCall("step", time.Since(start), res.Err, cut)
 	for _, w := range res.Warnings {
@@ -223,7 +227,10 @@ func (a *action) commitStep(ctx context.Context, attempt int32, res stepResult) 
 		a.log.Warn("provider step cut off at the output cap", slog.Int("attempt", int(attempt)),
 			slog.Int("max_text_bytes", maxStepTextBytes), slog.Int("max_step_bytes", maxStepBytes))
 	}
-	usage, _ := json.Marshal(res.Usage)
+	usage, err := json.Marshal(res.Tokens)
+	if err != nil {
+		return false, err
+	}
 	parts := res.Parts
 	req := a.turn.Request
 	screenArgs(parts, req != nil)

@@ -10,6 +10,7 @@ import (
 	"charm.land/fantasy"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/prom"
 )
 
@@ -38,6 +39,7 @@ type runnerMetrics struct {
 	providerErrors  *prometheus.CounterVec
 	rejections      *prometheus.CounterVec
 	yields          *prometheus.CounterVec
+	tokens          *prometheus.CounterVec
 }
 
 func (r *Runner) instrument(reg *prometheus.Registry) {
@@ -54,6 +56,10 @@ func (r *Runner) instrument(reg *prometheus.Registry) {
 	r.m.rejections = prom.Counter(reg, "chatd_structured_rejections_total",
 		"Rejected finalization batches of structured requests, by kind (text_only, invalid_arguments, ineligible_step, "+
 			"invalid_value, invalid_batch, provider_tools, schema_unavailable); counted when committed.", "kind")
+	r.m.tokens = prom.Counter(reg, "chatd_provider_tokens_total",
+		"Tokens the provider reported for completed provider steps (committed or not), by model and kind (input: "+
+			"not from the cache; cache_read; cache_write; output; reasoning: part of output). A figure the provider "+
+			"did not report adds nothing.", "model", "kind")
 	r.m.yields = prom.Counter(reg, "chatd_fair_yields_total",
 		"Chats a busy worker handed back at a step boundary because another user's chat waited (fair claiming).")
 }
@@ -71,6 +77,20 @@ func (a *action) observeCall(call string, took time.Duration, err error, cancell
 		a.m.providerErrors.WithLabelValues(model, providerErrorType(err)).Inc()
 	}
 	a.m.providerLatency.WithLabelValues(model, call, outcome).Observe(took.Seconds())
+}
+
+// countTokens adds a completed step's reported figures to
+// chatd_provider_tokens_total.
+func (a *action) countTokens(u client.Usage) {
+	for _, f := range []struct {
+		kind string
+		n    *int64
+	}{{"input", u.InputTokens}, {"output", u.OutputTokens}, {"cache_read", u.CacheReadTokens},
+		{"cache_write", u.CacheWriteTokens}, {"reasoning", u.ReasoningTokens}} {
+		if f.n != nil {
+			a.m.tokens.WithLabelValues(a.turn.Chat.Model, f.kind).Add(float64(*f.n))
+		}
+	}
 }
 
 // providerErrorType classifies a failed provider call.

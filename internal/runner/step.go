@@ -12,6 +12,7 @@ import (
 	"charm.land/fantasy"
 	"github.com/google/uuid"
 
+	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/jsonb"
 	"github.com/chatd/chatd/internal/notify"
 	"github.com/chatd/chatd/internal/provider"
@@ -38,6 +39,9 @@ type stepResult struct {
 	Parts        []jsonb.Part
 	FinishReason fantasy.FinishReason
 	Usage        fantasy.Usage
+	// Tokens is Usage as recorded: the figures the provider reported
+	// (provider.StepUsage), set once the step is complete.
+	Tokens client.Usage
 	// Refused says the model refused (seen on the wire; see provider.Observe).
 	Refused  bool
 	Warnings []fantasy.CallWarning

@@ -224,6 +224,9 @@ type Outcome struct {
 	Value     json.RawMessage
 	Code      client.ErrorCode
 	Message   string
+	// Usage is the request's token sum (client.Usage's shape); the commit
+	// that writes the receipt fills it in.
+	Usage json.RawMessage
 }
 
 // End says how a commit leaves the chat.
@@ -394,6 +397,11 @@ func (s *Store) finishRequest(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, 
 	if r.Status != client.OutputPending {
 		return nil, r, nil
 	}
+	// The steps this transaction inserted are counted too: the receipt
+	// keeps the request's final sum.
+	if o.Usage, err = s.q.RequestUsageSum(ctx, tx, uuid.NullUUID{UUID: o.RequestID, Valid: true}); err != nil {
+		return nil, r, fmt.Errorf("sum the usage of %s: %w", o.RequestID, err)
+	}
 	receipt, err := s.insertMessage(ctx, tx, chatID, NewMessage{
 		Role: client.RoleAssistant, Kind: KindReceipt, Visibility: VisibleUser,
 		Parts:     ReceiptParts(o),
@@ -416,7 +424,7 @@ func (s *Store) finishRequest(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, 
 // ReceiptParts is a receipt's content: a text fallback for clients that do
 // not know structured_output, and the internal outcome part.
 func ReceiptParts(o Outcome) []jsonb.Part {
-	out := &jsonb.Outcome{RequestID: o.RequestID.String(), Status: string(o.Status)}
+	out := &jsonb.Outcome{RequestID: o.RequestID.String(), Status: string(o.Status), Usage: o.Usage}
 	var text string
 	switch o.Status {
 	case client.OutputSucceeded:

@@ -57,3 +57,16 @@ WHERE structured_request_id = @request_id AND kind = 'control';
 SELECT * FROM chat_messages
 WHERE chat_id = @chat_id AND revision > @after_revision AND visibility IN ('user', 'both')
 ORDER BY id;
+
+-- name: RequestUsageSum :one
+-- The tokens of every provider step a structured request governed, repairs
+-- and steps an edit deleted included (they were spent), by kind: a kind no
+-- step reported is null. The receipt keeps it.
+SELECT jsonb_build_object(
+    'input_tokens', sum((usage->>'input_tokens')::bigint),
+    'output_tokens', sum((usage->>'output_tokens')::bigint),
+    'cache_read_tokens', sum((usage->>'cache_read_tokens')::bigint),
+    'cache_write_tokens', sum((usage->>'cache_write_tokens')::bigint),
+    'reasoning_tokens', sum((usage->>'reasoning_tokens')::bigint))::jsonb AS usage
+FROM chat_messages
+WHERE structured_request_id = @request_id AND kind = 'message' AND role = 'assistant' AND usage IS NOT NULL;
