@@ -16,6 +16,8 @@ export type SendMessageRequest = Schemas["SendMessageRequest"];
 export type SendMessageResponse = Schemas["SendMessageResponse"];
 export type StructuredOutputResult = Schemas["StructuredOutputResult"];
 export type StructuredOutputError = Schemas["StructuredOutputError"];
+/** Tokens of provider steps by kind; null: the provider did not report that figure (not zero). */
+export type Usage = Schemas["Usage"];
 
 export interface ClientOptions {
   /** The server, e.g. http://127.0.0.1:8080. */

@@ -388,6 +388,8 @@ export interface components {
              * @description Set on the user message that asked for structured output: the server-minted request UUID.
              */
             structured_output_request_id?: string;
+            /** @description Set on an assistant message a provider step produced: the tokens the provider reported for that step (absent on an interrupted step, which the provider never finished). */
+            usage?: components["schemas"]["Usage"];
         };
         /** @description The body of POST /api/v1/chats. */
         CreateChatRequest: {
@@ -629,6 +631,8 @@ export interface components {
             request_id: string;
             /** @enum {string} */
             status: "succeeded" | "failed" | "cancelled";
+            /** @description The tokens of every provider step the request governed, repairs included, summed per kind when the receipt was written (a kind no step reported is null). Absent on receipts written before chatd recorded usage. */
+            usage?: components["schemas"]["Usage"];
             /** @description Present exactly when `status` is `succeeded`: the validated value, any JSON type, JSON null included (null is a value, distinct from an absent field). */
             value?: unknown;
         };
@@ -672,6 +676,8 @@ export interface components {
             request_id: string;
             /** @enum {string} */
             status: "pending" | "succeeded" | "failed" | "cancelled";
+            /** @description As StructuredOutput.usage: the receipt's sum, once terminal. */
+            usage?: components["schemas"]["Usage"];
             /** @description As StructuredOutput.value: present exactly when `succeeded`, possibly JSON null. */
             value?: unknown;
         };
@@ -742,6 +748,34 @@ export interface components {
             plan_mode?: boolean;
             /** @description At most 256 bytes. */
             title?: string;
+        };
+        /** @description Tokens of provider steps by kind, as the provider reported them. A null figure was not reported (it is not zero). `input_tokens` excludes the cache: the prompt was input + cache_read + cache_write; `reasoning_tokens` are part of `output_tokens`. */
+        Usage: {
+            /**
+             * Format: int64
+             * @description Prompt tokens read from the provider's cache (OpenAI cached_tokens, Anthropic cache_read_input_tokens).
+             */
+            cache_read_tokens: number | null;
+            /**
+             * Format: int64
+             * @description Prompt tokens written to the cache (Anthropic cache_creation_input_tokens; OpenAI reports none).
+             */
+            cache_write_tokens: number | null;
+            /**
+             * Format: int64
+             * @description Prompt tokens not read from or written to the cache.
+             */
+            input_tokens: number | null;
+            /**
+             * Format: int64
+             * @description Generated tokens, reasoning included.
+             */
+            output_tokens: number | null;
+            /**
+             * Format: int64
+             * @description Reasoning tokens within output_tokens (OpenAI reasoning_tokens; Anthropic reports none).
+             */
+            reasoning_tokens: number | null;
         };
         /** @description A request field at fault. */
         ValidationError: {
