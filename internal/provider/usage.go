@@ -17,6 +17,10 @@ type Reported struct {
 
 type reported = Reported
 
+// maxFigure bounds a figure chatd records, so that sums over any number of
+// steps stay far inside int64 (and a metric never goes backwards).
+const maxFigure = 1 << 40
+
 // StepUsage is a step's usage as chatd records it: fantasy's figures, each
 // kept only when the provider reported it. Without an observed event
 // stream (a non-streaming call, a model not built by a Registry) presence
@@ -28,8 +32,8 @@ func StepUsage(u fantasy.Usage, v Verdict) client.Usage {
 			CacheWrite: u.CacheCreationTokens != 0, Reasoning: u.ReasoningTokens != 0}
 	}
 	figure := func(ok bool, n int64) *int64 {
-		if !ok {
-			return nil
+		if !ok || n < 0 || n > maxFigure {
+			return nil // not a token count: a hostile or broken server
 		}
 		return &n
 	}

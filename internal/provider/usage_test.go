@@ -133,4 +133,10 @@ func TestStepUsageUnobserved(t *testing.T) {
 	if want := (client.Usage{InputTokens: n(7), OutputTokens: n(3)}); usageString(got) != usageString(want) {
 		t.Errorf("usage %s, want %s", usageString(got), usageString(want))
 	}
+	// A negative or absurd figure is no token count: not recorded.
+	got = StepUsage(fantasy.Usage{InputTokens: -5, OutputTokens: 1 << 62, CacheReadTokens: 2},
+		Verdict{Seen: true, Reported: Reported{Input: true, Output: true, CacheRead: true}})
+	if want := (client.Usage{CacheReadTokens: n(2)}); usageString(got) != usageString(want) {
+		t.Errorf("usage %s, want %s", usageString(got), usageString(want))
+	}
 }
