@@ -3,6 +3,7 @@ package mockllm
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,6 +62,7 @@ func (responsesFormat) parse(body []byte) (Request, error) {
 		calls := map[string]bool{}    // function_call call_ids seen
 		answered := map[string]bool{} // function_call_output call_ids seen
 		var order []string
+		var pending replayedReasoning // reasoning items waiting for their following item
 		for i, raw := range items {
 			var it struct {
 				Type      string          `json:"type"`
@@ -83,6 +85,9 @@ func (responsesFormat) parse(body []byte) (Request, error) {
 					return Request{}, fmt.Errorf("input[%d].role: invalid value %q", i, it.Role)
 				}
 				req.Messages = append(req.Messages, Message{Role: it.Role, Content: responsesText(it.Content), Raw: raw})
+				if it.Role == "assistant" {
+					pending.attach(&req.Messages[len(req.Messages)-1])
+				}
 			case "function_call":
 				if it.CallID == "" || it.Name == "" {
 					return Request{}, fmt.Errorf("input[%d]: a function_call needs call_id and name", i)
@@ -95,6 +100,7 @@ func (responsesFormat) parse(body []byte) (Request, error) {
 				} else {
 					req.Messages = append(req.Messages, Message{Role: "assistant", ToolCalls: []MessageToolCall{tc}, Raw: raw})
 				}
+				pending.attach(&req.Messages[len(req.Messages)-1])
 			case "function_call_output":
 				if !calls[it.CallID] {
 					return Request{}, fmt.Errorf("No tool call found for function call output with call_id %s.", it.CallID)
@@ -106,8 +112,26 @@ func (responsesFormat) parse(body []byte) (Request, error) {
 				}
 				req.Messages = append(req.Messages, Message{Role: "tool", ToolCallID: it.CallID, Content: out, Raw: raw})
 			case "reasoning":
-				// Accepted (with store false, only with its encrypted_content
-				// would a real server use it); fantasy never sends it.
+				// With store false (the mock stores nothing) an item is
+				// usable only through its encrypted_content, which must be
+				// one the mock issued, and it must lead to a following item.
+				var r struct {
+					EncryptedContent *string `json:"encrypted_content"`
+				}
+				_ = json.Unmarshal(raw, &r)
+				if r.EncryptedContent == nil {
+					return Request{}, fmt.Errorf("Item with id '%s' not found. Items are not persisted when `store` is set to false. "+
+						"Try again with `store` set to `true`, or remove this item from your input.", it.ID)
+				}
+				text, ok := decryptReasoning(*r.EncryptedContent)
+				if !ok {
+					return Request{}, fmt.Errorf("The encrypted content for item %s could not be verified.", it.ID)
+				}
+				if i+1 >= len(items) || !followsReasoning(items[i+1]) {
+					return Request{}, fmt.Errorf("Item '%s' of type 'reasoning' was provided without its required following item.", it.ID)
+				}
+				pending = append(pending, replayed{text: text, encrypted: *r.EncryptedContent})
+				continue
 			case "item_reference":
 				return Request{}, fmt.Errorf("Item with id '%s' not found. Items are not persisted when `store` is set to false.", it.ID)
 			default:
@@ -140,6 +164,51 @@ func (responsesFormat) parse(body []byte) (Request, error) {
 		req.Tools = append(req.Tools, Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict})
 	}
 	return req, nil
+}
+
+// EncryptReasoning is the encrypted_content the mock issues for a
+// reasoning text: the text, readable by the mock only, and its signature.
+func EncryptReasoning(text string) string {
+	return "mockllm-encrypted:" + base64.RawURLEncoding.EncodeToString([]byte(text)) + "." + SignThinking(text)
+}
+
+// decryptReasoning reads an encrypted_content the mock issued.
+func decryptReasoning(ec string) (string, bool) {
+	body, ok := strings.CutPrefix(ec, "mockllm-encrypted:")
+	if !ok {
+		return "", false
+	}
+	enc, sig, ok := strings.Cut(body, ".")
+	text, err := base64.RawURLEncoding.DecodeString(enc)
+	if !ok || err != nil || sig != SignThinking(string(text)) {
+		return "", false
+	}
+	return string(text), true
+}
+
+// followsReasoning: the item a reasoning item leads to (an assistant
+// message or a function call).
+func followsReasoning(raw json.RawMessage) bool {
+	var it struct {
+		Type string `json:"type"`
+		Role string `json:"role"`
+	}
+	_ = json.Unmarshal(raw, &it)
+	return it.Type == "function_call" || (it.Type == "" || it.Type == "message") && it.Role == "assistant"
+}
+
+type replayed struct{ text, encrypted string }
+
+// replayedReasoning are replayed reasoning items not yet attached to the
+// assistant message they precede.
+type replayedReasoning []replayed
+
+func (p *replayedReasoning) attach(m *Message) {
+	for _, r := range *p {
+		m.Reasoning += r.text
+		m.Signature += r.encrypted
+	}
+	*p = nil
 }
 
 // responsesText flattens a message content: a string or input_text /
@@ -199,7 +268,7 @@ func (it responsesItem) done(req *Request, rep reply, status string) map[string]
 	case "reasoning":
 		m := map[string]any{"id": it.id, "type": "reasoning", "summary": []any{map[string]any{"type": "summary_text", "text": rep.reasoning}}}
 		if slices.Contains(req.include, "reasoning.encrypted_content") {
-			m["encrypted_content"] = "mockllm-encrypted:" + SignThinking(rep.reasoning)
+			m["encrypted_content"] = EncryptReasoning(rep.reasoning)
 		}
 		return m
 	case "message":
@@ -289,8 +358,11 @@ func (responsesFormat) writeStream(ctx context.Context, w http.ResponseWriter, r
 		switch it.kind {
 		case "reasoning":
 			added := map[string]any{"id": it.id, "type": "reasoning", "summary": []any{}}
-			if ec, ok := done["encrypted_content"]; ok {
-				added["encrypted_content"] = ec
+			if _, ok := done["encrypted_content"]; ok {
+				// Like the API: the added item carries an encrypted content
+				// issued before the model reasoned; only the done item's
+				// holds the reasoning.
+				added["encrypted_content"] = EncryptReasoning("")
 			}
 			add("response.output_item.added", map[string]any{"item": added, "output_index": n})
 			add("response.reasoning_summary_part.added", ref(map[string]any{"summary_index": 0, "part": map[string]any{"type": "summary_text", "text": ""}}))

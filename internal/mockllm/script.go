@@ -76,6 +76,15 @@ type Step struct {
 	// block with a signature, sent only when the request enabled thinking
 	// (which then always gets one, by default a short one).
 	Reasoning string `json:"reasoning,omitempty"`
+	// ReasoningDetails sends Reasoning on Chat Completions the way
+	// OpenRouter relays Anthropic thinking: delta.reasoning beside
+	// delta.reasoning_details fragments ({type: "reasoning.text", text,
+	// format: "anthropic-claude-v1", index: 0}), then one fragment with the
+	// signature (non-streaming: message.reasoning and the whole entry).
+	// The mock then requires that entry, signature included, on the
+	// assistant message when the conversation comes back. Other formats
+	// ignore it.
+	ReasoningDetails bool `json:"reasoning_details,omitempty"`
 	// FinishReason overrides the finish reason: stop, length,
 	// content_filter or tool_calls (Chat Completions words; Responses
 	// answers length and content_filter as response.incomplete with

@@ -126,9 +126,15 @@ type Message struct {
 	ToolCallID string
 	ToolCalls  []MessageToolCall
 	// Reasoning is replayed reasoning: an Anthropic thinking block's text
-	// (Signature its signature) or a chat message's reasoning_content.
+	// (Signature its signature), a chat message's reasoning_content (or the
+	// text of its reasoning_details; Signature their signature), or the
+	// content of the Responses reasoning items before it (Signature their
+	// encrypted_content).
 	Reasoning string
 	Signature string
+	// ReasoningDetails are a chat message's reasoning_details entries as
+	// sent.
+	ReasoningDetails []json.RawMessage
 	// IsError marks an Anthropic tool_result with is_error.
 	IsError bool
 	Raw     json.RawMessage
@@ -170,13 +176,19 @@ type Server struct {
 	requests []Request
 	next     map[string]int // index of the next step, per script name
 
+	// signed are the reasoning texts answered as reasoning_details: a
+	// conversation that comes back with one of them must carry its
+	// signed entry (the upstream model refuses unsigned thinking).
+	signed map[string]bool
+
 	released    chan struct{} // closed by Release: held requests go on
 	releaseOnce sync.Once
 }
 
 // New returns a Server; see Options.
 func New(opts Options) *Server {
-	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux(), next: map[string]int{}, released: make(chan struct{})}
+	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux(), next: map[string]int{}, signed: map[string]bool{},
+		released: make(chan struct{})}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -311,6 +323,9 @@ func (s *Server) serve(f wireFormat, w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = f.check(&req)
 	}
+	if err == nil && f.name() == FormatOpenAI {
+		err = s.checkSigned(&req)
+	}
 	if err != nil {
 		s.log.Warn("bad request", "format", f.name(), "error", err)
 		f.writeError(w, ErrorSpec{Status: http.StatusBadRequest, Message: err.Error()})
@@ -370,6 +385,11 @@ func (s *Server) serve(f wireFormat, w http.ResponseWriter, r *http.Request) {
 		f.writeError(w, ErrorSpec{Status: http.StatusInternalServerError, Type: "mockllm_error", Message: err.Error(), ShouldRetry: &no})
 		return
 	}
+	if rep.details && f.name() == FormatOpenAI {
+		s.mu.Lock()
+		s.signed[rep.reasoning] = true
+		s.mu.Unlock()
+	}
 	chunkDelay := s.opts.ChunkDelay
 	if st.ChunkDelayMS > 0 {
 		chunkDelay = time.Duration(st.ChunkDelayMS) * time.Millisecond
@@ -391,6 +411,7 @@ func (s *Server) serve(f wireFormat, w http.ResponseWriter, r *http.Request) {
 // tool_calls); each format maps them to its own.
 type reply struct {
 	reasoning string
+	details   bool // reasoning as OpenRouter's reasoning_details (Chat Completions)
 	text      string
 	refusal   string
 	calls     []call
@@ -402,7 +423,7 @@ type reply struct {
 type call struct{ id, name, args string }
 
 func (s *Server) plan(req *Request, st Step, newID func() string) (reply, error) {
-	rep := reply{reasoning: st.Reasoning, text: st.Text, truncate: st.Truncate, usage: st.Usage}
+	rep := reply{reasoning: st.Reasoning, details: st.ReasoningDetails && st.Reasoning != "", text: st.Text, truncate: st.Truncate, usage: st.Usage}
 	var err error
 	switch {
 	case st.Refusal != "":
@@ -512,6 +533,20 @@ func modelObject(id string) map[string]any {
 	return map[string]any{"id": id, "object": "model", "created": 1700000000, "owned_by": "mockllm"}
 }
 
+// checkSigned refuses an assistant message that replays reasoning the mock
+// sent as reasoning_details without that entry and its signature, as the
+// upstream model refuses thinking it cannot verify.
+func (s *Server) checkSigned(req *Request) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, m := range req.Messages {
+		if m.Role == "assistant" && s.signed[m.Reasoning] && len(m.ReasoningDetails) == 0 {
+			return fmt.Errorf("messages.%d: the thinking of this assistant message was sent without its reasoning_details signature", i)
+		}
+	}
+	return nil
+}
+
 // parseRequest decodes what we need and keeps raw bytes where tests want to
 // compare exactly (tool parameters, messages).
 func parseRequest(body []byte) (Request, error) {
@@ -548,10 +583,11 @@ func parseRequest(body []byte) (Request, error) {
 	req.IncludeUsage = wire.Options != nil && wire.Options.IncludeUsage
 	for i, raw := range wire.Messages {
 		var m struct {
-			Role             string          `json:"role"`
-			Content          json.RawMessage `json:"content"`
-			ReasoningContent string          `json:"reasoning_content"`
-			ToolCallID       string          `json:"tool_call_id"`
+			Role             string            `json:"role"`
+			Content          json.RawMessage   `json:"content"`
+			ReasoningContent string            `json:"reasoning_content"`
+			ReasoningDetails []json.RawMessage `json:"reasoning_details"`
+			ToolCallID       string            `json:"tool_call_id"`
 			ToolCalls        []struct {
 				ID       string `json:"id"`
 				Function struct {
@@ -563,7 +599,17 @@ func parseRequest(body []byte) (Request, error) {
 		if err := json.Unmarshal(raw, &m); err != nil {
 			return Request{}, fmt.Errorf("messages[%d]: %w", i, err)
 		}
-		msg := Message{Role: m.Role, Content: flattenContent(m.Content), ToolCallID: m.ToolCallID, Reasoning: m.ReasoningContent, Raw: raw}
+		msg := Message{Role: m.Role, Content: flattenContent(m.Content), ToolCallID: m.ToolCallID, Reasoning: m.ReasoningContent,
+			ReasoningDetails: m.ReasoningDetails, Raw: raw}
+		for _, d := range m.ReasoningDetails {
+			var e struct{ Type, Text, Signature string }
+			if json.Unmarshal(d, &e) == nil && e.Type == "reasoning.text" {
+				if m.ReasoningContent == "" {
+					msg.Reasoning += e.Text
+				}
+				msg.Signature += e.Signature
+			}
+		}
 		for _, tc := range m.ToolCalls {
 			msg.ToolCalls = append(msg.ToolCalls, MessageToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 		}

@@ -59,8 +59,22 @@ func (chatFormat) check(req *Request) error {
 		return fmt.Errorf("An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. "+
 			"The following tool_call_ids did not have response messages: %s", strings.Join(pending, ", "))
 	}
+	for i, m := range req.Messages {
+		for _, d := range m.ReasoningDetails {
+			var e struct{ Type, Text, Signature, Format string }
+			if json.Unmarshal(d, &e) != nil {
+				return fmt.Errorf("messages.%d.reasoning_details: each entry must be an object", i)
+			}
+			if e.Type == "reasoning.text" && strings.HasPrefix(e.Format, "anthropic-claude") && e.Signature != SignThinking(e.Text) {
+				return fmt.Errorf("messages.%d.content.0: Invalid `signature` in `thinking` block", i)
+			}
+		}
+	}
 	return checkStrictTools(req.Tools)
 }
+
+// detailFormat is the format OpenRouter gives Anthropic's reasoning.
+const detailFormat = "anthropic-claude-v1"
 
 const fingerprint = "fp_mockllm"
 
@@ -180,7 +194,12 @@ func writeCompletion(w http.ResponseWriter, req *Request, rep reply) {
 	if rep.refusal != "" {
 		msg["refusal"] = rep.refusal
 	}
-	if rep.reasoning != "" {
+	switch {
+	case rep.details:
+		msg["reasoning"] = rep.reasoning
+		msg["reasoning_details"] = []any{map[string]any{"type": "reasoning.text", "text": rep.reasoning,
+			"signature": SignThinking(rep.reasoning), "format": detailFormat, "index": 0}}
+	case rep.reasoning != "":
 		msg["reasoning_content"] = rep.reasoning
 	}
 	if len(rep.calls) > 0 {
@@ -288,7 +307,17 @@ func streamDeltas(rep reply) []map[string]any {
 		deltas = append(deltas, map[string]any{"role": "assistant", "content": "", "refusal": nil})
 	}
 	for _, p := range pieces(rep.reasoning) {
+		if rep.details {
+			deltas = append(deltas, map[string]any{"reasoning": p, "reasoning_details": []any{
+				map[string]any{"type": "reasoning.text", "text": p, "format": detailFormat, "index": 0}}})
+			continue
+		}
 		deltas = append(deltas, map[string]any{"reasoning_content": p})
+	}
+	if rep.details {
+		// The signature comes last, alone, as OpenRouter sends it.
+		deltas = append(deltas, map[string]any{"reasoning_details": []any{
+			map[string]any{"type": "reasoning.text", "signature": SignThinking(rep.reasoning), "format": detailFormat, "index": 0}}})
 	}
 	for _, p := range pieces(rep.text) {
 		deltas = append(deltas, map[string]any{"content": p})

@@ -154,6 +154,9 @@ func (r *Registry) Model(ctx context.Context, id string) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("provider %q model %q: %w", pc.Name, mc.Model, err)
 	}
+	if pc.Type == config.TypeOpenAI {
+		lm = responsesModel{lm}
+	}
 	m := &Model{Config: mc, Provider: pc, LM: lm, Options: callOptions(pc, mc, lm)}
 	r.models[id] = m
 	return m, nil
@@ -202,7 +205,7 @@ func (r *Registry) httpClient(api, key string) *http.Client {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	c.Transport = &transport{base: base, api: api, stripAuth: key == ""}
+	c.Transport = &transport{base: base, api: api, stripAuth: key == "", log: r.opts.Logger}
 	return c
 }
 
@@ -216,7 +219,7 @@ func (r *Registry) build(pc config.Provider) (fantasy.Provider, error) {
 	switch pc.Type {
 	case config.TypeOpenAICompatible:
 		opts := []openaicompat.Option{openaicompat.WithBaseURL(pc.BaseURL), openaicompat.WithAPIKey(key),
-			openaicompat.WithName(pc.Name), openaicompat.WithHTTPClient(r.httpClient(apiChat, key))}
+			openaicompat.WithName(pc.Name), openaicompat.WithHTTPClient(r.httpClient(apiChat, key)), compatOptions()}
 		if len(pc.Headers) > 0 {
 			opts = append(opts, openaicompat.WithHeaders(pc.Headers))
 		}
@@ -265,10 +268,16 @@ func callOptions(pc config.Provider, mc config.Model, lm fantasy.LanguageModel) 
 	}
 	switch pc.Type {
 	case config.TypeOpenAI:
-		if effort == nil && mc.ReasoningSummary == "" && mc.StrictTools == nil {
+		// fantasy always sends store:false: without its encrypted content
+		// a reasoning item cannot be sent back (responsesModel).
+		include := encryptedReasoning(mc.Model, mc.ReasoningEffort, mc.ReasoningSummary)
+		if effort == nil && mc.ReasoningSummary == "" && mc.StrictTools == nil && !include {
 			return nil
 		}
 		o := &openai.ResponsesProviderOptions{ReasoningEffort: effort, StrictJSONSchema: mc.StrictTools}
+		if include {
+			o.Include = []openai.IncludeType{openai.IncludeReasoningEncryptedContent}
+		}
 		if mc.ReasoningSummary != "" {
 			s := mc.ReasoningSummary
 			o.ReasoningSummary = &s

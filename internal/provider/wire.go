@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
 	"strings"
@@ -105,13 +106,15 @@ func (o *Observation) Verdict() Verdict {
 	return v
 }
 
-// transport observes the event streams of requests made under Observe and,
+// transport observes the event streams of requests made under Observe,
+// carries Responses reasoning items across steps (responsesModel), and,
 // for a provider without a configured key, removes the credentials a
 // provider SDK took from its own environment variables.
 type transport struct {
 	base      http.RoundTripper
 	api       string
 	stripAuth bool
+	log       *slog.Logger
 }
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -120,22 +123,51 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.Header.Del("Authorization")
 		req.Header.Del("X-Api-Key")
 	}
+	rp, _ := req.Context().Value(replayKey{}).(*replay)
+	if t.api != apiResponses {
+		rp = nil
+	}
+	if rp != nil && len(rp.inserts) > 0 && req.Body != nil {
+		body, err := io.ReadAll(req.Body)
+		_ = req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		if nb, err := rp.rewrite(body); err != nil {
+			// Sent as fantasy encoded it: the reasoning is lost for this
+			// step, the call is not.
+			t.log.Warn("reasoning items not replayed", slog.String("error", err.Error()))
+		} else {
+			body = nb
+		}
+		req = req.Clone(req.Context())
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.ContentLength = int64(len(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
 	resp, err := t.base.RoundTrip(req)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		return resp, err
 	}
 	o, _ := req.Context().Value(observationKey{}).(*Observation)
-	if o == nil {
+	if o == nil && rp == nil {
 		return resp, nil
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
 		return resp, nil
 	}
-	o.mu.Lock()
-	o.api, o.seen, o.terminal, o.finish, o.usage = t.api, true, false, "", reported{}
-	o.refusal.Reset()
-	o.mu.Unlock()
-	resp.Body = &observedBody{ReadCloser: resp.Body, p: &sseParser{o: o}}
+	var sinks []func([]byte)
+	if o != nil {
+		o.mu.Lock()
+		o.api, o.seen, o.terminal, o.finish, o.usage = t.api, true, false, "", reported{}
+		o.refusal.Reset()
+		o.mu.Unlock()
+		sinks = append(sinks, o.event)
+	}
+	if rp != nil {
+		sinks = append(sinks, rp.event)
+	}
+	resp.Body = &observedBody{ReadCloser: resp.Body, p: &sseParser{sinks: sinks}}
 	return resp, nil
 }
 
@@ -159,7 +191,7 @@ const maxEventBytes = 8 << 20
 
 // sseParser splits the byte stream into server-sent events.
 type sseParser struct {
-	o        *Observation
+	sinks    []func(data []byte)
 	line     []byte
 	data     bytes.Buffer
 	overflow bool
@@ -192,7 +224,9 @@ func (s *sseParser) endLine() {
 	switch {
 	case len(line) == 0:
 		if s.data.Len() > 0 && !s.overflow {
-			s.o.event(s.data.Bytes())
+			for _, sink := range s.sinks {
+				sink(s.data.Bytes())
+			}
 		}
 		s.data.Reset()
 		s.overflow = false

@@ -66,6 +66,10 @@ func scripts() map[string]*mockllm.Script {
 			{Reasoning: "I should read the notes first.", ToolCalls: []mockllm.ToolCall{{Name: "read_file", Arguments: `{"path":"notes.txt"}`}}},
 			{Reasoning: "Now I can answer.", Value: value(fileContent)},
 		}},
+		"details": {Steps: []mockllm.Step{
+			{Reasoning: "The notes first, then the answer.", ReasoningDetails: true, ToolCalls: []mockllm.ToolCall{{Name: "read_file", Arguments: `{"path":"notes.txt"}`}}},
+			{Reasoning: "Now I can answer.", ReasoningDetails: true, Value: value(fileContent)},
+		}},
 		"refusal":        {Steps: []mockllm.Step{{Refusal: "I can't help with that."}}},
 		"content-filter": {Steps: []mockllm.Step{{TextOnly: true, Text: "Here is", FinishReason: "content_filter"}}},
 		"length": {Steps: []mockllm.Step{
@@ -282,6 +286,9 @@ func TestWire(t *testing.T) {
 			t.Run("valid first time", w.validFirstTime)
 			t.Run("invalid then valid", w.invalidThenValid)
 			t.Run("tool then finalize", w.toolThenFinalize)
+			if wt.typ == config.TypeOpenAICompatible {
+				t.Run("reasoning details across a tool step", w.reasoningDetails)
+			}
 			t.Run("refusal", func(t *testing.T) { w.refused(t, "refusal") })
 			t.Run("content filter", func(t *testing.T) { w.refused(t, "content-filter") })
 			t.Run("length", w.length)
@@ -410,11 +417,29 @@ func (w *wireEnv) toolThenFinalize(t *testing.T) {
 			t.Errorf("reasoning_content replay %q", call.Reasoning)
 		}
 	case config.TypeOpenAI:
-		// fantasy v0.41.2 never replays Responses reasoning items (store is
-		// false, so item ids cannot be referenced); chatd keeps the item's
-		// metadata on the stored reasoning part.
-		if strings.Contains(string(reqs[1].Body), `"type":"reasoning"`) {
-			t.Error("a reasoning item was replayed")
+		// Asked for with include (store is false), the reasoning item comes
+		// back right before the call it led to, with the encrypted content
+		// of its output_item.done (the mock refuses an item without one, a
+		// forged one, or one without its following item; the added event's
+		// placeholder decrypts to nothing).
+		if !strings.Contains(string(reqs[0].Body), `"include":["reasoning.encrypted_content"]`) {
+			t.Errorf("first request without include: %s", reqs[0].Body)
+		}
+		if call.Reasoning != "I should read the notes first." || call.Signature != mockllm.EncryptReasoning(call.Reasoning) {
+			t.Errorf("reasoning item replay %q %q", call.Reasoning, call.Signature)
+		}
+		var body struct {
+			Input []struct {
+				Type   string `json:"type"`
+				ID     string `json:"id"`
+				CallID string `json:"call_id"`
+			} `json:"input"`
+		}
+		_ = json.Unmarshal(reqs[1].Body, &body)
+		n := len(body.Input)
+		if n < 3 || body.Input[n-3].Type != "reasoning" || !strings.HasPrefix(body.Input[n-3].ID, "rs_") ||
+			body.Input[n-2].Type != "function_call" || body.Input[n-2].CallID != readID {
+			t.Errorf("input items %+v", body.Input)
 		}
 		var meta string
 		if err := w.env.Pool.QueryRow(t.Context(), `SELECT p->>'provider_metadata' FROM chat_messages, jsonb_array_elements(content) p
@@ -425,14 +450,55 @@ func (w *wireEnv) toolThenFinalize(t *testing.T) {
 			OpenAI struct {
 				Type string `json:"type"`
 				Data struct {
-					ItemID string `json:"item_id"`
+					ItemID           string `json:"item_id"`
+					EncryptedContent string `json:"encrypted_content"`
 				} `json:"data"`
 			} `json:"openai"`
 		}
 		if json.Unmarshal([]byte(meta), &stored) != nil || stored.OpenAI.Type != "openai.responses.reasoning_metadata" ||
-			!strings.HasPrefix(stored.OpenAI.Data.ItemID, "rs_") {
+			stored.OpenAI.Data.ItemID != body.Input[n-3].ID || stored.OpenAI.Data.EncryptedContent != mockllm.EncryptReasoning("I should read the notes first.") {
 			t.Errorf("stored reasoning metadata %s", meta)
 		}
+	}
+}
+
+// reasoningDetails: OpenRouter-style reasoning (delta.reasoning beside
+// reasoning_details fragments, the signature last) is stored with the step
+// and comes back on the assistant message as the merged entry, signature
+// included (the mock refuses a missing or forged one).
+func (w *wireEnv) reasoningDetails(t *testing.T) {
+	t.Parallel()
+	chat, _, res := w.structured(t, "details")
+	succeeded(t, res, value(fileContent))
+	reqs := w.requests("details")
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	m := reqs[1].Messages
+	call := m[len(m)-2]
+	const thought = "The notes first, then the answer."
+	want := `[{"type":"reasoning.text","text":"` + thought + `","format":"anthropic-claude-v1","index":0,"signature":"` + mockllm.SignThinking(thought) + `"}]`
+	got, _ := json.Marshal(call.ReasoningDetails)
+	if call.Role != "assistant" || len(call.ToolCalls) != 1 || !jsonEqual(got, []byte(want)) {
+		t.Fatalf("replayed assistant message %s", call.Raw)
+	}
+	if call.Reasoning != thought || call.Signature != mockllm.SignThinking(thought) {
+		t.Errorf("reasoning %q signature %q", call.Reasoning, call.Signature)
+	}
+	var meta string
+	if err := w.env.Pool.QueryRow(t.Context(), `SELECT p->>'provider_metadata' FROM chat_messages, jsonb_array_elements(content) p
+		WHERE chat_id = $1 AND role = 'assistant' AND p->>'type' = 'reasoning' ORDER BY id LIMIT 1`, chat).Scan(&meta); err != nil {
+		t.Fatal(err)
+	}
+	var stored map[string]struct {
+		Type string `json:"type"`
+		Data struct {
+			Details []json.RawMessage `json:"details"`
+		} `json:"data"`
+	}
+	if json.Unmarshal([]byte(meta), &stored) != nil || stored["openai-compat"].Type != "chatd.openai-compat.reasoning_details" ||
+		len(stored["openai-compat"].Data.Details) != 1 || !jsonEqual(stored["openai-compat"].Data.Details[0], []byte(want[1:len(want)-1])) {
+		t.Errorf("stored reasoning metadata %s", meta)
 	}
 }
 
