@@ -5,13 +5,17 @@
 //   - OpenAI Chat Completions (FormatOpenAI, POST /v1/chat/completions; chatd
 //     types openai-compatible and openai-chat, base URL http://HOST/v1):
 //     streaming server-sent events (chat.completion.chunk, tool-call deltas
-//     with index/id/type/function, delta.reasoning_content, delta.refusal, a
+//     with index/id/type/function, delta.reasoning_content (or, for a step
+//     with ReasoningDetails, OpenRouter's delta.reasoning and
+//     delta.reasoning_details with a signature), delta.refusal, a
 //     finish_reason chunk, a usage chunk with empty choices when
 //     stream_options.include_usage is set, then "data: [DONE]") or a plain
 //     chat.completion JSON object.
 //   - OpenAI Responses (FormatResponses, POST /v1/responses; type openai,
 //     base URL http://HOST/v1): named events response.created,
-//     output_item.added/done for reasoning (summary parts and deltas),
+//     output_item.added/done for reasoning (summary parts and deltas; with
+//     include reasoning.encrypted_content, the done item's encrypted
+//     content, see EncryptReasoning, and a placeholder on the added item),
 //     message (output_text or refusal parts) and function_call items
 //     (arguments deltas), then response.completed or, for length and
 //     content_filter, response.incomplete with its reason; or the response
@@ -34,8 +38,12 @@
 // call or a call without its result (all formats), an Anthropic thinking
 // block whose signature it did not issue (see SignThinking) or missing
 // before the tool_use of the turn being continued while thinking is on, an
-// Anthropic thinking budget under 1024 or not below max_tokens, a Responses
-// item_reference (store is false), and a tool sent with strict:true whose
+// Anthropic thinking budget under 1024 or not below max_tokens, a Chat
+// Completions reasoning_details entry whose signature it did not issue or
+// an assistant message that replays reasoning sent as reasoning_details
+// without them, a Responses item_reference (store is false) or reasoning
+// item without an encrypted content it issued or without its following
+// item, and a tool sent with strict:true whose
 // schema is not in OpenAI's strict subset (every property required,
 // additionalProperties:false).
 //
