@@ -155,7 +155,7 @@ func (r *Registry) Model(ctx context.Context, id string) (*Model, error) {
 		return nil, fmt.Errorf("provider %q model %q: %w", pc.Name, mc.Model, err)
 	}
 	if pc.Type == config.TypeOpenAI {
-		lm = responsesModel{lm}
+		lm = responsesModel{lm, encryptedReasoning(mc.Model, mc.ReasoningEffort, mc.ReasoningSummary)}
 	}
 	m := &Model{Config: mc, Provider: pc, LM: lm, Options: callOptions(pc, mc, lm)}
 	r.models[id] = m

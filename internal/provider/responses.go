@@ -36,6 +36,10 @@ import (
 //     item).
 type responsesModel struct {
 	fantasy.LanguageModel
+	// reasoning: the model is asked for its encrypted reasoning (see
+	// encryptedReasoning); reasoning items are sent only to such a model
+	// (a chat may have changed models).
+	reasoning bool
 }
 
 type replayKey struct{}
@@ -235,12 +239,18 @@ func (rp *replay) splice(raw json.RawMessage) ([]byte, error) {
 // Generate sends the prompt's reasoning items; the non-streamed response
 // carries the final encrypted content, which fantasy reads.
 func (m responsesModel) Generate(ctx context.Context, call fantasy.Call) (*fantasy.Response, error) {
+	if !m.reasoning {
+		return m.LanguageModel.Generate(ctx, call)
+	}
 	return m.LanguageModel.Generate(context.WithValue(ctx, replayKey{}, newReplay(call.Prompt)), call)
 }
 
 // Stream sends the prompt's reasoning items and gives each streamed
 // reasoning part the encrypted content of its output_item.done event.
 func (m responsesModel) Stream(ctx context.Context, call fantasy.Call) (fantasy.StreamResponse, error) {
+	if !m.reasoning {
+		return m.LanguageModel.Stream(ctx, call)
+	}
 	rp := newReplay(call.Prompt)
 	s, err := m.LanguageModel.Stream(context.WithValue(ctx, replayKey{}, rp), call)
 	if err != nil {
