@@ -203,3 +203,23 @@ func TestCompatStreamSignatureAfterToolCall(t *testing.T) {
 		t.Fatalf("metadata %+v", last)
 	}
 }
+
+// TestCompatExtraContent: a non-streamed message's reasoning_details
+// become the metadata of its reasoning content.
+func TestCompatExtraContent(t *testing.T) {
+	t.Parallel()
+	var choice openaisdk.ChatCompletionChoice
+	if err := json.Unmarshal([]byte(`{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":"",`+
+		`"reasoning":"Think","reasoning_details":[{"type":"reasoning.text","text":"Think","signature":"SIG","format":"anthropic-claude-v1","index":0}]}}`), &choice); err != nil {
+		t.Fatal(err)
+	}
+	content := compatExtraContent(choice)
+	if len(content) != 1 {
+		t.Fatalf("content %+v", content)
+	}
+	r, ok := content[0].(fantasy.ReasoningContent)
+	d, _ := r.ProviderMetadata[reasoningDetailsKey].(*ReasoningDetails)
+	if !ok || r.Text != "Think" || d == nil || len(d.Details) != 1 || !strings.Contains(string(d.Details[0]), `"signature":"SIG"`) {
+		t.Fatalf("reasoning %+v", content[0])
+	}
+}
