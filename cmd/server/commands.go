@@ -26,6 +26,7 @@ import (
 	"github.com/chatd/chatd/internal/runner"
 	"github.com/chatd/chatd/internal/store"
 	"github.com/chatd/chatd/internal/tools"
+	"github.com/chatd/chatd/internal/webhooks"
 )
 
 func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
@@ -145,6 +146,16 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	api := httpapi.New(httpapi.Options{Store: st, Models: models, Hub: hub, Experiments: exp, ServerTools: toolNames, MCP: mcps,
 		Logger: logger, AccessLogLevel: accessLogLevel, CORSOrigins: origins, Metrics: reg,
 		BodyReadTimeout: *bodyTimeout, MaxStreamsPerUser: *maxStreams})
+	deliverer, err := webhooks.New(st, cfg.Webhooks, webhooks.Options{Logger: logger, Metrics: reg, Wake: hub.Finished(),
+		Render: func(rs store.RequestState) (any, error) { return httpapi.RenderResult(rs) }})
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	// The subscriptions are the config's from now on (receipts finishing
+	// from here get their outbox rows), also when it has none.
+	if err := st.SyncWebhooks(ctx, deliverer.Subscriptions()); err != nil {
+		return fmt.Errorf("install webhook subscriptions: %w", err)
+	}
 	run := runner.New(st, models, hub, runner.Options{Workers: *workers, MaxSteps: *maxSteps, Tools: serverTools, MCP: mcps,
 		Lease: *lease, DrainTimeout: *drain, ActionTimeout: *toolTimeout, SilenceTimeout: *silence,
 		ServerToolTimeout: *serverToolTimeout, MaxAttempts: *providerAttempts,
@@ -174,6 +185,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	wg.Go(func() { hub.Run(bg) })
 	wg.Go(func() { relay.Run(bg) })
 	runCtx, stopRunner := context.WithCancel(bg)
+	wg.Go(func() { deliverer.Run(runCtx) })
 	if *workers > 0 {
 		wg.Go(func() { run.Run(runCtx) })
 	}

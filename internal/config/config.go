@@ -13,6 +13,7 @@ import (
 
 	"github.com/chatd/chatd/internal/hooks"
 	"github.com/chatd/chatd/internal/mcp"
+	"github.com/chatd/chatd/internal/webhooks"
 )
 
 // Provider types.
@@ -40,6 +41,10 @@ type Config struct {
 	// may use (see internal/mcp and docs/tools.md). Only the operator
 	// configures them: the API can opt a chat into one by name, nothing more.
 	MCPServers []mcp.ServerConfig `json:"mcp_servers,omitempty"`
+	// Webhooks are the endpoints receipts are delivered to (see
+	// internal/webhooks and docs/operations.md#webhooks). Only here, never
+	// from the API.
+	Webhooks []webhooks.Config `json:"webhooks,omitempty"`
 }
 
 // Provider is one LLM endpoint. The API key is read from the environment
@@ -179,6 +184,9 @@ func (c *Config) check() error {
 		ids = append(ids, m.ID)
 	}
 	if err := mcp.CheckConfigs(c.MCPServers, ids); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if err := webhooks.Check(c.Webhooks); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	if c.DefaultModel == "" && len(c.Models) > 0 {

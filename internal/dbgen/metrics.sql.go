@@ -17,18 +17,20 @@ SELECT
     (SELECT count(*) FROM chats
      WHERE status IN ('running', 'interrupting')
        AND (worker_id IS NULL OR lease_expires_at < now()))::bigint AS unclaimed_chats,
-    (SELECT count(*) FROM structured_requests WHERE status = 'pending')::bigint AS pending_requests
+    (SELECT count(*) FROM structured_requests WHERE status = 'pending')::bigint AS pending_requests,
+    (SELECT count(*) FROM webhook_deliveries WHERE state = 'pending')::bigint AS webhook_deliveries_pending
 `
 
 type MetricsDepthsRow struct {
-	QueuedMessages  int64
-	RunnableChats   int64
-	UnclaimedChats  int64
-	PendingRequests int64
+	QueuedMessages           int64
+	RunnableChats            int64
+	UnclaimedChats           int64
+	PendingRequests          int64
+	WebhookDeliveriesPending int64
 }
 
 // The depths /metrics reports, read once per scrape. Each count is over a
-// partial index (running chats, pending requests) or over the queue, which
+// partial index (running chats, pending requests, pending webhook deliveries) or over the queue, which
 // holds at most 20 rows per chat and is drained as turns end.
 func (q *Queries) MetricsDepths(ctx context.Context, db DBTX) (MetricsDepthsRow, error) {
 	row := db.QueryRow(ctx, metricsDepths)
@@ -38,6 +40,7 @@ func (q *Queries) MetricsDepths(ctx context.Context, db DBTX) (MetricsDepthsRow,
 		&i.RunnableChats,
 		&i.UnclaimedChats,
 		&i.PendingRequests,
+		&i.WebhookDeliveriesPending,
 	)
 	return i, err
 }

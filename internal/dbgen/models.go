@@ -127,3 +127,23 @@ type User struct {
 	Name      string
 	CreatedAt time.Time
 }
+
+type WebhookDelivery struct {
+	RequestID     uuid.UUID
+	Endpoint      string
+	Event         string
+	State         string
+	Attempts      int32
+	NextAttemptAt time.Time
+	LastAttemptAt *time.Time
+	LastStatus    *int32
+	LastError     *string
+	DeliveredAt   *time.Time
+	CreatedAt     time.Time
+}
+
+type WebhookSubscription struct {
+	Endpoint string
+	Event    string
+	Since    *time.Time
+}

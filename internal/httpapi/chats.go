@@ -587,6 +587,10 @@ func toQueued(row store.QueuedMessage) (client.QueuedMessage, error) {
 	return q, nil
 }
 
+// RenderResult renders a request as GET /api/v1/structured-outputs/{id}
+// answers it (the receipt webhooks' payload).
+func RenderResult(st store.RequestState) (client.StructuredOutputResult, error) { return toResult(st) }
+
 func toResult(st store.RequestState) (client.StructuredOutputResult, error) {
 	out := client.StructuredOutputResult{RequestID: st.Request.RequestID, ChatID: st.Request.ChatID, Status: st.Request.Status}
 	if st.Receipt == nil {

@@ -177,6 +177,8 @@ func (s *Server) instrument(reg *prometheus.Registry) {
 		func(d store.Depths) int64 { return d.UnclaimedChats })
 	depth("chatd_structured_requests_pending", "Structured requests not finished yet, queued ones included (all replicas; read at scrape time).",
 		func(d store.Depths) int64 { return d.PendingRequests })
+	depth("chatd_webhook_deliveries_pending", "Receipt webhook deliveries not yet delivered nor dead, in backoff or in flight (all replicas; read at scrape time).",
+		func(d store.Depths) int64 { return d.WebhookDeliveriesPending })
 	prom.GaugeFunc(reg, "chatd_metrics_database_up", "1 if this scrape's database read succeeded (the depth gauges are missing otherwise).",
 		func() float64 {
 			if s.depthsOK {

@@ -88,6 +88,7 @@ type Hub struct {
 	subs   [3]map[uuid.UUID]map[*Sub]struct{} // by subKind, then key
 	deltas map[uuid.UUID]map[*DeltaSub]struct{}
 	work   chan uuid.UUID // wake-ups for workers, one receive each (Work)
+	finish chan struct{}  // some request finished (Finished)
 	ready  chan struct{}  // closed once the first LISTEN is in place
 
 	followed     map[uuid.UUID]time.Time // chats other replicas' streams follow (follow.go)
@@ -103,7 +104,7 @@ func New(pool *pgxpool.Pool, logger *slog.Logger) *Hub {
 	h := &Hub{
 		pool: pool, logger: logger,
 		deltas: map[uuid.UUID]map[*DeltaSub]struct{}{},
-		work:   make(chan uuid.UUID, workBacklog), ready: make(chan struct{}),
+		work:   make(chan uuid.UUID, workBacklog), ready: make(chan struct{}), finish: make(chan struct{}, 1),
 		followed: map[uuid.UUID]time.Time{}, announceKick: make(chan struct{}, 1),
 	}
 	for k := range h.subs {
@@ -157,6 +158,18 @@ const workBacklog = 1024
 // listener reconnected, when wake-ups may have been lost). One receive
 // wakes one worker, so a wake-up costs one claim, not one per idle worker.
 func (h *Hub) Work() <-chan uuid.UUID { return h.work }
+
+// Finished fires (coalesced) when structured requests finished, and after
+// the listener reconnected: the webhook deliverer's wake-up, since a
+// request's finish writes its outbox rows.
+func (h *Hub) Finished() <-chan struct{} { return h.finish }
+
+func (h *Hub) noteFinished() {
+	select {
+	case h.finish <- struct{}{}:
+	default:
+	}
+}
 
 // Subscribers counts chat and owner subscriptions (for metrics).
 func (h *Hub) Subscribers() int {
@@ -223,6 +236,7 @@ func (h *Hub) resyncAll() {
 		s.deliver(Event{ChatID: s.key, Snapshot: -1})
 	}
 	h.wake(uuid.Nil)
+	h.noteFinished()
 }
 
 // Run listens until ctx ends, reconnecting with backoff.
@@ -288,6 +302,7 @@ func (h *Hub) listen(ctx context.Context, connected func()) error {
 			if id, err := uuid.Parse(n.Payload); err == nil {
 				h.publishRequest(id)
 			}
+			h.noteFinished()
 		case "chatd_delta":
 			h.publishDeltas(n.Payload)
 		case "chatd_follow":

@@ -140,6 +140,8 @@ type Depths struct {
 	RunnableChats   int64
 	UnclaimedChats  int64
 	PendingRequests int64
+	// WebhookDeliveriesPending counts outbox rows not yet delivered or dead.
+	WebhookDeliveriesPending int64
 }
 
 func chatFrom(c dbgen.Chat) Chat {

@@ -35,6 +35,7 @@ import (
 	"github.com/chatd/chatd/internal/runner"
 	"github.com/chatd/chatd/internal/store"
 	"github.com/chatd/chatd/internal/tools"
+	"github.com/chatd/chatd/internal/webhooks"
 )
 
 // Options shape an Env.
@@ -82,6 +83,11 @@ type Options struct {
 	// ProviderTransport, when set, carries chatd's provider calls (wrap
 	// http.DefaultTransport to inject faults).
 	ProviderTransport http.RoundTripper
+	// Webhooks are receipt webhook endpoints: when set, the Env installs
+	// their subscriptions and runs a Deliverer with WebhookOptions (Logger,
+	// Metrics, Wake and Render are set here).
+	Webhooks       []webhooks.Config
+	WebhookOptions webhooks.Options
 }
 
 // apiKeyEnv names the (private) variable holding Options.APIKey.
@@ -122,6 +128,8 @@ type Env struct {
 	Metrics *prometheus.Registry
 	// Config is the configuration the Env runs with.
 	Config *config.Config
+	// Deliverer delivers receipt webhooks (nil without Options.Webhooks).
+	Deliverer *webhooks.Deliverer
 
 	logs *LogBuffer
 
@@ -243,6 +251,19 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 		e.Server.Shutdown()
 		e.API.Close()
 	})
+
+	if len(o.Webhooks) > 0 {
+		wo := o.WebhookOptions
+		wo.Logger, wo.Metrics, wo.Wake = e.Logger, e.Metrics, e.Hub.Finished()
+		wo.Render = func(rs store.RequestState) (any, error) { return httpapi.RenderResult(rs) }
+		if e.Deliverer, err = webhooks.New(e.Store, o.Webhooks, wo); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Store.SyncWebhooks(t.Context(), e.Deliverer.Subscriptions()); err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() { e.Deliverer.Run(ctx) })
+	}
 
 	e.runnerOpts = o.Runner
 	if e.runnerOpts.RetryBase == 0 {
