@@ -256,3 +256,23 @@ SELECT 'stuck_chat', c.id,
               c.status, c.worker_id, date_trunc('second', now() - c.lease_expires_at), c.lease_expires_at)
 FROM chats c
 WHERE c.status IN ('running', 'interrupting') AND c.lease_expires_at < now() - interval '5 minutes';
+
+-- name: webhook_outbox
+-- Receipt webhooks (docs/operations.md#webhooks): a request that finished
+-- once a subscription was in force (webhook_subscriptions.since), with the
+-- subscription's event, has its delivery row, written in the transaction of
+-- the receipt; a delivery row is for a finished request and carries its
+-- event. Receipts finished before the subscription owe it nothing.
+SELECT 'webhook_outbox' AS check_name, r.chat_id, r.request_id, r.receipt_message_id AS message_id,
+       format('%s request has no delivery for webhook %s (subscribed to %s since %s)', r.status, s.endpoint, s.event, s.since) AS detail
+FROM webhook_subscriptions s
+JOIN structured_requests r ON r.status <> 'pending' AND s.event = 'structured_output.' || r.status AND r.finished_at >= s.since
+WHERE NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.request_id = r.request_id AND d.endpoint = s.endpoint)
+UNION ALL
+SELECT 'webhook_outbox' AS check_name, r.chat_id, d.request_id, r.receipt_message_id AS message_id,
+       CASE WHEN r.status = 'pending' THEN format('delivery for webhook %s of a request still pending', d.endpoint)
+            ELSE format('delivery for webhook %s carries %s, but the request %s', d.endpoint, d.event, r.status)
+       END AS detail
+FROM webhook_deliveries d
+JOIN structured_requests r ON r.request_id = d.request_id
+WHERE r.status = 'pending' OR d.event <> 'structured_output.' || r.status;

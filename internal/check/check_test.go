@@ -25,7 +25,7 @@ func TestCheckFileIsWellFormed(t *testing.T) {
 	cs := check.Checks()
 	want := []string{"finished_request_receipt", "receipt_without_finished_request", "stranded_request",
 		"queued_in_idle_chat", "two_pending_in_history", "candidate_on_finished_request", "request_in_other_chat",
-		"counters_out_of_order", "stuck_chat"}
+		"counters_out_of_order", "stuck_chat", "webhook_outbox"}
 	if len(cs) != len(want) {
 		t.Fatalf("%d checks, want %d", len(cs), len(want))
 	}
@@ -497,5 +497,51 @@ func TestStuckChat(t *testing.T) {
 		chat, _ := waitingChat(f, "now() + interval '10 minutes'")
 		answer(f, chat, "a", "b")
 		f.expect(f.run(), "stuck_chat", chat, uuid.Nil, "no tool call of its last assistant step is unanswered")
+	})
+}
+
+func TestWebhookOutbox(t *testing.T) {
+	t.Parallel()
+	all := []string{"structured_output.succeeded", "structured_output.failed", "structured_output.cancelled"}
+	subscribed := func(f *fixture) {
+		f.t.Helper()
+		if err := f.st.SyncWebhooks(f.t.Context(), map[string][]string{"ops": all}); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	t.Run("healthy", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t)
+		f.finishedChat() // finished before the subscription: owes nothing
+		subscribed(f)
+		_, req, _, _ := f.finishedChat()
+		var n int
+		if err := f.pool.QueryRow(t.Context(), `SELECT count(*) FROM webhook_deliveries WHERE request_id = $1 AND endpoint = 'ops'`, req).Scan(&n); err != nil || n != 1 {
+			t.Fatalf("%d delivery rows for the receipt (%v)", n, err)
+		}
+		f.expectClean()
+	})
+	t.Run("missing", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t)
+		subscribed(f)
+		chat, req, _, _ := f.finishedChat()
+		f.broken("DELETE FROM webhook_deliveries")
+		f.expect(f.run(), "webhook_outbox", chat, req, "succeeded request has no delivery for webhook ops")
+	})
+	t.Run("pending request", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t)
+		chat, req, _ := f.structuredChat()
+		f.exec(`INSERT INTO webhook_deliveries (request_id, endpoint, event) VALUES ($1, 'ops', 'structured_output.succeeded')`, req)
+		f.expect(f.run(), "webhook_outbox", chat.ID, req, "delivery for webhook ops of a request still pending")
+	})
+	t.Run("wrong event", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t)
+		subscribed(f)
+		chat, req, _, _ := f.finishedChat()
+		f.exec(`UPDATE webhook_deliveries SET event = 'structured_output.failed' WHERE request_id = $1`, req)
+		f.expect(f.run(), "webhook_outbox", chat, req, "carries structured_output.failed, but the request succeeded")
 	})
 }

@@ -3,6 +3,8 @@ package check_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/chatd/chatd/internal/check"
 	"github.com/chatd/chatd/internal/mockllm"
 	"github.com/chatd/chatd/internal/testenv"
+	"github.com/chatd/chatd/internal/webhooks"
 )
 
 // TestSilentAfterTraffic runs the turns the API offers — success, exhausted
@@ -50,7 +53,11 @@ func TestSilentAfterTraffic(t *testing.T) {
 			return mockllm.Step{}, false
 		},
 	}
-	env := testenv.New(t, testenv.Options{Mock: opts})
+	// Every receipt is owed to a webhook endpoint (webhook_outbox).
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	defer hook.Close()
+	env := testenv.New(t, testenv.Options{Mock: opts,
+		Webhooks: []webhooks.Config{{Name: "ops", URL: hook.URL, Secret: "a-plain-secret-of-32-characters!"}}})
 	c := env.Client("alice")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -129,5 +136,10 @@ func TestSilentAfterTraffic(t *testing.T) {
 	want := "cancelled/interrupted cancelled/queue_deleted cancelled/superseded failed/validation_exhausted succeeded"
 	if strings.Join(got, " ") != want {
 		t.Fatalf("outcomes %v, want %s", got, want)
+	}
+	var owed, finished int
+	if err := env.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM webhook_deliveries), (SELECT count(*) FROM structured_requests WHERE status <> 'pending')`).
+		Scan(&owed, &finished); err != nil || owed != finished || owed == 0 {
+		t.Fatalf("%d webhook deliveries for %d finished requests (%v)", owed, finished, err)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/url"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -171,6 +170,3 @@ func decodeSecret(s string) ([]byte, error) {
 	}
 	return []byte(s), nil
 }
-
-// getenv is os.Getenv (a variable for the tests).
-var getenv = os.Getenv

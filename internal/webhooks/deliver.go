@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -58,7 +59,7 @@ type Deliverer struct {
 
 // New checks the configs, reading secret_env from the environment.
 func New(st *store.Store, cfgs []Config, o Options) (*Deliverer, error) {
-	eps, err := parse(cfgs, getenv, true)
+	eps, err := parse(cfgs, os.Getenv, true)
 	if err != nil {
 		return nil, err
 	}
