@@ -308,6 +308,20 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.chatd_webhook_outbox() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    INSERT INTO webhook_deliveries (request_id, endpoint, event)
+    SELECT NEW.request_id, s.endpoint, s.event
+    FROM (SELECT w.endpoint, w.event, w.since FROM webhook_subscriptions w
+          WHERE w.event = 'structured_output.' || NEW.status FOR SHARE) s
+    WHERE s.since IS NOT NULL
+    ON CONFLICT ON CONSTRAINT webhook_deliveries_pkey DO NOTHING;
+    RETURN NULL;
+END
+$$;
+
 CREATE TABLE public.api_tokens (
     id uuid DEFAULT gen_random_uuid() NOT NULL,
     user_id uuid NOT NULL,
@@ -496,6 +510,30 @@ CREATE TABLE public.users (
     CONSTRAINT users_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$'::text))
 );
 
+CREATE TABLE public.webhook_deliveries (
+    request_id uuid NOT NULL,
+    endpoint text NOT NULL,
+    event text NOT NULL,
+    state text DEFAULT 'pending'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    next_attempt_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_attempt_at timestamp with time zone,
+    last_status integer,
+    last_error text,
+    delivered_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT webhook_deliveries_attempts_not_negative CHECK ((attempts >= 0)),
+    CONSTRAINT webhook_deliveries_delivered_at CHECK (((state = 'delivered'::text) = (delivered_at IS NOT NULL))),
+    CONSTRAINT webhook_deliveries_state_known CHECK ((state = ANY (ARRAY['pending'::text, 'delivered'::text, 'dead'::text])))
+);
+
+CREATE TABLE public.webhook_subscriptions (
+    endpoint text NOT NULL,
+    event text NOT NULL,
+    since timestamp with time zone,
+    CONSTRAINT webhook_subscriptions_event_known CHECK ((event = ANY (ARRAY['structured_output.succeeded'::text, 'structured_output.failed'::text, 'structured_output.cancelled'::text])))
+);
+
 ALTER TABLE ONLY public.chat_messages ALTER COLUMN id SET DEFAULT nextval('public.chat_messages_id_seq'::regclass);
 
 ALTER TABLE ONLY public.chat_queued_messages ALTER COLUMN id SET DEFAULT nextval('public.chat_queued_messages_id_seq'::regclass);
@@ -542,6 +580,12 @@ ALTER TABLE ONLY public.users
 ALTER TABLE ONLY public.users
     ADD CONSTRAINT users_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY public.webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_pkey PRIMARY KEY (request_id, endpoint);
+
+ALTER TABLE ONLY public.webhook_subscriptions
+    ADD CONSTRAINT webhook_subscriptions_pkey PRIMARY KEY (endpoint, event);
+
 CREATE INDEX chat_messages_chat_id ON public.chat_messages USING btree (chat_id, id);
 
 CREATE INDEX chat_messages_chat_revision ON public.chat_messages USING btree (chat_id, revision);
@@ -566,6 +610,8 @@ CREATE INDEX structured_requests_chat ON public.structured_requests USING btree 
 
 CREATE INDEX structured_requests_pending ON public.structured_requests USING btree (chat_id) WHERE (status = 'pending'::text);
 
+CREATE INDEX webhook_deliveries_due ON public.webhook_deliveries USING btree (next_attempt_at) WHERE (state = 'pending'::text);
+
 CREATE TRIGGER chatd_chats_before_insert BEFORE INSERT ON public.chats FOR EACH ROW EXECUTE FUNCTION public.chatd_chats_before_insert();
 
 CREATE TRIGGER chatd_chats_before_update BEFORE UPDATE ON public.chats FOR EACH ROW EXECUTE FUNCTION public.chatd_chats_before_update();
@@ -581,6 +627,8 @@ CREATE TRIGGER chatd_queue_touch BEFORE INSERT OR DELETE OR UPDATE ON public.cha
 CREATE CONSTRAINT TRIGGER chatd_receipt_closes_request AFTER INSERT ON public.chat_messages DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN ((new.kind = 'receipt'::text)) EXECUTE FUNCTION public.chatd_receipt_closes_request();
 
 CREATE TRIGGER chatd_requests_guard BEFORE INSERT OR DELETE OR UPDATE ON public.structured_requests FOR EACH ROW EXECUTE FUNCTION public.chatd_requests_guard();
+
+CREATE TRIGGER chatd_webhook_outbox AFTER UPDATE OF status ON public.structured_requests FOR EACH ROW WHEN (((old.status = 'pending'::text) AND (new.status <> 'pending'::text))) EXECUTE FUNCTION public.chatd_webhook_outbox();
 
 ALTER TABLE ONLY public.api_tokens
     ADD CONSTRAINT api_tokens_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id) ON DELETE CASCADE;
@@ -623,3 +671,6 @@ ALTER TABLE ONLY public.structured_requests
 
 ALTER TABLE ONLY public.structured_requests
     ADD CONSTRAINT structured_requests_receipt_message_fk FOREIGN KEY (receipt_message_id) REFERENCES public.chat_messages(id) DEFERRABLE INITIALLY DEFERRED;
+
+ALTER TABLE ONLY public.webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_request_fk FOREIGN KEY (request_id) REFERENCES public.structured_requests(request_id) ON DELETE CASCADE;
