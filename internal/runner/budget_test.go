@@ -2,6 +2,8 @@ package runner_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sync"
@@ -19,6 +21,7 @@ import (
 	"github.com/chatd/chatd/internal/runner"
 	"github.com/chatd/chatd/internal/store"
 	"github.com/chatd/chatd/internal/testenv"
+	"github.com/chatd/chatd/internal/webhooks"
 )
 
 // budgetCluster is a PostgreSQL cluster of the test's own, without
@@ -186,6 +189,94 @@ func TestTurnTransactionBudget(t *testing.T) {
 		t.Errorf("%.2f database commits per turn (all %d of the run, set-up included), want at most 10", perTurn, all)
 	}
 	t.Logf("%d writes in %d turns; %d commits in the whole run of %d turns; chatd's own: %v", writes, turns, all, warm+turns, txs.Snapshot())
+}
+
+// TestTurnTransactionBudgetWithWebhooks: with a receipt webhook configured,
+// the turn's own transactions are the same three (the outbox rows are
+// written by the step's commit, in its transaction), and delivering a
+// receipt costs the deliverer one claim (shared by the receipts it claims
+// together), one read and one record.
+func TestTurnTransactionBudgetWithWebhooks(t *testing.T) {
+	t.Parallel()
+	cluster, admin := budgetCluster(t)
+	cfg, err := pgxpool.ParseConfig(cluster.URL("chatd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	txs := store.Trace(cfg)
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	// An untraced connection reads the outbox for the test.
+	probe, err := pgx.Connect(t.Context(), cluster.URL("chatd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close(context.Background())
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	defer hook.Close()
+	env := testenv.OnPool(t, pool, testenv.Options{Mock: mockllm.Options{Latency: 50 * time.Millisecond},
+		Runner:         runner.Options{Workers: 2},
+		Webhooks:       []webhooks.Config{{Name: "ops", URL: hook.URL, Secret: "a-plain-secret-of-32-characters!"}},
+		WebhookOptions: webhooks.Options{Poll: time.Hour}}) // woken by the finishes only
+	defer env.Stop()
+	c := env.Client("alice")
+	delivered := func(n int) {
+		t.Helper()
+		for {
+			var got int
+			if err := probe.QueryRow(t.Context(), `SELECT count(*) FROM webhook_deliveries WHERE state = 'delivered'`).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got == n {
+				return
+			}
+			select {
+			case <-t.Context().Done():
+				t.Fatalf("%d of %d receipts delivered", got, n)
+			case <-time.After(10 * time.Millisecond): // polling PostgreSQL
+			}
+		}
+	}
+	turn := func() {
+		_, req := create(t, c, reportSchema)
+		if res := wait(t, c, req); res.Status != client.OutputSucceeded {
+			t.Fatalf("result %+v", res)
+		}
+	}
+	const warm, turns = 3, 20
+	for range warm {
+		turn()
+	}
+	delivered(warm)
+
+	before, xid0 := txs.Snapshot(), nextXID(t, admin)
+	for range turns {
+		turn()
+	}
+	delivered(warm + turns)
+	writes := nextXID(t, admin) - xid0
+	got := store.Sub(txs.Snapshot(), before)
+
+	for purpose, want := range map[string]int64{"admit": turns, "claim": turns, "worker_commit": turns,
+		"webhook_read": turns, "webhook_done": turns} {
+		if st := got[purpose]; st.Commits != want || st.Rollbacks != 0 {
+			t.Errorf("%s: %+v, want %d commits", purpose, st, want)
+		}
+	}
+	// A claim that took rows writes; one that found none does not. The
+	// deliverer claims when a finish wakes it, not after each delivery.
+	claims := got["webhook_claim"].Commits
+	if claims > turns+2 {
+		t.Errorf("%d claims for %d receipts", claims, turns)
+	}
+	if w := writes - 3*turns - turns; w < 1 || w > claims || w > turns {
+		t.Errorf("%d writing transactions in %d turns: %d besides the turns' 3 each and the %d records, want 1 to %d claims (%v)",
+			writes, turns, w, turns, min(claims, turns), got)
+	}
+	t.Logf("%d writes in %d turns with a webhook; chatd's own: %v", writes, turns, got)
 }
 
 // TestNoConnectionChurn runs 1,000 turns, eight at a time, on a pool that

@@ -127,11 +127,12 @@ func (d *Deliverer) Run(ctx context.Context) {
 	defer wg.Wait()
 	freed := make(chan struct{}, d.o.Concurrency)
 	busy := 0
-	timer := time.NewTimer(0)
+	more := true // claim at start, after a wake-up, and while claims come back full
+	timer := time.NewTimer(d.o.Poll)
 	defer timer.Stop()
 	for {
-		claimed := 0
-		if free := d.o.Concurrency - busy; free > 0 {
+		if more && busy < d.o.Concurrency {
+			free := d.o.Concurrency - busy
 			rows, err := d.st.ClaimDeliveries(db, d.names, free, d.lease)
 			if err != nil {
 				d.o.Logger.Warn("webhook claim failed", slog.String("error", err.Error()))
@@ -143,30 +144,20 @@ func (d *Deliverer) Run(ctx context.Context) {
 					d.deliver(db, row)
 				})
 			}
-			claimed = len(rows)
-			if err == nil && claimed == free {
-				// More may be due: claim again once a slot is free.
-				timer.Reset(0)
-			} else {
-				timer.Reset(d.o.Poll)
-			}
+			// A full claim may have left due rows behind: claim again when
+			// a slot frees up. Otherwise wait for a wake-up or the timer.
+			more = err == nil && len(rows) == free
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-d.o.Wake:
+			more = true
 		case <-timer.C:
+			more = true
+			timer.Reset(d.o.Poll)
 		case <-freed:
 			busy--
-		}
-		// Drain the other freed slots without blocking.
-		for drained := false; !drained; {
-			select {
-			case <-freed:
-				busy--
-			default:
-				drained = true
-			}
 		}
 	}
 }
