@@ -99,7 +99,7 @@ func New(st *store.Store, cfgs []Config, o Options) (*Deliverer, error) {
 	}
 	// A claim outlives the POST and the two short statements around it;
 	// after a crash the row is due again once the lease has run out.
-	d.lease = maxTimeout + 10*time.Second
+	d.lease = maxTimeout + 5*time.Second
 	return d, nil
 }
 
