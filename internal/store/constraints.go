@@ -41,6 +41,14 @@ const (
 	MCPCallsMessageFk        Constraint = "mcp_calls_message_fk"
 	MCPCallsAttemptsPositive Constraint = "mcp_calls_attempts_positive"
 
+	WebhookSubscriptionsPkey             Constraint = "webhook_subscriptions_pkey"
+	WebhookSubscriptionsEventKnown       Constraint = "webhook_subscriptions_event_known"
+	WebhookDeliveriesPkey                Constraint = "webhook_deliveries_pkey"
+	WebhookDeliveriesRequestFk           Constraint = "webhook_deliveries_request_fk"
+	WebhookDeliveriesStateKnown          Constraint = "webhook_deliveries_state_known"
+	WebhookDeliveriesDeliveredAt         Constraint = "webhook_deliveries_delivered_at"
+	WebhookDeliveriesAttemptsNotNegative Constraint = "webhook_deliveries_attempts_not_negative"
+
 	RequestsPkey             Constraint = "structured_requests_pkey"
 	RequestsChatIDFkey       Constraint = "structured_requests_chat_id_fkey"
 	RequestsNameCheck        Constraint = "structured_requests_name_check"
