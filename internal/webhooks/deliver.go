@@ -63,6 +63,9 @@ func New(st *store.Store, cfgs []Config, o Options) (*Deliverer, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(eps) > 0 && o.Render == nil {
+		return nil, errors.New("webhooks: Options.Render is required")
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
