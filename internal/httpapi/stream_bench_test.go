@@ -50,44 +50,206 @@ func openStreams(b *testing.B, c *client.Client, chat uuid.UUID, n int) []*clien
 }
 
 // BenchmarkReceiptDelivery measures how long a committed receipt takes to
-// reach every open stream of its chat: one op is a queued structured
-// request deleted in the store (its cancelled receipt committed) and
-// delivered to all streams. p50/p99 are over all deliveries.
+// reach every open stream of its chat, next to the floor measured in the
+// same run (rounds alternating): one op is a queued structured request
+// deleted in the store (its cancelled receipt committed) and delivered to
+// all streams, and one floor delivery (BenchmarkReceiptDeliveryFloor).
+// p50/p99 are over all deliveries; p99_vs_floor is the ratio of the p99s.
+// The queued message is delivered to every stream before the timed delete,
+// so that a delivery is timed alone, as the floor's is.
 func BenchmarkReceiptDelivery(b *testing.B) {
 	for _, n := range []int{1, 100, 1000} {
 		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) {
-			env := testenv.New(b, testenv.Options{NoRunner: true})
-			c := env.Client("alice")
-			ctx := context.Background()
-			chat, err := c.CreateChat(ctx, client.CreateChatRequest{Content: text("busy")}) // stays running: no workers
-			if err != nil {
-				b.Fatal(err)
-			}
-			streams := openStreams(b, c, chat.Chat.ID, n)
-			defer func() {
-				for _, s := range streams {
-					s.Close()
+			env := testenv.New(b, testenv.Options{NoRunner: true, MaxStreamsPerUser: -1})
+			chatd := chatdDelivery(b, env, n)
+			floor := floorDelivery(b, env, n)
+			defer chatd.close()
+			defer floor.close()
+			var lat, flat []time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if i%2 == 0 {
+					lat = append(lat, chatd.op(i)...)
+					flat = append(flat, floor.op(i)...)
+				} else {
+					flat = append(flat, floor.op(i)...)
+					lat = append(lat, chatd.op(i)...)
 				}
-			}()
-			owner := ownerOf(b, env, chat.Chat.ID)
+			}
+			b.StopTimer()
+			p50, p99 := reportLatency(b, lat, "")
+			f50, f99 := reportLatency(b, flat, "floor_")
+			if f50 > 0 && f99 > 0 {
+				b.ReportMetric(p50/f50, "p50_vs_floor")
+				b.ReportMetric(p99/f99, "p99_vs_floor")
+			}
+		})
+	}
+}
+
+// BenchmarkReceiptDeliveryFloor is the least a delivery can cost, alone
+// (BenchmarkReceiptDelivery measures it beside chatd's): one NOTIFY
+// committed in PostgreSQL, heard by one listener, and the same pre-rendered
+// receipt event written to n open streams, read by the same client.
+func BenchmarkReceiptDeliveryFloor(b *testing.B) {
+	for _, n := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) {
+			env := testenv.New(b, testenv.Options{NoRunner: true, MaxStreamsPerUser: -1})
+			floor := floorDelivery(b, env, n)
+			defer floor.close()
 			var lat []time.Duration
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				sent, err := c.SendMessage(ctx, chat.Chat.ID, client.SendMessageRequest{Content: text("q"), ResponseFormat: schemaFormat()})
-				if err != nil {
-					b.Fatal(err)
-				}
-				req := *sent.QueuedMessage.StructuredOutputRequestID
-				lat = append(lat, deliver(b, streams, req, func() {
-					if _, _, err := env.Store.DeleteQueued(ctx, owner, chat.Chat.ID, sent.QueuedMessage.ID); err != nil {
-						b.Fatal(err)
-					}
-				})...)
+				lat = append(lat, floor.op(i)...)
 			}
 			b.StopTimer()
-			reportLatency(b, lat)
+			reportLatency(b, lat, "")
 		})
 	}
+}
+
+// delivery is n open streams and op, which commits one receipt and returns
+// how long it took to reach each stream.
+type delivery struct {
+	op    func(i int) []time.Duration
+	close func()
+}
+
+// chatdDelivery opens n streams on a running chat of env (it has no
+// workers, so it stays running and queues what is sent to it).
+func chatdDelivery(b *testing.B, env *testenv.Env, n int) delivery {
+	c := env.Client("alice")
+	ctx := context.Background()
+	chat, err := c.CreateChat(ctx, client.CreateChatRequest{Content: text("busy")}) // stays running: no workers
+	if err != nil {
+		b.Fatal(err)
+	}
+	streams := openStreams(b, c, chat.Chat.ID, n)
+	owner := ownerOf(b, env, chat.Chat.ID)
+	return delivery{
+		op: func(int) []time.Duration {
+			sent, err := c.SendMessage(ctx, chat.Chat.ID, client.SendMessageRequest{Content: text("q"), ResponseFormat: schemaFormat()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			queued := sent.QueuedMessage.ID
+			each(b, streams, func(ev client.StreamEvent) bool {
+				return ev.Queue != nil && slices.ContainsFunc(ev.Queue.QueuedMessages, func(q client.QueuedMessage) bool { return q.ID == queued })
+			})
+			req := *sent.QueuedMessage.StructuredOutputRequestID
+			return deliver(b, streams, req, func() {
+				if _, _, err := env.Store.DeleteQueued(ctx, owner, chat.Chat.ID, queued); err != nil {
+					b.Fatal(err)
+				}
+			})
+		},
+		close: func() {
+			for _, s := range streams {
+				s.Close()
+			}
+		},
+	}
+}
+
+// floorDelivery opens n streams on a server of its own that writes, on
+// each NOTIFY that a connection of env's pool hears, one pre-rendered
+// receipt event to every stream.
+func floorDelivery(b *testing.B, env *testenv.Env, n int) delivery {
+	ctx, cancel := context.WithCancel(context.Background())
+	var (
+		mu    sync.Mutex
+		subs  []chan []byte
+		event atomic.Pointer[[]byte]
+	)
+	status, _ := json.Marshal(client.Chat{Status: client.StatusRunning})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ch := make(chan []byte, 1)
+		mu.Lock()
+		subs = append(subs, ch)
+		mu.Unlock()
+		rc := http.NewResponseController(w)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write(append(append([]byte("event: status\ndata: "), status...), "\n\n"...))
+		_ = rc.Flush()
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case ev := <-ch:
+				if _, err := w.Write(ev); err != nil || rc.Flush() != nil {
+					return
+				}
+			}
+		}
+	}))
+	conn, err := env.Pool.Acquire(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "LISTEN chatd_floor"); err != nil {
+		b.Fatal(err)
+	}
+	listening := make(chan struct{})
+	go func() {
+		defer close(listening)
+		for {
+			if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
+				return
+			}
+			ev := *event.Load()
+			mu.Lock()
+			for _, ch := range subs {
+				ch <- ev
+			}
+			mu.Unlock()
+		}
+	}()
+	c := client.New(srv.URL, "", nil)
+	streams := openStreams(b, c, uuid.New(), n)
+	return delivery{
+		op: func(i int) []time.Duration {
+			req := uuid.New()
+			data, _ := json.Marshal(client.ChatMessage{ID: int64(i + 1), Role: client.RoleUser, CreatedAt: time.Now(),
+				Content:          []client.MessagePart{},
+				StructuredOutput: &client.StructuredOutput{RequestID: req, Status: client.OutputCancelled, Error: &client.StructuredOutputError{Code: client.CodeQueueDeleted, Message: "The queued message was deleted."}}})
+			ev := append(append([]byte(fmt.Sprintf("event: message\nid: %d\ndata: ", i+1)), data...), "\n\n"...)
+			event.Store(&ev)
+			return deliver(b, streams, req, func() {
+				if _, err := env.Pool.Exec(ctx, "SELECT pg_notify('chatd_floor', '')"); err != nil {
+					b.Fatal(err)
+				}
+			})
+		},
+		close: func() {
+			for _, s := range streams {
+				s.Close()
+			}
+			srv.Close()
+			cancel()
+			<-listening
+			conn.Release()
+		},
+	}
+}
+
+// each reads every stream until it sees an event matching done.
+func each(b *testing.B, streams []*client.Stream, done func(client.StreamEvent) bool) {
+	var wg sync.WaitGroup
+	for _, s := range streams {
+		wg.Go(func() {
+			for {
+				ev, err := s.Next()
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if done(ev) {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // deliver runs commit and returns how long the receipt of req took to reach
@@ -127,98 +289,18 @@ func deliver(b *testing.B, streams []*client.Stream, req uuid.UUID, commit func(
 	return lat
 }
 
-func reportLatency(b *testing.B, lat []time.Duration) {
+// reportLatency reports the p50 and p99 (nearest rank) of lat in ms, as
+// <prefix>p50_ms and <prefix>p99_ms, and returns them.
+func reportLatency(b *testing.B, lat []time.Duration, prefix string) (p50, p99 float64) {
 	slices.Sort(lat)
-	if len(lat) > 0 {
-		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50_ms")
-		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99_ms")
+	if len(lat) == 0 {
+		return 0, 0
 	}
-}
-
-// BenchmarkReceiptDeliveryFloor is the least a delivery can cost, for
-// BenchmarkReceiptDelivery to be read against in the same run: one NOTIFY
-// committed in PostgreSQL, heard by one listener, and the same pre-rendered
-// receipt event written to n open streams, read by the same client.
-func BenchmarkReceiptDeliveryFloor(b *testing.B) {
-	for _, n := range []int{1, 100, 1000} {
-		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) {
-			env := testenv.New(b, testenv.Options{NoRunner: true})
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			var (
-				mu    sync.Mutex
-				subs  []chan []byte
-				event atomic.Pointer[[]byte]
-			)
-			status, _ := json.Marshal(client.Chat{Status: client.StatusRunning})
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				ch := make(chan []byte, 1)
-				mu.Lock()
-				subs = append(subs, ch)
-				mu.Unlock()
-				rc := http.NewResponseController(w)
-				w.Header().Set("Content-Type", "text/event-stream")
-				_, _ = w.Write(append(append([]byte("event: status\ndata: "), status...), "\n\n"...))
-				_ = rc.Flush()
-				for {
-					select {
-					case <-r.Context().Done():
-						return
-					case ev := <-ch:
-						if _, err := w.Write(ev); err != nil || rc.Flush() != nil {
-							return
-						}
-					}
-				}
-			}))
-			defer srv.Close()
-			conn, err := env.Pool.Acquire(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer conn.Release()
-			if _, err := conn.Exec(ctx, "LISTEN chatd_floor"); err != nil {
-				b.Fatal(err)
-			}
-			go func() {
-				for {
-					if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
-						return
-					}
-					ev := *event.Load()
-					mu.Lock()
-					for _, ch := range subs {
-						ch <- ev
-					}
-					mu.Unlock()
-				}
-			}()
-			c := client.New(srv.URL, "", nil)
-			streams := openStreams(b, c, uuid.New(), n)
-			defer func() {
-				for _, s := range streams {
-					s.Close()
-				}
-			}()
-			var lat []time.Duration
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				req := uuid.New()
-				data, _ := json.Marshal(client.ChatMessage{ID: int64(i + 1), Role: client.RoleUser, CreatedAt: time.Now(),
-					Content:          []client.MessagePart{},
-					StructuredOutput: &client.StructuredOutput{RequestID: req, Status: client.OutputCancelled, Error: &client.StructuredOutputError{Code: client.CodeQueueDeleted, Message: "The queued message was deleted."}}})
-				ev := append(append([]byte(fmt.Sprintf("event: message\nid: %d\ndata: ", i+1)), data...), "\n\n"...)
-				event.Store(&ev)
-				lat = append(lat, deliver(b, streams, req, func() {
-					if _, err := env.Pool.Exec(ctx, "SELECT pg_notify('chatd_floor', '')"); err != nil {
-						b.Fatal(err)
-					}
-				})...)
-			}
-			b.StopTimer()
-			reportLatency(b, lat)
-		})
-	}
+	p50 = float64(lat[len(lat)/2].Microseconds()) / 1000
+	p99 = float64(lat[len(lat)*99/100].Microseconds()) / 1000
+	b.ReportMetric(p50, prefix+"p50_ms")
+	b.ReportMetric(p99, prefix+"p99_ms")
+	return p50, p99
 }
 
 func ownerOf(b *testing.B, env *testenv.Env, chat uuid.UUID) uuid.UUID {
@@ -233,7 +315,7 @@ func ownerOf(b *testing.B, env *testenv.Env, chat uuid.UUID) uuid.UUID {
 // costs (server handler and client reader, both in this process).
 func BenchmarkIdleStreamMemory(b *testing.B) {
 	const n = 1000
-	env := testenv.New(b, testenv.Options{NoRunner: true})
+	env := testenv.New(b, testenv.Options{NoRunner: true, MaxStreamsPerUser: -1})
 	c := env.Client("alice")
 	chat, err := c.CreateChat(context.Background(), client.CreateChatRequest{Content: text("idle")})
 	if err != nil {

@@ -77,6 +77,9 @@ type Options struct {
 	ExtraModels []config.Model
 	// CORSOrigins are the browser origins the API allows.
 	CORSOrigins []string
+	// MaxStreamsPerUser caps a user's open streams (0: the server's
+	// default, 32; negative: no cap, for benchmarks with many streams).
+	MaxStreamsPerUser int
 	// APIKey is the provider's API key, handed over through api_key_env
 	// from a private environment (tests stay parallel).
 	APIKey string
@@ -245,7 +248,7 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 
 	exp := map[string]bool{httpapi.ExperimentStructuredOutput: !o.StructuredOutputOff}
 	e.Server = httpapi.New(httpapi.Options{Store: e.Store, Models: e.Models, Hub: e.Hub, Experiments: exp, ServerTools: toolNames, MCP: o.MCP,
-		Logger: e.Logger, Metrics: e.Metrics, CORSOrigins: o.CORSOrigins, Observe: HTTPObserver()})
+		Logger: e.Logger, Metrics: e.Metrics, CORSOrigins: o.CORSOrigins, MaxStreamsPerUser: o.MaxStreamsPerUser, Observe: HTTPObserver()})
 	e.API = httptest.NewServer(e.Server)
 	e.stops = append(e.stops, func() {
 		e.Server.Shutdown()
