@@ -122,6 +122,20 @@ func (c *Client) ListChats(ctx context.Context, limit int, cursor string) (ListC
 	return out, c.do(ctx, http.MethodGet, path, nil, &out)
 }
 
+// ListChildChats returns a page of parent's child chats (spawned by its
+// agent or created with parent_chat_id), most recently updated first.
+func (c *Client) ListChildChats(ctx context.Context, parent uuid.UUID, limit int, cursor string) (ListChatsResponse, error) {
+	q := url.Values{"parent_chat_id": {parent.String()}}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	var out ListChatsResponse
+	return out, c.do(ctx, http.MethodGet, "/api/v1/chats?"+q.Encode(), nil, &out)
+}
+
 // GetChat returns one chat.
 func (c *Client) GetChat(ctx context.Context, chat uuid.UUID) (Chat, error) {
 	var out Chat

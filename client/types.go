@@ -128,6 +128,14 @@ type Chat struct {
 	// Mode is normal, plan or child.
 	Mode         ChatMode   `json:"mode"`
 	ParentChatID *uuid.UUID `json:"parent_chat_id,omitempty"`
+	// ParentToolCallID is the parent's spawn_agent call that spawned the
+	// chat (set on a spawned child chat).
+	ParentToolCallID *string `json:"parent_tool_call_id,omitempty"`
+	// SpawnAgents: the chat may spawn child chats with spawn_agent.
+	SpawnAgents bool `json:"spawn_agents,omitempty"`
+	// SpawnDepth is how many spawns deep the chat is (0 for a chat
+	// created through the API).
+	SpawnDepth int `json:"spawn_depth,omitempty"`
 	// MCPServers are the MCP servers the chat opted into at creation.
 	MCPServers []string `json:"mcp_servers,omitempty"`
 	// PendingToolCalls are the client tool calls to answer while the chat
@@ -265,6 +273,9 @@ type CreateChatRequest struct {
 	// MCPServers opts the chat into operator-configured MCP servers by
 	// name (servers configured for all chats need no opt-in).
 	MCPServers []string `json:"mcp_servers,omitempty"`
+	// SpawnAgents opts the chat into the spawn_agent tool (when the
+	// server enables it): the agent may start child chats.
+	SpawnAgents bool `json:"spawn_agents,omitempty"`
 }
 
 // Busy behaviours of SendMessageRequest.

@@ -200,35 +200,49 @@ FROM (
 
 -- name: stuck_chat
 -- A turn in progress keeps moving within known bounds: the worker running a
--- chat (running or interrupting) renews its lease, and any server's
+-- chat (running or interrupting) renews its lease, any server's
 -- maintenance loop answers client tool calls left unanswered past the
--- chat's tool-result deadline (--tool-result-timeout). A chat more than
--- 5 minutes past those bounds is stuck: its owner's lease expired and no
--- server took the chat over, or its tool-result deadline passed and no
--- server answered the calls (no server is running, or none can claim). A
--- chat waiting for client tool results with no deadline, or with no client
--- tool call of its last assistant step left unanswered, is stuck at once:
--- nothing would ever resume it. A runnable chat without an owner is not
--- reported: it waits for a free worker (a backlog is not a fault). The
--- request is the pending structured request of the turn, if any.
+-- chat's tool-result deadline (--tool-result-timeout), and a spawned child
+-- chat (spawn_agent) answers the call that spawned it when its turn ends. A
+-- chat more than 5 minutes past those bounds is stuck: its owner's lease
+-- expired and no server took the chat over, or its tool-result deadline
+-- passed and no server answered the calls (no server is running, or none
+-- can claim). A chat waiting for client tool results with no deadline, with
+-- no call of its last assistant step left unanswered, or waiting on a
+-- spawn_agent call that no awaited child chat will answer (the child does
+-- not exist or already ended), is stuck at once: nothing would ever resume
+-- it. A runnable chat without an owner is not reported: it waits for a free
+-- worker (a backlog is not a fault). The request is the pending structured
+-- request of the turn, if any.
 WITH waiting AS (
-    SELECT c.id, c.requires_action_deadline,
+    SELECT c.id, c.requires_action_deadline, c.spawn_agents,
            (SELECT max(m.id) FROM chat_messages m
              WHERE m.chat_id = c.id AND m.kind = 'message' AND m.role = 'assistant'
                AND m.visibility IN ('model', 'both') AND NOT m.deleted AND NOT m.compressed) AS step_id
     FROM chats c
     WHERE c.status = 'requires_action'
+), open_calls AS (
+    SELECT w.id, call->>'tool_name' AS tool_name,
+           EXISTS (SELECT 1 FROM chats k
+                    WHERE k.parent_chat_id = w.id AND k.spawn_message_id = a.id
+                      AND k.spawn_tool_call_id = call->>'tool_call_id' AND k.spawn_state = 'awaited') AS awaited
+    FROM waiting w
+    JOIN chat_messages a ON a.id = w.step_id
+    CROSS JOIN LATERAL jsonb_array_elements(a.content) call
+    WHERE call->>'type' = 'tool-call'
+      AND coalesce(call->>'provider_executed', 'false') <> 'true'
+      AND NOT EXISTS (
+          SELECT 1 FROM chat_messages r CROSS JOIN LATERAL jsonb_array_elements(r.content) res
+          WHERE r.chat_id = a.chat_id AND r.id >= a.id AND r.kind = 'message'
+            AND r.visibility IN ('model', 'both') AND NOT r.deleted AND NOT r.compressed
+            AND res->>'type' = 'tool-result' AND res->>'tool_call_id' = call->>'tool_call_id')
 ), unanswered AS (
-    SELECT w.*, (
-        SELECT count(*) FROM chat_messages a CROSS JOIN LATERAL jsonb_array_elements(a.content) call
-        WHERE a.id = w.step_id AND call->>'type' = 'tool-call'
-          AND coalesce(call->>'provider_executed', 'false') <> 'true'
-          AND NOT EXISTS (
-              SELECT 1 FROM chat_messages r CROSS JOIN LATERAL jsonb_array_elements(r.content) res
-              WHERE r.chat_id = a.chat_id AND r.id >= a.id AND r.kind = 'message'
-                AND r.visibility IN ('model', 'both') AND NOT r.deleted AND NOT r.compressed
-                AND res->>'type' = 'tool-result' AND res->>'tool_call_id' = call->>'tool_call_id')
-    ) AS calls
+    SELECT w.*,
+           (SELECT count(*) FROM open_calls o WHERE o.id = w.id AND NOT o.awaited
+              AND NOT (w.spawn_agents AND o.tool_name = 'spawn_agent')) AS calls,
+           (SELECT count(*) FROM open_calls o WHERE o.id = w.id AND o.awaited) AS children,
+           (SELECT count(*) FROM open_calls o WHERE o.id = w.id AND NOT o.awaited
+              AND w.spawn_agents AND o.tool_name = 'spawn_agent') AS orphans
     FROM waiting w
 )
 SELECT 'stuck_chat' AS check_name, u.id AS chat_id,
@@ -237,14 +251,18 @@ SELECT 'stuck_chat' AS check_name, u.id AS chat_id,
          WHERE m.chat_id = u.id AND m.kind = 'message' AND m.role = 'user' AND NOT m.deleted AND r.status = 'pending'
          ORDER BY m.id DESC LIMIT 1) AS request_id,
        u.step_id AS message_id,
-       CASE WHEN u.calls = 0 THEN 'chat waits for client tool results, but no tool call of its last assistant step is unanswered'
+       CASE WHEN u.orphans > 0 THEN format('chat waits on %s spawn_agent calls that no child chat will answer '
+                                           '(the child does not exist or already ended)', u.orphans)
+            WHEN u.calls = 0 AND u.children = 0 THEN 'chat waits for client tool results, but no tool call of its last assistant step is unanswered'
             WHEN u.requires_action_deadline IS NULL THEN 'chat waits for client tool results without a deadline'
             ELSE format('chat has %s unanswered client tool calls %s past their deadline (%s), and no server answered them',
                         u.calls, date_trunc('second', now() - u.requires_action_deadline), u.requires_action_deadline)
        END AS detail
 FROM unanswered u
-WHERE u.calls = 0 OR u.requires_action_deadline IS NULL
-   OR u.requires_action_deadline < now() - interval '5 minutes'
+WHERE u.orphans > 0
+   OR (u.calls = 0 AND u.children = 0)
+   OR (u.calls > 0 AND (u.requires_action_deadline IS NULL
+                        OR u.requires_action_deadline < now() - interval '5 minutes'))
 UNION ALL
 SELECT 'stuck_chat', c.id,
        (SELECT m.structured_request_id FROM chat_messages m
@@ -276,3 +294,22 @@ SELECT 'webhook_outbox' AS check_name, r.chat_id, d.request_id, r.receipt_messag
 FROM webhook_deliveries d
 JOIN structured_requests r ON r.request_id = d.request_id
 WHERE r.status = 'pending' OR d.event <> 'structured_output.' || r.status;
+-- name: spawned_child_undelivered
+-- A spawned child chat that its parent awaits (spawn_state 'awaited') is
+-- in its first turn: the transaction that ends that turn writes the
+-- child's result into the parent ('delivered'), and a parent whose turn
+-- ends first detaches it ('detached'). An awaited child that is idle or
+-- failed ended without its result reaching the parent; an awaited child
+-- whose parent is idle or failed was never detached. The message is the
+-- parent's step that spawned it.
+SELECT 'spawned_child_undelivered' AS check_name, k.id AS chat_id,
+       (SELECT r.request_id FROM structured_requests r WHERE r.chat_id = k.id ORDER BY r.created_at DESC LIMIT 1) AS request_id,
+       k.spawn_message_id AS message_id,
+       CASE WHEN k.status IN ('waiting', 'error')
+            THEN format('child is %s, but its result never reached parent %s (call %s)', k.status, k.parent_chat_id, k.spawn_tool_call_id)
+            ELSE format('parent %s is %s, but still awaits this child (call %s)', p.id, p.status, k.spawn_tool_call_id)
+       END AS detail
+FROM chats k
+JOIN chats p ON p.id = k.parent_chat_id
+WHERE k.spawn_state = 'awaited'
+  AND (k.status IN ('waiting', 'error') OR p.status IN ('waiting', 'error'));

@@ -410,6 +410,11 @@ CREATE TABLE public.chats (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     mcp_servers text[] DEFAULT '{}'::text[] NOT NULL,
+    spawn_agents boolean DEFAULT false NOT NULL,
+    spawn_depth integer DEFAULT 0 NOT NULL,
+    spawn_message_id bigint,
+    spawn_tool_call_id text,
+    spawn_state text,
     CONSTRAINT chats_child_has_parent CHECK (((mode <> 'child'::text) OR (parent_chat_id IS NOT NULL))),
     CONSTRAINT chats_deadline_only_requires_action CHECK (((status = 'requires_action'::text) OR (requires_action_deadline IS NULL))),
     CONSTRAINT chats_dynamic_tools_check CHECK ((jsonb_typeof(dynamic_tools) = 'array'::text)),
@@ -419,6 +424,9 @@ CREATE TABLE public.chats (
     CONSTRAINT chats_mcp_servers_bounded CHECK ((cardinality(mcp_servers) <= 16)),
     CONSTRAINT chats_mode_check CHECK ((mode = ANY (ARRAY['normal'::text, 'plan'::text, 'child'::text]))),
     CONSTRAINT chats_owned_only_while_runnable CHECK (((status = ANY (ARRAY['running'::text, 'interrupting'::text])) OR (worker_id IS NULL))),
+    CONSTRAINT chats_spawn_depth_nonnegative CHECK ((spawn_depth >= 0)),
+    CONSTRAINT chats_spawn_shape CHECK ((((spawn_tool_call_id IS NULL) = (spawn_state IS NULL)) AND ((spawn_tool_call_id IS NULL) = (spawn_message_id IS NULL)) AND ((spawn_tool_call_id IS NULL) OR ((parent_chat_id IS NOT NULL) AND (spawn_depth > 0))))),
+    CONSTRAINT chats_spawn_state_known CHECK ((spawn_state = ANY (ARRAY['awaited'::text, 'delivered'::text, 'detached'::text]))),
     CONSTRAINT chats_status_check CHECK ((status = ANY (ARRAY['waiting'::text, 'running'::text, 'requires_action'::text, 'interrupting'::text, 'error'::text])))
 )
 WITH (fillfactor='50');
@@ -598,9 +606,13 @@ CREATE INDEX chat_queued_messages_chat ON public.chat_queued_messages USING btre
 
 CREATE INDEX chats_owner_updated ON public.chats USING btree (owner_id, updated_at DESC, id);
 
+CREATE INDEX chats_parent ON public.chats USING btree (parent_chat_id, updated_at DESC, id) WHERE (parent_chat_id IS NOT NULL);
+
 CREATE INDEX chats_requires_action_deadline ON public.chats USING btree (requires_action_deadline) WHERE (status = 'requires_action'::text);
 
 CREATE INDEX chats_runnable ON public.chats USING btree (updated_at) WHERE (status = ANY (ARRAY['running'::text, 'interrupting'::text]));
+
+CREATE UNIQUE INDEX chats_spawn_call_unique ON public.chats USING btree (spawn_message_id, spawn_tool_call_id) WHERE (spawn_tool_call_id IS NOT NULL);
 
 CREATE INDEX idempotency_keys_created ON public.idempotency_keys USING btree (created_at);
 
@@ -650,6 +662,9 @@ ALTER TABLE ONLY public.chats
 
 ALTER TABLE ONLY public.chats
     ADD CONSTRAINT chats_parent_chat_id_fkey FOREIGN KEY (parent_chat_id) REFERENCES public.chats(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.chats
+    ADD CONSTRAINT chats_spawn_message_fk FOREIGN KEY (spawn_message_id) REFERENCES public.chat_messages(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.idempotency_keys
     ADD CONSTRAINT idempotency_keys_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id) ON DELETE CASCADE;

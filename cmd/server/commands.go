@@ -143,7 +143,12 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	mcps := mcp.New(cfg.MCPServers, mcp.Options{Logger: logger, Metrics: reg, Reserved: []string{runner.FinalizerName}})
 	mcps.Start(ctx)
 	defer mcps.Close()
-	api := httpapi.New(httpapi.Options{Store: st, Models: models, Hub: hub, Experiments: exp, ServerTools: toolNames, MCP: mcps,
+	var spawn *runner.SpawnOptions
+	if sp := cfg.SpawnAgent; sp != nil {
+		spawn = &runner.SpawnOptions{MaxDepth: sp.MaxDepth, MaxPerTurn: sp.MaxChildrenPerTurn, MaxPerChat: sp.MaxChildrenPerChat,
+			StructuredOutput: exp[httpapi.ExperimentStructuredOutput]}
+	}
+	api := httpapi.New(httpapi.Options{Store: st, Models: models, Hub: hub, Experiments: exp, ServerTools: toolNames, MCP: mcps, SpawnAgents: spawn != nil,
 		Logger: logger, AccessLogLevel: accessLogLevel, CORSOrigins: origins, Metrics: reg,
 		BodyReadTimeout: *bodyTimeout, MaxStreamsPerUser: *maxStreams})
 	deliverer, err := webhooks.New(st, cfg.Webhooks, webhooks.Options{Logger: logger, Metrics: reg, Wake: hub.Finished(),
@@ -156,7 +161,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := st.SyncWebhooks(ctx, deliverer.Subscriptions()); err != nil {
 		return fmt.Errorf("install webhook subscriptions: %w", err)
 	}
-	run := runner.New(st, models, hub, runner.Options{Workers: *workers, MaxSteps: *maxSteps, Tools: serverTools, MCP: mcps,
+	run := runner.New(st, models, hub, runner.Options{Workers: *workers, MaxSteps: *maxSteps, Tools: serverTools, MCP: mcps, Spawn: spawn,
 		Lease: *lease, DrainTimeout: *drain, ActionTimeout: *toolTimeout, SilenceTimeout: *silence,
 		ServerToolTimeout: *serverToolTimeout, MaxAttempts: *providerAttempts,
 		Hooks: stopHooks, CompactionThreshold: cfg.CompactionThreshold, Preview: relay, Logger: logger, Metrics: reg})

@@ -25,7 +25,7 @@ func TestCheckFileIsWellFormed(t *testing.T) {
 	cs := check.Checks()
 	want := []string{"finished_request_receipt", "receipt_without_finished_request", "stranded_request",
 		"queued_in_idle_chat", "two_pending_in_history", "candidate_on_finished_request", "request_in_other_chat",
-		"counters_out_of_order", "stuck_chat", "webhook_outbox"}
+		"counters_out_of_order", "stuck_chat", "webhook_outbox", "spawned_child_undelivered"}
 	if len(cs) != len(want) {
 		t.Fatalf("%d checks, want %d", len(cs), len(want))
 	}
@@ -497,6 +497,43 @@ func TestStuckChat(t *testing.T) {
 		chat, _ := waitingChat(f, "now() + interval '10 minutes'")
 		answer(f, chat, "a", "b")
 		f.expect(f.run(), "stuck_chat", chat, uuid.Nil, "no tool call of its last assistant step is unanswered")
+	})
+	t.Run("spawned children", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t)
+		// A parent waits, without a deadline, on the spawn_agent call its
+		// awaited child answers.
+		chat, _ := waitingChat(f, "NULL")
+		answer(f, chat, "a", "b")
+		var step int64
+		if err := f.pool.QueryRow(t.Context(), `INSERT INTO chat_messages (chat_id, role, content) VALUES ($1, 'assistant',
+			'[{"type":"tool-call","tool_call_id":"s","tool_name":"spawn_agent","args":{"prompt":"p"}}]') RETURNING id`, chat).Scan(&step); err != nil {
+			t.Fatal(err)
+		}
+		f.exec(`UPDATE chats SET spawn_agents = true, status = 'requires_action', requires_action_deadline = NULL WHERE id = $1`, chat)
+		var child uuid.UUID
+		if err := f.pool.QueryRow(t.Context(), `INSERT INTO chats (owner_id, parent_chat_id, model, mode, status, spawn_depth,
+			spawn_message_id, spawn_tool_call_id, spawn_state)
+			SELECT owner_id, id, model, 'child', 'running', 1, $2, 's', 'awaited' FROM chats WHERE id = $1 RETURNING id`, chat, step).Scan(&child); err != nil {
+			t.Fatal(err)
+		}
+		f.expectClean()
+		// The child's turn ended without its result reaching the parent.
+		f.exec(`UPDATE chats SET status = 'waiting' WHERE id = $1`, child)
+		f.expect(f.run(), "spawned_child_undelivered", child, uuid.Nil, "its result never reached parent")
+		// The parent waits on a call no awaited child will answer.
+		f.exec(`UPDATE chats SET spawn_state = 'delivered' WHERE id = $1`, child)
+		f.expect(f.run(), "stuck_chat", chat, uuid.Nil, "no child chat will answer")
+		f.exec(`DELETE FROM chats WHERE id = $1`, child)
+		f.expect(f.run(), "stuck_chat", chat, uuid.Nil, "no child chat will answer")
+		// A parent that stopped waiting still awaits its child.
+		f.exec(`INSERT INTO chats (owner_id, parent_chat_id, model, mode, status, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state)
+			SELECT owner_id, id, model, 'child', 'running', 1, $2, 's', 'awaited' FROM chats WHERE id = $1`, chat, step)
+		f.exec(`UPDATE chats SET status = 'waiting', requires_action_deadline = NULL WHERE id = $1`, chat)
+		rep := f.run()
+		if v := rep.Of("spawned_child_undelivered"); len(v) != 1 || !strings.Contains(v[0].Detail, "is waiting, but still awaits this child") {
+			t.Errorf("report:\n%s", dump(rep))
+		}
 	})
 }
 

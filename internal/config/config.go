@@ -45,6 +45,19 @@ type Config struct {
 	// internal/webhooks and docs/operations.md#webhooks). Only here, never
 	// from the API.
 	Webhooks []webhooks.Config `json:"webhooks,omitempty"`
+	// SpawnAgent, when present, offers the spawn_agent server tool to
+	// chats created with "spawn_agents": true (docs/tools.md).
+	SpawnAgent *SpawnAgent `json:"spawn_agent,omitempty"`
+}
+
+// SpawnAgent caps child chats; zero fields take the defaults.
+type SpawnAgent struct {
+	// MaxDepth: a chat this many spawns deep cannot spawn (default 3).
+	MaxDepth int `json:"max_depth,omitempty"`
+	// MaxChildrenPerTurn and MaxChildrenPerChat bound fan-out (defaults 8
+	// and 32).
+	MaxChildrenPerTurn int `json:"max_children_per_turn,omitempty"`
+	MaxChildrenPerChat int `json:"max_children_per_chat,omitempty"`
 }
 
 // Provider is one LLM endpoint. The API key is read from the environment
@@ -165,6 +178,18 @@ func (c *Config) check() error {
 			// the workspace tools would be refused by the API.
 			return fmt.Errorf("config: model %q: strict_tools cannot be used with a workspace: "+
 				"the read_file and list_files tools have optional properties, which strict mode refuses", m.ID)
+		}
+	}
+	if sp := c.SpawnAgent; sp != nil {
+		if sp.MaxDepth < 0 || sp.MaxDepth > 16 || sp.MaxChildrenPerTurn < 0 || sp.MaxChildrenPerTurn > 128 ||
+			sp.MaxChildrenPerChat < 0 || sp.MaxChildrenPerChat > 1024 {
+			return fmt.Errorf("config: spawn_agent: max_depth is at most 16, max_children_per_turn at most 128, " +
+				"max_children_per_chat at most 1024, none negative")
+		}
+		for _, m := range c.Models {
+			if m.StrictTools != nil && *m.StrictTools {
+				return fmt.Errorf("config: model %q: strict_tools cannot be used with spawn_agent, whose optional properties strict mode refuses", m.ID)
+			}
 		}
 	}
 	if c.DefaultModel != "" && !models[c.DefaultModel] {

@@ -180,6 +180,35 @@ func (q *Queries) MessageInsert(ctx context.Context, db DBTX, arg MessageInsertP
 	return i, err
 }
 
+const messageLastAssistant = `-- name: MessageLastAssistant :one
+SELECT id, chat_id, role, kind, visibility, content, structured_request_id, finish_reason, usage, compressed, deleted, revision, created_at FROM chat_messages
+WHERE chat_id = $1 AND NOT deleted AND kind = 'message' AND role = 'assistant' AND visibility IN ('user', 'both')
+ORDER BY id DESC
+LIMIT 1
+`
+
+// The last ordinary assistant step of a chat: a spawned child's answer.
+func (q *Queries) MessageLastAssistant(ctx context.Context, db DBTX, chatID uuid.UUID) (ChatMessage, error) {
+	row := db.QueryRow(ctx, messageLastAssistant, chatID)
+	var i ChatMessage
+	err := row.Scan(
+		&i.ID,
+		&i.ChatID,
+		&i.Role,
+		&i.Kind,
+		&i.Visibility,
+		&i.Content,
+		&i.StructuredRequestID,
+		&i.FinishReason,
+		&i.Usage,
+		&i.Compressed,
+		&i.Deleted,
+		&i.Revision,
+		&i.CreatedAt,
+	)
+	return i, err
+}
+
 const messageListChangedForStream = `-- name: MessageListChangedForStream :many
 SELECT id, chat_id, role, kind, visibility, content, structured_request_id, finish_reason, usage, compressed, deleted, revision, created_at FROM chat_messages
 WHERE chat_id = $1 AND revision > $2 AND visibility IN ('user', 'both')

@@ -47,7 +47,7 @@ UPDATE chats
 SET worker_id = $1, lease_expires_at = now() + make_interval(secs => $2::float8),
     generation_attempt = CASE WHEN $3::boolean AND status = 'running' THEN generation_attempt + 1 ELSE generation_attempt END
 WHERE id = $4 AND status IN ('running', 'interrupting') AND (worker_id IS NULL OR lease_expires_at < now())
-RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state
 `
 
 type ChatClaimByIDParams struct {
@@ -93,6 +93,11 @@ func (q *Queries) ChatClaimByID(ctx context.Context, db DBTX, arg ChatClaimByIDP
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.McpServers,
+		&i.SpawnAgents,
+		&i.SpawnDepth,
+		&i.SpawnMessageID,
+		&i.SpawnToolCallID,
+		&i.SpawnState,
 	)
 	return i, err
 }
@@ -130,7 +135,7 @@ WHERE id = (
     LIMIT 1
     FOR UPDATE OF c SKIP LOCKED
 )
-RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state
 `
 
 type ChatClaimNextParams struct {
@@ -168,6 +173,11 @@ func (q *Queries) ChatClaimNext(ctx context.Context, db DBTX, arg ChatClaimNextP
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.McpServers,
+		&i.SpawnAgents,
+		&i.SpawnDepth,
+		&i.SpawnMessageID,
+		&i.SpawnToolCallID,
+		&i.SpawnState,
 	)
 	return i, err
 }
@@ -184,7 +194,7 @@ func (q *Queries) ChatClearCompactionRequest(ctx context.Context, db DBTX, id uu
 const chatCountAttempt = `-- name: ChatCountAttempt :one
 UPDATE chats SET generation_attempt = generation_attempt + 1
 WHERE id = $1
-RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state
 `
 
 // The end of a commit that keeps a turn going: the next provider attempt
@@ -214,6 +224,11 @@ func (q *Queries) ChatCountAttempt(ctx context.Context, db DBTX, id uuid.UUID) (
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.McpServers,
+		&i.SpawnAgents,
+		&i.SpawnDepth,
+		&i.SpawnMessageID,
+		&i.SpawnToolCallID,
+		&i.SpawnState,
 	)
 	return i, err
 }
@@ -247,8 +262,40 @@ func (q *Queries) ChatCountByStatus(ctx context.Context, db DBTX) ([]ChatCountBy
 	return items, nil
 }
 
+const chatDetachChildren = `-- name: ChatDetachChildren :many
+UPDATE chats
+SET spawn_state = 'detached',
+    status = CASE WHEN status IN ('running', 'requires_action') THEN 'interrupting' ELSE status END,
+    requires_action_deadline = NULL
+WHERE parent_chat_id = $1 AND spawn_state = 'awaited'
+RETURNING id
+`
+
+// The parent's turn ended before these children did (interrupt, edit): it
+// no longer awaits them, and each is interrupted (a running one by its
+// worker, which keeps it; one waiting for its own children is claimed).
+func (q *Queries) ChatDetachChildren(ctx context.Context, db DBTX, parentID uuid.NullUUID) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, chatDetachChildren, parentID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const chatGet = `-- name: ChatGet :one
-SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers FROM chats WHERE id = $1
+SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state FROM chats WHERE id = $1
 `
 
 func (q *Queries) ChatGet(ctx context.Context, db DBTX, id uuid.UUID) (Chat, error) {
@@ -276,12 +323,17 @@ func (q *Queries) ChatGet(ctx context.Context, db DBTX, id uuid.UUID) (Chat, err
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.McpServers,
+		&i.SpawnAgents,
+		&i.SpawnDepth,
+		&i.SpawnMessageID,
+		&i.SpawnToolCallID,
+		&i.SpawnState,
 	)
 	return i, err
 }
 
 const chatGetForOwner = `-- name: ChatGetForOwner :one
-SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers FROM chats WHERE id = $1 AND owner_id = $2
+SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state FROM chats WHERE id = $1 AND owner_id = $2
 `
 
 type ChatGetForOwnerParams struct {
@@ -314,14 +366,19 @@ func (q *Queries) ChatGetForOwner(ctx context.Context, db DBTX, arg ChatGetForOw
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.McpServers,
+		&i.SpawnAgents,
+		&i.SpawnDepth,
+		&i.SpawnMessageID,
+		&i.SpawnToolCallID,
+		&i.SpawnState,
 	)
 	return i, err
 }
 
 const chatInsert = `-- name: ChatInsert :one
-INSERT INTO chats (owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, mcp_servers, status)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8::text[], $9)
-RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers
+INSERT INTO chats (owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, mcp_servers, spawn_agents, status)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8::text[], $9, $10)
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state
 `
 
 type ChatInsertParams struct {
@@ -333,6 +390,7 @@ type ChatInsertParams struct {
 	Mode         client.ChatMode
 	DynamicTools json.RawMessage
 	McpServers   []string
+	SpawnAgents  bool
 	Status       client.ChatStatus
 }
 
@@ -346,6 +404,7 @@ func (q *Queries) ChatInsert(ctx context.Context, db DBTX, arg ChatInsertParams)
 		arg.Mode,
 		arg.DynamicTools,
 		arg.McpServers,
+		arg.SpawnAgents,
 		arg.Status,
 	)
 	var i Chat
@@ -371,8 +430,98 @@ func (q *Queries) ChatInsert(ctx context.Context, db DBTX, arg ChatInsertParams)
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.McpServers,
+		&i.SpawnAgents,
+		&i.SpawnDepth,
+		&i.SpawnMessageID,
+		&i.SpawnToolCallID,
+		&i.SpawnState,
 	)
 	return i, err
+}
+
+const chatInsertSpawn = `-- name: ChatInsertSpawn :one
+INSERT INTO chats (owner_id, parent_chat_id, title, model, mode, mcp_servers, spawn_agents, spawn_depth,
+                   spawn_message_id, spawn_tool_call_id, spawn_state, status)
+SELECT p.owner_id, p.id, $1, $2, 'child', p.mcp_servers, p.spawn_agents, p.spawn_depth + 1,
+       $3, $4, 'awaited', 'running'
+FROM chats p WHERE p.id = $5
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state
+`
+
+type ChatInsertSpawnParams struct {
+	Title           string
+	Model           string
+	SpawnMessageID  *int64
+	SpawnToolCallID *string
+	ParentID        uuid.UUID
+}
+
+// A child chat spawned by the parent's tool call: same owner, the parent's
+// MCP servers and spawn opt-in, one level deeper, awaited by the parent.
+func (q *Queries) ChatInsertSpawn(ctx context.Context, db DBTX, arg ChatInsertSpawnParams) (Chat, error) {
+	row := db.QueryRow(ctx, chatInsertSpawn,
+		arg.Title,
+		arg.Model,
+		arg.SpawnMessageID,
+		arg.SpawnToolCallID,
+		arg.ParentID,
+	)
+	var i Chat
+	err := row.Scan(
+		&i.ID,
+		&i.OwnerID,
+		&i.ParentChatID,
+		&i.Title,
+		&i.Model,
+		&i.SystemPrompt,
+		&i.Mode,
+		&i.DynamicTools,
+		&i.Status,
+		&i.WorkerID,
+		&i.LeaseExpiresAt,
+		&i.SnapshotVersion,
+		&i.SnapshotXact,
+		&i.HistoryVersion,
+		&i.GenerationAttempt,
+		&i.LastError,
+		&i.RequiresActionDeadline,
+		&i.CompactionRequestedAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.McpServers,
+		&i.SpawnAgents,
+		&i.SpawnDepth,
+		&i.SpawnMessageID,
+		&i.SpawnToolCallID,
+		&i.SpawnState,
+	)
+	return i, err
+}
+
+const chatListAwaitedCalls = `-- name: ChatListAwaitedCalls :many
+SELECT spawn_tool_call_id::text AS tool_call_id FROM chats
+WHERE parent_chat_id = $1 AND spawn_state = 'awaited'
+`
+
+// The tool calls of a parent that wait for a spawned child.
+func (q *Queries) ChatListAwaitedCalls(ctx context.Context, db DBTX, parentID uuid.NullUUID) ([]string, error) {
+	rows, err := db.Query(ctx, chatListAwaitedCalls, parentID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var tool_call_id string
+		if err := rows.Scan(&tool_call_id); err != nil {
+			return nil, err
+		}
+		items = append(items, tool_call_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const chatListExpiredActions = `-- name: ChatListExpiredActions :many
@@ -404,16 +553,18 @@ func (q *Queries) ChatListExpiredActions(ctx context.Context, db DBTX, maxRows i
 }
 
 const chatListForOwner = `-- name: ChatListForOwner :many
-SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers FROM chats
+SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state FROM chats
 WHERE owner_id = $1
-  AND ($2::timestamptz IS NULL
-       OR (updated_at, id) < ($2::timestamptz, $3::uuid))
+  AND ($2::uuid IS NULL OR parent_chat_id = $2::uuid)
+  AND ($3::timestamptz IS NULL
+       OR (updated_at, id) < ($3::timestamptz, $4::uuid))
 ORDER BY updated_at DESC, id DESC
-LIMIT $4
+LIMIT $5
 `
 
 type ChatListForOwnerParams struct {
 	OwnerID         uuid.UUID
+	ParentChatID    uuid.NullUUID
 	BeforeUpdatedAt *time.Time
 	BeforeID        uuid.NullUUID
 	MaxRows         int32
@@ -423,6 +574,7 @@ type ChatListForOwnerParams struct {
 func (q *Queries) ChatListForOwner(ctx context.Context, db DBTX, arg ChatListForOwnerParams) ([]Chat, error) {
 	rows, err := db.Query(ctx, chatListForOwner,
 		arg.OwnerID,
+		arg.ParentChatID,
 		arg.BeforeUpdatedAt,
 		arg.BeforeID,
 		arg.MaxRows,
@@ -456,6 +608,11 @@ func (q *Queries) ChatListForOwner(ctx context.Context, db DBTX, arg ChatListFor
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.McpServers,
+			&i.SpawnAgents,
+			&i.SpawnDepth,
+			&i.SpawnMessageID,
+			&i.SpawnToolCallID,
+			&i.SpawnState,
 		); err != nil {
 			return nil, err
 		}
@@ -467,8 +624,49 @@ func (q *Queries) ChatListForOwner(ctx context.Context, db DBTX, arg ChatListFor
 	return items, nil
 }
 
+const chatLockByID = `-- name: ChatLockByID :one
+SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state FROM chats WHERE id = $1 FOR UPDATE
+`
+
+// A spawned child's ending commit locks its parent first: every transaction
+// that touches a parent and its children locks the parent before them, so
+// they cannot deadlock.
+func (q *Queries) ChatLockByID(ctx context.Context, db DBTX, id uuid.UUID) (Chat, error) {
+	row := db.QueryRow(ctx, chatLockByID, id)
+	var i Chat
+	err := row.Scan(
+		&i.ID,
+		&i.OwnerID,
+		&i.ParentChatID,
+		&i.Title,
+		&i.Model,
+		&i.SystemPrompt,
+		&i.Mode,
+		&i.DynamicTools,
+		&i.Status,
+		&i.WorkerID,
+		&i.LeaseExpiresAt,
+		&i.SnapshotVersion,
+		&i.SnapshotXact,
+		&i.HistoryVersion,
+		&i.GenerationAttempt,
+		&i.LastError,
+		&i.RequiresActionDeadline,
+		&i.CompactionRequestedAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.McpServers,
+		&i.SpawnAgents,
+		&i.SpawnDepth,
+		&i.SpawnMessageID,
+		&i.SpawnToolCallID,
+		&i.SpawnState,
+	)
+	return i, err
+}
+
 const chatLockForOwner = `-- name: ChatLockForOwner :one
-SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers FROM chats WHERE id = $1 AND owner_id = $2 FOR UPDATE
+SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state FROM chats WHERE id = $1 AND owner_id = $2 FOR UPDATE
 `
 
 type ChatLockForOwnerParams struct {
@@ -503,12 +701,17 @@ func (q *Queries) ChatLockForOwner(ctx context.Context, db DBTX, arg ChatLockFor
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.McpServers,
+		&i.SpawnAgents,
+		&i.SpawnDepth,
+		&i.SpawnMessageID,
+		&i.SpawnToolCallID,
+		&i.SpawnState,
 	)
 	return i, err
 }
 
 const chatLockIfActionExpired = `-- name: ChatLockIfActionExpired :one
-SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers FROM chats
+SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state FROM chats
 WHERE id = $1 AND status = 'requires_action' AND requires_action_deadline < now()
 FOR UPDATE SKIP LOCKED
 `
@@ -538,12 +741,17 @@ func (q *Queries) ChatLockIfActionExpired(ctx context.Context, db DBTX, id uuid.
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.McpServers,
+		&i.SpawnAgents,
+		&i.SpawnDepth,
+		&i.SpawnMessageID,
+		&i.SpawnToolCallID,
+		&i.SpawnState,
 	)
 	return i, err
 }
 
 const chatLockIfOwned = `-- name: ChatLockIfOwned :one
-SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers FROM chats
+SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state FROM chats
 WHERE id = $1
   AND worker_id = $2
   AND history_version = $3
@@ -595,6 +803,11 @@ func (q *Queries) ChatLockIfOwned(ctx context.Context, db DBTX, arg ChatLockIfOw
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.McpServers,
+		&i.SpawnAgents,
+		&i.SpawnDepth,
+		&i.SpawnMessageID,
+		&i.SpawnToolCallID,
+		&i.SpawnState,
 	)
 	return i, err
 }
@@ -667,7 +880,7 @@ func (q *Queries) ChatRenewLeaseIfOwned(ctx context.Context, db DBTX, arg ChatRe
 const chatRequestCompaction = `-- name: ChatRequestCompaction :one
 UPDATE chats SET compaction_requested_at = now()
 WHERE id = $1 AND owner_id = $2
-RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state
 `
 
 type ChatRequestCompactionParams struct {
@@ -700,6 +913,11 @@ func (q *Queries) ChatRequestCompaction(ctx context.Context, db DBTX, arg ChatRe
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.McpServers,
+		&i.SpawnAgents,
+		&i.SpawnDepth,
+		&i.SpawnMessageID,
+		&i.SpawnToolCallID,
+		&i.SpawnState,
 	)
 	return i, err
 }
@@ -722,7 +940,7 @@ func (q *Queries) ChatRunnableExists(ctx context.Context, db DBTX) (bool, error)
 const chatSetSettings = `-- name: ChatSetSettings :one
 UPDATE chats SET mode = $1, title = $2
 WHERE id = $3
-RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state
 `
 
 type ChatSetSettingsParams struct {
@@ -756,6 +974,50 @@ func (q *Queries) ChatSetSettings(ctx context.Context, db DBTX, arg ChatSetSetti
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.McpServers,
+		&i.SpawnAgents,
+		&i.SpawnDepth,
+		&i.SpawnMessageID,
+		&i.SpawnToolCallID,
+		&i.SpawnState,
+	)
+	return i, err
+}
+
+const chatSetSpawnDelivered = `-- name: ChatSetSpawnDelivered :one
+UPDATE chats SET spawn_state = 'delivered' WHERE id = $1 AND spawn_state = 'awaited'
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state
+`
+
+func (q *Queries) ChatSetSpawnDelivered(ctx context.Context, db DBTX, id uuid.UUID) (Chat, error) {
+	row := db.QueryRow(ctx, chatSetSpawnDelivered, id)
+	var i Chat
+	err := row.Scan(
+		&i.ID,
+		&i.OwnerID,
+		&i.ParentChatID,
+		&i.Title,
+		&i.Model,
+		&i.SystemPrompt,
+		&i.Mode,
+		&i.DynamicTools,
+		&i.Status,
+		&i.WorkerID,
+		&i.LeaseExpiresAt,
+		&i.SnapshotVersion,
+		&i.SnapshotXact,
+		&i.HistoryVersion,
+		&i.GenerationAttempt,
+		&i.LastError,
+		&i.RequiresActionDeadline,
+		&i.CompactionRequestedAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.McpServers,
+		&i.SpawnAgents,
+		&i.SpawnDepth,
+		&i.SpawnMessageID,
+		&i.SpawnToolCallID,
+		&i.SpawnState,
 	)
 	return i, err
 }
@@ -766,10 +1028,10 @@ SET status = $1,
     worker_id = CASE WHEN $2::boolean THEN worker_id END,
     lease_expires_at = CASE WHEN $2::boolean THEN lease_expires_at END,
     last_error = $3,
-    requires_action_deadline = CASE WHEN $1 = 'requires_action'
+    requires_action_deadline = CASE WHEN $1 = 'requires_action' AND $4::float8 > 0
         THEN now() + make_interval(secs => $4::float8) END
 WHERE id = $5
-RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state
 `
 
 type ChatSetStateParams struct {
@@ -813,12 +1075,17 @@ func (q *Queries) ChatSetState(ctx context.Context, db DBTX, arg ChatSetStatePar
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.McpServers,
+		&i.SpawnAgents,
+		&i.SpawnDepth,
+		&i.SpawnMessageID,
+		&i.SpawnToolCallID,
+		&i.SpawnState,
 	)
 	return i, err
 }
 
 const chatShareLockForOwner = `-- name: ChatShareLockForOwner :one
-SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers FROM chats WHERE id = $1 AND owner_id = $2 FOR SHARE
+SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state FROM chats WHERE id = $1 AND owner_id = $2 FOR SHARE
 `
 
 type ChatShareLockForOwnerParams struct {
@@ -854,6 +1121,40 @@ func (q *Queries) ChatShareLockForOwner(ctx context.Context, db DBTX, arg ChatSh
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.McpServers,
+		&i.SpawnAgents,
+		&i.SpawnDepth,
+		&i.SpawnMessageID,
+		&i.SpawnToolCallID,
+		&i.SpawnState,
 	)
+	return i, err
+}
+
+const chatSpawnCounts = `-- name: ChatSpawnCounts :one
+SELECT count(*)::integer AS total,
+       (count(*) FILTER (WHERE spawn_message_id > $1))::integer AS this_turn,
+       coalesce(jsonb_object_agg(spawn_tool_call_id, spawn_state) FILTER (WHERE spawn_message_id = $2), '{}')::jsonb AS step_calls
+FROM chats
+WHERE parent_chat_id = $3 AND spawn_tool_call_id IS NOT NULL
+`
+
+type ChatSpawnCountsParams struct {
+	SinceMessageID *int64
+	StepMessageID  *int64
+	ParentID       uuid.NullUUID
+}
+
+type ChatSpawnCountsRow struct {
+	Total     int32
+	ThisTurn  int32
+	StepCalls json.RawMessage
+}
+
+// The children a chat spawned, in all and since a message (its turn), and
+// the states of those spawned by one step's calls.
+func (q *Queries) ChatSpawnCounts(ctx context.Context, db DBTX, arg ChatSpawnCountsParams) (ChatSpawnCountsRow, error) {
+	row := db.QueryRow(ctx, chatSpawnCounts, arg.SinceMessageID, arg.StepMessageID, arg.ParentID)
+	var i ChatSpawnCountsRow
+	err := row.Scan(&i.Total, &i.ThisTurn, &i.StepCalls)
 	return i, err
 }

@@ -44,6 +44,11 @@ type Chat struct {
 	CreatedAt              time.Time
 	UpdatedAt              time.Time
 	McpServers             []string
+	SpawnAgents            bool
+	SpawnDepth             int32
+	SpawnMessageID         *int64
+	SpawnToolCallID        *string
+	SpawnState             *string
 }
 
 type ChatMessage struct {

@@ -297,6 +297,37 @@ func (q *Queries) RequestInsert(ctx context.Context, db DBTX, arg RequestInsertP
 	return i, err
 }
 
+const requestLatestOfChat = `-- name: RequestLatestOfChat :one
+SELECT request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at FROM structured_requests WHERE chat_id = $1 ORDER BY created_at DESC, request_id DESC LIMIT 1
+`
+
+// A spawned child's request: the one it was created with, or the one an
+// edit of its message replaced it with (the API admits no other in a child).
+func (q *Queries) RequestLatestOfChat(ctx context.Context, db DBTX, chatID uuid.UUID) (StructuredRequest, error) {
+	row := db.QueryRow(ctx, requestLatestOfChat, chatID)
+	var i StructuredRequest
+	err := row.Scan(
+		&i.RequestID,
+		&i.ChatID,
+		&i.Name,
+		&i.Description,
+		&i.Schema,
+		&i.Status,
+		&i.Rejections,
+		&i.ValidationRejections,
+		&i.Steps,
+		&i.Candidate,
+		&i.CandidateToolCallID,
+		&i.ErrorCode,
+		&i.ErrorMessage,
+		&i.ReceiptMessageID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.FinishedAt,
+	)
+	return i, err
+}
+
 const requestListPendingForChat = `-- name: RequestListPendingForChat :many
 SELECT request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at FROM structured_requests WHERE chat_id = $1 AND status = 'pending' ORDER BY created_at, request_id
 `

@@ -29,6 +29,7 @@ type createChatBody struct {
 	ParentChatID   *string              `json:"parent_chat_id"`
 	DynamicTools   []client.DynamicTool `json:"dynamic_tools"`
 	MCPServers     []string             `json:"mcp_servers"`
+	SpawnAgents    *bool                `json:"spawn_agents"`
 }
 
 type sendMessageBody struct {
@@ -100,6 +101,12 @@ func (s *Server) createChat(w http.ResponseWriter, r *http.Request) error {
 	p.DynamicTools = tools
 	if p.MCPServers, err = s.mcpServers(body.MCPServers, p.Model); err != nil {
 		return err
+	}
+	if body.SpawnAgents != nil && *body.SpawnAgents {
+		if !s.spawnAgents {
+			return badField("spawn_agents", "spawn_agent is not enabled on this server (spawn_agent in its configuration)")
+		}
+		p.SpawnAgents = true
 	}
 	if p.Request, err = s.admitFormat(body.ResponseFormat); err != nil {
 		return err
@@ -309,8 +316,16 @@ func (s *Server) listChats(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
+	var parent uuid.NullUUID
+	if v := r.URL.Query().Get("parent_chat_id"); v != "" {
+		id, err := uuid.Parse(v)
+		if err != nil {
+			return badField("parent_chat_id", "must be a chat id")
+		}
+		parent = uuid.NullUUID{UUID: id, Valid: true}
+	}
 	// One row more than asked says whether another page exists.
-	chats, err := s.store.ListChats(r.Context(), currentUser(r).ID, int32(limit)+1, before)
+	chats, err := s.store.ListChats(r.Context(), currentUser(r).ID, int32(limit)+1, before, parent)
 	if err != nil {
 		return err
 	}
@@ -499,6 +514,7 @@ func toChat(c store.Chat) client.Chat {
 	if len(c.MCPServers) > 0 {
 		out.MCPServers = c.MCPServers
 	}
+	out.ParentToolCallID, out.SpawnAgents, out.SpawnDepth = c.SpawnToolCallID, c.SpawnAgents, int(c.SpawnDepth)
 	if c.Status == client.StatusError {
 		e := chatError(c)
 		out.LastError = &e

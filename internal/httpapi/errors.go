@@ -109,6 +109,8 @@ func toolResultsError(e *store.ToolResultsError) *apiError {
 		return badField(field, fmt.Sprintf("duplicate result for %q", e.ToolCallID))
 	case store.ResultForFinalizer:
 		return badField(field, fmt.Sprintf("%q is a call of the server-owned %s tool; clients cannot answer it", e.ToolCallID, FinalizerName))
+	case store.ResultForChild:
+		return badField(field, fmt.Sprintf("%q is a %s call: its spawned child chat answers it, clients cannot", e.ToolCallID, store.SpawnTool))
 	case store.ResultMissing:
 		return badField("results", fmt.Sprintf("missing a result for pending call %q (%s)", e.ToolCallID, e.ToolName))
 	}

@@ -101,12 +101,15 @@ func routeDocs() map[string]routeDoc {
 				"is passed as `cursor` for the next page. A chat updated while you page moves to the front: it shows up " +
 				"in a fresh first page, not in the later pages.",
 			query: []queryParam{{"limit", "How many chats to return (default 50).", map[string]any{"type": "integer", "minimum": 1, "maximum": 200}},
-				{"cursor", "The previous page's `next_cursor`.", map[string]any{"type": "string"}}},
+				{"cursor", "The previous page's `next_cursor`.", map[string]any{"type": "string"}},
+				{"parent_chat_id", "Only the children of this chat (spawned by its agent or created with `parent_chat_id`).",
+					map[string]any{"type": "string", "format": "uuid"}}},
 			responses: []response{{http.StatusOK, "The chats.", client.ListChatsResponse{}},
-				{http.StatusBadRequest, "`limit` is out of range, or `cursor` is not a cursor.", client.Error{}}, resp401, resp500}},
+				{http.StatusBadRequest, "`limit` is out of range, `cursor` is not a cursor, or `parent_chat_id` is not a chat id.", client.Error{}}, resp401, resp500}},
 		"GET /api/v1/chats/{chat}": {op: "GetChat", summary: "Get a chat",
-			description: "The chat with its status; while it is `requires_action`, `pending_tool_calls` lists the client tool calls to answer.",
-			responses:   []response{{http.StatusOK, "The chat.", client.Chat{}}, resp401, resp404, resp500}},
+			description: "The chat with its status; while it is `requires_action`, `pending_tool_calls` lists the client tool calls to answer " +
+				"(empty while it waits only for child chats it spawned).",
+			responses: []response{{http.StatusOK, "The chat.", client.Chat{}}, resp401, resp404, resp500}},
 		"PATCH /api/v1/chats/{chat}": {op: "UpdateChat", summary: "Change a chat's title or plan mode",
 			description: "Omitted fields are kept. Switching into plan mode is refused with 409 while a structured request " +
 				"of the chat is active or queued (the message names it); a child chat cannot switch into plan mode (409).",

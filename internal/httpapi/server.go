@@ -42,6 +42,9 @@ type Options struct {
 	// MCP are the operator's MCP servers: chats opt into them by name, and
 	// client tools may not take a name in their namespace (may be nil).
 	MCP *mcp.Manager
+	// SpawnAgents: the server offers spawn_agent, so chats may opt in
+	// ("spawn_agents": true); its name is then a server tool's.
+	SpawnAgents bool
 	// MaxBodyBytes caps request bodies (default 1 MiB).
 	MaxBodyBytes int64
 	// BodyReadTimeout bounds the reading of one request body (default
@@ -97,6 +100,7 @@ type Server struct {
 	hub         *notify.Hub
 	experiments map[string]bool
 	serverTools map[string]bool
+	spawnAgents bool
 	mcp         *mcp.Manager
 	maxBody     int64
 	bodyTimeout time.Duration
@@ -146,6 +150,10 @@ func New(o Options) *Server {
 		serverTools: map[string]bool{}, mcp: o.MCP, maxBody: o.MaxBodyBytes, bodyTimeout: o.BodyReadTimeout, maxStreams: o.MaxStreamsPerUser,
 		userStreams: map[uuid.UUID]int{}, log: o.Logger, accessLevel: o.AccessLogLevel, corsOrigins: o.CORSOrigins, mux: http.NewServeMux(),
 		observe: o.Observe, shutdown: make(chan struct{})}
+	s.spawnAgents = o.SpawnAgents
+	if o.SpawnAgents {
+		s.serverTools[store.SpawnTool] = true
+	}
 	for _, n := range o.ServerTools {
 		s.serverTools[n] = true
 	}

@@ -475,7 +475,7 @@ func (s *Server) allChats(ctx context.Context, owner uuid.UUID) ([]store.Chat, e
 	var all []store.Chat
 	var before *store.Chat
 	for {
-		cs, err := s.store.ListChats(ctx, owner, page, before)
+		cs, err := s.store.ListChats(ctx, owner, page, before, uuid.NullUUID{})
 		if err != nil {
 			return nil, err
 		}

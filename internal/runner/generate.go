@@ -84,6 +84,9 @@ func (a *action) prepare(ctx context.Context) (*call, bool, error) {
 	}
 	tools = append(serverTools(a.opts.Tools), tools...)
 	tools = append(tools, mcpTools(a.opts.MCP.Tools(chat.Model, chat.MCPServers))...)
+	if a.spawnOffered() {
+		tools = append(tools, spawnTool())
+	}
 	if req != nil {
 		for _, t := range tools {
 			if t.GetName() == FinalizerName {

@@ -50,6 +50,8 @@ type Options struct {
 	// MCP are the operator's MCP servers; a chat is offered the tools of
 	// those it may use (mcp.Manager.Tools). May be nil.
 	MCP *mcp.Manager
+	// Spawn, when set, offers spawn_agent to chats that opted in.
+	Spawn *SpawnOptions
 	// ServerToolTimeout bounds one server tool call (default 30s).
 	ServerToolTimeout time.Duration
 	// Hooks vet candidates before a structured turn finishes (may be nil).
@@ -108,6 +110,11 @@ func (o *Options) defaults() {
 	}
 	if o.Preview == nil {
 		o.Preview = nopPreview{}
+	}
+	if o.Spawn != nil {
+		sp := *o.Spawn
+		sp.defaults()
+		o.Spawn = &sp
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -80,6 +80,8 @@ func (a *action) toolsCommit(ctx context.Context, step *parsed, calls []jsonb.Pa
 		}
 	}
 	waiting := false
+	var spawns []store.Spawn
+	children := 0 // calls a spawned child answers
 	switch {
 	case finalizers > 0 && providerRan:
 		// Provider-side tools of this batch already ran and cannot be
@@ -103,6 +105,16 @@ func (a *action) toolsCommit(ctx context.Context, step *parsed, calls []jsonb.Pa
 		}
 		chat := a.turn.Chat
 		dynamic := dynamicNames(chat)
+		var counts *store.SpawnCounts
+		for _, c := range calls {
+			if c.ToolName == SpawnToolName && a.spawnOffered() && counts == nil {
+				n, err := a.store.SpawnCounts(ctx, chat.ID, a.turnStart(), step.row.ID)
+				if err != nil {
+					return store.Commit{}, "", err
+				}
+				counts = &n
+			}
+		}
 		for _, c := range calls {
 			tool, isServer := server[c.ToolName]
 			remote, isMCP := a.opts.MCP.Lookup(chat.Model, chat.MCPServers, c.ToolName)
@@ -119,6 +131,17 @@ func (a *action) toolsCommit(ctx context.Context, step *parsed, calls []jsonb.Pa
 				// Screened out before storage: the placeholder is never
 				// run, nor sent to a client.
 				results = append(results, errorResult(c, "Not run: "+c.ArgsRejected+"."))
+			case c.ToolName == SpawnToolName && a.spawnOffered():
+				res, sp, awaited := a.spawnCall(step, c, counts)
+				switch {
+				case res != nil:
+					results = append(results, *res)
+				case sp != nil:
+					spawns = append(spawns, *sp)
+					children++
+				case awaited:
+					children++
+				}
 			case isServer:
 				res, err := a.runServerTool(ctx, tool, c)
 				if err != nil {
@@ -139,7 +162,7 @@ func (a *action) toolsCommit(ctx context.Context, step *parsed, calls []jsonb.Pa
 		}
 	}
 
-	commit := store.Commit{Progress: progress}
+	commit := store.Commit{Progress: progress, Spawns: spawns}
 	if len(results) > 0 {
 		commit.Messages = []store.NewMessage{{Role: client.RoleTool, Parts: results, RequestID: a.requestID()}}
 	}
@@ -148,8 +171,11 @@ func (a *action) toolsCommit(ctx context.Context, step *parsed, calls []jsonb.Pa
 		if failed := reject(req, progress, kind == rejectValue, lastFeedback(results)); failed != nil {
 			commit.Outcomes, commit.End = []store.Outcome{*failed}, store.EndTurn
 		}
-	case waiting:
+	case waiting || children > 0:
+		// The client runs its tools; spawned children answer theirs when
+		// their turns end (store.Commit.SpawnParent).
 		commit.End, commit.ActionTimeout = store.EndRequiresAction, a.opts.ActionTimeout
+		commit.OnlyChildren = !waiting
 	case progress != nil && progress.SetCandidate && !a.opts.Hooks.Enabled():
 		// No stop hook can vet or replace the candidate, so the next pass
 		// would only publish it: commit the receipt (and end the turn) in

@@ -134,6 +134,9 @@ type action struct {
 func (a *action) commit(ctx context.Context, c store.Commit) (bool, error) {
 	c.Fence = a.fence
 	c.Fair = c.End == store.EndNone && a.busy != nil && a.busy()
+	if chat := a.turn.Chat; (c.End == store.EndTurn || c.End == store.EndError) && chat.SpawnState == store.SpawnAwaited {
+		c.SpawnParent = chat.ParentChatID // its outcome goes to the parent in this commit
+	}
 	res, err := a.store.Apply(ctx, c)
 	if err != nil {
 		return false, err

@@ -34,8 +34,10 @@ type NewChat struct {
 	DynamicTools json.RawMessage
 	// MCPServers are the configured MCP servers the chat opted into.
 	MCPServers []string
-	Content    []jsonb.Part
-	Request    *RequestSpec
+	// SpawnAgents opts the chat into the spawn_agent tool.
+	SpawnAgents bool
+	Content     []jsonb.Part
+	Request     *RequestSpec
 	// Key, when set, keeps Answer's rendering of the result under the
 	// client's idempotency key in the same transaction.
 	Key    *Idempotency
@@ -83,7 +85,7 @@ func (s *Store) CreateChat(ctx context.Context, p NewChat) (Chat, Message, error
 		row, err := s.q.ChatInsert(ctx, tx, dbgen.ChatInsertParams{
 			OwnerID: p.OwnerID, ParentChatID: p.ParentChatID, Title: p.Title, Model: p.Model,
 			SystemPrompt: p.SystemPrompt, Mode: p.Mode, DynamicTools: p.DynamicTools, Status: client.StatusRunning,
-			McpServers: p.MCPServers,
+			McpServers: p.MCPServers, SpawnAgents: p.SpawnAgents,
 		})
 		if err != nil {
 			return err
@@ -272,9 +274,10 @@ func (s *Store) LoadChat(ctx context.Context, id uuid.UUID) (Chat, error) {
 	return chatFrom(c), mapError(err)
 }
 
-// ListChats returns the owner's chats, most recently active first.
-func (s *Store) ListChats(ctx context.Context, owner uuid.UUID, limit int32, before *Chat) ([]Chat, error) {
-	p := dbgen.ChatListForOwnerParams{OwnerID: owner, MaxRows: limit}
+// ListChats returns the owner's chats, most recently active first; with a
+// valid parent, only that chat's children.
+func (s *Store) ListChats(ctx context.Context, owner uuid.UUID, limit int32, before *Chat, parent uuid.NullUUID) ([]Chat, error) {
+	p := dbgen.ChatListForOwnerParams{OwnerID: owner, MaxRows: limit, ParentChatID: parent}
 	if before != nil {
 		t := before.UpdatedAt
 		p.BeforeUpdatedAt = &t

@@ -119,6 +119,12 @@ func (s *Store) EditMessage(ctx context.Context, p EditParams) (EditResult, erro
 		if _, err := s.q.QueueClear(ctx, tx, chat.ID); err != nil {
 			return err
 		}
+		if chat.SpawnAgents {
+			// The discarded turn's children are interrupted (docs/tools.md).
+			if _, err := s.q.ChatDetachChildren(ctx, tx, uuid.NullUUID{UUID: chat.ID, Valid: true}); err != nil {
+				return err
+			}
+		}
 		for _, r := range discarded {
 			rows, _, err := s.finishRequest(ctx, tx, chat.ID, Outcome{RequestID: r.RequestID, Status: client.OutputCancelled,
 				Code: client.CodeSuperseded, Message: "the message that asked for it was edited"}, &done)
@@ -224,6 +230,8 @@ const (
 	ResultUnknownCall
 	// ResultMissing: a pending call without a result.
 	ResultMissing
+	// ResultForChild: a result for a call that a spawned child answers.
+	ResultForChild
 )
 
 // ToolResultsError explains why submitted results do not match the
@@ -258,6 +266,10 @@ func (s *Store) SubmitToolResults(ctx context.Context, owner, chatID uuid.UUID, 
 		if err != nil {
 			return err
 		}
+		awaited, err := s.awaitedCalls(ctx, tx, c)
+		if err != nil {
+			return err
+		}
 		byID := map[string]jsonb.Part{}
 		for _, p := range pending {
 			byID[p.ToolCallID] = p
@@ -272,6 +284,8 @@ func (s *Store) SubmitToolResults(ctx context.Context, owner, chatID uuid.UUID, 
 				bad.Problem = ResultDuplicate
 			case ok && call.ToolName == finalizer:
 				bad.Problem = ResultForFinalizer
+			case ok && awaited[r.ToolCallID]:
+				bad.Problem = ResultForChild
 			case !ok:
 				bad.Problem = ResultUnknownCall
 			}
@@ -282,7 +296,8 @@ func (s *Store) SubmitToolResults(ctx context.Context, owner, chatID uuid.UUID, 
 			parts = append(parts, jsonb.Part{Type: jsonb.PartToolResult, ToolCallID: r.ToolCallID, ToolName: call.ToolName,
 				Result: r.Output, IsError: r.IsError})
 		}
-		for _, p := range pending {
+		clientCalls, children := withoutAwaited(pending, awaited)
+		for _, p := range clientCalls {
 			if !seen[p.ToolCallID] {
 				return &ToolResultsError{Problem: ResultMissing, Index: -1, ToolCallID: p.ToolCallID, ToolName: p.ToolName}
 			}
@@ -293,6 +308,11 @@ func (s *Store) SubmitToolResults(ctx context.Context, owner, chatID uuid.UUID, 
 		}
 		if msg, err = s.insertMessage(ctx, tx, c.ID, NewMessage{Role: client.RoleTool, Parts: parts, RequestID: latest}); err != nil {
 			return err
+		}
+		if children > 0 {
+			// Spawned children still answer calls of the step: the chat
+			// keeps waiting, now without a deadline.
+			return s.setState(ctx, tx, &chat, dbgen.ChatSetStateParams{ID: c.ID, Status: client.StatusRequiresAction})
 		}
 		return s.setState(ctx, tx, &chat, dbgen.ChatSetStateParams{ID: c.ID, Status: client.StatusRunning})
 	})
@@ -318,23 +338,34 @@ func (s *Store) latestRequest(ctx context.Context, tx pgx.Tx, chatID uuid.UUID) 
 // pendingCalls reads the chat's model-visible history and returns the tool
 // calls of the last assistant step that are still unanswered.
 func (s *Store) pendingCalls(ctx context.Context, tx pgx.Tx, chatID uuid.UUID) ([]jsonb.Part, error) {
+	_, calls, err := s.unresolved(ctx, tx, chatID)
+	return calls, err
+}
+
+// unresolved is pendingCalls with the id of the assistant step they belong to.
+func (s *Store) unresolved(ctx context.Context, tx pgx.Tx, chatID uuid.UUID) (int64, []jsonb.Part, error) {
 	rows, err := s.q.MessageListForPrompt(ctx, tx, chatID)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	roles := make([]string, len(rows))
 	contents := make([][]jsonb.Part, len(rows))
+	var step int64
 	for i, r := range rows {
 		roles[i] = string(r.Role)
+		if r.Role == client.RoleAssistant {
+			step = r.ID
+		}
 		if contents[i], err = jsonb.ParseContent(r.Content); err != nil {
-			return nil, err
+			return 0, nil, err
 		}
 	}
-	return jsonb.Unresolved(roles, contents), nil
+	return step, jsonb.Unresolved(roles, contents), nil
 }
 
 // PendingToolCalls returns the client tool calls a chat in requires_action
-// waits for (nil in any other status).
+// waits for (nil in any other status); calls that spawned children answer
+// are not the client's.
 func (s *Store) PendingToolCalls(ctx context.Context, chat Chat) ([]jsonb.Part, error) {
 	if chat.Status != client.StatusRequiresAction {
 		return nil, nil
@@ -342,7 +373,11 @@ func (s *Store) PendingToolCalls(ctx context.Context, chat Chat) ([]jsonb.Part, 
 	var out []jsonb.Part
 	err := pgx.BeginTxFunc(withPurpose(ctx, "pending_calls"), s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var err error
-		out, err = s.pendingCalls(ctx, tx, chat.ID)
+		if out, err = s.pendingCalls(ctx, tx, chat.ID); err != nil {
+			return err
+		}
+		awaited, err := s.awaitedCalls(ctx, tx, dbgen.Chat{ID: chat.ID, SpawnAgents: chat.SpawnAgents})
+		out, _ = withoutAwaited(out, awaited)
 		return err
 	})
 	return out, mapError(err)
@@ -367,6 +402,11 @@ func (s *Store) ExpireActions(ctx context.Context, limit int32) (int, error) {
 			if err != nil {
 				return err
 			}
+			awaited, err := s.awaitedCalls(ctx, tx, c)
+			if err != nil {
+				return err
+			}
+			pending, children := withoutAwaited(pending, awaited)
 			var parts []jsonb.Part
 			for _, p := range pending {
 				msg, _ := json.Marshal("The client did not return a result for this tool call in time.")
@@ -381,7 +421,11 @@ func (s *Store) ExpireActions(ctx context.Context, limit int32) (int, error) {
 					return err
 				}
 			}
-			_, err = s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: c.ID, Status: client.StatusRunning})
+			next := client.StatusRunning
+			if children > 0 {
+				next = client.StatusRequiresAction // children still answer, without a deadline
+			}
+			_, err = s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: c.ID, Status: next})
 			return err
 		})
 		if errors.Is(err, ErrNotFound) {

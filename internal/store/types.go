@@ -26,7 +26,17 @@ type Chat struct {
 	DynamicTools json.RawMessage
 	// MCPServers are the MCP servers the chat opted into (by name).
 	MCPServers []string
-	Status     client.ChatStatus
+	// SpawnAgents: the chat may spawn child chats (the spawn_agent tool).
+	SpawnAgents bool
+	// SpawnDepth is 0 for a chat created through the API, its parent's
+	// plus one for a spawned child.
+	SpawnDepth int32
+	// A spawned child names the parent's step and tool call that spawned
+	// it, and whether the parent still awaits its result.
+	SpawnMessageID  *int64
+	SpawnToolCallID *string
+	SpawnState      SpawnState
+	Status          client.ChatStatus
 	// WorkerID owns the chat while it runs; LeaseExpiresAt ends that.
 	WorkerID       uuid.NullUUID
 	LeaseExpiresAt *time.Time
@@ -152,7 +162,16 @@ func chatFrom(c dbgen.Chat) Chat {
 		HistoryVersion: c.HistoryVersion, GenerationAttempt: c.GenerationAttempt, LastError: c.LastError,
 		RequiresActionDeadline: c.RequiresActionDeadline, CompactionRequestedAt: c.CompactionRequestedAt,
 		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
+		SpawnAgents: c.SpawnAgents, SpawnDepth: c.SpawnDepth, SpawnMessageID: c.SpawnMessageID,
+		SpawnToolCallID: c.SpawnToolCallID, SpawnState: SpawnState(ptrOr(c.SpawnState)),
 	}
+}
+
+func ptrOr(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }
 
 func messageFrom(m dbgen.ChatMessage) Message {

@@ -267,6 +267,17 @@ type Commit struct {
 	// (Committed.Yield). A yielding commit leaves the attempt uncounted:
 	// the next claim counts it.
 	Fair bool
+	// Spawns are child chats created for calls of the step being answered
+	// (spawn_agent); with EndRequiresAction the chat waits for them.
+	Spawns []Spawn
+	// OnlyChildren, with EndRequiresAction: no client tool call waits, so
+	// there is no deadline (the children's ending commits resume the chat).
+	OnlyChildren bool
+	// SpawnParent, on a commit that ends a spawned child's turn while its
+	// parent awaits it, is that parent: it is locked before the child (the
+	// order of every transaction that touches both) and gets the child's
+	// outcome in this transaction.
+	SpawnParent uuid.NullUUID
 }
 
 // Committed reports what a commit wrote.
@@ -292,9 +303,15 @@ func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 		}
 	}
 	var done []Outcome
+	ending := c.End == EndTurn || c.End == EndError
 	err := s.tx(ctx, "worker_commit", func(tx pgx.Tx) error {
 		out, done = Committed{}, nil
-		_, err := s.q.ChatLockIfOwned(ctx, tx, dbgen.ChatLockIfOwnedParams{
+		if c.SpawnParent.Valid && ending {
+			if _, err := s.q.ChatLockByID(ctx, tx, c.SpawnParent.UUID); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+		}
+		locked, err := s.q.ChatLockIfOwned(ctx, tx, dbgen.ChatLockIfOwnedParams{
 			ID: c.Fence.ChatID, WorkerID: uuid.NullUUID{UUID: c.Fence.WorkerID, Valid: true},
 			HistoryVersion: c.Fence.HistoryVersion, Statuses: statuses, GenerationAttempt: c.Fence.Attempt,
 		})
@@ -320,6 +337,11 @@ func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 				return err
 			}
 			out.Messages = append(out.Messages, row)
+		}
+		for _, sp := range c.Spawns {
+			if err := s.insertSpawn(ctx, tx, c.Fence.ChatID, sp); err != nil {
+				return err
+			}
 		}
 		if p := c.Progress; p != nil {
 			r, err := s.q.RequestRecordProgressIfPending(ctx, tx, dbgen.RequestRecordProgressIfPendingParams{
@@ -352,6 +374,18 @@ func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 		chat, promoted, err := s.end(ctx, tx, ec)
 		if err != nil {
 			return err
+		}
+		if ending {
+			// The turn is over: children it still awaits are interrupted,
+			// and a spawned child's outcome goes to its parent.
+			if locked.SpawnAgents {
+				if _, err := s.q.ChatDetachChildren(ctx, tx, uuid.NullUUID{UUID: chat.ID, Valid: true}); err != nil {
+					return err
+				}
+			}
+			if chat, err = s.deliver(ctx, tx, chat); err != nil {
+				return err
+			}
 		}
 		if promoted != nil {
 			out.Messages = append(out.Messages, *promoted)
@@ -454,6 +488,9 @@ func (s *Store) end(ctx context.Context, tx pgx.Tx, c Commit) (dbgen.Chat, *Mess
 	case EndRequiresAction:
 		if actionTimeout <= 0 {
 			actionTimeout = 10 * time.Minute
+		}
+		if c.OnlyChildren {
+			actionTimeout = 0 // no deadline
 		}
 		chat, err := s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: chatID, Status: client.StatusRequiresAction,
 			ActionTimeoutSeconds: actionTimeout.Seconds()})

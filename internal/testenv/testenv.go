@@ -59,6 +59,8 @@ type Options struct {
 	// MCP are MCP servers (a Manager the test started, often shared by a
 	// package's tests; the Env does not stop it).
 	MCP *mcp.Manager
+	// Spawn enables spawn_agent with these caps (zero fields: defaults).
+	Spawn *runner.SpawnOptions
 	// Hooks are stop hooks (retried quickly here).
 	Hooks []hooks.Config
 	// ContextWindow of the mock model (0: unknown, no automatic compaction).
@@ -248,7 +250,8 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 
 	exp := map[string]bool{httpapi.ExperimentStructuredOutput: !o.StructuredOutputOff}
 	e.Server = httpapi.New(httpapi.Options{Store: e.Store, Models: e.Models, Hub: e.Hub, Experiments: exp, ServerTools: toolNames, MCP: o.MCP,
-		Logger: e.Logger, Metrics: e.Metrics, CORSOrigins: o.CORSOrigins, MaxStreamsPerUser: o.MaxStreamsPerUser, Observe: HTTPObserver()})
+		SpawnAgents: o.Spawn != nil,
+		Logger:      e.Logger, Metrics: e.Metrics, CORSOrigins: o.CORSOrigins, MaxStreamsPerUser: o.MaxStreamsPerUser, Observe: HTTPObserver()})
 	e.API = httptest.NewServer(e.Server)
 	e.stops = append(e.stops, func() {
 		e.Server.Shutdown()
@@ -282,6 +285,11 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 	e.runnerOpts.Metrics = e.Metrics
 	e.runnerOpts.Tools = serverTools
 	e.runnerOpts.MCP = o.MCP
+	if o.Spawn != nil {
+		sp := *o.Spawn
+		sp.StructuredOutput = !o.StructuredOutputOff
+		e.runnerOpts.Spawn = &sp
+	}
 	e.runnerOpts.Hooks = stopHooks
 	if e.runnerOpts.Preview == nil {
 		e.runnerOpts.Preview = relay

@@ -70,3 +70,9 @@ SELECT jsonb_build_object(
     'reasoning_tokens', sum((usage->>'reasoning_tokens')::bigint))::jsonb AS usage
 FROM chat_messages
 WHERE structured_request_id = @request_id AND kind = 'message' AND role = 'assistant' AND usage IS NOT NULL;
+-- name: MessageLastAssistant :one
+-- The last ordinary assistant step of a chat: a spawned child's answer.
+SELECT * FROM chat_messages
+WHERE chat_id = @chat_id AND NOT deleted AND kind = 'message' AND role = 'assistant' AND visibility IN ('user', 'both')
+ORDER BY id DESC
+LIMIT 1;

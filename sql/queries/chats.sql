@@ -1,7 +1,52 @@
 -- name: ChatInsert :one
-INSERT INTO chats (owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, mcp_servers, status)
-VALUES (@owner_id, sqlc.narg(parent_chat_id), @title, @model, @system_prompt, @mode, @dynamic_tools, @mcp_servers::text[], @status)
+INSERT INTO chats (owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, mcp_servers, spawn_agents, status)
+VALUES (@owner_id, sqlc.narg(parent_chat_id), @title, @model, @system_prompt, @mode, @dynamic_tools, @mcp_servers::text[], @spawn_agents, @status)
 RETURNING *;
+
+-- name: ChatInsertSpawn :one
+-- A child chat spawned by the parent's tool call: same owner, the parent's
+-- MCP servers and spawn opt-in, one level deeper, awaited by the parent.
+INSERT INTO chats (owner_id, parent_chat_id, title, model, mode, mcp_servers, spawn_agents, spawn_depth,
+                   spawn_message_id, spawn_tool_call_id, spawn_state, status)
+SELECT p.owner_id, p.id, @title, @model, 'child', p.mcp_servers, p.spawn_agents, p.spawn_depth + 1,
+       @spawn_message_id, @spawn_tool_call_id, 'awaited', 'running'
+FROM chats p WHERE p.id = @parent_id
+RETURNING *;
+
+-- name: ChatLockByID :one
+-- A spawned child's ending commit locks its parent first: every transaction
+-- that touches a parent and its children locks the parent before them, so
+-- they cannot deadlock.
+SELECT * FROM chats WHERE id = @id FOR UPDATE;
+
+-- name: ChatSetSpawnDelivered :one
+UPDATE chats SET spawn_state = 'delivered' WHERE id = @id AND spawn_state = 'awaited'
+RETURNING *;
+
+-- name: ChatDetachChildren :many
+-- The parent's turn ended before these children did (interrupt, edit): it
+-- no longer awaits them, and each is interrupted (a running one by its
+-- worker, which keeps it; one waiting for its own children is claimed).
+UPDATE chats
+SET spawn_state = 'detached',
+    status = CASE WHEN status IN ('running', 'requires_action') THEN 'interrupting' ELSE status END,
+    requires_action_deadline = NULL
+WHERE parent_chat_id = @parent_id AND spawn_state = 'awaited'
+RETURNING id;
+
+-- name: ChatListAwaitedCalls :many
+-- The tool calls of a parent that wait for a spawned child.
+SELECT spawn_tool_call_id::text AS tool_call_id FROM chats
+WHERE parent_chat_id = @parent_id AND spawn_state = 'awaited';
+
+-- name: ChatSpawnCounts :one
+-- The children a chat spawned, in all and since a message (its turn), and
+-- the states of those spawned by one step's calls.
+SELECT count(*)::integer AS total,
+       (count(*) FILTER (WHERE spawn_message_id > @since_message_id))::integer AS this_turn,
+       coalesce(jsonb_object_agg(spawn_tool_call_id, spawn_state) FILTER (WHERE spawn_message_id = @step_message_id), '{}')::jsonb AS step_calls
+FROM chats
+WHERE parent_chat_id = @parent_id AND spawn_tool_call_id IS NOT NULL;
 
 -- name: ChatGetForOwner :one
 SELECT * FROM chats WHERE id = @id AND owner_id = @owner_id;
@@ -13,6 +58,7 @@ SELECT * FROM chats WHERE id = @id;
 -- Newest activity first; keyset pagination on (updated_at, id).
 SELECT * FROM chats
 WHERE owner_id = @owner_id
+  AND (sqlc.narg(parent_chat_id)::uuid IS NULL OR parent_chat_id = sqlc.narg(parent_chat_id)::uuid)
   AND (sqlc.narg(before_updated_at)::timestamptz IS NULL
        OR (updated_at, id) < (sqlc.narg(before_updated_at)::timestamptz, sqlc.narg(before_id)::uuid))
 ORDER BY updated_at DESC, id DESC
@@ -141,7 +187,7 @@ SET status = @status,
     worker_id = CASE WHEN @keep_owner::boolean THEN worker_id END,
     lease_expires_at = CASE WHEN @keep_owner::boolean THEN lease_expires_at END,
     last_error = sqlc.narg(last_error),
-    requires_action_deadline = CASE WHEN @status = 'requires_action'
+    requires_action_deadline = CASE WHEN @status = 'requires_action' AND @action_timeout_seconds::float8 > 0
         THEN now() + make_interval(secs => @action_timeout_seconds::float8) END
 WHERE id = @id
 RETURNING *;

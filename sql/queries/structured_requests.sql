@@ -69,3 +69,8 @@ WHERE r.status = 'pending' AND r.request_id = (
     WHERE m.chat_id = @chat_id AND NOT m.deleted AND m.kind = 'message' AND m.role = 'user' AND m.visibility IN ('user', 'both')
     ORDER BY m.id DESC
     LIMIT 1);
+
+-- name: RequestLatestOfChat :one
+-- A spawned child's request: the one it was created with, or the one an
+-- edit of its message replaced it with (the API admits no other in a child).
+SELECT * FROM structured_requests WHERE chat_id = @chat_id ORDER BY created_at DESC, request_id DESC LIMIT 1;
