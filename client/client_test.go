@@ -132,6 +132,13 @@ func TestEveryMethod(t *testing.T) {
 	if len(list.Chats) != 1 || list.Chats[0].ID != chat {
 		t.Fatalf("chats %+v", list.Chats)
 	}
+	kid, err := c.CreateChat(ctx, client.CreateChatRequest{Content: text("a child"), ParentChatID: &chat})
+	check("CreateChat", err)
+	kids, err := c.ListChildChats(ctx, chat, 10, "")
+	check("ListChildChats", err)
+	if len(kids.Chats) != 1 || kids.Chats[0].ID != kid.Chat.ID || *kids.Chats[0].ParentChatID != chat {
+		t.Fatalf("children %+v", kids.Chats)
+	}
 
 	// A client tool call answered by the client.
 	tools, err := c.CreateChat(ctx, client.CreateChatRequest{Content: text("weather in Florence?"),

@@ -529,7 +529,8 @@ func TestStuckChat(t *testing.T) {
 		// A parent that stopped waiting still awaits its child.
 		f.exec(`INSERT INTO chats (owner_id, parent_chat_id, model, mode, status, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state)
 			SELECT owner_id, id, model, 'child', 'running', 1, $2, 's', 'awaited' FROM chats WHERE id = $1`, chat, step)
-		f.exec(`UPDATE chats SET status = 'waiting', requires_action_deadline = NULL WHERE id = $1`, chat)
+		f.exec(`UPDATE chats SET status = 'interrupting', requires_action_deadline = NULL WHERE id = $1`, chat)
+		f.exec(`UPDATE chats SET status = 'waiting' WHERE id = $1`, chat)
 		rep := f.run()
 		if v := rep.Of("spawned_child_undelivered"); len(v) != 1 || !strings.Contains(v[0].Detail, "is waiting, but still awaits this child") {
 			t.Errorf("report:\n%s", dump(rep))

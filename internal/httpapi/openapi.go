@@ -140,7 +140,13 @@ var fieldDocs = map[string]map[string]any{
 	"CreateChatRequest.mcp_servers": {"maxItems": 16,
 		"description": "Opt the chat into MCP servers the operator configured, by name (docs/tools.md); " +
 			"an unknown name, or a server not available to the chat's model, is a 400 naming mcp_servers.N."},
-	"Chat.mcp_servers":                   {"description": "The MCP servers the chat opted into at creation."},
+	"Chat.mcp_servers": {"description": "The MCP servers the chat opted into at creation."},
+	"Chat.parent_tool_call_id": {"description": "Set on a chat its parent's agent spawned with spawn_agent: the id of that tool call, " +
+		"which the child's outcome answers (docs/tools.md)."},
+	"Chat.spawn_agents": {"description": "The chat may spawn child chats with the spawn_agent tool (its children inherit this)."},
+	"Chat.spawn_depth":  {"description": "How many spawns deep the chat is: 0 for a chat created through the API."},
+	"CreateChatRequest.spawn_agents": {"description": "Opt the chat into the spawn_agent server tool (the agent may start child chats " +
+		"and wait for their results, docs/tools.md). A 400 naming spawn_agents when the server does not enable it."},
 	"SendMessageRequest.content":         {"minItems": 1, "maxItems": 64, "items": textPartRef, "description": "Text parts only."},
 	"SendMessageRequest.response_format": {"nullable": true, "description": "Omitted or null: an ordinary text answer."},
 	// No "default" keyword on request fields: generators make such fields

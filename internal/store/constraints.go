@@ -36,6 +36,12 @@ const (
 	ChatsChildHasParent             Constraint = "chats_child_has_parent"
 	ChatsDeadlineOnlyRequiresAction Constraint = "chats_deadline_only_requires_action"
 	ChatsMCPServersBounded          Constraint = "chats_mcp_servers_bounded"
+	ChatsSpawnDepthNonnegative      Constraint = "chats_spawn_depth_nonnegative"
+	ChatsSpawnStateKnown            Constraint = "chats_spawn_state_known"
+	ChatsSpawnShape                 Constraint = "chats_spawn_shape"
+	ChatsSpawnMessageFk             Constraint = "chats_spawn_message_fk"
+	// ChatsSpawnCallUnique: one child per spawning tool call (a unique index).
+	ChatsSpawnCallUnique Constraint = "chats_spawn_call_unique"
 
 	MCPCallsPkey             Constraint = "mcp_calls_pkey"
 	MCPCallsMessageFk        Constraint = "mcp_calls_message_fk"

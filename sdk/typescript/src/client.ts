@@ -84,8 +84,8 @@ export class ChatdClient {
     return this.call("GET", `/api/v1/chats/${enc(chat)}`, undefined, o);
   }
 
-  listChats(q: { limit?: number; cursor?: string } = {}, o: CallOptions = {}): Promise<Schemas["ListChatsResponse"]> {
-    return this.call("GET", `/api/v1/chats${query({ limit: q.limit, cursor: q.cursor })}`, undefined, o);
+  listChats(q: { limit?: number; cursor?: string; parentChatId?: string } = {}, o: CallOptions = {}): Promise<Schemas["ListChatsResponse"]> {
+    return this.call("GET", `/api/v1/chats${query({ limit: q.limit, cursor: q.cursor, parent_chat_id: q.parentChatId })}`, undefined, o);
   }
 
   listMessages(chat: string, q: { afterId?: number; limit?: number } = {}, o: CallOptions = {}): Promise<Schemas["ListMessagesResponse"]> {

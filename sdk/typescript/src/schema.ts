@@ -57,7 +57,7 @@ export interface paths {
         };
         /**
          * Get a chat
-         * @description The chat with its status; while it is `requires_action`, `pending_tool_calls` lists the client tool calls to answer.
+         * @description The chat with its status; while it is `requires_action`, `pending_tool_calls` lists the client tool calls to answer (empty while it waits only for child chats it spawned).
          */
         get: operations["GetChat"];
         put?: never;
@@ -362,8 +362,17 @@ export interface components {
              * @description Set on a child chat.
              */
             parent_chat_id?: string;
+            /** @description Set on a chat its parent's agent spawned with spawn_agent: the id of that tool call, which the child's outcome answers (docs/tools.md). */
+            parent_tool_call_id?: string;
             /** @description Only while `status` is `requires_action`: the calls to answer with POST .../tool-results. */
             pending_tool_calls?: components["schemas"]["ToolCall"][];
+            /** @description The chat may spawn child chats with the spawn_agent tool (its children inherit this). */
+            spawn_agents?: boolean;
+            /**
+             * Format: int32
+             * @description How many spawns deep the chat is: 0 for a chat created through the API.
+             */
+            spawn_depth?: number;
             /** @enum {string} */
             status: "waiting" | "running" | "requires_action" | "interrupting" | "error";
             title: string;
@@ -410,6 +419,8 @@ export interface components {
             plan_mode?: boolean;
             /** @description Omitted or null: an ordinary text answer. */
             response_format?: components["schemas"]["ResponseFormat"] | null;
+            /** @description Opt the chat into the spawn_agent server tool (the agent may start child chats and wait for their results, docs/tools.md). A 400 naming spawn_agents when the server does not enable it. */
+            spawn_agents?: boolean;
             /** @description At most 64 KiB. */
             system_prompt?: string;
             /** @description At most 256 bytes; omitted: taken from the first message. */
@@ -799,6 +810,8 @@ export interface operations {
                 limit?: number;
                 /** @description The previous page's `next_cursor`. */
                 cursor?: string;
+                /** @description Only the children of this chat (spawned by its agent or created with `parent_chat_id`). */
+                parent_chat_id?: string;
             };
             header?: {
                 /** @description An id for this request, echoed in the response and logged as `request_id`: 1 to 128 visible ASCII characters without quotes or backslashes (otherwise a fresh UUID is used). */
@@ -820,7 +833,7 @@ export interface operations {
                     "application/json": components["schemas"]["ListChatsResponse"];
                 };
             };
-            /** @description `limit` is out of range, or `cursor` is not a cursor. An unknown or repeated query parameter (`validations` names it). */
+            /** @description `limit` is out of range, `cursor` is not a cursor, or `parent_chat_id` is not a chat id. An unknown or repeated query parameter (`validations` names it). */
             400: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
