@@ -233,8 +233,71 @@ type StructuredOutput struct {
 
 // StructuredOutputError explains a failed or cancelled request.
 type StructuredOutputError struct {
-	Code    ErrorCode `json:"code"`
-	Message string    `json:"message"`
+	Code ErrorCode `json:"code"`
+	// Message is the reason in one line; for validation_exhausted and
+	// not_produced it ends with the feedback the model got last.
+	Message string `json:"message"`
+	// Attempts are the request's rejected attempts, in order; set on a
+	// failed receipt that had any.
+	Attempts []Attempt `json:"attempts,omitempty"`
+}
+
+// Attempt is one rejected attempt at a structured request's result: a
+// finalization batch the server refused, with why.
+type Attempt struct {
+	// Attempt numbers the request's rejected attempts from 1.
+	Attempt int `json:"attempt"`
+	// Reason is the kind of rejection.
+	Reason AttemptReason `json:"reason"`
+	// Errors are the first AttemptMaxErrors errors.
+	Errors []AttemptError `json:"errors"`
+	// ErrorsTotal counts all the errors found; Truncated says it is more
+	// than Errors holds.
+	ErrorsTotal int  `json:"errors_total"`
+	Truncated   bool `json:"truncated"`
+}
+
+// AttemptMaxErrors bounds Attempt.Errors.
+const AttemptMaxErrors = 20
+
+// AttemptError is one reason an attempt was rejected: a JSON Schema
+// keyword the value failed at InstancePath (a JSON Pointer into the value,
+// "" for the whole value), or a code for an attempt refused before
+// validation.
+type AttemptError struct {
+	InstancePath string `json:"instance_path"`
+	Keyword      string `json:"keyword"`
+	Message      string `json:"message"`
+}
+
+// AttemptReason says why an attempt was rejected.
+type AttemptReason string
+
+const (
+	// AttemptInvalidValue: the value failed the schema (keywords are the
+	// schema's, or a code for a value refused before validation).
+	AttemptInvalidValue AttemptReason = "invalid_value"
+	// AttemptInvalidArguments: the finalizer's arguments were not
+	// {"output": <value>} in acceptable JSON.
+	AttemptInvalidArguments AttemptReason = "invalid_arguments"
+	// AttemptTextOnly: the model ended its step without calling the
+	// finalizer.
+	AttemptTextOnly AttemptReason = "text_only"
+	// AttemptIneligibleStep: the step ended by length, filter or refusal,
+	// so its arguments may be incomplete.
+	AttemptIneligibleStep AttemptReason = "ineligible_step"
+	// AttemptInvalidBatch: the finalizer beside other calls, or twice.
+	AttemptInvalidBatch AttemptReason = "invalid_batch"
+	// AttemptProviderTools: the finalizer beside provider-executed tools.
+	AttemptProviderTools AttemptReason = "provider_tools"
+	// AttemptSchemaUnavailable: the stored schema could not be compiled.
+	AttemptSchemaUnavailable AttemptReason = "schema_unavailable"
+)
+
+// AttemptReasons lists every AttemptReason.
+func AttemptReasons() []AttemptReason {
+	return []AttemptReason{AttemptInvalidValue, AttemptInvalidArguments, AttemptTextOnly, AttemptIneligibleStep,
+		AttemptInvalidBatch, AttemptProviderTools, AttemptSchemaUnavailable}
 }
 
 // QueuedMessage waits for the running turn to finish.
@@ -377,6 +440,10 @@ type StructuredOutputResult struct {
 	// Usage is the receipt's: the tokens of every provider step the
 	// request governed, once terminal.
 	Usage *Usage `json:"usage,omitempty"`
+	// Attempts are the request's rejected attempts so far, whatever its
+	// status: the repairs a succeeded request needed, or why a failed one
+	// failed (as its Error.Attempts).
+	Attempts []Attempt `json:"attempts,omitempty"`
 }
 
 // Error is the body of every error response.

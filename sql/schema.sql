@@ -496,6 +496,8 @@ CREATE TABLE public.structured_requests (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     finished_at timestamp with time zone,
+    attempts jsonb DEFAULT '[]'::jsonb NOT NULL,
+    CONSTRAINT structured_requests_attempts_list CHECK (((jsonb_typeof(attempts) = 'array'::text) AND (jsonb_array_length(attempts) <= rejections))),
     CONSTRAINT structured_requests_candidate_has_call CHECK (((candidate IS NULL) = (candidate_tool_call_id IS NULL))),
     CONSTRAINT structured_requests_check CHECK (((validation_rejections >= 0) AND (validation_rejections <= rejections))),
     CONSTRAINT structured_requests_description_check CHECK ((octet_length(description) <= 1024)),

@@ -125,6 +125,7 @@ type StructuredRequest struct {
 	CreatedAt            time.Time
 	UpdatedAt            time.Time
 	FinishedAt           *time.Time
+	Attempts             json.RawMessage
 }
 
 type User struct {

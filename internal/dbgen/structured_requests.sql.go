@@ -23,7 +23,7 @@ SET status = $1,
     candidate = NULL,
     candidate_tool_call_id = NULL
 WHERE request_id = $5 AND status = 'pending'
-RETURNING request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at
+RETURNING request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at, attempts
 `
 
 type RequestFinishIfPendingParams struct {
@@ -63,12 +63,13 @@ func (q *Queries) RequestFinishIfPending(ctx context.Context, db DBTX, arg Reque
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.Attempts,
 	)
 	return i, err
 }
 
 const requestGet = `-- name: RequestGet :one
-SELECT request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at FROM structured_requests WHERE request_id = $1
+SELECT request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at, attempts FROM structured_requests WHERE request_id = $1
 `
 
 func (q *Queries) RequestGet(ctx context.Context, db DBTX, requestID uuid.UUID) (StructuredRequest, error) {
@@ -92,12 +93,13 @@ func (q *Queries) RequestGet(ctx context.Context, db DBTX, requestID uuid.UUID) 
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.Attempts,
 	)
 	return i, err
 }
 
 const requestGetForOwner = `-- name: RequestGetForOwner :one
-SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at FROM structured_requests r JOIN chats c ON c.id = r.chat_id
+SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at, r.attempts FROM structured_requests r JOIN chats c ON c.id = r.chat_id
 WHERE r.request_id = $1 AND c.owner_id = $2
 `
 
@@ -127,12 +129,13 @@ func (q *Queries) RequestGetForOwner(ctx context.Context, db DBTX, arg RequestGe
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.Attempts,
 	)
 	return i, err
 }
 
 const requestGetForOwnerWithReceipt = `-- name: RequestGetForOwnerWithReceipt :one
-SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at, m.id AS receipt_id, coalesce(m.role, '')::text AS receipt_role, coalesce(m.kind, '')::text AS receipt_kind,
+SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at, r.attempts, m.id AS receipt_id, coalesce(m.role, '')::text AS receipt_role, coalesce(m.kind, '')::text AS receipt_kind,
        m.content AS receipt_content, m.created_at AS receipt_created_at
 FROM structured_requests r
 JOIN chats c ON c.id = r.chat_id AND c.owner_id = $1
@@ -163,6 +166,7 @@ type RequestGetForOwnerWithReceiptRow struct {
 	CreatedAt            time.Time
 	UpdatedAt            time.Time
 	FinishedAt           *time.Time
+	Attempts             json.RawMessage
 	ReceiptID            *int64
 	ReceiptRole          string
 	ReceiptKind          string
@@ -193,6 +197,7 @@ func (q *Queries) RequestGetForOwnerWithReceipt(ctx context.Context, db DBTX, ar
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.Attempts,
 		&i.ReceiptID,
 		&i.ReceiptRole,
 		&i.ReceiptKind,
@@ -203,7 +208,7 @@ func (q *Queries) RequestGetForOwnerWithReceipt(ctx context.Context, db DBTX, ar
 }
 
 const requestGoverning = `-- name: RequestGoverning :many
-SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at FROM structured_requests r
+SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at, r.attempts FROM structured_requests r
 WHERE r.status = 'pending' AND r.request_id = (
     SELECT m.structured_request_id FROM chat_messages m
     WHERE m.chat_id = $1 AND NOT m.deleted AND m.kind = 'message' AND m.role = 'user' AND m.visibility IN ('user', 'both')
@@ -241,6 +246,7 @@ func (q *Queries) RequestGoverning(ctx context.Context, db DBTX, chatID uuid.UUI
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.FinishedAt,
+			&i.Attempts,
 		); err != nil {
 			return nil, err
 		}
@@ -255,7 +261,7 @@ func (q *Queries) RequestGoverning(ctx context.Context, db DBTX, chatID uuid.UUI
 const requestInsert = `-- name: RequestInsert :one
 INSERT INTO structured_requests (request_id, chat_id, name, description, schema)
 VALUES ($1, $2, $3, $4, $5)
-RETURNING request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at
+RETURNING request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at, attempts
 `
 
 type RequestInsertParams struct {
@@ -293,12 +299,13 @@ func (q *Queries) RequestInsert(ctx context.Context, db DBTX, arg RequestInsertP
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.Attempts,
 	)
 	return i, err
 }
 
 const requestLatestOfChat = `-- name: RequestLatestOfChat :one
-SELECT request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at FROM structured_requests WHERE chat_id = $1 ORDER BY created_at DESC, request_id DESC LIMIT 1
+SELECT request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at, attempts FROM structured_requests WHERE chat_id = $1 ORDER BY created_at DESC, request_id DESC LIMIT 1
 `
 
 // A spawned child's request: the one it was created with, or the one an
@@ -324,12 +331,13 @@ func (q *Queries) RequestLatestOfChat(ctx context.Context, db DBTX, chatID uuid.
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.Attempts,
 	)
 	return i, err
 }
 
 const requestListPendingForChat = `-- name: RequestListPendingForChat :many
-SELECT request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at FROM structured_requests WHERE chat_id = $1 AND status = 'pending' ORDER BY created_at, request_id
+SELECT request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at, attempts FROM structured_requests WHERE chat_id = $1 AND status = 'pending' ORDER BY created_at, request_id
 `
 
 func (q *Queries) RequestListPendingForChat(ctx context.Context, db DBTX, chatID uuid.UUID) ([]StructuredRequest, error) {
@@ -359,6 +367,7 @@ func (q *Queries) RequestListPendingForChat(ctx context.Context, db DBTX, chatID
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.FinishedAt,
+			&i.Attempts,
 		); err != nil {
 			return nil, err
 		}
@@ -371,7 +380,7 @@ func (q *Queries) RequestListPendingForChat(ctx context.Context, db DBTX, chatID
 }
 
 const requestListPendingFrom = `-- name: RequestListPendingFrom :many
-SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at FROM structured_requests r
+SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at, r.attempts FROM structured_requests r
 WHERE r.chat_id = $1 AND r.status = 'pending'
   AND (EXISTS (SELECT 1 FROM chat_messages m
                WHERE m.structured_request_id = r.request_id AND m.kind = 'message' AND m.role = 'user'
@@ -414,6 +423,7 @@ func (q *Queries) RequestListPendingFrom(ctx context.Context, db DBTX, arg Reque
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.FinishedAt,
+			&i.Attempts,
 		); err != nil {
 			return nil, err
 		}
@@ -429,16 +439,18 @@ const requestRecordProgressIfPending = `-- name: RequestRecordProgressIfPending 
 UPDATE structured_requests
 SET steps = steps + $1::integer,
     rejections = rejections + $2::integer,
-    validation_rejections = validation_rejections + $3::integer,
-    candidate = CASE WHEN $4::boolean THEN $5::jsonb ELSE candidate END,
-    candidate_tool_call_id = CASE WHEN $4::boolean THEN $6::text ELSE candidate_tool_call_id END
-WHERE request_id = $7 AND status = 'pending'
-RETURNING request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at
+    attempts = attempts || coalesce($3::jsonb, '[]'),
+    validation_rejections = validation_rejections + $4::integer,
+    candidate = CASE WHEN $5::boolean THEN $6::jsonb ELSE candidate END,
+    candidate_tool_call_id = CASE WHEN $5::boolean THEN $7::text ELSE candidate_tool_call_id END
+WHERE request_id = $8 AND status = 'pending'
+RETURNING request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at, attempts
 `
 
 type RequestRecordProgressIfPendingParams struct {
 	AddSteps                int32
 	AddRejections           int32
+	AddAttempts             json.RawMessage
 	AddValidationRejections int32
 	SetCandidate            bool
 	Candidate               json.RawMessage
@@ -446,12 +458,14 @@ type RequestRecordProgressIfPendingParams struct {
 	RequestID               uuid.UUID
 }
 
-// Adds a step and/or a rejection to a pending request and, when asked, replaces
-// or clears its candidate, in the transaction that commits the evidence.
+// Adds a step and/or a rejection (with its entry in attempts) to a pending
+// request and, when asked, replaces or clears its candidate, in the
+// transaction that commits the evidence.
 func (q *Queries) RequestRecordProgressIfPending(ctx context.Context, db DBTX, arg RequestRecordProgressIfPendingParams) (StructuredRequest, error) {
 	row := db.QueryRow(ctx, requestRecordProgressIfPending,
 		arg.AddSteps,
 		arg.AddRejections,
+		arg.AddAttempts,
 		arg.AddValidationRejections,
 		arg.SetCandidate,
 		arg.Candidate,
@@ -477,6 +491,7 @@ func (q *Queries) RequestRecordProgressIfPending(ctx context.Context, db DBTX, a
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.FinishedAt,
+		&i.Attempts,
 	)
 	return i, err
 }

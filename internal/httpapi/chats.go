@@ -569,6 +569,8 @@ func toMessage(row store.Message) (client.ChatMessage, error) {
 	return m, nil
 }
 
+// toOutput renders a receipt's outcome: the one place a receipt's
+// structured_output (messages, the stream, the lookup) is made.
 func toOutput(id uuid.UUID, o *jsonb.Outcome) (*client.StructuredOutput, error) {
 	out := &client.StructuredOutput{RequestID: id, Status: client.RequestStatus(o.Status)}
 	if out.Status == client.OutputSucceeded {
@@ -579,12 +581,32 @@ func toOutput(id uuid.UUID, o *jsonb.Outcome) (*client.StructuredOutput, error) 
 	}
 	if o.Error != nil {
 		out.Error = &client.StructuredOutputError{Code: client.ErrorCode(o.Error.Code), Message: o.Error.Message}
+		var err error
+		if out.Error.Attempts, err = toAttempts(o.Error.Attempts); err != nil {
+			return nil, err
+		}
 	}
 	if len(o.Usage) > 0 {
 		out.Usage = &client.Usage{}
 		if err := json.Unmarshal(o.Usage, out.Usage); err != nil {
 			return nil, fmt.Errorf("usage of the receipt of %s: %w", id, err)
 		}
+	}
+	return out, nil
+}
+
+// toAttempts decodes a list of rejected attempts as the ledger stores it
+// (and a failed receipt copies it); empty for none.
+func toAttempts(raw json.RawMessage) ([]client.Attempt, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var out []client.Attempt
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf("decode rejected attempts: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, nil
 	}
 	return out, nil
 }
@@ -609,6 +631,10 @@ func RenderResult(st store.RequestState) (client.StructuredOutputResult, error) 
 
 func toResult(st store.RequestState) (client.StructuredOutputResult, error) {
 	out := client.StructuredOutputResult{RequestID: st.Request.RequestID, ChatID: st.Request.ChatID, Status: st.Request.Status}
+	var err error
+	if out.Attempts, err = toAttempts(st.Request.Attempts); err != nil {
+		return out, err
+	}
 	if st.Receipt == nil {
 		return out, nil
 	}

@@ -42,6 +42,7 @@ var publicTypes = []any{
 	client.ToolResultsResponse{}, client.Health{}, client.StreamTicket{}, client.Usage{},
 	client.MessagePartEvent{}, client.PreviewReset{}, client.QueueEvent{}, client.ActionRequired{}, client.StreamError{},
 	client.StructuredOutputPartial{},
+	client.Attempt{}, client.AttemptError{},
 }
 
 // typeDocs describe each component schema (keyed by Go type name).
@@ -53,6 +54,8 @@ var typeDocs = map[string]string{
 	"ChatMessage":            "A committed message. A receipt is an assistant message with `structured_output`.",
 	"StructuredOutput":       "The terminal outcome of a structured request, carried only by its receipt message.",
 	"StructuredOutputError":  "Why a structured request failed or was cancelled.",
+	"Attempt":                "One rejected attempt at a structured request's result (a finalization the server refused), with why.",
+	"AttemptError":           "One reason an attempt was rejected.",
 	"QueuedMessage":          "A message waiting for the running turn to finish.",
 	"ResponseFormat":         "Asks for structured output (`json_schema`) or ordinary text (`text`).",
 	"JSONSchemaFormat":       "Names and describes the output schema of a structured request.",
@@ -115,12 +118,29 @@ var fieldDocs = map[string]map[string]any{
 	"StructuredOutput.error":             {"description": "Present when `status` is `failed` or `cancelled`."},
 	"StructuredOutputError.code":         {"enum": client.ErrorCodes()},
 	"MessagePart.args_delta":             {"description": "A fragment of a tool call's arguments; only in `message_part` previews."},
-	"StructuredOutputError.message":      {"description": "A short sentence for people; do not parse it."},
 	"StructuredOutputPartial.request_id": {"description": "The structured request the finalizer call answers."},
 	"StructuredOutputPartial.seq":        {"description": "The `seq` of the last `message_part` fragment the value includes."},
 	"StructuredOutputPartial.value": {"description": "The parse of the arguments' prefix's `output` member: strings and " +
 		"containers closed where the prefix stops, a number, `true`, `false` or `null` only once complete, an object key only " +
 		"with its value. Each value of a call extends the previous one (strings grow, arrays and objects gain members)."},
+	"StructuredOutputError.message": {"description": "A short sentence; do not parse it. For `validation_exhausted` and `not_produced` it ends " +
+		"with the feedback the model got last (written for the model); `attempts` says the same for people and programs."},
+	"StructuredOutputError.attempts": {"description": "On a `failed` receipt: the request's rejected attempts, in order " +
+		"(at most 3, as many as it had). Absent when there were none."},
+	"Attempt.attempt": {"minimum": 1, "description": "Numbers the request's rejected attempts from 1."},
+	"Attempt.reason":  {"enum": client.AttemptReasons(), "description": "What kind of rejection it was."},
+	"Attempt.errors": {"maxItems": client.AttemptMaxErrors, "description": "The first 20 errors: for `invalid_value`, the schema keywords " +
+		"the value failed (validator order); otherwise one error whose keyword is a code."},
+	"Attempt.errors_total": {"minimum": 1, "description": "How many errors were found in all."},
+	"Attempt.truncated":    {"description": "True when `errors_total` is more than `errors` holds."},
+	"AttemptError.instance_path": {"description": "A JSON Pointer into the submitted value (`\"\"` is the whole value); " +
+		"at most 1,024 bytes, a longer one is cut and ends with `…`."},
+	"AttemptError.keyword": {"description": "The Draft-07 keyword that failed (`type`, `required`, `minLength`, `additionalProperties`, ...) " +
+		"or a code: `invalid_json`, `too_large`, `unstorable`, `arguments_shape`, `budget`, `internal`, or the attempt's reason " +
+		"(`text_only`, `ineligible_step`, `invalid_batch`, `provider_tools`, `schema_unavailable`)."},
+	"AttemptError.message": {"description": "A sentence for people, at most 512 bytes (a longer one is cut and ends with `…`); do not parse it."},
+	"StructuredOutputResult.attempts": {"description": "The request's rejected attempts so far, whatever its status: the repairs a " +
+		"`succeeded` request needed, or why a `failed` one failed (the same list as `error.attempts`). Absent when there were none."},
 	"QueuedMessage.structured_output_request_id": {"description": "Set when the queued message asks for structured output."},
 	"ResponseFormat.type":                        {"enum": []string{"text", "json_schema"}},
 	"ResponseFormat.json_schema":                 {"description": "Required with `json_schema`, forbidden with `text`."},

@@ -111,6 +111,12 @@ var fields = []field{
 		}
 		return nil
 	}},
+	{name: "Outcome.Error.Attempts", policy: encode, raw: func(p *Part, own bool) *json.RawMessage {
+		if e := outcomeErrorOf(p, own); e != nil {
+			return &e.Attempts
+		}
+		return nil
+	}},
 }
 
 // outcomeOf returns p.Outcome, made private first when own is set.

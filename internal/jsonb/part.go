@@ -76,6 +76,9 @@ type Outcome struct {
 type OutcomeError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Attempts is the ledger's list of rejected attempts, copied into a
+	// failed receipt (client.Attempt entries).
+	Attempts json.RawMessage `json:"attempts,omitempty"`
 }
 
 // Text returns a text part.

@@ -36,8 +36,10 @@ func partialsStep(r *mockllm.Request) (mockllm.Step, bool) {
 // TestSDK runs the SDK's own tests (node's test runner, sdk/typescript/test)
 // against a live chatd with a mock model: a message containing
 // "provider-fail" gets a provider error the runner does not retry, one
-// containing "hold-me" is not answered until chatd gives up the call, and
-// "partials-test" is answered as partialsStep says.
+// containing "hold-me" is not answered until chatd gives up the call,
+// "partials-test" is answered as partialsStep says; a structured request
+// whose message contains "invalid-always" is answered with invalid values
+// every time, one with "invalid-once" the first time.
 func TestSDK(t *testing.T) {
 	t.Parallel()
 	npm(t)
@@ -46,7 +48,18 @@ func TestSDK(t *testing.T) {
 			return st, true
 		}
 		last := r.Messages[len(r.Messages)-1]
+		first := ""
+		for _, m := range r.Messages {
+			if m.Role == "user" {
+				first = m.Content
+				break
+			}
+		}
 		switch {
+		case strings.Contains(first, "invalid-always"):
+			return mockllm.Step{Invalid: true}, true
+		case last.Role == "user" && strings.Contains(last.Content, "invalid-once"):
+			return mockllm.Step{Invalid: true}, true
 		case last.Role != "user":
 			return mockllm.Step{}, false
 		case strings.Contains(last.Content, "provider-fail"):

@@ -2,9 +2,12 @@ package runner
 
 import (
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/store"
+	"github.com/chatd/chatd/internal/validate"
 )
 
 // MaxRejections fails a structured request on its third rejected
@@ -16,17 +19,83 @@ const MaxRejections = 3
 // the failure that ends the request; why says what the last batch did
 // wrong. This is the one place the budget is decided: text-only endings,
 // invalid arguments, values and batches all come here.
-func reject(req *store.Request, p *store.Progress, validation bool, why string) *store.Outcome {
+//
+// kind is the rejection's kind and att what it did wrong, recorded for
+// users as the request's next attempt (p.Attempt).
+func reject(req *store.Request, p *store.Progress, kind string, att attemptErrors, why string) *store.Outcome {
 	p.Rejections++
-	if validation {
+	if kind == rejectValue {
 		p.ValidationRejections++
 	}
+	p.Attempt = att.attempt(int(req.Rejections+p.Rejections), kind)
 	if req.Rejections+p.Rejections < MaxRejections {
 		return nil
 	}
 	return &store.Outcome{RequestID: req.RequestID, Status: client.OutputFailed,
 		Code:    exhaustedCode(req.ValidationRejections + p.ValidationRejections),
 		Message: fmt.Sprintf("no valid result after %d attempts: %s", MaxRejections, why)}
+}
+
+// Caps of what an attempt records (docs/structured-output.md, "Rejected
+// attempts"): client.AttemptMaxErrors errors, each path and message cut on
+// a character boundary and marked with "…".
+const (
+	maxAttemptPathBytes    = 1024
+	maxAttemptMessageBytes = 512
+)
+
+// attemptErrors is what a rejected attempt did wrong, for users: the first
+// errors and how many there were in all.
+type attemptErrors struct {
+	errors []client.AttemptError
+	total  int
+}
+
+// oneError is an attempt refused for a single reason.
+func oneError(path, keyword, message string) attemptErrors {
+	return attemptErrors{errors: []client.AttemptError{{InstancePath: path, Keyword: keyword, Message: message}}, total: 1}
+}
+
+// valueErrors are a validation's errors.
+func valueErrors(res validate.Result) attemptErrors {
+	a := attemptErrors{total: res.Total}
+	for _, e := range res.Errors {
+		a.errors = append(a.errors, client.AttemptError{InstancePath: e.Location, Keyword: e.Keyword, Message: e.Message})
+	}
+	return a
+}
+
+// attempt is the ledger entry: capped, and made storable (jsonb holds
+// neither U+0000 nor invalid UTF-8).
+func (a attemptErrors) attempt(n int, kind string) *client.Attempt {
+	out := &client.Attempt{Attempt: n, Reason: client.AttemptReason(kind), Errors: []client.AttemptError{}, ErrorsTotal: max(a.total, len(a.errors))}
+	for _, e := range a.errors[:min(len(a.errors), client.AttemptMaxErrors)] {
+		out.Errors = append(out.Errors, client.AttemptError{
+			InstancePath: capText(storable(e.InstancePath), maxAttemptPathBytes),
+			Keyword:      capText(storable(e.Keyword), maxAttemptMessageBytes),
+			Message:      capText(storable(e.Message), maxAttemptMessageBytes),
+		})
+	}
+	out.Truncated = out.ErrorsTotal > len(out.Errors)
+	return out
+}
+
+// capText cuts s to at most n bytes, "…" included, on a character
+// boundary.
+func capText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n - len("…")
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
+}
+
+// storable replaces what jsonb cannot hold.
+func storable(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
 
 // exhaustedCode is the failure of a request that ends without a valid

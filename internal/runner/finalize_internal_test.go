@@ -24,26 +24,38 @@ func TestFinalizeEligibility(t *testing.T) {
 	for _, tc := range []struct {
 		name, finish, args, rejected string
 		wantValue, wantValidation    bool
+		code                         string // of the attempt's first error
 	}{
 		{name: "valid", finish: "tool-calls", args: `{"output":{"n":1}}`, wantValue: true},
 		{name: "valid after stop", finish: "stop", args: `{"output":{"n":1}}`, wantValue: true},
-		{name: "length", finish: "length", args: `{"output":{"n":1}}`},
-		{name: "content filter", finish: "content-filter", args: `{"output":{"n":1}}`},
-		{name: "interrupted", finish: "interrupted", args: `{"output":{"n":1}}`},
-		{name: "error", finish: "error", args: `{"output":{"n":1}}`},
-		{name: "rejected marker", finish: "tool-calls", args: `{}`, rejected: "too large"},
-		{name: "no wrapper", finish: "tool-calls", args: `{"n":1}`},
-		{name: "extra key", finish: "tool-calls", args: `{"output":{"n":1},"x":1}`},
-		{name: "duplicate key", finish: "tool-calls", args: `{"output":{"n":1},"output":{"n":2}}`},
-		{name: "huge exponent", finish: "tool-calls", args: `{"output":{"n":1e400}}`},
-		{name: "invalid value", finish: "tool-calls", args: `{"output":{"n":"one"}}`, wantValidation: true},
-		{name: "null output", finish: "tool-calls", args: `{"output":null}`, wantValidation: true},
+		{name: "length", finish: "length", args: `{"output":{"n":1}}`, code: rejectIneligible},
+		{name: "content filter", finish: "content-filter", args: `{"output":{"n":1}}`, code: rejectIneligible},
+		{name: "interrupted", finish: "interrupted", args: `{"output":{"n":1}}`, code: rejectIneligible},
+		{name: "error", finish: "error", args: `{"output":{"n":1}}`, code: rejectIneligible},
+		{name: "rejected marker", finish: "tool-calls", args: `{}`, rejected: "too large", code: "invalid_json"},
+		{name: "oversized marker", finish: "tool-calls", args: `{}`, rejected: argsOversized, code: "too_large"},
+		{name: "not JSON marker", finish: "tool-calls", args: `{}`, rejected: argsNotJSON, code: "invalid_json"},
+		{name: "scan marker", finish: "tool-calls", args: `{}`, rejected: argsUnacceptable + ` (/output/a: duplicate object key "a")`, code: "unstorable"},
+		{name: "deep marker", finish: "tool-calls", args: `{}`, rejected: argsUnacceptable + ` (/output/a: nested deeper than 33 levels)`, code: "too_large"},
+		{name: "no wrapper", finish: "tool-calls", args: `{"n":1}`, code: "arguments_shape"},
+		{name: "extra key", finish: "tool-calls", args: `{"output":{"n":1},"x":1}`, code: "arguments_shape"},
+		{name: "not an object", finish: "tool-calls", args: `[1]`, code: "arguments_shape"},
+		{name: "duplicate key", finish: "tool-calls", args: `{"output":{"n":1},"output":{"n":2}}`, code: "unstorable"},
+		{name: "huge exponent", finish: "tool-calls", args: `{"output":{"n":1e400}}`, code: "unstorable"},
+		{name: "invalid value", finish: "tool-calls", args: `{"output":{"n":"one"}}`, wantValidation: true, code: "type"},
+		{name: "null output", finish: "tool-calls", args: `{"output":null}`, wantValidation: true, code: "type"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			c := call(tc.args)
 			c.ArgsRejected = tc.rejected
-			res, value, kind := finalize(step(tc.finish), c, req)
+			res, value, kind, why := finalize(step(tc.finish), c, req)
+			if tc.wantValue != (len(why.errors) == 0) {
+				t.Fatalf("attempt errors %+v", why)
+			}
+			if !tc.wantValue && why.errors[0].Keyword != tc.code {
+				t.Fatalf("attempt errors %+v, want code %s", why.errors, tc.code)
+			}
 			validation := kind == rejectValue
 			if (value == nil) != (kind != "") {
 				t.Fatalf("value %s with rejection kind %q", value, kind)

@@ -225,9 +225,9 @@ func streamStep(ctx context.Context, lm fantasy.LanguageModel, call fantasy.Call
 			}
 			switch {
 			case c != nil && c.oversized || len(input) > maxToolInputBytes:
-				p.Args, p.ArgsRejected = json.RawMessage(`{}`), "the arguments exceeded the size limit"
+				p.Args, p.ArgsRejected = json.RawMessage(`{}`), argsOversized
 			case !json.Valid([]byte(input)):
-				p.Args, p.ArgsRejected = json.RawMessage(`{}`), "the arguments are not valid JSON"
+				p.Args, p.ArgsRejected = json.RawMessage(`{}`), argsNotJSON
 			default:
 				p.Args = json.RawMessage(input)
 			}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/chatd/chatd/client"
@@ -82,6 +83,7 @@ func (a *action) toolsCommit(ctx context.Context, step *parsed, calls []jsonb.Pa
 	waiting := false
 	var spawns []store.Spawn
 	children := 0 // calls a spawned child answers
+	var why attemptErrors // of the batch's rejection
 	switch {
 	case finalizers > 0 && providerRan:
 		// Provider-side tools of this batch already ran and cannot be
@@ -91,6 +93,7 @@ func (a *action) toolsCommit(ctx context.Context, step *parsed, calls []jsonb.Pa
 				"Call "+FinalizerName+" alone, in a message of its own."))
 		}
 		kind = rejectProviderTools
+		why = oneError("", rejectProviderTools, FinalizerName+" was called in a message that also ran provider-side tools")
 	case finalizers > 0 && len(calls) > 1:
 		// Invalid batch: nothing in it runs.
 		for _, c := range calls {
@@ -98,6 +101,8 @@ func (a *action) toolsCommit(ctx context.Context, step *parsed, calls []jsonb.Pa
 				"Run any other tools first, then call "+FinalizerName+" alone."))
 		}
 		kind = rejectBatch
+		why = oneError("", rejectBatch, fmt.Sprintf("%s was called beside other tool calls (%d calls, %d of them %s); it must be the only call of its message",
+			FinalizerName, len(calls), finalizers, FinalizerName))
 	default:
 		server := map[string]tools.Tool{}
 		for _, t := range a.opts.Tools {
@@ -120,12 +125,12 @@ func (a *action) toolsCommit(ctx context.Context, step *parsed, calls []jsonb.Pa
 			remote, isMCP := a.opts.MCP.Lookup(chat.Model, chat.MCPServers, c.ToolName)
 			switch {
 			case req != nil && c.ToolName == FinalizerName:
-				res, candidate, k := finalize(step, c, req)
+				res, candidate, k, w := finalize(step, c, req)
 				results = append(results, res)
 				if candidate != nil {
 					progress.SetCandidate, progress.Candidate, progress.CandidateCallID = true, candidate, c.ToolCallID
 				} else {
-					kind = k
+					kind, why = k, w
 				}
 			case c.ArgsRejected != "":
 				// Screened out before storage: the placeholder is never
@@ -168,7 +173,7 @@ func (a *action) toolsCommit(ctx context.Context, step *parsed, calls []jsonb.Pa
 	}
 	switch {
 	case kind != "":
-		if failed := reject(req, progress, kind == rejectValue, lastFeedback(results)); failed != nil {
+		if failed := reject(req, progress, kind, why, lastFeedback(results)); failed != nil {
 			commit.Outcomes, commit.End = []store.Outcome{*failed}, store.EndTurn
 		}
 	case waiting || children > 0:
@@ -282,21 +287,26 @@ func parseDynamicTools(raw json.RawMessage) ([]dynamicTool, error) {
 // the arguments must be exactly {"output": <value>}, and the value must
 // satisfy the request's schema. It returns the tool result and, when valid,
 // the candidate value; otherwise the kind of rejection (rejectValue when a
-// value was rejected by the schema rather than malformed or ineligible).
-func finalize(step *parsed, call jsonb.Part, req *store.Request) (jsonb.Part, json.RawMessage, string) {
+// value was rejected by the schema rather than malformed or ineligible) and
+// what was wrong, for users.
+func finalize(step *parsed, call jsonb.Part, req *store.Request) (jsonb.Part, json.RawMessage, string, attemptErrors) {
 	if call.ArgsRejected != "" {
-		return errorResult(call, "Rejected: "+call.ArgsRejected+". Call "+FinalizerName+" again with {\"output\": <value>}."), nil, rejectArguments
+		return errorResult(call, "Rejected: "+call.ArgsRejected+". Call "+FinalizerName+" again with {\"output\": <value>}."), nil, rejectArguments,
+			oneError("", argsCode(call.ArgsRejected), call.ArgsRejected)
 	}
 	if fr := ptrString(step.row.FinishReason); fr != "tool-calls" && fr != "stop" {
-		return errorResult(call, fmt.Sprintf("Rejected: the step ended with finish reason %q, so its arguments may be incomplete. Call %s again.", fr, FinalizerName)), nil, rejectIneligible
+		return errorResult(call, fmt.Sprintf("Rejected: the step ended with finish reason %q, so its arguments may be incomplete. Call %s again.", fr, FinalizerName)), nil, rejectIneligible,
+			oneError("", rejectIneligible, fmt.Sprintf("the step ended with finish reason %q, so its arguments may be incomplete", fr))
 	}
-	value, err := outputOf(call.Args)
+	value, code, err := outputOf(call.Args)
 	if err != nil {
-		return errorResult(call, "Rejected: "+err.Error()+". Call "+FinalizerName+" again with {\"output\": <value>}."), nil, rejectArguments
+		return errorResult(call, "Rejected: "+err.Error()+". Call "+FinalizerName+" again with {\"output\": <value>}."), nil, rejectArguments,
+			oneError("", code, err.Error())
 	}
 	schema, err := validate.CompileCached(req.Schema)
 	if err != nil {
-		return errorResult(call, "Rejected: the request's schema cannot be used."), nil, rejectUnusable
+		return errorResult(call, "Rejected: the request's schema cannot be used."), nil, rejectUnusable,
+			oneError("", rejectUnusable, "the request's schema cannot be used")
 	}
 	res := schema.Validate(value)
 	if !res.Valid() {
@@ -304,10 +314,38 @@ func finalize(step *parsed, call jsonb.Part, req *store.Request) (jsonb.Part, js
 		if len(msg) > maxFeedbackBytes {
 			msg = msg[:maxFeedbackBytes] + "…"
 		}
-		return errorResult(call, msg+" Fix the value and call "+FinalizerName+" again."), nil, rejectValue
+		return errorResult(call, msg+" Fix the value and call "+FinalizerName+" again."), nil, rejectValue, valueErrors(res)
 	}
-	return textResult(call, finalizerAccepted), value, ""
+	return textResult(call, finalizerAccepted), value, "", attemptErrors{}
 }
+
+// codeArgumentsShape is the attempt error code of finalizer arguments that
+// are JSON but not {"output": <value>}.
+const codeArgumentsShape = "arguments_shape"
+
+// argsCode classifies the reason a call's arguments were screened out
+// (jsonb.Part.ArgsRejected) as a code of validate's.
+func argsCode(reason string) string {
+	switch reason {
+	case argsOversized:
+		return validate.CodeTooLarge
+	case argsNotJSON:
+		return validate.CodeInvalidJSON
+	}
+	if rest, ok := strings.CutPrefix(reason, argsUnacceptable+" ("); ok {
+		if _, detail, ok := strings.Cut(rest, ": "); ok {
+			return validate.ScanCode(detail)
+		}
+	}
+	return validate.CodeInvalidJSON
+}
+
+// Reasons stored in jsonb.Part.ArgsRejected.
+const (
+	argsOversized    = "the arguments exceeded the size limit"
+	argsNotJSON      = "the arguments are not valid JSON"
+	argsUnacceptable = "the arguments are not acceptable JSON"
+)
 
 // screenArgs checks every tool call's raw argument bytes before the step is
 // committed, as seed 000 §5 asks for the finalizer: unsafe bytes are
@@ -331,7 +369,7 @@ func screenArgs(parts []jsonb.Part, structured bool) {
 		}
 		if err != nil {
 			parts[i].Args = json.RawMessage(`{}`)
-			parts[i].ArgsRejected = truncate("the arguments are not acceptable JSON ("+err.Error()+")", maxRejectedBytes)
+			parts[i].ArgsRejected = truncate(argsUnacceptable+" ("+err.Error()+")", maxRejectedBytes)
 		}
 	}
 }
@@ -357,21 +395,26 @@ var finalizerArgLimits = validate.Limits{
 	MaxNumberLen: validate.ValueLimits.MaxNumberLen,
 }
 
-// outputOf extracts the raw output value from {"output": <value>}.
-func outputOf(args json.RawMessage) (json.RawMessage, error) {
+// outputOf extracts the raw output value from {"output": <value>}; on
+// failure it says why as an attempt error code too.
+func outputOf(args json.RawMessage) (json.RawMessage, string, error) {
 	if _, err := validate.Decode(args, finalizerArgLimits); err != nil {
-		return nil, fmt.Errorf("the arguments are not acceptable JSON: %v", err)
+		code := validate.CodeInvalidJSON
+		if se, ok := err.(*validate.ScanError); ok {
+			code = validate.ScanCode(se.Detail)
+		}
+		return nil, code, fmt.Errorf("%s: %v", argsUnacceptable, err)
 	}
 	var wrapper map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(args))
 	if err := dec.Decode(&wrapper); err != nil || wrapper == nil {
-		return nil, fmt.Errorf(`the arguments must be an object {"output": <value>}`)
+		return nil, codeArgumentsShape, fmt.Errorf(`the arguments must be an object {"output": <value>}`)
 	}
 	out, ok := wrapper["output"]
 	if !ok || len(wrapper) != 1 {
-		return nil, fmt.Errorf(`the arguments must be exactly {"output": <value>}`)
+		return nil, codeArgumentsShape, fmt.Errorf(`the arguments must be exactly {"output": <value>}`)
 	}
-	return out, nil
+	return out, "", nil
 }
 
 func lastFeedback(results []jsonb.Part) string {

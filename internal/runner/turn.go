@@ -201,7 +201,8 @@ func (a *action) textEnding() (store.Commit, string) {
 		return store.Commit{End: store.EndTurn}, ""
 	}
 	p := &store.Progress{RequestID: req.RequestID}
-	if failed := reject(req, p, false, "the model ended its turn without calling "+FinalizerName); failed != nil {
+	why := "the model ended its turn without calling " + FinalizerName
+	if failed := reject(req, p, rejectTextOnly, oneError("", rejectTextOnly, why), why); failed != nil {
 		return store.Commit{Progress: p, Outcomes: []store.Outcome{*failed}, End: store.EndTurn}, rejectTextOnly
 	}
 	return store.Commit{

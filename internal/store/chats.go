@@ -336,7 +336,8 @@ func (s *Store) GetRequest(ctx context.Context, owner, requestID uuid.UUID) (Req
 		Description: row.Description, Schema: row.Schema, Status: row.Status, Rejections: row.Rejections,
 		ValidationRejections: row.ValidationRejections, Steps: row.Steps, Candidate: row.Candidate,
 		CandidateToolCallID: row.CandidateToolCallID, ErrorCode: row.ErrorCode, ErrorMessage: row.ErrorMessage,
-		ReceiptMessageID: row.ReceiptMessageID, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt, FinishedAt: row.FinishedAt})
+		ReceiptMessageID: row.ReceiptMessageID, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt, FinishedAt: row.FinishedAt,
+		Attempts: row.Attempts})
 	if row.ReceiptID != nil {
 		receipt := messageFrom(dbgen.ChatMessage{ID: *row.ReceiptID, ChatID: row.ChatID, Role: client.Role(row.ReceiptRole),
 			Kind: row.ReceiptKind, Visibility: string(VisibleUser), Content: row.ReceiptContent,

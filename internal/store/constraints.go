@@ -72,6 +72,8 @@ const (
 	RequestsCandidateHasCall        Constraint = "structured_requests_candidate_has_call"
 	RequestsErrorIffUnsuccessful    Constraint = "structured_requests_error_iff_unsuccessful"
 	RequestsReceiptMessageFk        Constraint = "structured_requests_receipt_message_fk"
+	// RequestsAttemptsList: attempts is a JSON list of at most rejections entries (migration 00009).
+	RequestsAttemptsList Constraint = "structured_requests_attempts_list"
 
 	MessagesPkey                    Constraint = "chat_messages_pkey"
 	MessagesChatIDFkey              Constraint = "chat_messages_chat_id_fkey"

@@ -128,12 +128,15 @@ type Request struct {
 	// value).
 	Candidate           json.RawMessage
 	CandidateToolCallID *string
-	ErrorCode           *client.ErrorCode
-	ErrorMessage        *string
-	ReceiptMessageID    *int64
-	CreatedAt           time.Time
-	UpdatedAt           time.Time
-	FinishedAt          *time.Time
+	// Attempts is the JSON list of rejected attempts (client.Attempt), one
+	// per rejection counted since migration 00009.
+	Attempts         json.RawMessage
+	ErrorCode        *client.ErrorCode
+	ErrorMessage     *string
+	ReceiptMessageID *int64
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+	FinishedAt       *time.Time
 }
 
 // User is an authenticated caller.
@@ -192,7 +195,7 @@ func requestFrom(r dbgen.StructuredRequest) Request {
 		Status: r.Status, Rejections: r.Rejections, ValidationRejections: r.ValidationRejections, Steps: r.Steps,
 		Candidate: r.Candidate, CandidateToolCallID: r.CandidateToolCallID, ErrorCode: r.ErrorCode,
 		ErrorMessage: r.ErrorMessage, ReceiptMessageID: r.ReceiptMessageID, CreatedAt: r.CreatedAt,
-		UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt,
+		UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt, Attempts: r.Attempts,
 	}
 }
 

@@ -211,6 +211,9 @@ type Progress struct {
 	Steps                int32
 	Rejections           int32
 	ValidationRejections int32
+	// Attempt, with a rejection, says why it was rejected: appended to the
+	// request's attempts.
+	Attempt *client.Attempt
 	// SetCandidate replaces the candidate with Candidate (nil clears it).
 	SetCandidate    bool
 	Candidate       json.RawMessage
@@ -227,6 +230,9 @@ type Outcome struct {
 	// Usage is the request's token sum (client.Usage's shape); the commit
 	// that writes the receipt fills it in.
 	Usage json.RawMessage
+	// Attempts is the ledger's list of rejected attempts, copied into a
+	// failed receipt (finishRequest sets it).
+	Attempts json.RawMessage
 }
 
 // End says how a commit leaves the chat.
@@ -344,8 +350,14 @@ func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 			}
 		}
 		if p := c.Progress; p != nil {
+			var attempts []byte
+			if p.Attempt != nil {
+				if attempts, err = json.Marshal([]client.Attempt{*p.Attempt}); err != nil {
+					return err
+				}
+			}
 			r, err := s.q.RequestRecordProgressIfPending(ctx, tx, dbgen.RequestRecordProgressIfPendingParams{
-				RequestID: p.RequestID, AddSteps: p.Steps, AddRejections: p.Rejections,
+				RequestID: p.RequestID, AddSteps: p.Steps, AddRejections: p.Rejections, AddAttempts: attempts,
 				AddValidationRejections: p.ValidationRejections, SetCandidate: p.SetCandidate,
 				Candidate: p.Candidate, CandidateToolCallID: nullString(p.CandidateCallID),
 			})
@@ -436,6 +448,9 @@ func (s *Store) finishRequest(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, 
 	if o.Usage, err = s.q.RequestUsageSum(ctx, tx, uuid.NullUUID{UUID: o.RequestID, Valid: true}); err != nil {
 		return nil, r, fmt.Errorf("sum the usage of %s: %w", o.RequestID, err)
 	}
+	if o.Status == client.OutputFailed && len(r.Attempts) > 0 && string(r.Attempts) != "[]" {
+		o.Attempts = r.Attempts // read in this transaction: the rejection that failed it included
+	}
 	receipt, err := s.insertMessage(ctx, tx, chatID, NewMessage{
 		Role: client.RoleAssistant, Kind: KindReceipt, Visibility: VisibleUser,
 		Parts:     ReceiptParts(o),
@@ -468,7 +483,7 @@ func ReceiptParts(o Outcome) []jsonb.Part {
 		out.Error = &jsonb.OutcomeError{Code: string(o.Code), Message: o.Message}
 		text = fmt.Sprintf("Structured output request cancelled (%s): %s", o.Code, o.Message)
 	default:
-		out.Error = &jsonb.OutcomeError{Code: string(o.Code), Message: o.Message}
+		out.Error = &jsonb.OutcomeError{Code: string(o.Code), Message: o.Message, Attempts: o.Attempts}
 		text = fmt.Sprintf("Structured output failed (%s): %s", o.Code, o.Message)
 	}
 	return []jsonb.Part{jsonb.Text(text), {Type: jsonb.PartOutcome, Outcome: out}}

@@ -709,7 +709,7 @@ func (e *estimate) checkPrecision(v *vnode, lits []*numInfo, keyword string) {
 
 func (e *estimate) flagImprecise(ni, other *numInfo, keyword string) {
 	e.imprecise = &ValueError{
-		Location: pointerOf(e.root, ni),
+		Location: pointerOf(e.root, ni), Keyword: keyword,
 		Message: fmt.Sprintf("number %s cannot be checked against %s: it differs from %s only beyond 64-bit float precision, which the validator compares; send it with fewer significant digits",
 			ni.lit, keyword, other.lit),
 	}

@@ -203,10 +203,39 @@ func compileDoc(doc any) (s *gojsonschema.Schema, err error) {
 }
 
 // ValueError is one validation failure. Location is a JSON Pointer into
-// the value ("" is the whole value).
+// the value ("" is the whole value); Keyword is the schema keyword that
+// failed (Draft-07 spelling: "type", "required", "minLength", ...) or, for a
+// value refused before validation, one of the codes below.
 type ValueError struct {
 	Location string `json:"location"`
+	Keyword  string `json:"keyword"`
 	Message  string `json:"message"`
+}
+
+// Codes of values refused before the schema is applied (ValueError.Keyword).
+const (
+	CodeInvalidJSON = "invalid_json" // not one JSON value (syntax, trailing data, invalid UTF-8)
+	CodeTooLarge    = "too_large"    // beyond the value limits: bytes, nesting, values, key or number length
+	CodeUnstorable  = "unstorable"   // PostgreSQL jsonb could not hold it exactly: U+0000, lone surrogates, duplicate keys, numbers
+	CodeBudget      = "budget"       // too expensive to validate (TooExpensive)
+	CodeInternal    = "internal"     // the validator failed
+)
+
+// ScanCode classifies a refusal of the strict scan (Decode) as one of
+// CodeInvalidJSON, CodeTooLarge or CodeUnstorable, from its detail: the
+// scan's messages start with what went wrong (TestScanCode covers each).
+func ScanCode(detail string) string {
+	switch {
+	case strings.HasPrefix(detail, "invalid JSON"), strings.HasPrefix(detail, "unexpected data after"),
+		strings.HasPrefix(detail, "invalid UTF-8"):
+		return CodeInvalidJSON
+	case strings.HasPrefix(detail, "document is "), strings.HasPrefix(detail, "more than "),
+		strings.HasPrefix(detail, "nested deeper"), strings.HasPrefix(detail, "object key is "),
+		strings.HasPrefix(detail, "number literal is "):
+		return CodeTooLarge
+	default:
+		return CodeUnstorable
+	}
 }
 
 // Result of validating a value.
@@ -243,8 +272,8 @@ var TooExpensive = fmt.Sprintf("the value is too expensive to validate against t
 	"(its worst-case validation work is estimated above the budget of %d ms or %d MiB); send a smaller value",
 	int(BudgetTime/1e6), BudgetBytes>>20)
 
-func failure(location, message string) Result {
-	return Result{Errors: []ValueError{{Location: location, Message: message}}, Total: 1}
+func failure(location, keyword, message string) Result {
+	return Result{Errors: []ValueError{{Location: location, Keyword: keyword, Message: message}}, Total: 1}
 }
 
 // Validate checks a raw value: the strict scan (ValueLimits), the cost
@@ -254,13 +283,13 @@ func (s *Schema) Validate(raw []byte) (res Result) {
 	v, err := decodeTree(raw, valueLimits)
 	if err != nil {
 		if se, ok := err.(*ScanError); ok {
-			return failure(se.Pointer, se.Detail)
+			return failure(se.Pointer, ScanCode(se.Detail), se.Detail)
 		}
-		return failure("", err.Error())
+		return failure("", CodeInvalidJSON, err.Error())
 	}
 	est := estimateCost(s.model, v, len(raw))
 	if est.over {
-		return failure("", TooExpensive)
+		return failure("", CodeBudget, TooExpensive)
 	}
 	if est.imprecise != nil {
 		return Result{Errors: []ValueError{*est.imprecise}, Total: 1}
@@ -280,12 +309,12 @@ func (s *Schema) run(doc any) (res Result) {
 	defer func() { <-slots }()
 	defer func() {
 		if r := recover(); r != nil {
-			res = failure("", "the value cannot be validated (internal error in the validator)")
+			res = failure("", CodeInternal, "the value cannot be validated (internal error in the validator)")
 		}
 	}()
 	out, err := s.compiled.Validate(docLoader{doc})
 	if err != nil {
-		return failure("", "the value cannot be validated: "+err.Error())
+		return failure("", CodeInternal, "the value cannot be validated: "+err.Error())
 	}
 	return convert(out.Errors())
 }
@@ -309,7 +338,7 @@ func convert(errs []gojsonschema.ResultError) Result {
 		}
 		r.Total++
 		if len(r.Errors) < MaxReportedErrors {
-			r.Errors = append(r.Errors, ValueError{Location: location(e), Message: describe(e)})
+			r.Errors = append(r.Errors, ValueError{Location: location(e), Keyword: keyword(e.Type()), Message: describe(e)})
 		}
 	}
 	return r
@@ -346,6 +375,30 @@ func detail(e gojsonschema.ResultError, key string) string {
 		return s
 	}
 	return fmt.Sprint(v)
+}
+
+// errorKeywords maps the library's error types to the Draft-07 keyword that
+// failed.
+var errorKeywords = map[string]string{
+	"false": "false", "required": "required", "invalid_type": "type",
+	"number_any_of": "anyOf", "number_one_of": "oneOf", "number_all_of": "allOf", "number_not": "not",
+	"condition_then": "then", "condition_else": "else", "missing_dependency": "dependencies",
+	"const": "const", "enum": "enum", "array_no_additional_items": "additionalItems",
+	"array_min_items": "minItems", "array_max_items": "maxItems", "unique": "uniqueItems", "contains": "contains",
+	"array_min_properties": "minProperties", "array_max_properties": "maxProperties",
+	"additional_property_not_allowed": "additionalProperties", "invalid_property_name": "propertyNames",
+	"string_gte": "minLength", "string_lte": "maxLength", "pattern": "pattern", "format": "format",
+	"multiple_of": "multipleOf", "number_gte": "minimum", "number_gt": "exclusiveMinimum",
+	"number_lte": "maximum", "number_lt": "exclusiveMaximum",
+}
+
+// keyword is the Draft-07 keyword of a library error type (the type itself
+// for one we do not know, which TestKeywords makes sure does not happen).
+func keyword(typ string) string {
+	if k, ok := errorKeywords[typ]; ok {
+		return k
+	}
+	return typ
 }
 
 // describe renders one error in our words from its type and details.

@@ -11,11 +11,13 @@ SELECT r.* FROM structured_requests r JOIN chats c ON c.id = r.chat_id
 WHERE r.request_id = @request_id AND c.owner_id = @owner_id;
 
 -- name: RequestRecordProgressIfPending :one
--- Adds a step and/or a rejection to a pending request and, when asked, replaces
--- or clears its candidate, in the transaction that commits the evidence.
+-- Adds a step and/or a rejection (with its entry in attempts) to a pending
+-- request and, when asked, replaces or clears its candidate, in the
+-- transaction that commits the evidence.
 UPDATE structured_requests
 SET steps = steps + @add_steps::integer,
     rejections = rejections + @add_rejections::integer,
+    attempts = attempts || coalesce(sqlc.narg(add_attempts)::jsonb, '[]'),
     validation_rejections = validation_rejections + @add_validation_rejections::integer,
     candidate = CASE WHEN @set_candidate::boolean THEN sqlc.narg(candidate)::jsonb ELSE candidate END,
     candidate_tool_call_id = CASE WHEN @set_candidate::boolean THEN sqlc.narg(candidate_tool_call_id)::text ELSE candidate_tool_call_id END

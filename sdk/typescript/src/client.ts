@@ -18,6 +18,9 @@ export type StructuredOutputResult = Schemas["StructuredOutputResult"];
 export type StructuredOutputError = Schemas["StructuredOutputError"];
 /** Tokens of provider steps by kind; null: the provider did not report that figure (not zero). */
 export type Usage = Schemas["Usage"];
+/** A rejected attempt at a structured result, with why (error.attempts, and the lookup's attempts). */
+export type Attempt = Schemas["Attempt"];
+export type AttemptError = Schemas["AttemptError"];
 
 export interface ClientOptions {
   /** The server, e.g. http://127.0.0.1:8080. */

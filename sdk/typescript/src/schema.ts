@@ -344,6 +344,37 @@ export interface components {
         ActionRequired: {
             tool_calls: components["schemas"]["ToolCall"][];
         };
+        /** @description One rejected attempt at a structured request's result (a finalization the server refused), with why. */
+        Attempt: {
+            /**
+             * Format: int32
+             * @description Numbers the request's rejected attempts from 1.
+             */
+            attempt: number;
+            /** @description The first 20 errors: for `invalid_value`, the schema keywords the value failed (validator order); otherwise one error whose keyword is a code. */
+            errors: components["schemas"]["AttemptError"][];
+            /**
+             * Format: int32
+             * @description How many errors were found in all.
+             */
+            errors_total: number;
+            /**
+             * @description What kind of rejection it was.
+             * @enum {string}
+             */
+            reason: "invalid_value" | "invalid_arguments" | "text_only" | "ineligible_step" | "invalid_batch" | "provider_tools" | "schema_unavailable";
+            /** @description True when `errors_total` is more than `errors` holds. */
+            truncated: boolean;
+        };
+        /** @description One reason an attempt was rejected. */
+        AttemptError: {
+            /** @description A JSON Pointer into the submitted value (`""` is the whole value); at most 1,024 bytes, a longer one is cut and ends with `…`. */
+            instance_path: string;
+            /** @description The Draft-07 keyword that failed (`type`, `required`, `minLength`, `additionalProperties`, ...) or a code: `invalid_json`, `too_large`, `unstorable`, `arguments_shape`, `budget`, `internal`, or the attempt's reason (`text_only`, `ineligible_step`, `invalid_batch`, `provider_tools`, `schema_unavailable`). */
+            keyword: string;
+            /** @description A sentence for people, at most 512 bytes (a longer one is cut and ends with `…`); do not parse it. */
+            message: string;
+        };
         /** @description A conversation owned by one user. */
         Chat: {
             /** Format: date-time */
@@ -649,9 +680,11 @@ export interface components {
         };
         /** @description Why a structured request failed or was cancelled. */
         StructuredOutputError: {
+            /** @description On a `failed` receipt: the request's rejected attempts, in order (at most 3, as many as it had). Absent when there were none. */
+            attempts?: components["schemas"]["Attempt"][];
             /** @enum {string} */
             code: "validation_exhausted" | "not_produced" | "configuration_error" | "provider_error" | "refused" | "hook_failed" | "interrupted" | "queue_deleted" | "superseded";
-            /** @description A short sentence for people; do not parse it. */
+            /** @description A short sentence; do not parse it. For `validation_exhausted` and `not_produced` it ends with the feedback the model got last (written for the model); `attempts` says the same for people and programs. */
             message: string;
         };
         /** @description Stream event `structured_output_partial`: the value the finalizer call's arguments show so far, while the model writes them. Never a result: it may still fail validation, and `preview_reset` voids it. */
@@ -675,6 +708,8 @@ export interface components {
         };
         /** @description The state of a structured request by its UUID. */
         StructuredOutputResult: {
+            /** @description The request's rejected attempts so far, whatever its status: the repairs a `succeeded` request needed, or why a `failed` one failed (the same list as `error.attempts`). Absent when there were none. */
+            attempts?: components["schemas"]["Attempt"][];
             /** Format: uuid */
             chat_id: string;
             error?: components["schemas"]["StructuredOutputError"];

@@ -6,7 +6,7 @@ import type { AddressInfo } from "node:net";
 import { randomUUID } from "node:crypto";
 import { test } from "node:test";
 import { z } from "zod";
-import { ChatdClient, ChatdError, partials, type PartialEvent, type StreamEvent } from "../src/index.js";
+import { type Attempt, type AttemptError, ChatdClient, ChatdError, partials, type PartialEvent, type StreamEvent } from "../src/index.js";
 import { responseFormat, schemaFromZod } from "../src/zod.js";
 
 const baseUrl = process.env["CHATD_URL"] ?? "";
@@ -30,6 +30,32 @@ test("createChat + waitStructuredOutput with a zod parser", async () => {
     assert.equal(typeof command, "string");
   }
   assert.equal(res.chat_id, created.chat.id);
+});
+
+test("rejected attempts: on the failed result's error, and on the lookup of a repaired one", async () => {
+  const c = new ChatdClient({ baseUrl, token });
+  const ask = async (text: string) => {
+    const created = await c.createChat({ content: [{ type: "text", text }], response_format: responseFormat("report", Report) });
+    const requestId = created.messages[0]?.structured_output_request_id;
+    assert.ok(requestId);
+    return c.waitStructuredOutput(requestId, { schema: Report });
+  };
+  const failed = await ask("invalid-always: report the test command.");
+  assert.equal(failed.status, "failed");
+  if (failed.status === "failed") {
+    assert.equal(failed.error.code, "validation_exhausted");
+    const attempts: Attempt[] = failed.error.attempts ?? [];
+    assert.deepEqual(attempts.map((a) => [a.attempt, a.reason]), [[1, "invalid_value"], [2, "invalid_value"], [3, "invalid_value"]]);
+    for (const a of attempts) {
+      const e: AttemptError | undefined = a.errors[0];
+      assert.ok(e && typeof e.instance_path === "string" && e.keyword !== "" && e.message !== "");
+      assert.equal(a.truncated, a.errors_total > a.errors.length);
+    }
+    assert.deepEqual(failed.attempts, attempts);
+  }
+  const repaired = await ask("invalid-once: report the test command.");
+  assert.equal(repaired.status, "succeeded");
+  assert.deepEqual(repaired.attempts?.map((a) => a.reason), ["invalid_value"]);
 });
 
 test("schemaFromZod gives a schema the server admits, without $schema", () => {
