@@ -126,12 +126,13 @@ func TestExampleScript(t *testing.T) {
 	if _, err := os.Stat(filepath.Join("..", "..", "docs", "mockllm.md")); err != nil {
 		t.Fatalf("the script format is documented in docs/mockllm.md: %v", err)
 	}
-	var hold, weather bool
+	var hold, weather, sloppy bool
 	for _, r := range sc.Rules {
 		hold = hold || r.Contains == "hold" && r.Step.Hold
 		weather = weather || r.Contains == "weather" && r.Tool == "get_weather" && len(r.Step.ToolCalls) == 1
+		sloppy = sloppy || r.Contains == "sloppy" && r.Tool == "coder_structured_output" && string(r.Step.Value) == `{"command": ""}`
 	}
-	if !hold || !weather {
-		t.Fatalf("examples/mockllm.json lacks the hold or weather rule: %+v", sc.Rules)
+	if !hold || !weather || !sloppy {
+		t.Fatalf("examples/mockllm.json lacks the hold, weather or sloppy rule: %+v", sc.Rules)
 	}
 }
