@@ -241,6 +241,9 @@ func TestTwoFinalizersThenOne(t *testing.T) {
 	if rejections != 1 || validation != 0 {
 		t.Fatalf("rejections %d validation %d, want one batch rejection", rejections, validation)
 	}
+	if len(res.Attempts) != 1 || res.Attempts[0].Reason != client.AttemptInvalidBatch || res.Attempts[0].Errors[0].Keyword != "invalid_batch" {
+		t.Fatalf("attempts %+v", res.Attempts)
+	}
 }
 
 func TestOrdinaryChatFinishesOnText(t *testing.T) {
