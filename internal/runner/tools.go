@@ -82,7 +82,7 @@ func (a *action) toolsCommit(ctx context.Context, step *parsed, calls []jsonb.Pa
 	}
 	waiting := false
 	var spawns []store.Spawn
-	children := 0 // calls a spawned child answers
+	children := 0         // calls a spawned child answers
 	var why attemptErrors // of the batch's rejection
 	switch {
 	case finalizers > 0 && providerRan:
