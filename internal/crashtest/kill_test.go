@@ -223,6 +223,8 @@ type cluster struct {
 	mockURL string
 	ws      string
 	workers int
+	// hookURL, when set, is a webhook receiver every server delivers to.
+	hookURL string
 	token   string
 	// users, when set, are the tokens of more users: driver id acts as
 	// users[id%len(users)]. owners maps each chat a driver created to its
@@ -256,7 +258,11 @@ func (c *cluster) start(slot int) {
 	c.gen++
 	name := fmt.Sprintf("s%dg%d", slot, c.gen)
 	c.mu.Unlock()
-	s := startServer(c.t, serverOpts{Name: name, DB: c.db, Config: writeConfig(c.t, c.mockURL, c.ws, name), Workers: c.workers, Quiet: true})
+	cfg := writeConfig(c.t, c.mockURL, c.ws, name)
+	if c.hookURL != "" {
+		withWebhook(c.t, cfg, c.hookURL)
+	}
+	s := startServer(c.t, serverOpts{Name: name, DB: c.db, Config: cfg, Workers: c.workers, Quiet: true})
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if slot == len(c.slots) {
@@ -553,7 +559,13 @@ func TestKillRestart(t *testing.T) {
 	mockSrv := httptest.NewServer(tr.wrap(mock))
 	t.Cleanup(mockSrv.Close)
 
-	c := &cluster{t: t, db: db, mockURL: mockSrv.URL, ws: workspace(t), workers: 2, procs: map[string]int{}}
+	// Every receipt is also delivered to a webhook receiver, whatever
+	// the kills cut off (it answers every fourth POST 500).
+	recv := newHookReceiver(t)
+	hookSrv := httptest.NewServer(recv)
+	t.Cleanup(hookSrv.Close)
+
+	c := &cluster{t: t, db: db, mockURL: mockSrv.URL, ws: workspace(t), workers: 2, procs: map[string]int{}, hookURL: hookSrv.URL}
 	c.start(0) // migrates
 	c.token = newToken(t, db, "alice")
 	c.start(1)
@@ -603,6 +615,7 @@ func TestKillRestart(t *testing.T) {
 	outcomes := auditRequests(t, pool, seen)
 	auditInputs(t, pool, sent.inputs)
 	fol.verify()
+	recv.verifyDelivered(t, pool)
 	if slot0Kills > 0 && fol.stream.Reconnects == 0 {
 		t.Errorf("slot 0 was killed %d times, but the stream through it never reconnected", slot0Kills)
 	}
