@@ -81,7 +81,7 @@ type Verdict struct {
 func (o *Observation) Verdict() Verdict {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	v := Verdict{Seen: o.seen, Raw: o.finish, Refusal: o.refusal.String(), Incomplete: o.seen && !o.terminal, Reported: Reported(o.usage)}
+	v := Verdict{Seen: o.seen, Raw: o.finish, Refusal: o.refusal.String(), Incomplete: o.seen && !o.terminal, Reported: o.usage}
 	v.Refused = v.Refusal != ""
 	switch o.api {
 	case apiChat:
