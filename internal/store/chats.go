@@ -327,11 +327,24 @@ type RequestState struct {
 // GetRequest returns the owner's structured request and its receipt, read
 // in one statement.
 func (s *Store) GetRequest(ctx context.Context, owner, requestID uuid.UUID) (RequestState, error) {
-	var st RequestState
 	row, err := s.q.RequestGetForOwnerWithReceipt(ctx, s.pool, dbgen.RequestGetForOwnerWithReceiptParams{RequestID: requestID, OwnerID: owner})
 	if err != nil {
-		return st, mapError(err)
+		return RequestState{}, mapError(err)
 	}
+	return requestStateFrom(row), nil
+}
+
+// RequestCompaction asks for the chat's older history to be summarised at
+// the start of its next step (or of its next turn, if it is idle).
+func (s *Store) RequestCompaction(ctx context.Context, owner, chatID uuid.UUID) (Chat, error) {
+	c, err := s.q.ChatRequestCompaction(ctx, s.pool, dbgen.ChatRequestCompactionParams{ID: chatID, OwnerID: owner})
+	return chatFrom(c), mapError(err)
+}
+
+// requestStateFrom is a request with its receipt, as the lookup (and the
+// webhook payload, whose row has the same columns) reads it.
+func requestStateFrom(row dbgen.RequestGetForOwnerWithReceiptRow) RequestState {
+	var st RequestState
 	st.Request = requestFrom(dbgen.StructuredRequest{RequestID: row.RequestID, ChatID: row.ChatID, Name: row.Name,
 		Description: row.Description, Schema: row.Schema, Status: row.Status, Rejections: row.Rejections,
 		ValidationRejections: row.ValidationRejections, Steps: row.Steps, Candidate: row.Candidate,
@@ -344,12 +357,5 @@ func (s *Store) GetRequest(ctx context.Context, owner, requestID uuid.UUID) (Req
 			StructuredRequestID: uuid.NullUUID{UUID: row.RequestID, Valid: true}, CreatedAt: *row.ReceiptCreatedAt})
 		st.Receipt = &receipt
 	}
-	return st, nil
-}
-
-// RequestCompaction asks for the chat's older history to be summarised at
-// the start of its next step (or of its next turn, if it is idle).
-func (s *Store) RequestCompaction(ctx context.Context, owner, chatID uuid.UUID) (Chat, error) {
-	c, err := s.q.ChatRequestCompaction(ctx, s.pool, dbgen.ChatRequestCompactionParams{ID: chatID, OwnerID: owner})
-	return chatFrom(c), mapError(err)
+	return st
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/dbgen"
 )
 
@@ -107,21 +106,9 @@ func (s *Store) DeliveryFailed(ctx context.Context, d Delivery, status int, reas
 // RequestForDelivery reads a request and its receipt, whoever owns it (the
 // webhook payload is the receipt as the API's lookup renders it).
 func (s *Store) RequestForDelivery(ctx context.Context, requestID uuid.UUID) (RequestState, error) {
-	var st RequestState
 	row, err := s.q.RequestGetWithReceipt(withPurpose(ctx, "webhook_read"), s.pool, requestID)
 	if err != nil {
-		return st, mapError(err)
+		return RequestState{}, mapError(err)
 	}
-	st.Request = requestFrom(dbgen.StructuredRequest{RequestID: row.RequestID, ChatID: row.ChatID, Name: row.Name,
-		Description: row.Description, Schema: row.Schema, Status: row.Status, Rejections: row.Rejections,
-		ValidationRejections: row.ValidationRejections, Steps: row.Steps, Candidate: row.Candidate,
-		CandidateToolCallID: row.CandidateToolCallID, ErrorCode: row.ErrorCode, ErrorMessage: row.ErrorMessage,
-		ReceiptMessageID: row.ReceiptMessageID, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt, FinishedAt: row.FinishedAt})
-	if row.ReceiptID != nil {
-		receipt := messageFrom(dbgen.ChatMessage{ID: *row.ReceiptID, ChatID: row.ChatID, Role: client.Role(row.ReceiptRole),
-			Kind: row.ReceiptKind, Visibility: string(VisibleUser), Content: row.ReceiptContent,
-			StructuredRequestID: uuid.NullUUID{UUID: row.RequestID, Valid: true}, CreatedAt: *row.ReceiptCreatedAt})
-		st.Receipt = &receipt
-	}
-	return st, nil
+	return requestStateFrom(dbgen.RequestGetForOwnerWithReceiptRow(row)), nil
 }

@@ -340,6 +340,15 @@ func TestFailedAndCancelledEvents(t *testing.T) {
 	if d.Payload.Data.Status != client.OutputCancelled || d.Payload.Data.Error == nil || d.Payload.Data.RequestID != second {
 		t.Errorf("cancelled payload %s", d.Raw)
 	}
+	// The failed payload is the lookup's answer, its rejected attempts included.
+	look, err := c.GetStructuredOutput(t.Context(), first, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := all.deliveries()[first.String()+".all"][0]
+	if len(look.Attempts) == 0 || len(f.Payload.Data.Attempts) != len(look.Attempts) {
+		t.Errorf("failed payload has %d attempts, the lookup %d: %s", len(f.Payload.Data.Attempts), len(look.Attempts), f.Raw)
+	}
 }
 
 // An endpoint answering 500 is retried with backoff until it answers 2xx.
