@@ -180,6 +180,58 @@ func (q *Queries) MessageInsert(ctx context.Context, db DBTX, arg MessageInsertP
 	return i, err
 }
 
+const messageInsertRows = `-- name: MessageInsertRows :many
+INSERT INTO chat_messages (chat_id, role, kind, visibility, content, structured_request_id, finish_reason, usage)
+SELECT $1::uuid, r.m->>'role', r.m->>'kind', r.m->>'visibility', r.m->'content',
+       (r.m->>'structured_request_id')::uuid, r.m->>'finish_reason', r.m->'usage'
+FROM jsonb_array_elements($2::jsonb) WITH ORDINALITY AS r(m, n)
+ORDER BY r.n
+RETURNING id, chat_id, role, kind, visibility, content, structured_request_id, finish_reason, usage, compressed, deleted, revision, created_at
+`
+
+type MessageInsertRowsParams struct {
+	ChatID uuid.UUID
+	Rows   json.RawMessage
+}
+
+// Inserts a worker commit's messages in one statement (one round trip): rows
+// is a JSON array of objects with MessageInsert's parameters as keys (an
+// absent key is NULL, or the column default for kind and visibility). Ids
+// are taken in the array's order, and the rows return in that order.
+func (q *Queries) MessageInsertRows(ctx context.Context, db DBTX, arg MessageInsertRowsParams) ([]ChatMessage, error) {
+	rows, err := db.Query(ctx, messageInsertRows, arg.ChatID, arg.Rows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ChatMessage
+	for rows.Next() {
+		var i ChatMessage
+		if err := rows.Scan(
+			&i.ID,
+			&i.ChatID,
+			&i.Role,
+			&i.Kind,
+			&i.Visibility,
+			&i.Content,
+			&i.StructuredRequestID,
+			&i.FinishReason,
+			&i.Usage,
+			&i.Compressed,
+			&i.Deleted,
+			&i.Revision,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const messageLastAssistant = `-- name: MessageLastAssistant :one
 SELECT id, chat_id, role, kind, visibility, content, structured_request_id, finish_reason, usage, compressed, deleted, revision, created_at FROM chat_messages
 WHERE chat_id = $1 AND NOT deleted AND kind = 'message' AND role = 'assistant' AND visibility IN ('user', 'both')

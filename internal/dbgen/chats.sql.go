@@ -294,6 +294,62 @@ func (q *Queries) ChatDetachChildren(ctx context.Context, db DBTX, parentID uuid
 	return items, nil
 }
 
+const chatEndTurnIfQueueEmpty = `-- name: ChatEndTurnIfQueueEmpty :one
+UPDATE chats
+SET status = $1,
+    worker_id = NULL,
+    lease_expires_at = NULL,
+    last_error = $2,
+    requires_action_deadline = NULL
+WHERE chats.id = $3 AND NOT EXISTS (SELECT 1 FROM chat_queued_messages q WHERE q.chat_id = $3)
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state
+`
+
+type ChatEndTurnIfQueueEmptyParams struct {
+	Status    client.ChatStatus
+	LastError json.RawMessage
+	ID        uuid.UUID
+}
+
+// Ends a turn after a lock taken earlier in the same transaction, when the
+// queue is empty: the chat goes to @status (waiting, or error with its
+// last error) without an owner. No row: a message is queued, and the caller
+// promotes it instead. The statement's snapshot is taken after the lock, so
+// a message queued before it is seen; one queued later waits for the lock.
+func (q *Queries) ChatEndTurnIfQueueEmpty(ctx context.Context, db DBTX, arg ChatEndTurnIfQueueEmptyParams) (Chat, error) {
+	row := db.QueryRow(ctx, chatEndTurnIfQueueEmpty, arg.Status, arg.LastError, arg.ID)
+	var i Chat
+	err := row.Scan(
+		&i.ID,
+		&i.OwnerID,
+		&i.ParentChatID,
+		&i.Title,
+		&i.Model,
+		&i.SystemPrompt,
+		&i.Mode,
+		&i.DynamicTools,
+		&i.Status,
+		&i.WorkerID,
+		&i.LeaseExpiresAt,
+		&i.SnapshotVersion,
+		&i.SnapshotXact,
+		&i.HistoryVersion,
+		&i.GenerationAttempt,
+		&i.LastError,
+		&i.RequiresActionDeadline,
+		&i.CompactionRequestedAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.McpServers,
+		&i.SpawnAgents,
+		&i.SpawnDepth,
+		&i.SpawnMessageID,
+		&i.SpawnToolCallID,
+		&i.SpawnState,
+	)
+	return i, err
+}
+
 const chatGet = `-- name: ChatGet :one
 SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state FROM chats WHERE id = $1
 `

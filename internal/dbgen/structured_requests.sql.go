@@ -17,32 +17,33 @@ import (
 const requestFinishIfPending = `-- name: RequestFinishIfPending :one
 UPDATE structured_requests
 SET status = $1,
-    receipt_message_id = $2,
+    receipt_message_id = (SELECT m.id FROM chat_messages m
+                          WHERE m.structured_request_id = $2::uuid AND m.kind = 'receipt'),
     error_code = $3,
     error_message = $4,
     candidate = NULL,
     candidate_tool_call_id = NULL
-WHERE request_id = $5 AND status = 'pending'
+WHERE request_id = $2 AND status = 'pending'
 RETURNING request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at, attempts
 `
 
 type RequestFinishIfPendingParams struct {
-	Status           client.RequestStatus
-	ReceiptMessageID *int64
-	ErrorCode        *client.ErrorCode
-	ErrorMessage     *string
-	RequestID        uuid.UUID
+	Status       client.RequestStatus
+	RequestID    uuid.UUID
+	ErrorCode    *client.ErrorCode
+	ErrorMessage *string
 }
 
-// Closes a pending request with its receipt (inserted earlier in the same
-// transaction). The guard trigger refuses any other change to a finished row.
+// Closes a pending request with its receipt, inserted earlier in the same
+// transaction: the request's one receipt (chat_messages_one_receipt_per_request),
+// found here so that the two statements can be sent together. The guard
+// trigger refuses a finish without it and any change to a finished row.
 func (q *Queries) RequestFinishIfPending(ctx context.Context, db DBTX, arg RequestFinishIfPendingParams) (StructuredRequest, error) {
 	row := db.QueryRow(ctx, requestFinishIfPending,
 		arg.Status,
-		arg.ReceiptMessageID,
+		arg.RequestID,
 		arg.ErrorCode,
 		arg.ErrorMessage,
-		arg.RequestID,
 	)
 	var i StructuredRequest
 	err := row.Scan(
@@ -444,7 +445,16 @@ SET steps = steps + $1::integer,
     candidate = CASE WHEN $5::boolean THEN $6::jsonb ELSE candidate END,
     candidate_tool_call_id = CASE WHEN $5::boolean THEN $7::text ELSE candidate_tool_call_id END
 WHERE request_id = $8 AND status = 'pending'
-RETURNING request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at, attempts
+RETURNING structured_requests.request_id, structured_requests.chat_id, structured_requests.name, structured_requests.description, structured_requests.schema, structured_requests.status, structured_requests.rejections, structured_requests.validation_rejections, structured_requests.steps, structured_requests.candidate, structured_requests.candidate_tool_call_id, structured_requests.error_code, structured_requests.error_message, structured_requests.receipt_message_id, structured_requests.created_at, structured_requests.updated_at, structured_requests.finished_at, structured_requests.attempts, (CASE WHEN $9::boolean THEN (
+    SELECT jsonb_build_object(
+        'input_tokens', sum((m.usage->>'input_tokens')::bigint),
+        'output_tokens', sum((m.usage->>'output_tokens')::bigint),
+        'cache_read_tokens', sum((m.usage->>'cache_read_tokens')::bigint),
+        'cache_write_tokens', sum((m.usage->>'cache_write_tokens')::bigint),
+        'reasoning_tokens', sum((m.usage->>'reasoning_tokens')::bigint))
+    FROM chat_messages m
+    WHERE m.structured_request_id = $8 AND m.kind = 'message' AND m.role = 'assistant' AND m.usage IS NOT NULL
+) END)::jsonb AS usage
 `
 
 type RequestRecordProgressIfPendingParams struct {
@@ -456,12 +466,21 @@ type RequestRecordProgressIfPendingParams struct {
 	Candidate               json.RawMessage
 	CandidateToolCallID     *string
 	RequestID               uuid.UUID
+	SumUsage                bool
+}
+
+type RequestRecordProgressIfPendingRow struct {
+	StructuredRequest StructuredRequest
+	Usage             json.RawMessage
 }
 
 // Adds a step and/or a rejection (with its entry in attempts) to a pending
 // request and, when asked, replaces or clears its candidate, in the
-// transaction that commits the evidence.
-func (q *Queries) RequestRecordProgressIfPending(ctx context.Context, db DBTX, arg RequestRecordProgressIfPendingParams) (StructuredRequest, error) {
+// transaction that commits the evidence. With @sum_usage (the same
+// transaction writes the receipt) it also returns the usage sum the receipt
+// keeps, the steps this transaction inserted included — RequestUsageSum's
+// sum, without a round trip of its own; otherwise usage is null.
+func (q *Queries) RequestRecordProgressIfPending(ctx context.Context, db DBTX, arg RequestRecordProgressIfPendingParams) (RequestRecordProgressIfPendingRow, error) {
 	row := db.QueryRow(ctx, requestRecordProgressIfPending,
 		arg.AddSteps,
 		arg.AddRejections,
@@ -471,27 +490,29 @@ func (q *Queries) RequestRecordProgressIfPending(ctx context.Context, db DBTX, a
 		arg.Candidate,
 		arg.CandidateToolCallID,
 		arg.RequestID,
+		arg.SumUsage,
 	)
-	var i StructuredRequest
+	var i RequestRecordProgressIfPendingRow
 	err := row.Scan(
-		&i.RequestID,
-		&i.ChatID,
-		&i.Name,
-		&i.Description,
-		&i.Schema,
-		&i.Status,
-		&i.Rejections,
-		&i.ValidationRejections,
-		&i.Steps,
-		&i.Candidate,
-		&i.CandidateToolCallID,
-		&i.ErrorCode,
-		&i.ErrorMessage,
-		&i.ReceiptMessageID,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.FinishedAt,
-		&i.Attempts,
+		&i.StructuredRequest.RequestID,
+		&i.StructuredRequest.ChatID,
+		&i.StructuredRequest.Name,
+		&i.StructuredRequest.Description,
+		&i.StructuredRequest.Schema,
+		&i.StructuredRequest.Status,
+		&i.StructuredRequest.Rejections,
+		&i.StructuredRequest.ValidationRejections,
+		&i.StructuredRequest.Steps,
+		&i.StructuredRequest.Candidate,
+		&i.StructuredRequest.CandidateToolCallID,
+		&i.StructuredRequest.ErrorCode,
+		&i.StructuredRequest.ErrorMessage,
+		&i.StructuredRequest.ReceiptMessageID,
+		&i.StructuredRequest.CreatedAt,
+		&i.StructuredRequest.UpdatedAt,
+		&i.StructuredRequest.FinishedAt,
+		&i.StructuredRequest.Attempts,
+		&i.Usage,
 	)
 	return i, err
 }

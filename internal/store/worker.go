@@ -1,10 +1,12 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -337,18 +339,30 @@ func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 				return err
 			}
 		}
-		for _, m := range c.Messages {
-			row, err := s.insertMessage(ctx, tx, c.Fence.ChatID, m)
-			if err != nil {
+		// Statements whose results decide nothing that follows go out
+		// together (pl): the plain finalizer commit is the lock, then the
+		// messages and the progress, then the receipt, the finish and the
+		// end of the turn — three round trips.
+		var pl pipeline
+		if err := s.queueMessages(ctx, &pl, c.Fence.ChatID, c.Messages, func(rows []Message) { out.Messages = rows }); err != nil {
+			return err
+		}
+		if len(c.Spawns) > 0 {
+			if err := pl.send(ctx, tx); err != nil {
 				return err
 			}
-			out.Messages = append(out.Messages, row)
-		}
-		for _, sp := range c.Spawns {
-			if err := s.insertSpawn(ctx, tx, c.Fence.ChatID, sp); err != nil {
-				return err
+			pl = pipeline{}
+			for _, sp := range c.Spawns {
+				if err := s.insertSpawn(ctx, tx, c.Fence.ChatID, sp); err != nil {
+					return err
+				}
 			}
 		}
+		// read: the ledger row of the progress's request as this
+		// transaction left it (locked by the update), with its usage sum,
+		// when an outcome of the same request follows: its receipt needs no
+		// read of its own then.
+		var read *progressed
 		if p := c.Progress; p != nil {
 			var attempts []byte
 			if p.Attempt != nil {
@@ -356,34 +370,66 @@ func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 					return err
 				}
 			}
-			r, err := s.q.RequestRecordProgressIfPending(ctx, tx, dbgen.RequestRecordProgressIfPendingParams{
+			finishing := len(c.Outcomes) > 0 && c.Outcomes[0].RequestID == p.RequestID
+			params := dbgen.RequestRecordProgressIfPendingParams{
 				RequestID: p.RequestID, AddSteps: p.Steps, AddRejections: p.Rejections, AddAttempts: attempts,
 				AddValidationRejections: p.ValidationRejections, SetCandidate: p.SetCandidate,
-				Candidate: p.Candidate, CandidateToolCallID: nullString(p.CandidateCallID),
-			})
-			if err != nil {
-				return fmt.Errorf("record progress of request %s: %w", p.RequestID, err)
+				Candidate: p.Candidate, CandidateToolCallID: nullString(p.CandidateCallID), SumUsage: finishing,
 			}
-			req := requestFrom(r)
-			out.Request = &req
+			pipeOne(&pl, func(db dbgen.DBTX) (dbgen.RequestRecordProgressIfPendingRow, error) {
+				return s.q.RequestRecordProgressIfPending(ctx, db, params)
+			}, func(r dbgen.RequestRecordProgressIfPendingRow, err error) error {
+				if err != nil {
+					return fmt.Errorf("record progress of request %s: %w", p.RequestID, err)
+				}
+				req := requestFrom(r.StructuredRequest)
+				out.Request = &req
+				if finishing {
+					read = &progressed{row: r.StructuredRequest, usage: r.Usage}
+				}
+				return nil
+			})
+			if finishing {
+				// The receipt is made from the row the progress returns.
+				if err := pl.send(ctx, tx); err != nil {
+					return err
+				}
+				pl = pipeline{}
+			}
 		}
 		for _, o := range c.Outcomes {
-			rows, r, err := s.finishRequest(ctx, tx, c.Fence.ChatID, o, &done)
+			if read == nil {
+				// The receipt is made from the row as read after what
+				// this transaction wrote so far.
+				if err := pl.send(ctx, tx); err != nil {
+					return err
+				}
+				pl = pipeline{}
+			}
+			err := s.queueFinish(ctx, tx, &pl, c.Fence.ChatID, o, read, &done, func(m *Message, r dbgen.StructuredRequest) {
+				if m != nil {
+					out.Messages = append(out.Messages, *m)
+				}
+				req := requestFrom(r)
+				out.Request = &req
+			})
+			read = nil // the first outcome changed the row
 			if err != nil {
 				return err
 			}
-			out.Messages = append(out.Messages, rows...)
-			req := requestFrom(r)
-			out.Request = &req
 		}
 		ec := c
 		if c.Fair && c.End == EndNone {
+			if err := pl.send(ctx, tx); err != nil {
+				return err
+			}
+			pl = pipeline{}
 			if out.Yield, err = s.q.ChatAnotherOwnerWaits(ctx, tx, c.Fence.ChatID); err != nil {
 				return err
 			}
 			ec.CountAttempt = c.CountAttempt && !out.Yield
 		}
-		chat, promoted, err := s.end(ctx, tx, ec)
+		chat, promoted, err := s.end(ctx, tx, &pl, ec)
 		if err != nil {
 			return err
 		}
@@ -412,10 +458,82 @@ func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 	return out, err
 }
 
+// queueMessages queues the insert of msgs on pl, in one statement with
+// ids in their order; got gets the rows in that order.
+func (s *Store) queueMessages(ctx context.Context, pl *pipeline, chatID uuid.UUID, msgs []NewMessage, got func([]Message)) error {
+	switch len(msgs) {
+	case 0:
+		return nil
+	case 1:
+		p, err := messageParams(chatID, msgs[0])
+		if err != nil {
+			return err
+		}
+		pipeOne(pl, func(db dbgen.DBTX) (dbgen.ChatMessage, error) { return s.q.MessageInsert(ctx, db, p) },
+			func(row dbgen.ChatMessage, err error) error {
+				if err == nil {
+					got([]Message{messageFrom(row)})
+				}
+				return err
+			})
+		return nil
+	}
+	type row struct {
+		Role                client.Role     `json:"role"`
+		Kind                string          `json:"kind"`
+		Visibility          string          `json:"visibility"`
+		Content             json.RawMessage `json:"content"`
+		StructuredRequestID *uuid.UUID      `json:"structured_request_id,omitempty"`
+		FinishReason        *string         `json:"finish_reason,omitempty"`
+		Usage               json.RawMessage `json:"usage,omitempty"`
+	}
+	in := make([]row, len(msgs))
+	for i, m := range msgs {
+		p, err := messageParams(chatID, m)
+		if err != nil {
+			return err
+		}
+		in[i] = row{Role: p.Role, Kind: p.Kind, Visibility: p.Visibility, Content: p.Content,
+			FinishReason: p.FinishReason, Usage: p.Usage}
+		if p.StructuredRequestID.Valid {
+			in[i].StructuredRequestID = &p.StructuredRequestID.UUID
+		}
+	}
+	rows, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	pipeMany(pl, func(db dbgen.DBTX) ([]dbgen.ChatMessage, error) {
+		return s.q.MessageInsertRows(ctx, db, dbgen.MessageInsertRowsParams{ChatID: chatID, Rows: rows})
+	}, func(inserted []dbgen.ChatMessage, err error) error {
+		if err != nil {
+			return err
+		}
+		if len(inserted) != len(msgs) {
+			return fmt.Errorf("inserted %d messages of %d", len(inserted), len(msgs))
+		}
+		// Ids follow the array's order; RETURNING's order is not promised.
+		slices.SortFunc(inserted, func(a, b dbgen.ChatMessage) int { return cmp.Compare(a.ID, b.ID) })
+		got(mapRows(inserted, messageFrom))
+		return nil
+	})
+	return nil
+}
+
 func (s *Store) insertMessage(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, m NewMessage) (Message, error) {
-	content, err := jsonb.MarshalParts(m.Parts)
+	p, err := messageParams(chatID, m)
 	if err != nil {
 		return Message{}, err
+	}
+	row, err := s.q.MessageInsert(ctx, tx, p)
+	return messageFrom(row), err
+}
+
+// messageParams are MessageInsert's parameters for m.
+func messageParams(chatID uuid.UUID, m NewMessage) (dbgen.MessageInsertParams, error) {
+	content, err := jsonb.MarshalParts(m.Parts)
+	if err != nil {
+		return dbgen.MessageInsertParams{}, err
 	}
 	kind, vis := m.Kind, m.Visibility
 	if kind == "" {
@@ -424,11 +542,10 @@ func (s *Store) insertMessage(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, 
 	if vis == "" {
 		vis = VisibleBoth
 	}
-	row, err := s.q.MessageInsert(ctx, tx, dbgen.MessageInsertParams{
+	return dbgen.MessageInsertParams{
 		ChatID: chatID, Role: m.Role, Kind: string(kind), Visibility: string(vis), Content: content,
 		StructuredRequestID: m.RequestID, FinishReason: nullString(m.FinishReason), Usage: m.Usage,
-	})
-	return messageFrom(row), err
+	}, nil
 }
 
 // finishRequest writes a receipt and closes its ledger row, and appends o
@@ -436,38 +553,85 @@ func (s *Store) insertMessage(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, 
 // request that is already finished (an ambiguous earlier commit, a recovered
 // worker) is left alone: the receipt that exists is the one outcome.
 func (s *Store) finishRequest(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, o Outcome, done *[]Outcome) ([]Message, dbgen.StructuredRequest, error) {
-	r, err := s.q.RequestGet(ctx, tx, o.RequestID)
-	if err != nil {
-		return nil, r, fmt.Errorf("finish request %s: %w", o.RequestID, err)
+	var pl pipeline
+	var rows []Message
+	var r dbgen.StructuredRequest
+	err := s.queueFinish(ctx, tx, &pl, chatID, o, nil, done, func(m *Message, req dbgen.StructuredRequest) {
+		if m != nil {
+			rows = append(rows, *m)
+		}
+		r = req
+	})
+	if err == nil {
+		err = pl.send(ctx, tx)
 	}
-	if r.Status != client.OutputPending {
-		return nil, r, nil
-	}
-	// The steps this transaction inserted are counted too: the receipt
-	// keeps the request's final sum.
-	if o.Usage, err = s.q.RequestUsageSum(ctx, tx, uuid.NullUUID{UUID: o.RequestID, Valid: true}); err != nil {
-		return nil, r, fmt.Errorf("sum the usage of %s: %w", o.RequestID, err)
+	return rows, r, err
+}
+
+// queueFinish is finishRequest with the receipt and the finish queued on
+// pl; got gets the receipt (nil when the request was finished already) and
+// the ledger row, once pl is sent or at once. read, when set, is the
+// request's row as this transaction's progress left it: pending, with its
+// usage sum, so nothing is read first.
+func (s *Store) queueFinish(ctx context.Context, tx pgx.Tx, pl *pipeline, chatID uuid.UUID, o Outcome, read *progressed, done *[]Outcome,
+	got func(*Message, dbgen.StructuredRequest)) error {
+	var r dbgen.StructuredRequest
+	var err error
+	if read != nil {
+		r, o.Usage = read.row, read.usage
+	} else {
+		if r, err = s.q.RequestGet(ctx, tx, o.RequestID); err != nil {
+			return fmt.Errorf("finish request %s: %w", o.RequestID, err)
+		}
+		if r.Status != client.OutputPending {
+			got(nil, r)
+			return nil
+		}
+		// The steps this transaction inserted are counted too: the
+		// receipt keeps the request's final sum.
+		if o.Usage, err = s.q.RequestUsageSum(ctx, tx, uuid.NullUUID{UUID: o.RequestID, Valid: true}); err != nil {
+			return fmt.Errorf("sum the usage of %s: %w", o.RequestID, err)
+		}
 	}
 	if o.Status == client.OutputFailed && len(r.Attempts) > 0 && string(r.Attempts) != "[]" {
 		o.Attempts = r.Attempts // read in this transaction: the rejection that failed it included
 	}
-	receipt, err := s.insertMessage(ctx, tx, chatID, NewMessage{
+	p, err := messageParams(chatID, NewMessage{
 		Role: client.RoleAssistant, Kind: KindReceipt, Visibility: VisibleUser,
 		Parts:     ReceiptParts(o),
 		RequestID: uuid.NullUUID{UUID: o.RequestID, Valid: true},
 	})
 	if err != nil {
-		return nil, r, fmt.Errorf("insert receipt for %s: %w", o.RequestID, err)
+		return err
 	}
-	r, err = s.q.RequestFinishIfPending(ctx, tx, dbgen.RequestFinishIfPendingParams{
-		RequestID: o.RequestID, Status: o.Status, ReceiptMessageID: &receipt.ID,
-		ErrorCode: nullCode(o.Code), ErrorMessage: nullString(textColumn(o.Message)),
-	})
-	if err != nil {
-		return nil, r, fmt.Errorf("finish request %s: %w", o.RequestID, err)
-	}
+	var receipt Message
+	pipeOne(pl, func(db dbgen.DBTX) (dbgen.ChatMessage, error) { return s.q.MessageInsert(ctx, db, p) },
+		func(row dbgen.ChatMessage, err error) error {
+			if err != nil {
+				return fmt.Errorf("insert receipt for %s: %w", o.RequestID, err)
+			}
+			receipt = messageFrom(row)
+			return nil
+		})
+	fp := dbgen.RequestFinishIfPendingParams{RequestID: o.RequestID, Status: o.Status,
+		ErrorCode: nullCode(o.Code), ErrorMessage: nullString(textColumn(o.Message))}
+	pipeOne(pl, func(db dbgen.DBTX) (dbgen.StructuredRequest, error) { return s.q.RequestFinishIfPending(ctx, db, fp) },
+		func(row dbgen.StructuredRequest, err error) error {
+			if err != nil {
+				return fmt.Errorf("finish request %s: %w", o.RequestID, err)
+			}
+			got(&receipt, row)
+			return nil
+		})
 	*done = append(*done, o)
-	return []Message{receipt}, r, nil
+	return nil
+}
+
+// progressed is a ledger row a commit's progress returned, with the usage
+// sum its receipt keeps.
+type progressed struct {
+	row   dbgen.StructuredRequest
+	usage json.RawMessage
 }
 
 // ReceiptParts is a receipt's content: a text fallback for clients that do
@@ -489,17 +653,23 @@ func ReceiptParts(o Outcome) []jsonb.Part {
 	return []jsonb.Part{jsonb.Text(text), {Type: jsonb.PartOutcome, Outcome: out}}
 }
 
-// end applies the end of commit c to the chat row.
-func (s *Store) end(ctx context.Context, tx pgx.Tx, c Commit) (dbgen.Chat, *Message, error) {
+// end applies the end of commit c to the chat row, in the round trip of
+// what pl holds.
+func (s *Store) end(ctx context.Context, tx pgx.Tx, pl *pipeline, c Commit) (dbgen.Chat, *Message, error) {
 	chatID, e, lastError, actionTimeout := c.Fence.ChatID, c.End, c.LastError, c.ActionTimeout
+	var chat dbgen.Chat
+	queued := false
+	keep := func(row dbgen.Chat, err error) error {
+		chat = row
+		return err
+	}
 	switch e {
 	case EndNone:
 		if c.CountAttempt {
-			chat, err := s.q.ChatCountAttempt(ctx, tx, chatID)
-			return chat, nil, err
+			pipeOne(pl, func(db dbgen.DBTX) (dbgen.Chat, error) { return s.q.ChatCountAttempt(ctx, db, chatID) }, keep)
+		} else {
+			pipeOne(pl, func(db dbgen.DBTX) (dbgen.Chat, error) { return s.q.ChatGet(ctx, db, chatID) }, keep)
 		}
-		chat, err := s.q.ChatGet(ctx, tx, chatID)
-		return chat, nil, err
 	case EndRequiresAction:
 		if actionTimeout <= 0 {
 			actionTimeout = 10 * time.Minute
@@ -507,8 +677,24 @@ func (s *Store) end(ctx context.Context, tx pgx.Tx, c Commit) (dbgen.Chat, *Mess
 		if c.OnlyChildren {
 			actionTimeout = 0 // no deadline
 		}
-		chat, err := s.q.ChatSetState(ctx, tx, dbgen.ChatSetStateParams{ID: chatID, Status: client.StatusRequiresAction,
-			ActionTimeoutSeconds: actionTimeout.Seconds()})
+		p := dbgen.ChatSetStateParams{ID: chatID, Status: client.StatusRequiresAction, ActionTimeoutSeconds: actionTimeout.Seconds()}
+		pipeOne(pl, func(db dbgen.DBTX) (dbgen.Chat, error) { return s.q.ChatSetState(ctx, db, p) }, keep)
+	default:
+		// Most turns end with an empty queue: one statement then.
+		p := dbgen.ChatEndTurnIfQueueEmptyParams{ID: chatID, Status: client.StatusWaiting}
+		if e == EndError {
+			p.Status, p.LastError = client.StatusError, lastError
+		}
+		pipeOne(pl, func(db dbgen.DBTX) (dbgen.Chat, error) { return s.q.ChatEndTurnIfQueueEmpty(ctx, db, p) },
+			func(row dbgen.Chat, err error) error {
+				if errors.Is(err, pgx.ErrNoRows) {
+					queued = true // promoted below
+					return nil
+				}
+				return keep(row, err)
+			})
+	}
+	if err := pl.send(ctx, tx); err != nil || !queued {
 		return chat, nil, err
 	}
 	promoted, err := s.promote(ctx, tx, chatID)
@@ -523,7 +709,7 @@ func (s *Store) end(ctx context.Context, tx pgx.Tx, c Commit) (dbgen.Chat, *Mess
 	case e == EndError:
 		p.Status, p.LastError = client.StatusError, lastError
 	}
-	chat, err := s.q.ChatSetState(ctx, tx, p)
+	chat, err = s.q.ChatSetState(ctx, tx, p)
 	return chat, promoted, err
 }
 

@@ -3,6 +3,18 @@ INSERT INTO chat_messages (chat_id, role, kind, visibility, content, structured_
 VALUES (@chat_id, @role, @kind, @visibility, @content, sqlc.narg(structured_request_id), sqlc.narg(finish_reason), sqlc.narg(usage))
 RETURNING *;
 
+-- name: MessageInsertRows :many
+-- Inserts a worker commit's messages in one statement (one round trip): rows
+-- is a JSON array of objects with MessageInsert's parameters as keys (an
+-- absent key is NULL, or the column default for kind and visibility). Ids
+-- are taken in the array's order, and the rows return in that order.
+INSERT INTO chat_messages (chat_id, role, kind, visibility, content, structured_request_id, finish_reason, usage)
+SELECT @chat_id::uuid, r.m->>'role', r.m->>'kind', r.m->>'visibility', r.m->'content',
+       (r.m->>'structured_request_id')::uuid, r.m->>'finish_reason', r.m->'usage'
+FROM jsonb_array_elements(@rows::jsonb) WITH ORDINALITY AS r(m, n)
+ORDER BY r.n
+RETURNING *;
+
 -- name: MessageListForClient :many
 -- What a client may see: not deleted, not model-only, ascending ids.
 SELECT * FROM chat_messages

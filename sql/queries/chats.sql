@@ -179,6 +179,21 @@ UPDATE chats SET generation_attempt = generation_attempt + 1
 WHERE id = @id
 RETURNING *;
 
+-- name: ChatEndTurnIfQueueEmpty :one
+-- Ends a turn after a lock taken earlier in the same transaction, when the
+-- queue is empty: the chat goes to @status (waiting, or error with its
+-- last error) without an owner. No row: a message is queued, and the caller
+-- promotes it instead. The statement's snapshot is taken after the lock, so
+-- a message queued before it is seen; one queued later waits for the lock.
+UPDATE chats
+SET status = @status,
+    worker_id = NULL,
+    lease_expires_at = NULL,
+    last_error = sqlc.narg(last_error),
+    requires_action_deadline = NULL
+WHERE chats.id = @id AND NOT EXISTS (SELECT 1 FROM chat_queued_messages q WHERE q.chat_id = @id)
+RETURNING *;
+
 -- name: ChatSetState :one
 -- Sets the status after a lock taken in the same transaction. The owner is
 -- kept only while the chat stays runnable and the caller asks for it.
