@@ -159,6 +159,12 @@ func TestTurnTransactionBudget(t *testing.T) {
 	if writes != 3*turns {
 		t.Errorf("%d writing transactions in %d turns, want exactly 3 per turn (%v)", writes, turns, got)
 	}
+	// The finalizer step's commit: BEGIN, the fenced lock, the messages
+	// with the progress, the receipt with the finish and the end of the
+	// turn, COMMIT (store.Apply's pipeline).
+	if st := got["worker_commit"]; st.RoundTrips != 5*turns || st.Statements != 6*turns {
+		t.Errorf("worker_commit: %+v in %d turns, want 5 round trips and 6 statements per turn", st, turns)
+	}
 	for purpose, want := range map[string]int64{"admit": turns, "claim": turns, "worker_commit": turns} {
 		if st := got[purpose]; st.Commits != want || st.Rollbacks != 0 {
 			t.Errorf("%s: %+v, want %d commits", purpose, st, want)

@@ -38,7 +38,8 @@ func finalizerCommit(f store.Fence, req uuid.UUID, attempt int32) store.Commit {
 
 // BenchmarkFinalizerCommit times store.Apply of the finalizer step's commit
 // (the worker_commit that ends a plain structured turn) on the test template
-// database; it reports the statements the commit sends.
+// database; it reports the statements the commit sends and the round trips
+// it waits for (BEGIN and COMMIT included).
 func BenchmarkFinalizerCommit(b *testing.B) {
 	cfg := dbtest.Config(b)
 	txs := store.Trace(cfg)
@@ -53,7 +54,7 @@ func BenchmarkFinalizerCommit(b *testing.B) {
 		b.Fatal(err)
 	}
 	worker := uuid.New()
-	var statements int64
+	var statements, roundTrips int64
 	for b.Loop() {
 		b.StopTimer()
 		chat, input, err := st.CreateChat(ctx, store.NewChat{OwnerID: user.ID, Model: "m", Content: []jsonb.Part{jsonb.Text("go")},
@@ -67,15 +68,18 @@ func BenchmarkFinalizerCommit(b *testing.B) {
 		}
 		c := finalizerCommit(store.Fence{ChatID: chat.ID, WorkerID: worker, HistoryVersion: claim.Turn.Chat.HistoryVersion},
 			input.StructuredRequestID.UUID, claim.Turn.Chat.GenerationAttempt)
-		before := txs.Snapshot()["worker_commit"].Statements
+		before := txs.Snapshot()["worker_commit"]
 		b.StartTimer()
 		res, err := st.Apply(ctx, c)
 		b.StopTimer()
 		if err != nil || res.Chat.Status != client.StatusWaiting || res.Request.Status != client.OutputSucceeded {
 			b.Fatalf("apply: %v", err)
 		}
-		statements += txs.Snapshot()["worker_commit"].Statements - before
+		after := txs.Snapshot()["worker_commit"]
+		statements += after.Statements - before.Statements
+		roundTrips += after.RoundTrips - before.RoundTrips
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(statements)/float64(b.N), "statements/op")
+	b.ReportMetric(float64(roundTrips)/float64(b.N), "round_trips/op")
 }

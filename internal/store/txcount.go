@@ -36,11 +36,15 @@ type TxCounter struct {
 type TxStat struct {
 	Commits, Rollbacks int64
 	Statements         int64 // inside the committed and rolled back transactions
+	// RoundTrips are the exchanges with the server those transactions
+	// waited for: BEGIN and COMMIT included, a batch one.
+	RoundTrips int64
 }
 
 type openTx struct {
 	purpose    string
 	statements int64
+	roundTrips int64
 	failed     bool
 }
 
@@ -94,7 +98,9 @@ func statementName(sql string) string {
 	return strings.ToLower(strings.TrimSuffix(word, ";"))
 }
 
-func (c *TxCounter) statement(ctx context.Context, conn *pgx.Conn, sql string, err error) {
+// statement counts sql, which ran in a batch (one round trip for them all,
+// counted by TraceBatchStart) when batched.
+func (c *TxCounter) statement(ctx context.Context, conn *pgx.Conn, sql string, batched bool, err error) {
 	word := statementName(sql)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -102,25 +108,28 @@ func (c *TxCounter) statement(ctx context.Context, conn *pgx.Conn, sql string, e
 	switch {
 	case word == "begin":
 		if err == nil {
-			c.open[conn] = &openTx{purpose: purposeOf(ctx, "")}
+			c.open[conn] = &openTx{purpose: purposeOf(ctx, ""), roundTrips: 1}
 		}
 		return
 	case tx != nil && (word == "commit" || word == "rollback"):
 		delete(c.open, conn)
-		c.done(tx.purpose, tx.statements, word == "commit" && err == nil && !tx.failed)
+		c.done(tx.purpose, tx.statements, tx.roundTrips+1, word == "commit" && err == nil && !tx.failed)
 		return
 	case tx != nil:
 		if tx.purpose == "" {
 			tx.purpose = purposeOf(ctx, sql)
 		}
 		tx.statements++
+		if !batched {
+			tx.roundTrips++
+		}
 		tx.failed = tx.failed || err != nil
 		return
 	}
-	c.done(purposeOf(ctx, sql), 1, err == nil)
+	c.done(purposeOf(ctx, sql), 1, 1, err == nil)
 }
 
-func (c *TxCounter) done(purpose string, statements int64, committed bool) {
+func (c *TxCounter) done(purpose string, statements, roundTrips int64, committed bool) {
 	st := c.stats[purpose]
 	if st == nil {
 		st = &TxStat{}
@@ -132,6 +141,7 @@ func (c *TxCounter) done(purpose string, statements int64, committed bool) {
 		st.Rollbacks++
 	}
 	st.Statements += statements
+	st.RoundTrips += roundTrips
 }
 
 type sqlKey struct{}
@@ -144,7 +154,7 @@ func (c *TxCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.T
 // TraceQueryEnd implements pgx.QueryTracer.
 func (c *TxCounter) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
 	sql, _ := ctx.Value(sqlKey{}).(string)
-	c.statement(ctx, conn, sql, data.Err)
+	c.statement(ctx, conn, sql, false, data.Err)
 }
 
 type batchKey struct{}
@@ -161,7 +171,10 @@ type batchState struct {
 // TraceBatchStart implements pgx.BatchTracer.
 func (c *TxCounter) TraceBatchStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
 	c.mu.Lock()
-	_, inTx := c.open[conn]
+	tx, inTx := c.open[conn]
+	if inTx {
+		tx.roundTrips++
+	}
 	c.mu.Unlock()
 	b := &batchState{}
 	if !inTx && data.Batch != nil && len(data.Batch.QueuedQueries) > 0 &&
@@ -176,7 +189,7 @@ func (c *TxCounter) TraceBatchStart(ctx context.Context, conn *pgx.Conn, data pg
 func (c *TxCounter) TraceBatchQuery(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchQueryData) {
 	b, _ := ctx.Value(batchKey{}).(*batchState)
 	if b == nil || !b.implicit {
-		c.statement(ctx, conn, data.SQL, data.Err)
+		c.statement(ctx, conn, data.SQL, true, data.Err)
 		return
 	}
 	b.statements++
@@ -191,7 +204,7 @@ func (c *TxCounter) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, data pgx.Tra
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.done(b.purpose, b.statements, !b.failed && data.Err == nil)
+	c.done(b.purpose, b.statements, 1, !b.failed && data.Err == nil)
 }
 
 // TraceConnectStart implements pgx.ConnectTracer.
@@ -222,6 +235,7 @@ func Sub(after, before map[string]TxStat) map[string]TxStat {
 		a.Commits -= b.Commits
 		a.Rollbacks -= b.Rollbacks
 		a.Statements -= b.Statements
+		a.RoundTrips -= b.RoundTrips
 		if a == (TxStat{}) {
 			delete(out, k)
 			continue

@@ -11,7 +11,8 @@ import (
 )
 
 // TestTxCounter checks the counter against what PostgreSQL counts as
-// transactions: explicit ones, autocommit statements, and batches.
+// transactions: explicit ones, autocommit statements, and batches; and the
+// round trips they took.
 func TestTxCounter(t *testing.T) {
 	t.Parallel()
 	cfg := dbtest.Config(t)
@@ -46,6 +47,19 @@ func TestTxCounter(t *testing.T) {
 	if err := pool.SendBatch(ctx, b).Close(); err != nil {
 		t.Fatal(err)
 	}
+	// A batch inside a transaction: one round trip for its statements.
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "-- name: Piped :exec\nSELECT 7"); err != nil {
+			return err
+		}
+		b := &pgx.Batch{}
+		b.Queue("SELECT 8")
+		b.Queue("SELECT 9")
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	// A rolled back transaction.
 	errStop := errors.New("stop")
 	err = pgx.BeginFunc(store.WithPurpose(ctx, "undone"), pool, func(tx pgx.Tx) error {
@@ -58,11 +72,12 @@ func TestTxCounter(t *testing.T) {
 
 	got := txs.Snapshot()
 	want := map[string]store.TxStat{
-		"First":   {Commits: 1, Statements: 2},
-		"probe":   {Commits: 1, Statements: 1},
-		"select":  {Rollbacks: 1, Statements: 1},
-		"Batched": {Commits: 1, Statements: 2},
-		"undone":  {Rollbacks: 1, Statements: 1},
+		"First":   {Commits: 1, Statements: 2, RoundTrips: 4},
+		"probe":   {Commits: 1, Statements: 1, RoundTrips: 1},
+		"select":  {Rollbacks: 1, Statements: 1, RoundTrips: 1},
+		"Batched": {Commits: 1, Statements: 2, RoundTrips: 1},
+		"undone":  {Rollbacks: 1, Statements: 1, RoundTrips: 3},
+		"Piped":   {Commits: 1, Statements: 3, RoundTrips: 4},
 	}
 	for k, w := range want {
 		if got[k] != w {
