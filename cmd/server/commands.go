@@ -18,6 +18,7 @@ import (
 	"github.com/chatd/chatd/internal/config"
 	"github.com/chatd/chatd/internal/console"
 	"github.com/chatd/chatd/internal/hooks"
+	"github.com/chatd/chatd/internal/handoff"
 	"github.com/chatd/chatd/internal/httpapi"
 	"github.com/chatd/chatd/internal/mcp"
 	"github.com/chatd/chatd/internal/migrate"
@@ -148,7 +149,10 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 		spawn = &runner.SpawnOptions{MaxDepth: sp.MaxDepth, MaxPerTurn: sp.MaxChildrenPerTurn, MaxPerChat: sp.MaxChildrenPerChat,
 			StructuredOutput: exp[httpapi.ExperimentStructuredOutput]}
 	}
-	api := httpapi.New(httpapi.Options{Store: st, Models: models, Hub: hub, Experiments: exp, ServerTools: toolNames, MCP: mcps, SpawnAgents: spawn != nil,
+	// Idle workers take the chats this process admits straight from the
+	// admission (internal/handoff).
+	seats := handoff.New[store.Turn]()
+	api := httpapi.New(httpapi.Options{Store: st, Models: models, Hub: hub, Experiments: exp, ServerTools: toolNames, MCP: mcps, SpawnAgents: spawn != nil, Seats: seats,
 		Logger: logger, AccessLogLevel: accessLogLevel, CORSOrigins: origins, Metrics: reg,
 		BodyReadTimeout: *bodyTimeout, MaxStreamsPerUser: *maxStreams})
 	deliverer, err := webhooks.New(st, cfg.Webhooks, webhooks.Options{Logger: logger, Metrics: reg, Wake: hub.Finished(),
@@ -161,7 +165,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := st.SyncWebhooks(ctx, deliverer.Subscriptions()); err != nil {
 		return fmt.Errorf("install webhook subscriptions: %w", err)
 	}
-	run := runner.New(st, models, hub, runner.Options{Workers: *workers, MaxSteps: *maxSteps, Tools: serverTools, MCP: mcps, Spawn: spawn,
+	run := runner.New(st, models, hub, runner.Options{Workers: *workers, MaxSteps: *maxSteps, Tools: serverTools, MCP: mcps, Spawn: spawn, Seats: seats,
 		Lease: *lease, DrainTimeout: *drain, ActionTimeout: *toolTimeout, SilenceTimeout: *silence,
 		ServerToolTimeout: *serverToolTimeout, MaxAttempts: *providerAttempts,
 		Hooks: stopHooks, CompactionThreshold: cfg.CompactionThreshold, Preview: relay, Logger: logger, Metrics: reg})

@@ -125,7 +125,17 @@ func (s *Server) createChat(w http.ResponseWriter, r *http.Request) error {
 			return http.StatusCreated, body, err
 		}
 	}
+	// An idle worker of this process takes the chat straight from the
+	// admission (internal/handoff); the seat is given back if it fails.
+	seat, local := s.seats.Reserve()
+	if local {
+		defer seat.Cancel()
+		p.Claim = &store.LocalClaim{Worker: seat.Worker, Lease: seat.Lease}
+	}
 	chat, msg, err := s.store.CreateChat(r.Context(), p)
+	if err == nil && local {
+		seat.Hand(p.Claim.Turn)
+	}
 	if errors.Is(err, store.ErrUnknownParent) {
 		return badField("parent_chat_id", "no such chat of yours (child chats cannot have children)")
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/handoff"
 	"github.com/chatd/chatd/internal/mcp"
 	"github.com/chatd/chatd/internal/notify"
 	"github.com/chatd/chatd/internal/provider"
@@ -70,6 +71,10 @@ type Options struct {
 	// Observe, when set, is told the route pattern and status of every
 	// request a route answered (tests check that each is documented).
 	Observe func(pattern string, status int)
+	// Seats are this process's idle workers (runner.Options.Seats): a new
+	// chat is claimed for one of them in its admission and handed over.
+	// Nil: chats are announced to every replica's workers (chatd_work).
+	Seats *handoff.Seats[store.Turn]
 }
 
 // Defaults of Options.
@@ -102,6 +107,7 @@ type Server struct {
 	serverTools map[string]bool
 	spawnAgents bool
 	mcp         *mcp.Manager
+	seats       *handoff.Seats[store.Turn]
 	maxBody     int64
 	bodyTimeout time.Duration
 	maxStreams  int
@@ -150,7 +156,7 @@ func New(o Options) *Server {
 		serverTools: map[string]bool{}, mcp: o.MCP, maxBody: o.MaxBodyBytes, bodyTimeout: o.BodyReadTimeout, maxStreams: o.MaxStreamsPerUser,
 		userStreams: map[uuid.UUID]int{}, log: o.Logger, accessLevel: o.AccessLogLevel, corsOrigins: o.CORSOrigins, mux: http.NewServeMux(),
 		observe: o.Observe, shutdown: make(chan struct{})}
-	s.spawnAgents = o.SpawnAgents
+	s.spawnAgents, s.seats = o.SpawnAgents, o.Seats
 	if o.SpawnAgents {
 		s.serverTools[store.SpawnTool] = true
 	}

@@ -111,15 +111,33 @@ func committed(t *testing.T, admin *pgx.Conn) int64 {
 // TestTurnTransactionBudget is the plain structured turn's cost in
 // transactions, as the database counts them: a client creates a chat whose
 // message asks for structured output and long-polls its receipt; the
-// provider answers with a valid value at once. The turn writes in exactly
-// three transactions (admission; the claim with its prompt read; the step
-// with its acknowledgement, receipt and end of turn) and chatd runs no other
-// transaction for it but the long poll's reads; with the transactions in
-// which PostgreSQL hands notifications to the listening connection, a turn
-// costs at most 10 commits. A change that adds a transaction to the turn
-// fails here.
+// provider answers with a valid value at once. Handed to an idle worker of
+// the admitting process, the turn writes in exactly two transactions (the
+// admission with the claim and its prompt read; the step with its
+// acknowledgement, receipt and end of turn); announced to every worker, as
+// when none is idle, in three (the claim is a transaction of its own).
+// chatd runs no other transaction for it but the long poll's reads; with
+// the transactions in which PostgreSQL hands notifications to the
+// listening connection, a turn costs at most 10 commits. A change that
+// adds a transaction to the turn fails here.
 func TestTurnTransactionBudget(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		noHandoff bool
+		claims    int64 // per turn
+	}{
+		{"handed to an idle worker", false, 0},
+		{"announced and claimed", true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			turnTransactionBudget(t, tc.noHandoff, tc.claims)
+		})
+	}
+}
+
+func turnTransactionBudget(t *testing.T, noHandoff bool, claims int64) {
 	cluster, admin := budgetCluster(t)
 	commits0 := committed(t, admin)
 
@@ -135,7 +153,7 @@ func TestTurnTransactionBudget(t *testing.T) {
 	// The provider takes a moment, so that the long poll waits (and its
 	// wake-up is counted) in every turn.
 	env := testenv.OnPool(t, pool, testenv.Options{Mock: mockllm.Options{Latency: 50 * time.Millisecond},
-		Runner: runner.Options{Workers: 2}})
+		Runner: runner.Options{Workers: 2}, NoHandoff: noHandoff})
 	c := env.Client("alice")
 	turn := func() {
 		_, req := create(t, c, reportSchema)
@@ -156,8 +174,8 @@ func TestTurnTransactionBudget(t *testing.T) {
 	got := store.Sub(txs.Snapshot(), before)
 	elapsed := time.Since(start)
 
-	if writes != 3*turns {
-		t.Errorf("%d writing transactions in %d turns, want exactly 3 per turn (%v)", writes, turns, got)
+	if want := (2 + claims) * turns; writes != want {
+		t.Errorf("%d writing transactions in %d turns, want exactly %d per turn (%v)", writes, turns, 2+claims, got)
 	}
 	// The finalizer step's commit: BEGIN, the fenced lock, the messages
 	// with the progress, the receipt with the finish and the end of the
@@ -165,7 +183,7 @@ func TestTurnTransactionBudget(t *testing.T) {
 	if st := got["worker_commit"]; st.RoundTrips != 5*turns || st.Statements != 6*turns {
 		t.Errorf("worker_commit: %+v in %d turns, want 5 round trips and 6 statements per turn", st, turns)
 	}
-	for purpose, want := range map[string]int64{"admit": turns, "claim": turns, "worker_commit": turns} {
+	for purpose, want := range map[string]int64{"admit": turns, "claim": claims * turns, "worker_commit": turns} {
 		if st := got[purpose]; st.Commits != want || st.Rollbacks != 0 {
 			t.Errorf("%s: %+v, want %d commits", purpose, st, want)
 		}
@@ -198,7 +216,7 @@ func TestTurnTransactionBudget(t *testing.T) {
 }
 
 // TestTurnTransactionBudgetWithWebhooks: with a receipt webhook configured,
-// the turn's own transactions are the same three (the outbox rows are
+// the turn's own transactions are the same two (the outbox rows are
 // written by the step's commit, in its transaction), and delivering a
 // receipt costs the deliverer one claim (shared by the receipts it claims
 // together), one read and one record.
@@ -266,7 +284,7 @@ func TestTurnTransactionBudgetWithWebhooks(t *testing.T) {
 	writes := nextXID(t, admin) - xid0
 	got := store.Sub(txs.Snapshot(), before)
 
-	for purpose, want := range map[string]int64{"admit": turns, "claim": turns, "worker_commit": turns,
+	for purpose, want := range map[string]int64{"admit": turns, "claim": 0, "worker_commit": turns,
 		"webhook_read": turns, "webhook_done": turns} {
 		if st := got[purpose]; st.Commits != want || st.Rollbacks != 0 {
 			t.Errorf("%s: %+v, want %d commits", purpose, st, want)
@@ -278,8 +296,8 @@ func TestTurnTransactionBudgetWithWebhooks(t *testing.T) {
 	if claims > turns+2 {
 		t.Errorf("%d claims for %d receipts", claims, turns)
 	}
-	if w := writes - 3*turns - turns; w < 1 || w > claims || w > turns {
-		t.Errorf("%d writing transactions in %d turns: %d besides the turns' 3 each and the %d records, want 1 to %d claims (%v)",
+	if w := writes - 2*turns - turns; w < 1 || w > claims || w > turns {
+		t.Errorf("%d writing transactions in %d turns: %d besides the turns' 2 each and the %d records, want 1 to %d claims (%v)",
 			writes, turns, w, turns, min(claims, turns), got)
 	}
 	t.Logf("%d writes in %d turns with a webhook; chatd's own: %v", writes, turns, got)
@@ -347,7 +365,7 @@ var turnPurposes = map[string]bool{"admit": true, "claim": true, "worker_commit"
 // database and runs warm, then turns plain structured turns one after
 // another, each created on one replica and long-polled on the next, so that
 // every replica's workers are woken for every turn.
-func replicaTurns(t *testing.T, cluster *pglocal.Cluster, admin *pgx.Conn, replicas, warm, turns int) replicaRun {
+func replicaTurns(t *testing.T, cluster *pglocal.Cluster, admin *pgx.Conn, replicas, warm, turns int, noHandoff bool) replicaRun {
 	t.Helper()
 	commits0 := committed(t, admin)
 	cfg, err := pgxpool.ParseConfig(cluster.URL("chatd"))
@@ -363,7 +381,7 @@ func replicaTurns(t *testing.T, cluster *pglocal.Cluster, admin *pgx.Conn, repli
 	var clients []*client.Client
 	for range replicas {
 		env := testenv.OnPool(t, pool, testenv.Options{Mock: mockllm.Options{Latency: 20 * time.Millisecond},
-			Runner: runner.Options{Workers: 2}})
+			Runner: runner.Options{Workers: 2}, NoHandoff: noHandoff})
 		envs = append(envs, env)
 		clients = append(clients, env.Client("alice"))
 	}
@@ -395,21 +413,39 @@ func replicaTurns(t *testing.T, cluster *pglocal.Cluster, admin *pgx.Conn, repli
 }
 
 // TestReplicaTransactionBudget compares a turn's cost with two replicas on
-// one database to its cost with one. A chatd_work wake-up reaches a worker
-// of each replica and both claim the named chat: the loser must skip the
-// winner's row (no lock wait, no transaction id), so a turn still writes in
-// exactly 3 transactions and chatd runs no more transactions per turn. What
-// a second replica adds is its listening connection: PostgreSQL hands it
-// the notifications of each notifying commit in a transaction of its own
-// (however many notifications the commit sent), and a plain turn has two
-// notifying commits, the admission and the end of the turn.
+// one database to its cost with one. Announced (no hand-off), a chatd_work
+// wake-up reaches a worker of each replica and both claim the named chat:
+// the loser must skip the winner's row (no lock wait, no transaction id),
+// so a turn still writes in exactly 3 transactions and chatd runs no more
+// transactions per turn. Handed to an idle worker of the admitting replica,
+// it writes in 2 and no replica claims. What a second replica adds is its
+// listening connection: PostgreSQL hands it the notifications of each
+// notifying commit in a transaction of its own (however many notifications
+// the commit sent), and a plain turn has two notifying commits, the
+// admission and the end of the turn.
 func TestReplicaTransactionBudget(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		noHandoff bool
+		claims    int64 // per turn
+	}{
+		{"handed to an idle worker", false, 0},
+		{"announced and claimed", true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			replicaTransactionBudget(t, tc.noHandoff, tc.claims)
+		})
+	}
+}
+
+func replicaTransactionBudget(t *testing.T, noHandoff bool, claims int64) {
 	cluster, admin := budgetCluster(t)
 	const warm, short, long = 2, 4, 24
 	perTurn := func(replicas int) (float64, replicaRun) {
-		a := replicaTurns(t, cluster, admin, replicas, warm, short)
-		b := replicaTurns(t, cluster, admin, replicas, warm, long)
+		a := replicaTurns(t, cluster, admin, replicas, warm, short, noHandoff)
+		b := replicaTurns(t, cluster, admin, replicas, warm, long, noHandoff)
 		// The runs differ only by long-short turns: set-up and shutdown
 		// cancel. The timers' commits are left out (turnPurposes).
 		return float64((b.commits-b.timed)-(a.commits-a.timed)) / (long - short), b
@@ -420,17 +456,17 @@ func TestReplicaTransactionBudget(t *testing.T) {
 		one, two, long, oneRun.writes, twoRun.writes, twoRun.chatd)
 
 	for n, run := range map[int]replicaRun{1: oneRun, 2: twoRun} {
-		if run.writes != 3*long {
-			t.Errorf("%d replica(s): %d writing transactions in %d turns, want exactly 3 per turn (%v)", n, run.writes, long, run.chatd)
+		if want := (2 + claims) * long; run.writes != want {
+			t.Errorf("%d replica(s): %d writing transactions in %d turns, want exactly %d per turn (%v)", n, run.writes, long, 2+claims, run.chatd)
 		}
 		if st := run.chatd["admit"]; st.Commits != long || st.Rollbacks != 0 {
 			t.Errorf("%d replica(s): admit: %+v, want %d commits", n, st, long)
 		}
-		// Each replica's woken worker claims the chat once: the loser's
-		// transaction, which found it taken, wrote nothing and is rolled
-		// back.
-		if st := run.chatd["claim"]; st.Commits != long || st.Rollbacks > int64(n-1)*long {
-			t.Errorf("%d replica(s): claim: %+v, want %d commits and at most %d rollbacks", n, st, long, (n-1)*long)
+		// Announced, each replica's woken worker claims the chat once: the
+		// loser's transaction, which found it taken, wrote nothing and is
+		// rolled back. Handed over, nobody claims.
+		if st := run.chatd["claim"]; st.Commits != claims*long || st.Rollbacks > claims*int64(n-1)*long {
+			t.Errorf("%d replica(s): claim: %+v, want %d commits and at most %d rollbacks", n, st, claims*long, claims*int64(n-1)*long)
 		}
 	}
 	if two > one+2.25 {

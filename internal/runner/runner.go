@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/handoff"
 	"github.com/chatd/chatd/internal/hooks"
 	"github.com/chatd/chatd/internal/mcp"
 	"github.com/chatd/chatd/internal/notify"
@@ -50,6 +51,9 @@ type Options struct {
 	// MCP are the operator's MCP servers; a chat is offered the tools of
 	// those it may use (mcp.Manager.Tools). May be nil.
 	MCP *mcp.Manager
+	// Seats, when set, is where idle workers wait for chats the API of
+	// this process admits and claims for them (internal/handoff).
+	Seats *handoff.Seats[store.Turn]
 	// Spawn, when set, offers spawn_agent to chats that opted in.
 	Spawn *SpawnOptions
 	// ServerToolTimeout bounds one server tool call (default 30s).
@@ -175,17 +179,39 @@ func (r *Runner) chainOne() {
 // worker (notify.Hub.Work): the others stay asleep. Without a name (a
 // reconnect, the idle poll, a chain) the worker claims the next runnable
 // chat and, when it found one, wakes another to look for more.
+//
+// An idle worker also sits on a seat (Options.Seats): the API may claim a
+// chat it admits for it and hand it over (internal/handoff).
 func (r *Runner) work(ctx, hard context.Context) {
+	seat := newSeat(r.opts.Seats, r.opts.Lease)
 	for yielded := false; ctx.Err() == nil; {
 		jitter := time.Duration(rand.Int64N(int64(r.opts.Poll) / 4))
 		var chatID uuid.UUID
 		if !yielded { // a worker that handed a chat back claims fairly at once
+			seat.sit()
 			select {
 			case <-ctx.Done():
+				if h, ok := seat.stand(); ok && h.OK {
+					r.runChat(ctx, hard, h.Value) // releases it: the runner stops
+				}
 				return
+			case h := <-seat.c():
+				if h.OK {
+					yielded = r.runChat(ctx, hard, h.Value)
+				}
+				continue
 			case chatID = <-r.hub.Work():
 			case <-r.chain:
 			case <-time.After(r.opts.Poll + jitter):
+			}
+			if h, ok := seat.stand(); ok {
+				// Reserved while it was being woken: the admitted chat
+				// first, and another worker looks for what woke this one.
+				r.chainOne()
+				if h.OK {
+					yielded = r.runChat(ctx, hard, h.Value)
+				}
+				continue
 			}
 		}
 		yielded = false
@@ -357,4 +383,35 @@ func (o *Options) backoff(n int32, floor time.Duration) time.Duration {
 	}
 	d += time.Duration(rand.Int64N(int64(d)/4 + 1))
 	return max(d, floor)
+}
+
+// seat is a worker's handoff.Seat, or nothing without Options.Seats.
+type seat struct{ s *handoff.Seat[store.Turn] }
+
+func newSeat(seats *handoff.Seats[store.Turn], lease time.Duration) seat {
+	if seats == nil {
+		return seat{}
+	}
+	return seat{seats.NewSeat(lease)}
+}
+
+func (s seat) sit() {
+	if s.s != nil {
+		s.s.Sit()
+	}
+}
+
+// c is nil (never ready) without a seat.
+func (s seat) c() <-chan handoff.Handed[store.Turn] {
+	if s.s == nil {
+		return nil
+	}
+	return s.s.C()
+}
+
+func (s seat) stand() (handoff.Handed[store.Turn], bool) {
+	if s.s == nil {
+		return handoff.Handed[store.Turn]{}, false
+	}
+	return s.s.Stand()
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -42,6 +43,22 @@ type NewChat struct {
 	// client's idempotency key in the same transaction.
 	Key    *Idempotency
 	Answer func(Chat, Message) (status int, body []byte, err error)
+	// Claim, when set, claims the chat for a worker of this process in the
+	// admission's transaction (the local hand-off, internal/handoff).
+	Claim *LocalClaim
+}
+
+// LocalClaim is an admission's claim for an idle worker of the admitting
+// process: the chat is written with the worker's id and lease, its first
+// provider attempt is counted as a claim counts it, and Turn is read as
+// ClaimTurn reads it, all in the admission's transaction. Nothing
+// announces the chat to workers (no chatd_work): if the process dies
+// before its worker runs, the lease runs out and any worker claims it.
+type LocalClaim struct {
+	Worker uuid.UUID
+	Lease  time.Duration
+	// Turn is what the worker decides from, once the admission committed.
+	Turn Turn
 }
 
 // ErrUnknownParent: the parent chat does not exist or is not the caller's.
@@ -82,11 +99,15 @@ func (s *Store) CreateChat(ctx context.Context, p NewChat) (Chat, Message, error
 				return err
 			}
 		}
-		row, err := s.q.ChatInsert(ctx, tx, dbgen.ChatInsertParams{
+		ins := dbgen.ChatInsertParams{
 			OwnerID: p.OwnerID, ParentChatID: p.ParentChatID, Title: p.Title, Model: p.Model,
 			SystemPrompt: p.SystemPrompt, Mode: p.Mode, DynamicTools: p.DynamicTools, Status: client.StatusRunning,
 			McpServers: p.MCPServers, SpawnAgents: p.SpawnAgents,
-		})
+		}
+		if p.Claim != nil {
+			ins.WorkerID, ins.LeaseSeconds = uuid.NullUUID{UUID: p.Claim.Worker, Valid: true}, p.Claim.Lease.Seconds()
+		}
+		row, err := s.q.ChatInsert(ctx, tx, ins)
 		if err != nil {
 			return err
 		}
@@ -97,10 +118,23 @@ func (s *Store) CreateChat(ctx context.Context, p NewChat) (Chat, Message, error
 		if msg, err = s.insertUserMessage(ctx, tx, row.ID, content, reqID); err != nil {
 			return err
 		}
-		if row, err = s.q.ChatGet(ctx, tx, row.ID); err != nil {
+		if p.Claim != nil {
+			// The message reset the attempt counter (it moved the history):
+			// the claim's attempt is counted after it.
+			row, err = s.q.ChatCountAttempt(ctx, tx, row.ID)
+		} else {
+			row, err = s.q.ChatGet(ctx, tx, row.ID)
+		}
+		if err != nil {
 			return err
 		}
 		chat = chatFrom(row)
+		if p.Claim != nil {
+			p.Claim.Turn = Turn{Chat: chat}
+			if err := s.readTurn(ctx, tx, &p.Claim.Turn); err != nil {
+				return err
+			}
+		}
 		if p.Key != nil {
 			return s.saveAnswer(ctx, tx, p.OwnerID, p.Key, func() (int, []byte, error) { return p.Answer(chat, msg) })
 		}

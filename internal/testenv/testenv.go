@@ -27,6 +27,7 @@ import (
 	"github.com/chatd/chatd/internal/config"
 	"github.com/chatd/chatd/internal/dbtest"
 	"github.com/chatd/chatd/internal/hooks"
+	"github.com/chatd/chatd/internal/handoff"
 	"github.com/chatd/chatd/internal/httpapi"
 	"github.com/chatd/chatd/internal/mcp"
 	"github.com/chatd/chatd/internal/mockllm"
@@ -50,6 +51,10 @@ type Options struct {
 	StructuredOutputOff bool
 	// NoRunner starts no workers (StartRunner can start them later).
 	NoRunner bool
+	// NoHandoff: new chats are announced to every worker (chatd_work) and
+	// claimed, as when no worker of the admitting process is idle, instead
+	// of handed to an idle worker of this env (internal/handoff).
+	NoHandoff bool
 	// Runner overrides runner options (fast retries are the default here).
 	Runner runner.Options
 	// Workspace offers the read_file and list_files tools on this directory.
@@ -135,6 +140,9 @@ type Env struct {
 	Config *config.Config
 	// Deliverer delivers receipt webhooks (nil without Options.Webhooks).
 	Deliverer *webhooks.Deliverer
+	// Seats are where the runner's idle workers wait for chats the API
+	// admits (nil with Options.NoHandoff).
+	Seats *handoff.Seats[store.Turn]
 
 	logs *LogBuffer
 
@@ -249,8 +257,13 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 	}
 
 	exp := map[string]bool{httpapi.ExperimentStructuredOutput: !o.StructuredOutputOff}
+	seats := handoff.New[store.Turn]() // the runners' workers, started and stopped below
+	if o.NoHandoff {
+		seats = nil
+	}
+	e.Seats = seats
 	e.Server = httpapi.New(httpapi.Options{Store: e.Store, Models: e.Models, Hub: e.Hub, Experiments: exp, ServerTools: toolNames, MCP: o.MCP,
-		SpawnAgents: o.Spawn != nil,
+		SpawnAgents: o.Spawn != nil, Seats: seats,
 		Logger:      e.Logger, Metrics: e.Metrics, CORSOrigins: o.CORSOrigins, MaxStreamsPerUser: o.MaxStreamsPerUser, Observe: HTTPObserver()})
 	e.API = httptest.NewServer(e.Server)
 	e.stops = append(e.stops, func() {
@@ -282,6 +295,7 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 		e.runnerOpts.Workers = 2
 	}
 	e.runnerOpts.Logger = e.Logger
+	e.runnerOpts.Seats = seats
 	e.runnerOpts.Metrics = e.Metrics
 	e.runnerOpts.Tools = serverTools
 	e.runnerOpts.MCP = o.MCP
