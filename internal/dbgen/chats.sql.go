@@ -1223,3 +1223,57 @@ func (q *Queries) ChatSpawnCounts(ctx context.Context, db DBTX, arg ChatSpawnCou
 	err := row.Scan(&i.Total, &i.ThisTurn, &i.StepCalls)
 	return i, err
 }
+
+const chatStartTurnFor = `-- name: ChatStartTurnFor :one
+UPDATE chats
+SET status = 'running', worker_id = $1,
+    lease_expires_at = now() + make_interval(secs => $2::float8),
+    generation_attempt = generation_attempt + 1,
+    last_error = NULL, requires_action_deadline = NULL
+WHERE id = $3
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state
+`
+
+type ChatStartTurnForParams struct {
+	WorkerID     uuid.NullUUID
+	LeaseSeconds float64
+	ID           uuid.UUID
+}
+
+// An idle chat's new turn, claimed in the admission for a worker of the
+// admitting process (local hand-off): running, owned, its first provider
+// attempt counted (the message just inserted reset the counter). Otherwise
+// as ChatSetState to running.
+func (q *Queries) ChatStartTurnFor(ctx context.Context, db DBTX, arg ChatStartTurnForParams) (Chat, error) {
+	row := db.QueryRow(ctx, chatStartTurnFor, arg.WorkerID, arg.LeaseSeconds, arg.ID)
+	var i Chat
+	err := row.Scan(
+		&i.ID,
+		&i.OwnerID,
+		&i.ParentChatID,
+		&i.Title,
+		&i.Model,
+		&i.SystemPrompt,
+		&i.Mode,
+		&i.DynamicTools,
+		&i.Status,
+		&i.WorkerID,
+		&i.LeaseExpiresAt,
+		&i.SnapshotVersion,
+		&i.SnapshotXact,
+		&i.HistoryVersion,
+		&i.GenerationAttempt,
+		&i.LastError,
+		&i.RequiresActionDeadline,
+		&i.CompactionRequestedAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.McpServers,
+		&i.SpawnAgents,
+		&i.SpawnDepth,
+		&i.SpawnMessageID,
+		&i.SpawnToolCallID,
+		&i.SpawnState,
+	)
+	return i, err
+}

@@ -281,7 +281,15 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) error {
 			return http.StatusOK, body, err
 		}
 	}
+	seat, local := s.seats.Reserve() // see createChat
+	if local {
+		defer seat.Cancel()
+		params.Claim = &store.LocalClaim{Worker: seat.Worker, Lease: seat.Lease}
+	}
 	res, err := s.store.SendMessage(r.Context(), params)
+	if err == nil && res.Claimed {
+		seat.Hand(params.Claim.Turn)
+	}
 	if errors.Is(err, store.ErrKeyTaken) {
 		return s.replayRace(w, r, key)
 	}

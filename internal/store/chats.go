@@ -202,6 +202,9 @@ type SendParams struct {
 	// client's idempotency key in the same transaction.
 	Key    *Idempotency
 	Answer func(SendResult) (status int, body []byte, err error)
+	// Claim, when set, claims the chat for a worker of this process if the
+	// message starts a turn (SendResult.Claimed), as NewChat.Claim does.
+	Claim *LocalClaim
 }
 
 // SendResult says where the message went.
@@ -209,6 +212,9 @@ type SendResult struct {
 	Chat    Chat
 	Message *Message
 	Queued  *QueuedMessage
+	// Claimed: the turn started was claimed for SendParams.Claim's worker,
+	// and Claim.Turn holds what it decides from.
+	Claimed bool
 }
 
 // SendMessage puts the message into history when the chat is idle (waiting
@@ -263,7 +269,17 @@ func (s *Store) send(ctx context.Context, tx pgx.Tx, p SendParams, content []byt
 			return err
 		}
 		res.Message = &msg
-		return s.setState(ctx, tx, &res.Chat, dbgen.ChatSetStateParams{ID: chat.ID, Status: client.StatusRunning})
+		if p.Claim == nil {
+			return s.setState(ctx, tx, &res.Chat, dbgen.ChatSetStateParams{ID: chat.ID, Status: client.StatusRunning})
+		}
+		row, err := s.q.ChatStartTurnFor(ctx, tx, dbgen.ChatStartTurnForParams{ID: chat.ID,
+			WorkerID: uuid.NullUUID{UUID: p.Claim.Worker, Valid: true}, LeaseSeconds: p.Claim.Lease.Seconds()})
+		if err != nil {
+			return err
+		}
+		res.Chat, res.Claimed = chatFrom(row), true
+		p.Claim.Turn = Turn{Chat: res.Chat}
+		return s.readTurn(ctx, tx, &p.Claim.Turn)
 	}
 	q, err := s.q.QueueInsert(ctx, tx, dbgen.QueueInsertParams{ChatID: chat.ID, Content: content, StructuredRequestID: reqID})
 	if err != nil {

@@ -212,6 +212,19 @@ SET status = @status,
 WHERE id = @id
 RETURNING *;
 
+-- name: ChatStartTurnFor :one
+-- An idle chat's new turn, claimed in the admission for a worker of the
+-- admitting process (local hand-off): running, owned, its first provider
+-- attempt counted (the message just inserted reset the counter). Otherwise
+-- as ChatSetState to running.
+UPDATE chats
+SET status = 'running', worker_id = @worker_id,
+    lease_expires_at = now() + make_interval(secs => @lease_seconds::float8),
+    generation_attempt = generation_attempt + 1,
+    last_error = NULL, requires_action_deadline = NULL
+WHERE id = @id
+RETURNING *;
+
 -- name: ChatCountByStatus :many
 SELECT status, count(*)::bigint AS chats FROM chats GROUP BY status;
 
