@@ -17,8 +17,8 @@ import (
 
 	"github.com/chatd/chatd/internal/config"
 	"github.com/chatd/chatd/internal/console"
-	"github.com/chatd/chatd/internal/hooks"
 	"github.com/chatd/chatd/internal/handoff"
+	"github.com/chatd/chatd/internal/hooks"
 	"github.com/chatd/chatd/internal/httpapi"
 	"github.com/chatd/chatd/internal/mcp"
 	"github.com/chatd/chatd/internal/migrate"

@@ -26,8 +26,8 @@ import (
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/config"
 	"github.com/chatd/chatd/internal/dbtest"
-	"github.com/chatd/chatd/internal/hooks"
 	"github.com/chatd/chatd/internal/handoff"
+	"github.com/chatd/chatd/internal/hooks"
 	"github.com/chatd/chatd/internal/httpapi"
 	"github.com/chatd/chatd/internal/mcp"
 	"github.com/chatd/chatd/internal/mockllm"
@@ -264,7 +264,7 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 	e.Seats = seats
 	e.Server = httpapi.New(httpapi.Options{Store: e.Store, Models: e.Models, Hub: e.Hub, Experiments: exp, ServerTools: toolNames, MCP: o.MCP,
 		SpawnAgents: o.Spawn != nil, Seats: seats,
-		Logger:      e.Logger, Metrics: e.Metrics, CORSOrigins: o.CORSOrigins, MaxStreamsPerUser: o.MaxStreamsPerUser, Observe: HTTPObserver()})
+		Logger: e.Logger, Metrics: e.Metrics, CORSOrigins: o.CORSOrigins, MaxStreamsPerUser: o.MaxStreamsPerUser, Observe: HTTPObserver()})
 	e.API = httptest.NewServer(e.Server)
 	e.stops = append(e.stops, func() {
 		e.Server.Shutdown()
