@@ -78,6 +78,15 @@ func TestSDK(t *testing.T) {
 		"node", "--test", "--test-force-exit", "--test-reporter=spec", "dist/test/")
 	t.Logf("node --test:\n%s", out)
 	if err != nil {
+		// A test that hangs is cut by the timeout: what the server did
+		// meanwhile says where.
+		t.Logf("chatd's log, last lines:\n%s", lastLines(env.Logs(), 300))
 		t.Fatal(err)
 	}
+}
+
+// lastLines returns the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
