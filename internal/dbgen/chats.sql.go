@@ -432,15 +432,16 @@ func (q *Queries) ChatGetForOwner(ctx context.Context, db DBTX, arg ChatGetForOw
 }
 
 const chatInsert = `-- name: ChatInsert :one
-INSERT INTO chats (owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, mcp_servers, spawn_agents, status,
+INSERT INTO chats (id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, mcp_servers, spawn_agents, status,
                    worker_id, lease_expires_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8::text[], $9, $10,
-        $11,
-        CASE WHEN $11::uuid IS NOT NULL THEN now() + make_interval(secs => $12::float8) END)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::text[], $10, $11,
+        $12,
+        CASE WHEN $12::uuid IS NOT NULL THEN now() + make_interval(secs => $13::float8) END)
 RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state
 `
 
 type ChatInsertParams struct {
+	ID           uuid.UUID
 	OwnerID      uuid.UUID
 	ParentChatID uuid.NullUUID
 	Title        string
@@ -457,8 +458,11 @@ type ChatInsertParams struct {
 
 // With a worker_id, the chat is born claimed by a worker of the admitting
 // process (local hand-off: no chatd_work notification, no claim).
+// The id is the caller's, so that the admission's statements can be sent
+// together (store.CreateChat).
 func (q *Queries) ChatInsert(ctx context.Context, db DBTX, arg ChatInsertParams) (Chat, error) {
 	row := db.QueryRow(ctx, chatInsert,
+		arg.ID,
 		arg.OwnerID,
 		arg.ParentChatID,
 		arg.Title,

@@ -183,6 +183,11 @@ func turnTransactionBudget(t *testing.T, noHandoff bool, claims int64) {
 	if st := got["worker_commit"]; st.RoundTrips != 5*turns || st.Statements != 6*turns {
 		t.Errorf("worker_commit: %+v in %d turns, want 5 round trips and 6 statements per turn", st, turns)
 	}
+	// The admission: BEGIN, its statements in one batch (with the claim's,
+	// when handed over), COMMIT.
+	if st := got["admit"]; st.RoundTrips != 3*turns {
+		t.Errorf("admit: %+v in %d turns, want 3 round trips per turn", st, turns)
+	}
 	for purpose, want := range map[string]int64{"admit": turns, "claim": claims * turns, "worker_commit": turns} {
 		st := got[purpose]
 		if purpose == "claim" && claims == 0 {

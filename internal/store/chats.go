@@ -89,7 +89,6 @@ func (s *Store) CreateChat(ctx context.Context, p NewChat) (Chat, Message, error
 		p.Mode = client.ModeChild
 	}
 	err = s.tx(ctx, "admit", func(tx pgx.Tx) error {
-		var err error
 		if p.ParentChatID.Valid {
 			parent, err := s.q.ChatGetForOwner(ctx, tx, dbgen.ChatGetForOwnerParams{ID: p.ParentChatID.UUID, OwnerID: p.OwnerID})
 			if errors.Is(err, pgx.ErrNoRows) || (err == nil && parent.Mode == client.ModeChild) {
@@ -99,7 +98,9 @@ func (s *Store) CreateChat(ctx context.Context, p NewChat) (Chat, Message, error
 				return err
 			}
 		}
-		ins := dbgen.ChatInsertParams{
+		// The admission's statements decide nothing that follows: one
+		// round trip (the chat's id is ours).
+		ins := dbgen.ChatInsertParams{ID: uuid.New(),
 			OwnerID: p.OwnerID, ParentChatID: p.ParentChatID, Title: p.Title, Model: p.Model,
 			SystemPrompt: p.SystemPrompt, Mode: p.Mode, DynamicTools: p.DynamicTools, Status: client.StatusRunning,
 			McpServers: p.MCPServers, SpawnAgents: p.SpawnAgents,
@@ -107,33 +108,34 @@ func (s *Store) CreateChat(ctx context.Context, p NewChat) (Chat, Message, error
 		if p.Claim != nil {
 			ins.WorkerID, ins.LeaseSeconds = uuid.NullUUID{UUID: p.Claim.Worker, Valid: true}, p.Claim.Lease.Seconds()
 		}
-		row, err := s.q.ChatInsert(ctx, tx, ins)
-		if err != nil {
+		var pl pipeline
+		pipeOne(&pl, func(db dbgen.DBTX) (dbgen.Chat, error) { return s.q.ChatInsert(ctx, db, ins) },
+			func(_ dbgen.Chat, err error) error { return err })
+		reqID := s.queueRequest(ctx, &pl, ins.ID, p.Request)
+		pipeOne(&pl, func(db dbgen.DBTX) (dbgen.ChatMessage, error) {
+			return s.q.MessageInsert(ctx, db, userMessage(ins.ID, content, reqID))
+		}, func(row dbgen.ChatMessage, err error) error {
+			msg = messageFrom(row)
 			return err
-		}
-		reqID, err := s.insertRequest(ctx, tx, row.ID, p.Request)
-		if err != nil {
-			return err
-		}
-		if msg, err = s.insertUserMessage(ctx, tx, row.ID, content, reqID); err != nil {
+		})
+		final := func(row dbgen.Chat, err error) error {
+			chat = chatFrom(row)
 			return err
 		}
 		if p.Claim != nil {
-			// The message reset the attempt counter (it moved the history):
-			// the claim's attempt is counted after it.
-			row, err = s.q.ChatCountAttempt(ctx, tx, row.ID)
+			// The message reset the attempt counter (it moved the
+			// history): the claim's attempt is counted after it.
+			pipeOne(&pl, func(db dbgen.DBTX) (dbgen.Chat, error) { return s.q.ChatCountAttempt(ctx, db, ins.ID) }, final)
+			p.Claim.Turn = Turn{Chat: Chat{ID: ins.ID}}
+			s.queueTurnRead(ctx, &pl, &p.Claim.Turn)
 		} else {
-			row, err = s.q.ChatGet(ctx, tx, row.ID)
+			pipeOne(&pl, func(db dbgen.DBTX) (dbgen.Chat, error) { return s.q.ChatGet(ctx, db, ins.ID) }, final)
 		}
-		if err != nil {
+		if err := pl.send(ctx, tx); err != nil {
 			return err
 		}
-		chat = chatFrom(row)
 		if p.Claim != nil {
-			p.Claim.Turn = Turn{Chat: chat}
-			if err := s.readTurn(ctx, tx, &p.Claim.Turn); err != nil {
-				return err
-			}
+			p.Claim.Turn.Chat = chat
 		}
 		if p.Key != nil {
 			return s.saveAnswer(ctx, tx, p.OwnerID, p.Key, func() (int, []byte, error) { return p.Answer(chat, msg) })
@@ -143,15 +145,22 @@ func (s *Store) CreateChat(ctx context.Context, p NewChat) (Chat, Message, error
 	return chat, msg, err
 }
 
-func (s *Store) insertRequest(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, spec *RequestSpec) (uuid.NullUUID, error) {
+// queueRequest queues the insert of a structured request's ledger row,
+// when spec asks for one, and returns its id.
+func (s *Store) queueRequest(ctx context.Context, pl *pipeline, chatID uuid.UUID, spec *RequestSpec) uuid.NullUUID {
 	if spec == nil {
-		return uuid.NullUUID{}, nil
+		return uuid.NullUUID{}
 	}
-	id := uuid.New()
-	_, err := s.q.RequestInsert(ctx, tx, dbgen.RequestInsertParams{
-		RequestID: id, ChatID: chatID, Name: spec.Name, Description: spec.Description, Schema: spec.Schema,
-	})
-	return uuid.NullUUID{UUID: id, Valid: true}, err
+	p := dbgen.RequestInsertParams{RequestID: uuid.New(), ChatID: chatID, Name: spec.Name, Description: spec.Description, Schema: spec.Schema}
+	pipeOne(pl, func(db dbgen.DBTX) (dbgen.StructuredRequest, error) { return s.q.RequestInsert(ctx, db, p) },
+		func(_ dbgen.StructuredRequest, err error) error { return err })
+	return uuid.NullUUID{UUID: p.RequestID, Valid: true}
+}
+
+func (s *Store) insertRequest(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, spec *RequestSpec) (uuid.NullUUID, error) {
+	var pl pipeline
+	id := s.queueRequest(ctx, &pl, chatID, spec)
+	return id, pl.send(ctx, tx)
 }
 
 // MaxTitleBytes bounds a chat title, explicit or derived.
@@ -259,27 +268,40 @@ func (s *Store) send(ctx context.Context, tx pgx.Tx, p SendParams, content []byt
 			return err
 		}
 	}
+	if chat.Status.Idle() {
+		// The turn's start decides nothing that follows: one round trip.
+		var pl pipeline
+		reqID := s.queueRequest(ctx, &pl, chat.ID, p.Request)
+		pipeOne(&pl, func(db dbgen.DBTX) (dbgen.ChatMessage, error) {
+			return s.q.MessageInsert(ctx, db, userMessage(chat.ID, content, reqID))
+		}, func(row dbgen.ChatMessage, err error) error {
+			msg := messageFrom(row)
+			res.Message = &msg
+			return err
+		})
+		started := func(row dbgen.Chat, err error) error {
+			res.Chat = chatFrom(row)
+			return err
+		}
+		if p.Claim == nil {
+			sp := dbgen.ChatSetStateParams{ID: chat.ID, Status: client.StatusRunning}
+			pipeOne(&pl, func(db dbgen.DBTX) (dbgen.Chat, error) { return s.q.ChatSetState(ctx, db, sp) }, started)
+			return pl.send(ctx, tx)
+		}
+		sp := dbgen.ChatStartTurnForParams{ID: chat.ID,
+			WorkerID: uuid.NullUUID{UUID: p.Claim.Worker, Valid: true}, LeaseSeconds: p.Claim.Lease.Seconds()}
+		pipeOne(&pl, func(db dbgen.DBTX) (dbgen.Chat, error) { return s.q.ChatStartTurnFor(ctx, db, sp) }, started)
+		p.Claim.Turn = Turn{Chat: Chat{ID: chat.ID}}
+		s.queueTurnRead(ctx, &pl, &p.Claim.Turn)
+		if err := pl.send(ctx, tx); err != nil {
+			return err
+		}
+		p.Claim.Turn.Chat, res.Claimed = res.Chat, true
+		return nil
+	}
 	reqID, err := s.insertRequest(ctx, tx, chat.ID, p.Request)
 	if err != nil {
 		return err
-	}
-	if chat.Status.Idle() {
-		msg, err := s.insertUserMessage(ctx, tx, chat.ID, content, reqID)
-		if err != nil {
-			return err
-		}
-		res.Message = &msg
-		if p.Claim == nil {
-			return s.setState(ctx, tx, &res.Chat, dbgen.ChatSetStateParams{ID: chat.ID, Status: client.StatusRunning})
-		}
-		row, err := s.q.ChatStartTurnFor(ctx, tx, dbgen.ChatStartTurnForParams{ID: chat.ID,
-			WorkerID: uuid.NullUUID{UUID: p.Claim.Worker, Valid: true}, LeaseSeconds: p.Claim.Lease.Seconds()})
-		if err != nil {
-			return err
-		}
-		res.Chat, res.Claimed = chatFrom(row), true
-		p.Claim.Turn = Turn{Chat: res.Chat}
-		return s.readTurn(ctx, tx, &p.Claim.Turn)
 	}
 	q, err := s.q.QueueInsert(ctx, tx, dbgen.QueueInsertParams{ChatID: chat.ID, Content: content, StructuredRequestID: reqID})
 	if err != nil {
@@ -298,11 +320,16 @@ func (s *Store) send(ctx context.Context, tx pgx.Tx, p SendParams, content []byt
 
 // insertUserMessage adds a user message to history.
 func (s *Store) insertUserMessage(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, content []byte, reqID uuid.NullUUID) (Message, error) {
-	m, err := s.q.MessageInsert(ctx, tx, dbgen.MessageInsertParams{
+	m, err := s.q.MessageInsert(ctx, tx, userMessage(chatID, content, reqID))
+	return messageFrom(m), err
+}
+
+// userMessage is the row of a user message.
+func userMessage(chatID uuid.UUID, content []byte, reqID uuid.NullUUID) dbgen.MessageInsertParams {
+	return dbgen.MessageInsertParams{
 		ChatID: chatID, Role: client.RoleUser, Kind: string(KindMessage), Visibility: string(VisibleBoth),
 		Content: content, StructuredRequestID: reqID,
-	})
-	return messageFrom(m), err
+	}
 }
 
 // setState runs ChatSetState and stores the chat it returns in dst.

@@ -143,19 +143,31 @@ func (s *Store) LoadTurn(ctx context.Context, chatID uuid.UUID) (Turn, error) {
 	return t, mapError(err)
 }
 
-// readTurn reads t.Chat's prompt and governing request.
+// readTurn reads t.Chat's prompt and governing request, in one round trip.
 func (s *Store) readTurn(ctx context.Context, tx pgx.Tx, t *Turn) error {
-	prompt, err := s.q.MessageListForPrompt(ctx, tx, t.Chat.ID)
-	if err != nil {
-		return err
-	}
-	t.Prompt = mapRows(prompt, messageFrom)
-	reqs, err := s.q.RequestGoverning(ctx, tx, t.Chat.ID)
-	if len(reqs) > 0 {
-		req := requestFrom(reqs[0])
-		t.Request = &req
-	}
-	return err
+	var pl pipeline
+	s.queueTurnRead(ctx, &pl, t)
+	return pl.send(ctx, tx)
+}
+
+// queueTurnRead queues the reads of t.Chat's prompt and governing request,
+// which fill t when pl is sent.
+func (s *Store) queueTurnRead(ctx context.Context, pl *pipeline, t *Turn) {
+	pipeMany(pl, func(db dbgen.DBTX) ([]dbgen.ChatMessage, error) { return s.q.MessageListForPrompt(ctx, db, t.Chat.ID) },
+		func(rows []dbgen.ChatMessage, err error) error {
+			t.Prompt = mapRows(rows, messageFrom)
+			return err
+		})
+	pipeMany(pl, func(db dbgen.DBTX) ([]dbgen.StructuredRequest, error) {
+		return s.q.RequestGoverning(ctx, db, t.Chat.ID)
+	},
+		func(rows []dbgen.StructuredRequest, err error) error {
+			if len(rows) > 0 {
+				req := requestFrom(rows[0])
+				t.Request = &req
+			}
+			return err
+		})
 }
 
 // Fence is a worker's guard: the chat it owns, at the history it read.

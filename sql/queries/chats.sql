@@ -1,9 +1,11 @@
 -- name: ChatInsert :one
 -- With a worker_id, the chat is born claimed by a worker of the admitting
 -- process (local hand-off: no chatd_work notification, no claim).
-INSERT INTO chats (owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, mcp_servers, spawn_agents, status,
+-- The id is the caller's, so that the admission's statements can be sent
+-- together (store.CreateChat).
+INSERT INTO chats (id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, mcp_servers, spawn_agents, status,
                    worker_id, lease_expires_at)
-VALUES (@owner_id, sqlc.narg(parent_chat_id), @title, @model, @system_prompt, @mode, @dynamic_tools, @mcp_servers::text[], @spawn_agents, @status,
+VALUES (@id, @owner_id, sqlc.narg(parent_chat_id), @title, @model, @system_prompt, @mode, @dynamic_tools, @mcp_servers::text[], @spawn_agents, @status,
         sqlc.narg(worker_id),
         CASE WHEN sqlc.narg(worker_id)::uuid IS NOT NULL THEN now() + make_interval(secs => @lease_seconds::float8) END)
 RETURNING *;
