@@ -166,11 +166,15 @@ func turnTransactionBudget(t *testing.T, noHandoff bool, claims int64) {
 		turn()
 	}
 
+	// A turn's commit is counted when COMMIT returns to the worker, which
+	// can be after the client saw the receipt: wait for the count.
+	settle(t, txs, warm)
 	before, xid0, start := txs.Snapshot(), nextXID(t, admin), time.Now()
 	for range turns {
 		turn()
 	}
 	writes := nextXID(t, admin) - xid0
+	settle(t, txs, warm+turns)
 	got := store.Sub(txs.Snapshot(), before)
 	elapsed := time.Since(start)
 
@@ -286,6 +290,7 @@ func TestTurnTransactionBudgetWithWebhooks(t *testing.T) {
 		turn()
 	}
 	delivered(warm)
+	settle(t, txs, warm)
 
 	before, xid0, start := txs.Snapshot(), nextXID(t, admin), time.Now()
 	for range turns {
@@ -293,6 +298,7 @@ func TestTurnTransactionBudgetWithWebhooks(t *testing.T) {
 	}
 	delivered(warm + turns)
 	writes := nextXID(t, admin) - xid0
+	settle(t, txs, warm+turns)
 	got := store.Sub(txs.Snapshot(), before)
 
 	// Handed over, no turn claims (an idle worker's poll may, writing nothing).
@@ -485,7 +491,10 @@ func replicaTransactionBudget(t *testing.T, noHandoff bool, claims int64) {
 			t.Errorf("%d replica(s): claim: %+v, want %d commits and at most %d rollbacks", n, st, claims*long, claims*int64(n-1)*long)
 		}
 	}
-	if two > one+2.25 {
+	// The second listener's 2, and a margin for what a loaded machine
+	// adds to a longer run (autovacuum's transactions): a claim herd adds
+	// one per turn per woken worker.
+	if two > one+2.5 {
 		t.Errorf("%.2f database commits per turn with two replicas, %.2f with one: want at most 2 more (the second listener's)", two, one)
 	}
 }
@@ -546,4 +555,16 @@ func TestFollowUpHandOff(t *testing.T) {
 // nothing.
 func idlePolls(d time.Duration, workers int64) int64 {
 	return workers * (int64(d/(5*time.Second)) + 1)
+}
+
+// settle waits until chatd counted n finalizer commits.
+func settle(t *testing.T, txs *store.TxCounter, n int64) {
+	t.Helper()
+	for txs.Snapshot()["worker_commit"].Commits < n {
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("%d of %d worker commits counted", txs.Snapshot()["worker_commit"].Commits, n)
+		case <-time.After(time.Millisecond):
+		}
+	}
 }
