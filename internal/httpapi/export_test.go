@@ -56,3 +56,6 @@ func documents(d routeDoc, status int) bool {
 
 // Extends reports whether next grew from prev as partials do (partial_test.go).
 func Extends(prev, next any) bool { return extends(prev, next) }
+
+// TokenChecks counts the token re-checks the server asked of the database.
+func (s *Server) TokenChecks() int64 { return s.tokenChecks.Load() }

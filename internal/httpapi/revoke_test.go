@@ -135,6 +135,53 @@ func TestRevokedOrExpiredTokenEndsItsStreams(t *testing.T) {
 	}
 }
 
+// TestStreamsOfOneTokenShareTheRecheck: the streams and watches opened with
+// one token are re-checked together, one query per interval, not one per
+// stream: at 1,000 streams that was 200 queries a second.
+func TestStreamsOfOneTokenShareTheRecheck(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.Options{NoRunner: true})
+	c := env.Client("sharer")
+	id := tokenID(t, env, "sharer")
+	chat, err := c.CreateChat(t.Context(), client.CreateChatRequest{Content: text("hi")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	var cols []*collector
+	for i := range n {
+		if i == 0 {
+			col := collect(t, c.Watch(t.Context()))
+			col.until(t, "the chat", func(ev client.StreamEvent) bool { return ev.Type == client.EventChat })
+			cols = append(cols, col)
+			continue
+		}
+		col := collect(t, c.Stream(t.Context(), chat.Chat.ID, 0))
+		col.until(t, "the status", func(ev client.StreamEvent) bool { return ev.Type == client.EventStatus })
+		cols = append(cols, col)
+	}
+	before := env.Server.TokenChecks()
+	if err := env.Store.RevokeToken(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	for _, col := range cols {
+		select {
+		case err := <-col.errs:
+			var ae *client.APIError
+			if !errors.As(err, &ae) || ae.StatusCode != 401 {
+				t.Fatalf("reconnect: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("the stream was not refused after its token went")
+		}
+	}
+	// One check may have found the token live just before the revocation;
+	// the next found it gone and ended all n.
+	if checks := env.Server.TokenChecks() - before; checks > 2 {
+		t.Fatalf("%d token checks ended %d streams of one token: want one per re-check interval", checks, n)
+	}
+}
+
 // TestExpiringToken: a token created with an expiry works until then and is
 // refused after, on the database clock.
 func TestExpiringToken(t *testing.T) {

@@ -120,6 +120,8 @@ type Server struct {
 	queryNames  map[string][]string // "METHOD pattern": the documented query parameters
 
 	feeds        *feeds
+	tokens       *tokenWatches
+	tokenChecks  atomic.Int64 // token re-checks asked of the database (tests)
 	streams      atomic.Int64
 	userStreamMu sync.Mutex
 	userStreams  map[uuid.UUID]int // open streams by user, for MaxStreamsPerUser
@@ -164,6 +166,7 @@ func New(o Options) *Server {
 		s.serverTools[n] = true
 	}
 	s.feeds = &feeds{s: s, m: map[uuid.UUID]*feed{}}
+	s.tokens = &tokenWatches{s: s, m: map[uuid.UUID]*tokenWatch{}}
 	s.instrument(o.Metrics)
 	s.routes()
 	s.openapi = openAPIDocument(s.routeTable(), routeDocs())

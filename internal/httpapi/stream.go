@@ -153,8 +153,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer release()
-	recheck, stopRecheck := recheckToken(u)
-	defer stopRecheck()
+	revoked, unwatch := s.watchToken(u)
+	defer unwatch()
 
 	// Deltas are subscribed before the first read, so a step's preview is
 	// not missed; committed changes come from the chat's shared feed.
@@ -225,11 +225,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 			if out.comment("keep-alive") != nil {
 				return nil
 			}
-		case <-recheck:
-			if s.tokenGone(ctx, u) {
-				_ = out.event("error", errTokenGone)
-				return nil
-			}
+		case <-revoked:
+			_ = out.event("error", errTokenGone)
+			return nil
 		case <-st.partials.c:
 			if st.partials.fire(out, st) != nil || out.flush() != nil {
 				return nil
@@ -394,8 +392,8 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer release()
-	recheck, stopRecheck := recheckToken(u)
-	defer stopRecheck()
+	revoked, unwatch := s.watchToken(u)
+	defer unwatch()
 	sub := s.hub.SubscribeOwner(owner)
 	defer sub.Close()
 	chats, err := s.allChats(ctx, owner)
@@ -433,11 +431,9 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) error {
 			if out.comment("keep-alive") != nil {
 				return nil
 			}
-		case <-recheck:
-			if s.tokenGone(ctx, u) {
-				_ = out.event("error", errTokenGone)
-				return nil
-			}
+		case <-revoked:
+			_ = out.event("error", errTokenGone)
+			return nil
 		case <-sub.C():
 			ev, _ := sub.Next()
 			if ev.Snapshot == -1 { // resync: re-read everything
