@@ -19,33 +19,49 @@ import (
 	"github.com/chatd/chatd/internal/testenv"
 )
 
+// benchStream is an open stream whose events a reader goroutine of its own
+// takes as they arrive, stamping each with its arrival time: a delivery is
+// timed where it arrives, and timing it starts no goroutine (the 1,000
+// goroutines a round started and woke used to compete, inside the timed
+// window, with the delivery they timed).
+type benchStream struct {
+	s   *client.Stream
+	evs chan stamped
+}
+
+type stamped struct {
+	ev  client.StreamEvent
+	at  time.Time
+	err error
+}
+
+// next returns the stream's next event and when it arrived.
+func (bs *benchStream) next() stamped { return <-bs.evs }
+
 // openStreams opens n streams on chat and waits for each one's initial
 // status event.
-func openStreams(b *testing.B, c *client.Client, chat uuid.UUID, n int) []*client.Stream {
+func openStreams(b *testing.B, c *client.Client, chat uuid.UUID, n int) []*benchStream {
 	b.Helper()
-	streams := make([]*client.Stream, n)
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
+	streams := make([]*benchStream, n)
 	for i := range streams {
-		streams[i] = c.Stream(context.Background(), chat, 0)
-		wg.Go(func() {
+		bs := &benchStream{s: c.Stream(context.Background(), chat, 0), evs: make(chan stamped, 64)}
+		streams[i] = bs
+		go func() {
 			for {
-				ev, err := streams[i].Next()
+				ev, err := bs.s.Next()
+				at := time.Now()
 				if err != nil {
-					errs <- err
+					select { // nobody may be reading any more: the stream was closed
+					case bs.evs <- stamped{err: err}:
+					default:
+					}
 					return
 				}
-				if ev.Type == client.EventStatus {
-					return
-				}
+				bs.evs <- stamped{ev: ev, at: at}
 			}
-		})
+		}()
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
+	each(b, streams, func(ev client.StreamEvent) bool { return ev.Type == client.EventStatus })
 	return streams
 }
 
@@ -145,7 +161,7 @@ func chatdDelivery(b *testing.B, env *testenv.Env, n int) delivery {
 		},
 		close: func() {
 			for _, s := range streams {
-				s.Close()
+				s.s.Close()
 			}
 		},
 	}
@@ -222,7 +238,7 @@ func floorDelivery(b *testing.B, env *testenv.Env, n int) delivery {
 		},
 		close: func() {
 			for _, s := range streams {
-				s.Close()
+				s.s.Close()
 			}
 			srv.Close()
 			cancel()
@@ -233,59 +249,38 @@ func floorDelivery(b *testing.B, env *testenv.Env, n int) delivery {
 }
 
 // each reads every stream until it sees an event matching done.
-func each(b *testing.B, streams []*client.Stream, done func(client.StreamEvent) bool) {
-	var wg sync.WaitGroup
+func each(b *testing.B, streams []*benchStream, done func(client.StreamEvent) bool) {
 	for _, s := range streams {
-		wg.Go(func() {
-			for {
-				ev, err := s.Next()
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if done(ev) {
-					return
-				}
+		for {
+			e := s.next()
+			if e.err != nil {
+				b.Fatal(e.err)
 			}
-		})
+			if done(e.ev) {
+				break
+			}
+		}
 	}
-	wg.Wait()
 }
 
 // deliver runs commit and returns how long the receipt of req took to reach
 // each stream, from just before the commit.
-func deliver(b *testing.B, streams []*client.Stream, req uuid.UUID, commit func()) []time.Duration {
-	var (
-		wg  sync.WaitGroup
-		mu  sync.Mutex
-		lat []time.Duration
-	)
-	start := make(chan time.Time)
-	for _, s := range streams {
-		wg.Go(func() {
-			t0 := <-start
-			for {
-				ev, err := s.Next()
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if isReceipt(req)(ev) {
-					d := time.Since(t0)
-					mu.Lock()
-					lat = append(lat, d)
-					mu.Unlock()
-					return
-				}
-			}
-		})
-	}
+func deliver(b *testing.B, streams []*benchStream, req uuid.UUID, commit func()) []time.Duration {
+	lat := make([]time.Duration, 0, len(streams))
 	t0 := time.Now()
 	commit()
-	for range streams {
-		start <- t0
+	for _, s := range streams {
+		for {
+			e := s.next()
+			if e.err != nil {
+				b.Fatal(e.err)
+			}
+			if isReceipt(req)(e.ev) {
+				lat = append(lat, e.at.Sub(t0))
+				break
+			}
+		}
 	}
-	wg.Wait()
 	return lat
 }
 
@@ -311,6 +306,36 @@ func ownerOf(b *testing.B, env *testenv.Env, chat uuid.UUID) uuid.UUID {
 	return owner
 }
 
+// openIdleStreams opens n streams on chat, waits for each one's initial
+// status event and leaves them idle (no reader goroutine of the benchmark).
+func openIdleStreams(b *testing.B, c *client.Client, chat uuid.UUID, n int) []*client.Stream {
+	b.Helper()
+	streams := make([]*client.Stream, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range streams {
+		streams[i] = c.Stream(context.Background(), chat, 0)
+		wg.Go(func() {
+			for {
+				ev, err := streams[i].Next()
+				if err != nil {
+					errs <- err
+					return
+				}
+				if ev.Type == client.EventStatus {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	return streams
+}
+
 // BenchmarkIdleStreamMemory reports the heap and goroutines one idle stream
 // costs (server handler and client reader, both in this process).
 func BenchmarkIdleStreamMemory(b *testing.B) {
@@ -326,7 +351,7 @@ func BenchmarkIdleStreamMemory(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		g0 := runtime.NumGoroutine()
-		streams := openStreams(b, c, chat.Chat.ID, n)
+		streams := openIdleStreams(b, c, chat.Chat.ID, n)
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		g1 := runtime.NumGoroutine()
