@@ -1153,52 +1153,6 @@ func (q *Queries) ChatSetState(ctx context.Context, db DBTX, arg ChatSetStatePar
 	return i, err
 }
 
-const chatShareLockForOwner = `-- name: ChatShareLockForOwner :one
-SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state FROM chats WHERE id = $1 AND owner_id = $2 FOR SHARE
-`
-
-type ChatShareLockForOwnerParams struct {
-	ID      uuid.UUID
-	OwnerID uuid.UUID
-}
-
-// A stream's consistent read: FOR SHARE waits for writers of this chat to
-// commit and keeps new ones out until the reading transaction ends, so the
-// rows read next belong to exactly this snapshot_version.
-func (q *Queries) ChatShareLockForOwner(ctx context.Context, db DBTX, arg ChatShareLockForOwnerParams) (Chat, error) {
-	row := db.QueryRow(ctx, chatShareLockForOwner, arg.ID, arg.OwnerID)
-	var i Chat
-	err := row.Scan(
-		&i.ID,
-		&i.OwnerID,
-		&i.ParentChatID,
-		&i.Title,
-		&i.Model,
-		&i.SystemPrompt,
-		&i.Mode,
-		&i.DynamicTools,
-		&i.Status,
-		&i.WorkerID,
-		&i.LeaseExpiresAt,
-		&i.SnapshotVersion,
-		&i.SnapshotXact,
-		&i.HistoryVersion,
-		&i.GenerationAttempt,
-		&i.LastError,
-		&i.RequiresActionDeadline,
-		&i.CompactionRequestedAt,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.McpServers,
-		&i.SpawnAgents,
-		&i.SpawnDepth,
-		&i.SpawnMessageID,
-		&i.SpawnToolCallID,
-		&i.SpawnState,
-	)
-	return i, err
-}
-
 const chatSpawnCounts = `-- name: ChatSpawnCounts :one
 SELECT count(*)::integer AS total,
        (count(*) FILTER (WHERE spawn_message_id > $1))::integer AS this_turn,

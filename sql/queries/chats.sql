@@ -254,9 +254,3 @@ RETURNING *;
 
 -- name: ChatClearCompactionRequest :exec
 UPDATE chats SET compaction_requested_at = NULL WHERE id = @id;
-
--- name: ChatShareLockForOwner :one
--- A stream's consistent read: FOR SHARE waits for writers of this chat to
--- commit and keeps new ones out until the reading transaction ends, so the
--- rows read next belong to exactly this snapshot_version.
-SELECT * FROM chats WHERE id = @id AND owner_id = @owner_id FOR SHARE;
