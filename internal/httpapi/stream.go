@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -122,7 +123,7 @@ type streamState struct {
 	attempt   int32
 	lastSeq   int64
 	status    client.ChatStatus
-	queue     string // data of the queue event last sent
+	queue     []byte // data of the queue event last sent (a feed's shared bytes: never written to)
 	action    int64  // history_version whose action_required was sent
 	errorSent int64  // history_version whose error was sent
 	partials  partials
@@ -340,8 +341,8 @@ func (s *Server) apply(out *sse, st *streamState, rd *rendered, initial bool) er
 	}
 	st.history, st.attempt = c.HistoryVersion, c.GenerationAttempt
 
-	if initial || string(rd.queue) != st.queue {
-		st.queue = string(rd.queue)
+	if initial || !bytes.Equal(rd.queue, st.queue) {
+		st.queue = rd.queue
 		if err := out.send("queue", 0, rd.queue); err != nil {
 			return err
 		}
