@@ -139,20 +139,24 @@ func TestStreamDeliversATurnAndResumes(t *testing.T) {
 	}
 }
 
-// holdMidStream holds provider responses whose last user text contains
-// "hold" after the first chunks, so a preview is in flight.
+// midHold holds the provider response whose last user text contains
+// "hold": before its first chunk until start is closed (a stream that
+// opens after the chat was created sees the step's fragments from the
+// first: a chat handed to a worker at admission starts at once), and after
+// the first chunks until release, so a preview is in flight.
 type midHold struct {
+	start   chan struct{}
 	release chan struct{}
 	entered chan struct{}
 	done    atomic.Bool
 }
 
 func newMidHold() *midHold {
-	return &midHold{release: make(chan struct{}), entered: make(chan struct{}, 1)}
+	return &midHold{start: make(chan struct{}), release: make(chan struct{}), entered: make(chan struct{}, 1)}
 }
 
 func (h *midHold) hook(ctx context.Context, r *mockllm.Request, n int) error {
-	if n != 3 {
+	if n != 0 && n != 3 {
 		return nil
 	}
 	for i := len(r.Messages) - 1; i >= 0; i-- {
@@ -162,6 +166,15 @@ func (h *midHold) hook(ctx context.Context, r *mockllm.Request, n int) error {
 			}
 			break
 		}
+	}
+	if n == 0 {
+		if !h.done.Load() {
+			select {
+			case <-h.start:
+			case <-ctx.Done():
+			}
+		}
+		return nil
 	}
 	if h.done.Swap(true) {
 		return nil
@@ -187,6 +200,8 @@ func TestQueuedCancellationDuringAHeldTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := collect(t, c.Stream(ctx, chat.Chat.ID, 0))
+	s.until(t, "the initial status", func(e client.StreamEvent) bool { return e.Type == client.EventStatus })
+	close(h.start) // the stream follows the chat: the step may begin
 	<-h.entered
 	// A preview of the held step reaches the stream.
 	evs := s.until(t, "a preview part", func(e client.StreamEvent) bool { return e.Type == client.EventMessagePart })
