@@ -122,19 +122,7 @@ func committed(t *testing.T, admin *pgx.Conn) int64 {
 // adds a transaction to the turn fails here.
 func TestTurnTransactionBudget(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name      string
-		noHandoff bool
-		claims    int64 // per turn
-	}{
-		{"handed to an idle worker", false, 0},
-		{"announced and claimed", true, 1},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			turnTransactionBudget(t, tc.noHandoff, tc.claims)
-		})
-	}
+	bothPaths(t, turnTransactionBudget)
 }
 
 func turnTransactionBudget(t *testing.T, noHandoff bool, claims int64) {
@@ -194,10 +182,10 @@ func turnTransactionBudget(t *testing.T, noHandoff bool, claims int64) {
 	}
 	for purpose, want := range map[string]int64{"admit": turns, "claim": claims * turns, "worker_commit": turns} {
 		st := got[purpose]
-		if purpose == "claim" && claims == 0 {
-			// Handed over, no turn claims; an idle worker's poll does
-			// (finding nothing, writing nothing) once per period.
-			st.Commits = max(0, st.Commits-idlePolls(elapsed, 2))
+		if purpose == "claim" {
+			// An idle worker's poll claims too (finding nothing, writing
+			// nothing), once per period.
+			st.Commits = max(want, st.Commits-idlePolls(elapsed, 2))
 		}
 		if st.Commits != want || st.Rollbacks != 0 {
 			t.Errorf("%s: %+v, want %d commits", purpose, st, want)
@@ -445,19 +433,7 @@ func replicaTurns(t *testing.T, cluster *pglocal.Cluster, admin *pgx.Conn, repli
 // admission and the end of the turn.
 func TestReplicaTransactionBudget(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name      string
-		noHandoff bool
-		claims    int64 // per turn
-	}{
-		{"handed to an idle worker", false, 0},
-		{"announced and claimed", true, 1},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			replicaTransactionBudget(t, tc.noHandoff, tc.claims)
-		})
-	}
+	bothPaths(t, replicaTransactionBudget)
 }
 
 func replicaTransactionBudget(t *testing.T, noHandoff bool, claims int64) {
@@ -504,50 +480,40 @@ func replicaTransactionBudget(t *testing.T, noHandoff bool, claims int64) {
 // new chat (no claim transaction); announced, each turn is claimed.
 func TestFollowUpHandOff(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name      string
-		noHandoff bool
-		claims    int64 // per turn
-	}{
-		{"handed to an idle worker", false, 0},
-		{"announced and claimed", true, 1},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			cfg := dbtest.Config(t)
-			txs := store.Trace(cfg)
-			pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-			if err != nil {
-				t.Fatal(err)
+	bothPaths(t, func(t *testing.T, noHandoff bool, claims int64) {
+		cfg := dbtest.Config(t)
+		txs := store.Trace(cfg)
+		pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close) // after the env's stop (cleanups run last first)
+		env := testenv.OnPool(t, pool, testenv.Options{Runner: runner.Options{Workers: 2}, NoHandoff: noHandoff})
+		c := env.Client("alice")
+		chat, req := create(t, c, reportSchema)
+		if res := wait(t, c, req); res.Status != client.OutputSucceeded {
+			t.Fatalf("first turn: %+v", res)
+		}
+		const turns = 5
+		before, start := txs.Snapshot(), time.Now()
+		for range turns {
+			sent, err := c.SendMessage(t.Context(), chat, client.SendMessageRequest{
+				Content: []client.MessagePart{client.TextPart("Again.")}, ResponseFormat: structured(reportSchema)})
+			if err != nil || sent.Message == nil || sent.Message.StructuredOutputRequestID == nil {
+				t.Fatalf("send: %+v %v", sent, err)
 			}
-			t.Cleanup(pool.Close) // after the env's stop (cleanups run last first)
-			env := testenv.OnPool(t, pool, testenv.Options{Runner: runner.Options{Workers: 2}, NoHandoff: tc.noHandoff})
-			c := env.Client("alice")
-			chat, req := create(t, c, reportSchema)
-			if res := wait(t, c, req); res.Status != client.OutputSucceeded {
-				t.Fatalf("first turn: %+v", res)
+			if res := wait(t, c, *sent.Message.StructuredOutputRequestID); res.Status != client.OutputSucceeded {
+				t.Fatalf("result %+v", res)
 			}
-			const turns = 5
-			before, start := txs.Snapshot(), time.Now()
-			for range turns {
-				sent, err := c.SendMessage(t.Context(), chat, client.SendMessageRequest{
-					Content: []client.MessagePart{client.TextPart("Again.")}, ResponseFormat: structured(reportSchema)})
-				if err != nil || sent.Message == nil || sent.Message.StructuredOutputRequestID == nil {
-					t.Fatalf("send: %+v %v", sent, err)
-				}
-				if res := wait(t, c, *sent.Message.StructuredOutputRequestID); res.Status != client.OutputSucceeded {
-					t.Fatalf("result %+v", res)
-				}
-			}
-			got := store.Sub(txs.Snapshot(), before)
-			if st := got["claim"]; st.Commits != tc.claims*turns && (tc.claims > 0 || st.Commits > idlePolls(time.Since(start), 2)) {
-				t.Errorf("claims: %+v, want %d commits in %d turns (%v)", st, tc.claims*turns, turns, got)
-			}
-			if st := got["send"]; st.Commits != turns {
-				t.Errorf("sends: %+v, want %d commits", st, turns)
-			}
-		})
-	}
+		}
+		got := store.Sub(txs.Snapshot(), before)
+		if st := got["claim"]; st.Commits < claims*turns || st.Commits > claims*turns+idlePolls(time.Since(start), 2) {
+			t.Errorf("claims: %+v, want %d commits in %d turns (%v)", st, claims*turns, turns, got)
+		}
+		if st := got["send"]; st.Commits != turns {
+			t.Errorf("sends: %+v, want %d commits", st, turns)
+		}
+	})
 }
 
 // idlePolls bounds the claims the idle poll of `workers` idle workers makes
@@ -566,5 +532,24 @@ func settle(t *testing.T, txs *store.TxCounter, n int64) {
 			t.Fatalf("%d of %d worker commits counted", txs.Snapshot()["worker_commit"].Commits, n)
 		case <-time.After(time.Millisecond):
 		}
+	}
+}
+
+// bothPaths runs test for a turn handed to an idle worker at admission (no
+// claim) and for one announced to every worker and claimed (claims per
+// turn: 0 and 1).
+func bothPaths(t *testing.T, test func(t *testing.T, noHandoff bool, claims int64)) {
+	for _, tc := range []struct {
+		name      string
+		noHandoff bool
+		claims    int64
+	}{
+		{"handed to an idle worker", false, 0},
+		{"announced and claimed", true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, tc.noHandoff, tc.claims)
+		})
 	}
 }
