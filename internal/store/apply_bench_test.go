@@ -47,14 +47,7 @@ func BenchmarkFinalizerCommit(b *testing.B) {
 	txs := store.Trace(cfg)
 	st := store.New(dbtest.NewPool(b, cfg))
 	ctx := b.Context()
-	token, err := st.CreateToken(ctx, "alice")
-	if err != nil {
-		b.Fatal(err)
-	}
-	user, err := st.Authenticate(ctx, token)
-	if err != nil {
-		b.Fatal(err)
-	}
+	user := newUser(b, st, "alice")
 	worker := uuid.New()
 	var statements, roundTrips int64
 	for b.Loop() {
@@ -96,14 +89,7 @@ func TestFinalizerCommitSeesMessageQueuedWhileItWaited(t *testing.T) {
 	pool := dbtest.New(t)
 	st := store.New(pool)
 	ctx := t.Context()
-	token, err := st.CreateToken(ctx, "alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	user, err := st.Authenticate(ctx, token)
-	if err != nil {
-		t.Fatal(err)
-	}
+	user := newUser(t, st, "alice")
 	chat, input, err := st.CreateChat(ctx, store.NewChat{OwnerID: user.ID, Model: "m", Content: []jsonb.Part{jsonb.Text("go")},
 		Request: &store.RequestSpec{Name: "r", Schema: json.RawMessage(`{"type":"object"}`)}})
 	if err != nil {

@@ -72,14 +72,7 @@ func TestZombieWorkerCannotCommit(t *testing.T) {
 	pool := dbtest.New(t)
 	st := store.New(pool)
 	ctx := t.Context()
-	token, err := st.CreateToken(ctx, "alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	user, err := st.Authenticate(ctx, token)
-	if err != nil {
-		t.Fatal(err)
-	}
+	user := newUser(t, st, "alice")
 	chat, input, err := st.CreateChat(ctx, store.NewChat{OwnerID: user.ID, Model: "m", Content: []jsonb.Part{jsonb.Text("go")},
 		Request: &store.RequestSpec{Name: "r", Schema: json.RawMessage(`{"type":"integer"}`)}})
 	if err != nil {
@@ -236,4 +229,18 @@ func TestExpiredLeaseWithoutTakeoverStillCommits(t *testing.T) {
 	if err != nil || res.Chat.Status != client.StatusWaiting {
 		t.Fatalf("commit after expiry: %v %s", err, res.Chat.Status)
 	}
+}
+
+// newUser creates a user (with a token) and returns it.
+func newUser(t testing.TB, st *store.Store, name string) store.User {
+	t.Helper()
+	token, err := st.CreateToken(t.Context(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, err := st.Authenticate(t.Context(), token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return user
 }

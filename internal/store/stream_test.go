@@ -21,14 +21,7 @@ func TestStreamReadTakesNoLock(t *testing.T) {
 	pool := dbtest.New(t)
 	st := store.New(pool)
 	ctx := t.Context()
-	token, err := st.CreateToken(ctx, "alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	user, err := st.Authenticate(ctx, token)
-	if err != nil {
-		t.Fatal(err)
-	}
+	user := newUser(t, st, "alice")
 	chat, _, err := st.CreateChat(ctx, store.NewChat{OwnerID: user.ID, Model: "m", Content: []jsonb.Part{jsonb.Text("go")}})
 	if err != nil {
 		t.Fatal(err)
