@@ -278,7 +278,7 @@ func TestTurnTransactionBudgetWithWebhooks(t *testing.T) {
 		turn()
 	}
 	delivered(warm)
-	settle(t, txs, warm)
+	settle(t, txs, warm, "worker_commit", "webhook_done")
 
 	before, xid0, start := txs.Snapshot(), nextXID(t, admin), time.Now()
 	for range turns {
@@ -286,7 +286,7 @@ func TestTurnTransactionBudgetWithWebhooks(t *testing.T) {
 	}
 	delivered(warm + turns)
 	writes := nextXID(t, admin) - xid0
-	settle(t, txs, warm+turns)
+	settle(t, txs, warm+turns, "worker_commit", "webhook_done")
 	got := store.Sub(txs.Snapshot(), before)
 
 	// Handed over, no turn claims (an idle worker's poll may, writing nothing).
@@ -523,14 +523,21 @@ func idlePolls(d time.Duration, workers int64) int64 {
 	return workers * (int64(d/(5*time.Second)) + 1)
 }
 
-// settle waits until chatd counted n finalizer commits.
-func settle(t *testing.T, txs *store.TxCounter, n int64) {
+// settle waits until chatd counted n commits of each purpose (the
+// finalizer's when none is named): a commit is counted after COMMIT returns,
+// so a row other connections already see may not be counted yet.
+func settle(t *testing.T, txs *store.TxCounter, n int64, purposes ...string) {
 	t.Helper()
-	for txs.Snapshot()["worker_commit"].Commits < n {
-		select {
-		case <-t.Context().Done():
-			t.Fatalf("%d of %d worker commits counted", txs.Snapshot()["worker_commit"].Commits, n)
-		case <-time.After(time.Millisecond):
+	if len(purposes) == 0 {
+		purposes = []string{"worker_commit"}
+	}
+	for _, purpose := range purposes {
+		for txs.Snapshot()[purpose].Commits < n {
+			select {
+			case <-t.Context().Done():
+				t.Fatalf("%d of %d %s commits counted", txs.Snapshot()[purpose].Commits, n, purpose)
+			case <-time.After(time.Millisecond):
+			}
 		}
 	}
 }
