@@ -11,7 +11,13 @@ BEGIN
     NEW.snapshot_xact := pg_current_xact_id();
     NEW.history_version := 0;
     NEW.generation_attempt := 0;
-    PERFORM pg_notify('chatd_chat', NEW.id::text || ' 1 ' || NEW.owner_id::text);
+    IF NEW.worker_id IS NOT NULL THEN
+        PERFORM chatd_note_claim(NEW.id);
+    END IF;
+    -- Only a watch of the owner can follow a chat that did not exist.
+    IF chatd_followed(NEW.owner_id, NEW.id) THEN
+        PERFORM pg_notify('chatd_chat', NEW.id::text || ' 1 ' || NEW.owner_id::text);
+    END IF;
     IF NEW.status IN ('running', 'interrupting') AND NEW.worker_id IS NULL THEN
         PERFORM pg_notify('chatd_work', NEW.id::text);
     END IF;
@@ -85,12 +91,24 @@ BEGIN
         NEW.updated_at := OLD.updated_at;
     END IF;
 
-    -- Announced at commit (see 040_notify.sql). A worker's bookkeeping is
-    -- not: no reader needs it, and streams learn a new attempt from its
-    -- preview. pg_notify drops a payload repeated in one transaction, so a
-    -- transaction announces its snapshot once however many rows it writes.
+    -- Announced at commit (see 040_notify.sql) to whoever may need it: the
+    -- worker that owned the chat (an interrupt, an edit, a queued message
+    -- must reach it), unless this transaction made it the owner (an
+    -- admission that hands the chat to a worker: chatd_note_claim), and the
+    -- registered followers (005_followers.sql). A worker's bookkeeping is
+    -- not announced: no reader needs it, and streams learn a new attempt
+    -- from its preview. pg_notify drops a payload repeated in one
+    -- transaction, so a transaction announces its snapshot once however
+    -- many rows it writes.
+    IF OLD.worker_id IS NULL AND NEW.worker_id IS NOT NULL THEN
+        PERFORM chatd_note_claim(NEW.id);
+    END IF;
     IF visible THEN
-        PERFORM pg_notify('chatd_chat', NEW.id::text || ' ' || NEW.snapshot_version || ' ' || NEW.owner_id::text);
+        IF OLD.worker_id IS NOT NULL AND current_setting('chatd.claimed_chat', true) IS DISTINCT FROM NEW.id::text THEN
+            PERFORM pg_notify('chatd_chat', NEW.id::text || ' ' || NEW.snapshot_version || ' ' || NEW.owner_id::text);
+        ELSIF chatd_followed(NEW.owner_id, NEW.id) THEN
+            PERFORM pg_notify('chatd_chat', NEW.id::text || ' ' || NEW.snapshot_version || ' ' || NEW.owner_id::text);
+        END IF;
     END IF;
     IF NEW.status IN ('running', 'interrupting') AND NEW.worker_id IS NULL THEN
         PERFORM pg_notify('chatd_work', NEW.id::text);
@@ -105,6 +123,17 @@ CREATE FUNCTION public.chatd_chats_notify_delete() RETURNS trigger
 BEGIN
     PERFORM pg_notify('chatd_chat', o.id::text || ' 0 ' || o.owner_id::text) FROM old_rows o;
     RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION public.chatd_followed(p_owner uuid, p_chat uuid) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(17, hashtext(p_owner::text));
+    RETURN EXISTS (SELECT 1 FROM chat_followers f
+                   WHERE f.owner_id = p_owner
+                     AND f.chat_id IN (p_chat, '00000000-0000-0000-0000-000000000000'));
 END
 $$;
 
@@ -177,6 +206,12 @@ BEGIN
     NEW.revision := chatd_touch_chat(NEW.chat_id, TG_OP = 'UPDATE' OR NEW.kind <> 'receipt');
     RETURN NEW;
 END
+$$;
+
+CREATE FUNCTION public.chatd_note_claim(p_chat uuid) RETURNS void
+    LANGUAGE sql
+    AS $$
+    SELECT set_config('chatd.claimed_chat', p_chat::text, true);
 $$;
 
 CREATE FUNCTION public.chatd_queue_touch() RETURNS trigger
@@ -330,6 +365,13 @@ CREATE TABLE public.api_tokens (
     last_used_at timestamp with time zone,
     expires_at timestamp with time zone,
     CONSTRAINT api_tokens_token_hash_check CHECK ((octet_length(token_hash) = 32))
+);
+
+CREATE TABLE public.chat_followers (
+    owner_id uuid NOT NULL,
+    chat_id uuid NOT NULL,
+    hub_id uuid NOT NULL,
+    seen_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
 CREATE TABLE public.chat_messages (
@@ -553,6 +595,9 @@ ALTER TABLE ONLY public.api_tokens
 
 ALTER TABLE ONLY public.api_tokens
     ADD CONSTRAINT api_tokens_token_hash_key UNIQUE (token_hash);
+
+ALTER TABLE ONLY public.chat_followers
+    ADD CONSTRAINT chat_followers_pkey PRIMARY KEY (owner_id, chat_id, hub_id);
 
 ALTER TABLE ONLY public.chat_messages
     ADD CONSTRAINT chat_messages_pkey PRIMARY KEY (id);

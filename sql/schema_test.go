@@ -491,6 +491,12 @@ func TestNotificationsFollowCommits(t *testing.T) {
 	if _, err := conn.Exec(ctx, `LISTEN chatd_chat`); err != nil {
 		t.Fatal(err)
 	}
+	// A stream follows the chat (changes nobody follows are not announced:
+	// internal/notify's registry tests).
+	if _, err := conn.Exec(ctx, `INSERT INTO chat_followers (owner_id, chat_id, hub_id)
+		SELECT owner_id, id, gen_random_uuid() FROM chats WHERE id = $1`, f.chat); err != nil {
+		t.Fatal(err)
+	}
 
 	// A rolled-back change notifies nobody; a committed one notifies once
 	// with the snapshot it produced.

@@ -51,6 +51,13 @@ type Chat struct {
 	SpawnState             *string
 }
 
+type ChatFollower struct {
+	OwnerID uuid.UUID
+	ChatID  uuid.UUID
+	HubID   uuid.UUID
+	SeenAt  time.Time
+}
+
 type ChatMessage struct {
 	ID                  int64
 	ChatID              uuid.UUID

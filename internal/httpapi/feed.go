@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -93,7 +94,22 @@ func (fd *feed) run(ctx context.Context, s *Server) {
 	defer sub.Close()
 	resync := time.NewTicker(streamResync)
 	defer resync.Stop()
+	// Registered before the first read (the kick of the first join): the
+	// chat's changes are announced only to registered followers. Until a
+	// registration succeeds the feed still reads at each resync.
+	var unfollow func()
+	defer func() {
+		if unfollow != nil {
+			unfollow()
+		}
+	}()
 	for {
+		if unfollow == nil {
+			var err error
+			if unfollow, err = s.hub.Follow(ctx, fd.owner, fd.chatID); err != nil && ctx.Err() == nil {
+				s.log.Warn("registering a stream's follow failed", slog.String("chat_id", fd.chatID.String()), slog.String("error", err.Error()))
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return

@@ -397,6 +397,11 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) error {
 	defer unwatch()
 	sub := s.hub.SubscribeOwner(owner)
 	defer sub.Close()
+	unfollow, err := s.hub.Follow(ctx, owner, uuid.Nil) // before the first read
+	if err != nil {
+		return err
+	}
+	defer unfollow()
 	chats, err := s.allChats(ctx, owner)
 	if err != nil {
 		return err

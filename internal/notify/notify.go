@@ -91,6 +91,9 @@ type Hub struct {
 	finish chan struct{}  // some request finished (Finished)
 	ready  chan struct{}  // closed once the first LISTEN is in place
 
+	id        uuid.UUID                // this process's rows in chat_followers (registry.go)
+	following map[followKey]*following // what this process's streams and watches follow
+
 	followed     map[uuid.UUID]time.Time // chats other replicas' streams follow (follow.go)
 	toAnnounce   []string
 	announceKick chan struct{}
@@ -106,6 +109,7 @@ func New(pool *pgxpool.Pool, logger *slog.Logger) *Hub {
 		deltas: map[uuid.UUID]map[*DeltaSub]struct{}{},
 		work:   make(chan uuid.UUID, workBacklog), ready: make(chan struct{}), finish: make(chan struct{}, 1),
 		followed: map[uuid.UUID]time.Time{}, announceKick: make(chan struct{}, 1),
+		id: uuid.New(), following: map[followKey]*following{},
 	}
 	for k := range h.subs {
 		h.subs[k] = map[uuid.UUID]map[*Sub]struct{}{}
@@ -116,10 +120,12 @@ func New(pool *pgxpool.Pool, logger *slog.Logger) *Hub {
 // Ready is closed once the hub listens (tests wait on it before committing).
 func (h *Hub) Ready() <-chan struct{} { return h.ready }
 
-// Subscribe delivers events for one chat.
+// Subscribe delivers events for one chat. A change is announced only to the
+// chat's worker and to registered followers: a stream also calls Follow.
 func (h *Hub) Subscribe(chatID uuid.UUID) *Sub { return h.subscribe(chatID, subChat) }
 
-// SubscribeOwner delivers events for every chat of one owner.
+// SubscribeOwner delivers events for every chat of one owner (who must be
+// followed: Follow with uuid.Nil).
 func (h *Hub) SubscribeOwner(owner uuid.UUID) *Sub { return h.subscribe(owner, subOwner) }
 
 // SubscribeRequest delivers an event when a structured request finished
@@ -241,12 +247,10 @@ func (h *Hub) resyncAll() {
 
 // Run listens until ctx ends, reconnecting with backoff.
 func (h *Hub) Run(ctx context.Context) {
-	done := make(chan struct{})
-	defer func() { <-done }()
-	go func() {
-		defer close(done)
-		h.runAnnouncer(ctx)
-	}()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { h.runAnnouncer(ctx) })
+	wg.Go(func() { h.runRegistry(ctx) })
 	backoff := 100 * time.Millisecond
 	first := true
 	for ctx.Err() == nil {

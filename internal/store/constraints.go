@@ -106,6 +106,8 @@ const (
 	StreamTicketsChatIDFkey   Constraint = "stream_tickets_chat_id_fkey"
 	StreamTicketsDigestSHA256 Constraint = "stream_tickets_digest_sha256"
 	StreamTicketsTokenIDFkey  Constraint = "stream_tickets_token_id_fkey"
+
+	ChatFollowersPkey Constraint = "chat_followers_pkey" // written by internal/notify, never refused (upsert)
 )
 
 // Trigger invariants (sql/triggers/).

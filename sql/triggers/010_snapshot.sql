@@ -122,12 +122,24 @@ BEGIN
         NEW.updated_at := OLD.updated_at;
     END IF;
 
-    -- Announced at commit (see 040_notify.sql). A worker's bookkeeping is
-    -- not: no reader needs it, and streams learn a new attempt from its
-    -- preview. pg_notify drops a payload repeated in one transaction, so a
-    -- transaction announces its snapshot once however many rows it writes.
+    -- Announced at commit (see 040_notify.sql) to whoever may need it: the
+    -- worker that owned the chat (an interrupt, an edit, a queued message
+    -- must reach it), unless this transaction made it the owner (an
+    -- admission that hands the chat to a worker: chatd_note_claim), and the
+    -- registered followers (005_followers.sql). A worker's bookkeeping is
+    -- not announced: no reader needs it, and streams learn a new attempt
+    -- from its preview. pg_notify drops a payload repeated in one
+    -- transaction, so a transaction announces its snapshot once however
+    -- many rows it writes.
+    IF OLD.worker_id IS NULL AND NEW.worker_id IS NOT NULL THEN
+        PERFORM chatd_note_claim(NEW.id);
+    END IF;
     IF visible THEN
-        PERFORM pg_notify('chatd_chat', NEW.id::text || ' ' || NEW.snapshot_version || ' ' || NEW.owner_id::text);
+        IF OLD.worker_id IS NOT NULL AND current_setting('chatd.claimed_chat', true) IS DISTINCT FROM NEW.id::text THEN
+            PERFORM pg_notify('chatd_chat', NEW.id::text || ' ' || NEW.snapshot_version || ' ' || NEW.owner_id::text);
+        ELSIF chatd_followed(NEW.owner_id, NEW.id) THEN
+            PERFORM pg_notify('chatd_chat', NEW.id::text || ' ' || NEW.snapshot_version || ' ' || NEW.owner_id::text);
+        END IF;
     END IF;
     IF NEW.status IN ('running', 'interrupting') AND NEW.worker_id IS NULL THEN
         PERFORM pg_notify('chatd_work', NEW.id::text);
@@ -148,7 +160,13 @@ BEGIN
     NEW.snapshot_xact := pg_current_xact_id();
     NEW.history_version := 0;
     NEW.generation_attempt := 0;
-    PERFORM pg_notify('chatd_chat', NEW.id::text || ' 1 ' || NEW.owner_id::text);
+    IF NEW.worker_id IS NOT NULL THEN
+        PERFORM chatd_note_claim(NEW.id);
+    END IF;
+    -- Only a watch of the owner can follow a chat that did not exist.
+    IF chatd_followed(NEW.owner_id, NEW.id) THEN
+        PERFORM pg_notify('chatd_chat', NEW.id::text || ' 1 ' || NEW.owner_id::text);
+    END IF;
     IF NEW.status IN ('running', 'interrupting') AND NEW.worker_id IS NULL THEN
         PERFORM pg_notify('chatd_work', NEW.id::text);
     END IF;

@@ -3,9 +3,11 @@
 -- work of a rolled back savepoint).
 --
 --   chatd_chat     payload "<chat_id> <snapshot_version> <owner_id>", once per
---                  transaction that changed the chat in a way a client can see
---                  (streams, watches); snapshot_version 0 means the chat was
---                  deleted. Sent by chatd_chats_before_insert/_update
+--                  transaction that changed the chat in a way a client can see,
+--                  when the chat's worker or a registered follower (a stream,
+--                  a watch: chat_followers, 005_followers.sql) may need it;
+--                  snapshot_version 0 means the chat was deleted (always
+--                  sent). Sent by chatd_chats_before_insert/_update
 --                  (010_snapshot.sql), which know what changed.
 --   chatd_work     payload "<chat_id>", when a chat is runnable and has no
 --                  owner (workers); sent by the same triggers.
