@@ -199,29 +199,26 @@ func (h *Hub) wake(chatID uuid.UUID) {
 	}
 }
 
-func (h *Hub) publish(e Event) {
+// subsOf returns the subscribers of kind and key, copied under the lock
+// so that delivering to them does not hold it.
+func (h *Hub) subsOf(kind subKind, key uuid.UUID) []*Sub {
 	h.mu.Lock()
-	var targets []*Sub
-	for s := range h.subs[subChat][e.ChatID] {
+	defer h.mu.Unlock()
+	targets := make([]*Sub, 0, len(h.subs[kind][key]))
+	for s := range h.subs[kind][key] {
 		targets = append(targets, s)
 	}
-	for s := range h.subs[subOwner][e.OwnerID] {
-		targets = append(targets, s)
-	}
-	h.mu.Unlock()
-	for _, s := range targets {
+	return targets
+}
+
+func (h *Hub) publish(e Event) {
+	for _, s := range append(h.subsOf(subChat, e.ChatID), h.subsOf(subOwner, e.OwnerID)...) {
 		s.deliver(e)
 	}
 }
 
 func (h *Hub) publishRequest(id uuid.UUID) {
-	h.mu.Lock()
-	var targets []*Sub
-	for s := range h.subs[subRequest][id] {
-		targets = append(targets, s)
-	}
-	h.mu.Unlock()
-	for _, s := range targets {
+	for _, s := range h.subsOf(subRequest, id) {
 		s.deliver(Event{ChatID: id})
 	}
 }

@@ -177,13 +177,7 @@ func (h *Hub) resyncKey(k followKey) {
 	if k.chat == uuid.Nil {
 		kind, key = subOwner, k.owner
 	}
-	h.mu.Lock()
-	var targets []*Sub
-	for s := range h.subs[kind][key] {
-		targets = append(targets, s)
-	}
-	h.mu.Unlock()
-	for _, s := range targets {
+	for _, s := range h.subsOf(kind, key) {
 		s.deliver(Event{ChatID: s.key, Snapshot: -1})
 	}
 }
