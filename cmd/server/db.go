@@ -73,6 +73,7 @@ func openDatabase(ctx context.Context, df databaseFlags, maxConns int32, logger 
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
+	store.Configure(cfg)
 	d.txs = store.Trace(cfg)
 	d.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

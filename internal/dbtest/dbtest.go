@@ -31,6 +31,7 @@ import (
 
 	"github.com/chatd/chatd/internal/migrate"
 	"github.com/chatd/chatd/internal/pglocal"
+	"github.com/chatd/chatd/internal/store"
 	chatdsql "github.com/chatd/chatd/sql"
 )
 
@@ -229,6 +230,7 @@ func Config(t testing.TB) *pgxpool.Config {
 		t.Fatalf("dbtest: pool: %v", err)
 	}
 	cfg.MaxConns = 16 // as a server with a few workers and open streams has
+	store.Configure(cfg)
 	return cfg
 }
 

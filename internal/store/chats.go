@@ -88,60 +88,67 @@ func (s *Store) CreateChat(ctx context.Context, p NewChat) (Chat, Message, error
 	if p.ParentChatID.Valid {
 		p.Mode = client.ModeChild
 	}
-	err = s.tx(ctx, "admit", func(tx pgx.Tx) error {
-		if p.ParentChatID.Valid {
-			parent, err := s.q.ChatGetForOwner(ctx, tx, dbgen.ChatGetForOwnerParams{ID: p.ParentChatID.UUID, OwnerID: p.OwnerID})
-			if errors.Is(err, pgx.ErrNoRows) || (err == nil && parent.Mode == client.ModeChild) {
-				return ErrUnknownParent // children are one level deep
+	// The admission's statements decide nothing that follows (the chat's
+	// id is ours): one batch.
+	ins := dbgen.ChatInsertParams{ID: uuid.New(),
+		OwnerID: p.OwnerID, ParentChatID: p.ParentChatID, Title: p.Title, Model: p.Model,
+		SystemPrompt: p.SystemPrompt, Mode: p.Mode, DynamicTools: p.DynamicTools, Status: client.StatusRunning,
+		McpServers: p.MCPServers, SpawnAgents: p.SpawnAgents,
+	}
+	if p.Claim != nil {
+		ins.WorkerID, ins.LeaseSeconds = uuid.NullUUID{UUID: p.Claim.Worker, Valid: true}, p.Claim.Lease.Seconds()
+	}
+	var pl pipeline
+	pipeOne(&pl, func(db dbgen.DBTX) (dbgen.Chat, error) { return s.q.ChatInsert(ctx, db, ins) },
+		func(_ dbgen.Chat, err error) error { return err })
+	reqID := s.queueRequest(ctx, &pl, ins.ID, p.Request)
+	pipeOne(&pl, func(db dbgen.DBTX) (dbgen.ChatMessage, error) {
+		return s.q.MessageInsert(ctx, db, userMessage(ins.ID, content, reqID))
+	}, func(row dbgen.ChatMessage, err error) error {
+		msg = messageFrom(row)
+		return err
+	})
+	final := func(row dbgen.Chat, err error) error {
+		chat = chatFrom(row)
+		return err
+	}
+	if p.Claim != nil {
+		// The message reset the attempt counter (it moved the
+		// history): the claim's attempt is counted after it.
+		pipeOne(&pl, func(db dbgen.DBTX) (dbgen.Chat, error) { return s.q.ChatCountAttempt(ctx, db, ins.ID) }, final)
+		p.Claim.Turn = Turn{Chat: Chat{ID: ins.ID}}
+		s.queueTurnRead(ctx, &pl, &p.Claim.Turn)
+	} else {
+		pipeOne(&pl, func(db dbgen.DBTX) (dbgen.Chat, error) { return s.q.ChatGet(ctx, db, ins.ID) }, final)
+	}
+	if !p.ParentChatID.Valid && p.Key == nil {
+		// Nothing to read first or to write after: the batch alone is
+		// the transaction (PostgreSQL runs a batch sent outside one as
+		// one implicit transaction, committed at its end), one round trip.
+		err = mapError(s.pool.SendBatch(withPurpose(ctx, "admit"), &pl.b).Close())
+	} else {
+		err = s.tx(ctx, "admit", func(tx pgx.Tx) error {
+			if p.ParentChatID.Valid {
+				parent, err := s.q.ChatGetForOwner(ctx, tx, dbgen.ChatGetForOwnerParams{ID: p.ParentChatID.UUID, OwnerID: p.OwnerID})
+				if errors.Is(err, pgx.ErrNoRows) || (err == nil && parent.Mode == client.ModeChild) {
+					return ErrUnknownParent // children are one level deep
+				}
+				if err != nil {
+					return err
+				}
 			}
-			if err != nil {
+			if err := pl.send(ctx, tx); err != nil {
 				return err
 			}
-		}
-		// The admission's statements decide nothing that follows: one
-		// round trip (the chat's id is ours).
-		ins := dbgen.ChatInsertParams{ID: uuid.New(),
-			OwnerID: p.OwnerID, ParentChatID: p.ParentChatID, Title: p.Title, Model: p.Model,
-			SystemPrompt: p.SystemPrompt, Mode: p.Mode, DynamicTools: p.DynamicTools, Status: client.StatusRunning,
-			McpServers: p.MCPServers, SpawnAgents: p.SpawnAgents,
-		}
-		if p.Claim != nil {
-			ins.WorkerID, ins.LeaseSeconds = uuid.NullUUID{UUID: p.Claim.Worker, Valid: true}, p.Claim.Lease.Seconds()
-		}
-		var pl pipeline
-		pipeOne(&pl, func(db dbgen.DBTX) (dbgen.Chat, error) { return s.q.ChatInsert(ctx, db, ins) },
-			func(_ dbgen.Chat, err error) error { return err })
-		reqID := s.queueRequest(ctx, &pl, ins.ID, p.Request)
-		pipeOne(&pl, func(db dbgen.DBTX) (dbgen.ChatMessage, error) {
-			return s.q.MessageInsert(ctx, db, userMessage(ins.ID, content, reqID))
-		}, func(row dbgen.ChatMessage, err error) error {
-			msg = messageFrom(row)
-			return err
+			if p.Key != nil {
+				return s.saveAnswer(ctx, tx, p.OwnerID, p.Key, func() (int, []byte, error) { return p.Answer(chat, msg) })
+			}
+			return nil
 		})
-		final := func(row dbgen.Chat, err error) error {
-			chat = chatFrom(row)
-			return err
-		}
-		if p.Claim != nil {
-			// The message reset the attempt counter (it moved the
-			// history): the claim's attempt is counted after it.
-			pipeOne(&pl, func(db dbgen.DBTX) (dbgen.Chat, error) { return s.q.ChatCountAttempt(ctx, db, ins.ID) }, final)
-			p.Claim.Turn = Turn{Chat: Chat{ID: ins.ID}}
-			s.queueTurnRead(ctx, &pl, &p.Claim.Turn)
-		} else {
-			pipeOne(&pl, func(db dbgen.DBTX) (dbgen.Chat, error) { return s.q.ChatGet(ctx, db, ins.ID) }, final)
-		}
-		if err := pl.send(ctx, tx); err != nil {
-			return err
-		}
-		if p.Claim != nil {
-			p.Claim.Turn.Chat = chat
-		}
-		if p.Key != nil {
-			return s.saveAnswer(ctx, tx, p.OwnerID, p.Key, func() (int, []byte, error) { return p.Answer(chat, msg) })
-		}
-		return nil
-	})
+	}
+	if err == nil && p.Claim != nil {
+		p.Claim.Turn.Chat = chat
+	}
 	return chat, msg, err
 }
 

@@ -84,6 +84,30 @@ func (s *Store) tx(ctx context.Context, purpose string, fn func(tx pgx.Tx) error
 	return mapError(pgx.BeginFunc(withPurpose(ctx, purpose), s.pool, fn))
 }
 
+// txFrom is tx whose BEGIN goes out in one round trip with the statements
+// first queues, and whose fn runs once their callbacks have: a transaction
+// whose first statement decides what follows (a lock behind a guard) saves
+// the round trip of BEGIN alone.
+func (s *Store) txFrom(ctx context.Context, purpose string, first func(pl *pipeline), fn func(tx pgx.Tx) error) error {
+	ctx = withPurpose(ctx, purpose)
+	var pl pipeline
+	pl.b.BeginTx(pgx.TxOptions{})
+	first(&pl)
+	br := s.pool.SendBatch(ctx, &pl.b)
+	tx := br.Tx()
+	// Rollback after Commit does nothing; before it, it ends the
+	// transaction (when BEGIN ran) and hands the connection back.
+	defer func() { _ = tx.Rollback(ctx) }()
+	err := br.Close()
+	if err == nil {
+		err = fn(tx)
+	}
+	if err != nil {
+		return mapError(err)
+	}
+	return mapError(tx.Commit(ctx))
+}
+
 // mapError translates database errors into the package's sentinels.
 func mapError(err error) error {
 	if err == nil {

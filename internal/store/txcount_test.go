@@ -60,6 +60,21 @@ func TestTxCounter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A transaction begun in the round trip of its first statements.
+	b = &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
+	b.Queue("-- name: Begun :one\nSELECT 10")
+	b.Queue("SELECT 11")
+	br := pool.SendBatch(ctx, b)
+	if err := br.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := br.Tx().Exec(ctx, "SELECT 12"); err != nil {
+		t.Fatal(err)
+	}
+	if err := br.Tx().Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
 	// A rolled back transaction.
 	errStop := errors.New("stop")
 	err = pgx.BeginFunc(store.WithPurpose(ctx, "undone"), pool, func(tx pgx.Tx) error {
@@ -78,6 +93,7 @@ func TestTxCounter(t *testing.T) {
 		"Batched": {Commits: 1, Statements: 2, RoundTrips: 1},
 		"undone":  {Rollbacks: 1, Statements: 1, RoundTrips: 3},
 		"Piped":   {Commits: 1, Statements: 3, RoundTrips: 4},
+		"Begun":   {Commits: 1, Statements: 3, RoundTrips: 3},
 	}
 	for k, w := range want {
 		if got[k] != w {

@@ -324,23 +324,34 @@ func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 	}
 	var done []Outcome
 	ending := c.End == EndTurn || c.End == EndError
-	err := s.tx(ctx, "worker_commit", func(tx pgx.Tx) error {
-		out, done = Committed{}, nil
+	var locked dbgen.Chat
+	// The locks go out with BEGIN: the fence's answer decides whether
+	// anything follows.
+	lock := func(pl *pipeline) {
 		if c.SpawnParent.Valid && ending {
-			if _, err := s.q.ChatLockByID(ctx, tx, c.SpawnParent.UUID); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				return err
-			}
+			pipeOne(pl, func(db dbgen.DBTX) (dbgen.Chat, error) { return s.q.ChatLockByID(ctx, db, c.SpawnParent.UUID) },
+				func(_ dbgen.Chat, err error) error {
+					if errors.Is(err, pgx.ErrNoRows) {
+						return nil
+					}
+					return err
+				})
 		}
-		locked, err := s.q.ChatLockIfOwned(ctx, tx, dbgen.ChatLockIfOwnedParams{
+		p := dbgen.ChatLockIfOwnedParams{
 			ID: c.Fence.ChatID, WorkerID: uuid.NullUUID{UUID: c.Fence.WorkerID, Valid: true},
 			HistoryVersion: c.Fence.HistoryVersion, Statuses: statuses, GenerationAttempt: c.Fence.Attempt,
-		})
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrFenceMiss
 		}
-		if err != nil {
-			return err
-		}
+		pipeOne(pl, func(db dbgen.DBTX) (dbgen.Chat, error) { return s.q.ChatLockIfOwned(ctx, db, p) },
+			func(row dbgen.Chat, err error) error {
+				if errors.Is(err, pgx.ErrNoRows) {
+					return ErrFenceMiss
+				}
+				locked = row
+				return err
+			})
+	}
+	err := s.txFrom(ctx, "worker_commit", lock, func(tx pgx.Tx) error {
+		var err error
 		if c.CompressBefore > 0 {
 			if _, err := s.q.MessageCompressBefore(ctx, tx, dbgen.MessageCompressBeforeParams{ChatID: c.Fence.ChatID, BeforeID: c.CompressBefore}); err != nil {
 				return err
