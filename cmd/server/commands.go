@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -65,6 +66,9 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	logger, err := newLogger(stderr, *logFormat, *logLevel)
 	if err != nil {
 		return err
+	}
+	if tuneGC(os.Getenv) {
+		logger.Debug("garbage collector target set", slog.Int("gc_percent", serverGCPercent))
 	}
 	origins, err := httpapi.ParseOrigins(*corsOrigins)
 	if err != nil {
