@@ -180,6 +180,63 @@ func (q *Queries) MessageInsert(ctx context.Context, db DBTX, arg MessageInsertP
 	return i, err
 }
 
+const messageInsertReceipt = `-- name: MessageInsertReceipt :one
+INSERT INTO chat_messages (chat_id, role, kind, visibility, content, structured_request_id)
+VALUES ($1, $2, $3, $4, jsonb_set($5::jsonb, '{1,outcome,usage}', (
+    SELECT jsonb_build_object(
+        'input_tokens', sum((m.usage->>'input_tokens')::bigint),
+        'output_tokens', sum((m.usage->>'output_tokens')::bigint),
+        'cache_read_tokens', sum((m.usage->>'cache_read_tokens')::bigint),
+        'cache_write_tokens', sum((m.usage->>'cache_write_tokens')::bigint),
+        'reasoning_tokens', sum((m.usage->>'reasoning_tokens')::bigint))
+    FROM chat_messages m
+    WHERE m.structured_request_id = $6::uuid AND m.kind = 'message' AND m.role = 'assistant' AND m.usage IS NOT NULL)),
+    $6::uuid)
+RETURNING id, chat_id, role, kind, visibility, content, structured_request_id, finish_reason, usage, compressed, deleted, revision, created_at
+`
+
+type MessageInsertReceiptParams struct {
+	ChatID     uuid.UUID
+	Role       client.Role
+	Kind       string
+	Visibility string
+	Content    json.RawMessage
+	RequestID  uuid.UUID
+}
+
+// Inserts a receipt whose outcome (the content's second part) keeps the
+// request's usage sum as this statement sees it — RequestUsageSum's sum,
+// the steps this transaction inserted included — so that a worker commit
+// sends its steps, the progress and the receipt in one batch instead of
+// reading the sum first.
+func (q *Queries) MessageInsertReceipt(ctx context.Context, db DBTX, arg MessageInsertReceiptParams) (ChatMessage, error) {
+	row := db.QueryRow(ctx, messageInsertReceipt,
+		arg.ChatID,
+		arg.Role,
+		arg.Kind,
+		arg.Visibility,
+		arg.Content,
+		arg.RequestID,
+	)
+	var i ChatMessage
+	err := row.Scan(
+		&i.ID,
+		&i.ChatID,
+		&i.Role,
+		&i.Kind,
+		&i.Visibility,
+		&i.Content,
+		&i.StructuredRequestID,
+		&i.FinishReason,
+		&i.Usage,
+		&i.Compressed,
+		&i.Deleted,
+		&i.Revision,
+		&i.CreatedAt,
+	)
+	return i, err
+}
+
 const messageInsertRows = `-- name: MessageInsertRows :many
 INSERT INTO chat_messages (chat_id, role, kind, visibility, content, structured_request_id, finish_reason, usage)
 SELECT $1::uuid, r.m->>'role', r.m->>'kind', r.m->>'visibility', r.m->'content',

@@ -363,9 +363,9 @@ func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 			}
 		}
 		// Statements whose results decide nothing that follows go out
-		// together (pl): the plain finalizer commit is the lock, then the
-		// messages and the progress, then the receipt, the finish and the
-		// end of the turn — three round trips.
+		// together (pl): the plain finalizer commit is BEGIN with the lock,
+		// then the messages, the progress, the receipt, the finish and the
+		// end of the turn, then COMMIT — three round trips.
 		var pl pipeline
 		if err := s.queueMessages(ctx, &pl, c.Fence.ChatID, c.Messages, func(rows []Message) { out.Messages = rows }); err != nil {
 			return err
@@ -394,10 +394,14 @@ func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 				}
 			}
 			finishing := len(c.Outcomes) > 0 && c.Outcomes[0].RequestID == p.RequestID
+			// A receipt that needs nothing of the progressed row but the
+			// usage sum sums it itself: it goes in this batch. A failed
+			// one copies the row's attempts, so it waits for the row.
+			together := finishing && c.Outcomes[0].Status != client.OutputFailed
 			params := dbgen.RequestRecordProgressIfPendingParams{
 				RequestID: p.RequestID, AddSteps: p.Steps, AddRejections: p.Rejections, AddAttempts: attempts,
 				AddValidationRejections: p.ValidationRejections, SetCandidate: p.SetCandidate,
-				Candidate: p.Candidate, CandidateToolCallID: nullString(p.CandidateCallID), SumUsage: finishing,
+				Candidate: p.Candidate, CandidateToolCallID: nullString(p.CandidateCallID), SumUsage: finishing && !together,
 			}
 			pipeOne(&pl, func(db dbgen.DBTX) (dbgen.RequestRecordProgressIfPendingRow, error) {
 				return s.q.RequestRecordProgressIfPending(ctx, db, params)
@@ -407,12 +411,15 @@ func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 				}
 				req := requestFrom(r.StructuredRequest)
 				out.Request = &req
-				if finishing {
+				if finishing && !together {
 					read = &progressed{row: r.StructuredRequest, usage: r.Usage}
 				}
 				return nil
 			})
-			if finishing {
+			switch {
+			case together:
+				read = &progressed{summed: true}
+			case finishing:
 				// The receipt is made from the row the progress returns.
 				if err := pl.send(ctx, tx); err != nil {
 					return err
@@ -601,7 +608,7 @@ func (s *Store) queueFinish(ctx context.Context, tx pgx.Tx, pl *pipeline, chatID
 	var r dbgen.StructuredRequest
 	var err error
 	if read != nil {
-		r, o.Usage = read.row, read.usage
+		r, o.Usage = read.row, read.usage // the usage is the receipt INSERT's own when summed
 	} else {
 		if r, err = s.q.RequestGet(ctx, tx, o.RequestID); err != nil {
 			return fmt.Errorf("finish request %s: %w", o.RequestID, err)
@@ -627,8 +634,14 @@ func (s *Store) queueFinish(ctx context.Context, tx pgx.Tx, pl *pipeline, chatID
 	if err != nil {
 		return err
 	}
+	insert := func(db dbgen.DBTX) (dbgen.ChatMessage, error) { return s.q.MessageInsert(ctx, db, p) }
+	if read != nil && read.summed {
+		rp := dbgen.MessageInsertReceiptParams{ChatID: p.ChatID, Role: p.Role, Kind: p.Kind, Visibility: p.Visibility,
+			Content: p.Content, RequestID: o.RequestID}
+		insert = func(db dbgen.DBTX) (dbgen.ChatMessage, error) { return s.q.MessageInsertReceipt(ctx, db, rp) }
+	}
 	var receipt Message
-	pipeOne(pl, func(db dbgen.DBTX) (dbgen.ChatMessage, error) { return s.q.MessageInsert(ctx, db, p) },
+	pipeOne(pl, insert,
 		func(row dbgen.ChatMessage, err error) error {
 			if err != nil {
 				return fmt.Errorf("insert receipt for %s: %w", o.RequestID, err)
@@ -651,10 +664,13 @@ func (s *Store) queueFinish(ctx context.Context, tx pgx.Tx, pl *pipeline, chatID
 }
 
 // progressed is a ledger row a commit's progress returned, with the usage
-// sum its receipt keeps.
+// sum its receipt keeps; or, when summed, the promise that the receipt is
+// sent after the progress in the same batch and sums the usage itself
+// (MessageInsertReceipt), needing nothing else of the row.
 type progressed struct {
-	row   dbgen.StructuredRequest
-	usage json.RawMessage
+	row    dbgen.StructuredRequest
+	usage  json.RawMessage
+	summed bool
 }
 
 // ReceiptParts is a receipt's content: a text fallback for clients that do

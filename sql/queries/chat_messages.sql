@@ -3,6 +3,25 @@ INSERT INTO chat_messages (chat_id, role, kind, visibility, content, structured_
 VALUES (@chat_id, @role, @kind, @visibility, @content, sqlc.narg(structured_request_id), sqlc.narg(finish_reason), sqlc.narg(usage))
 RETURNING *;
 
+-- name: MessageInsertReceipt :one
+-- Inserts a receipt whose outcome (the content's second part) keeps the
+-- request's usage sum as this statement sees it — RequestUsageSum's sum,
+-- the steps this transaction inserted included — so that a worker commit
+-- sends its steps, the progress and the receipt in one batch instead of
+-- reading the sum first.
+INSERT INTO chat_messages (chat_id, role, kind, visibility, content, structured_request_id)
+VALUES (@chat_id, @role, @kind, @visibility, jsonb_set(@content::jsonb, '{1,outcome,usage}', (
+    SELECT jsonb_build_object(
+        'input_tokens', sum((m.usage->>'input_tokens')::bigint),
+        'output_tokens', sum((m.usage->>'output_tokens')::bigint),
+        'cache_read_tokens', sum((m.usage->>'cache_read_tokens')::bigint),
+        'cache_write_tokens', sum((m.usage->>'cache_write_tokens')::bigint),
+        'reasoning_tokens', sum((m.usage->>'reasoning_tokens')::bigint))
+    FROM chat_messages m
+    WHERE m.structured_request_id = @request_id::uuid AND m.kind = 'message' AND m.role = 'assistant' AND m.usage IS NOT NULL)),
+    @request_id::uuid)
+RETURNING *;
+
 -- name: MessageInsertRows :many
 -- Inserts a worker commit's messages in one statement (one round trip): rows
 -- is a JSON array of objects with MessageInsert's parameters as keys (an
