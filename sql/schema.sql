@@ -253,6 +253,21 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.chatd_request_usage(p_request uuid) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+    RETURN (SELECT jsonb_build_object(
+        'input_tokens', sum((m.usage->>'input_tokens')::bigint),
+        'output_tokens', sum((m.usage->>'output_tokens')::bigint),
+        'cache_read_tokens', sum((m.usage->>'cache_read_tokens')::bigint),
+        'cache_write_tokens', sum((m.usage->>'cache_write_tokens')::bigint),
+        'reasoning_tokens', sum((m.usage->>'reasoning_tokens')::bigint))
+    FROM chat_messages m
+    WHERE m.structured_request_id = p_request AND m.kind = 'message' AND m.role = 'assistant' AND m.usage IS NOT NULL);
+END
+$$;
+
 CREATE FUNCTION public.chatd_requests_guard() RETURNS trigger
     LANGUAGE plpgsql
     AS $$

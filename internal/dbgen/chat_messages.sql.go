@@ -182,16 +182,8 @@ func (q *Queries) MessageInsert(ctx context.Context, db DBTX, arg MessageInsertP
 
 const messageInsertReceipt = `-- name: MessageInsertReceipt :one
 INSERT INTO chat_messages (chat_id, role, kind, visibility, content, structured_request_id)
-VALUES ($1, $2, $3, $4, jsonb_set($5::jsonb, '{1,outcome,usage}', (
-    SELECT jsonb_build_object(
-        'input_tokens', sum((m.usage->>'input_tokens')::bigint),
-        'output_tokens', sum((m.usage->>'output_tokens')::bigint),
-        'cache_read_tokens', sum((m.usage->>'cache_read_tokens')::bigint),
-        'cache_write_tokens', sum((m.usage->>'cache_write_tokens')::bigint),
-        'reasoning_tokens', sum((m.usage->>'reasoning_tokens')::bigint))
-    FROM chat_messages m
-    WHERE m.structured_request_id = $6::uuid AND m.kind = 'message' AND m.role = 'assistant' AND m.usage IS NOT NULL)),
-    $6::uuid)
+VALUES ($1, $2, $3, $4,
+        jsonb_set($5::jsonb, '{1,outcome,usage}', chatd_request_usage($6::uuid)), $6::uuid)
 RETURNING id, chat_id, role, kind, visibility, content, structured_request_id, finish_reason, usage, compressed, deleted, revision, created_at
 `
 
@@ -205,7 +197,7 @@ type MessageInsertReceiptParams struct {
 }
 
 // Inserts a receipt whose outcome (the content's second part) keeps the
-// request's usage sum as this statement sees it — RequestUsageSum's sum,
+// request's usage sum as this statement sees it (chatd_request_usage),
 // the steps this transaction inserted included — so that a worker commit
 // sends its steps, the progress and the receipt in one batch instead of
 // reading the sum first.
@@ -494,20 +486,12 @@ func (q *Queries) MessageSoftDeleteFrom(ctx context.Context, db DBTX, arg Messag
 }
 
 const requestUsageSum = `-- name: RequestUsageSum :one
-SELECT jsonb_build_object(
-    'input_tokens', sum((usage->>'input_tokens')::bigint),
-    'output_tokens', sum((usage->>'output_tokens')::bigint),
-    'cache_read_tokens', sum((usage->>'cache_read_tokens')::bigint),
-    'cache_write_tokens', sum((usage->>'cache_write_tokens')::bigint),
-    'reasoning_tokens', sum((usage->>'reasoning_tokens')::bigint))::jsonb AS usage
-FROM chat_messages
-WHERE structured_request_id = $1 AND kind = 'message' AND role = 'assistant' AND usage IS NOT NULL
+SELECT chatd_request_usage($1::uuid)::jsonb AS usage
 `
 
-// The tokens of every provider step a structured request governed, repairs
-// and steps an edit deleted included (they were spent), by kind: a kind no
-// step reported is null. The receipt keeps it.
-func (q *Queries) RequestUsageSum(ctx context.Context, db DBTX, requestID uuid.NullUUID) (json.RawMessage, error) {
+// The usage sum a structured request's receipt keeps (chatd_request_usage,
+// sql/triggers/020_messages.sql).
+func (q *Queries) RequestUsageSum(ctx context.Context, db DBTX, requestID uuid.UUID) (json.RawMessage, error) {
 	row := db.QueryRow(ctx, requestUsageSum, requestID)
 	var usage json.RawMessage
 	err := row.Scan(&usage)

@@ -445,16 +445,8 @@ SET steps = steps + $1::integer,
     candidate = CASE WHEN $5::boolean THEN $6::jsonb ELSE candidate END,
     candidate_tool_call_id = CASE WHEN $5::boolean THEN $7::text ELSE candidate_tool_call_id END
 WHERE request_id = $8 AND status = 'pending'
-RETURNING structured_requests.request_id, structured_requests.chat_id, structured_requests.name, structured_requests.description, structured_requests.schema, structured_requests.status, structured_requests.rejections, structured_requests.validation_rejections, structured_requests.steps, structured_requests.candidate, structured_requests.candidate_tool_call_id, structured_requests.error_code, structured_requests.error_message, structured_requests.receipt_message_id, structured_requests.created_at, structured_requests.updated_at, structured_requests.finished_at, structured_requests.attempts, (CASE WHEN $9::boolean THEN (
-    SELECT jsonb_build_object(
-        'input_tokens', sum((m.usage->>'input_tokens')::bigint),
-        'output_tokens', sum((m.usage->>'output_tokens')::bigint),
-        'cache_read_tokens', sum((m.usage->>'cache_read_tokens')::bigint),
-        'cache_write_tokens', sum((m.usage->>'cache_write_tokens')::bigint),
-        'reasoning_tokens', sum((m.usage->>'reasoning_tokens')::bigint))
-    FROM chat_messages m
-    WHERE m.structured_request_id = $8 AND m.kind = 'message' AND m.role = 'assistant' AND m.usage IS NOT NULL
-) END)::jsonb AS usage
+RETURNING structured_requests.request_id, structured_requests.chat_id, structured_requests.name, structured_requests.description, structured_requests.schema, structured_requests.status, structured_requests.rejections, structured_requests.validation_rejections, structured_requests.steps, structured_requests.candidate, structured_requests.candidate_tool_call_id, structured_requests.error_code, structured_requests.error_message, structured_requests.receipt_message_id, structured_requests.created_at, structured_requests.updated_at, structured_requests.finished_at, structured_requests.attempts,
+    (CASE WHEN $9::boolean THEN chatd_request_usage($8) END)::jsonb AS usage
 `
 
 type RequestRecordProgressIfPendingParams struct {
@@ -478,8 +470,8 @@ type RequestRecordProgressIfPendingRow struct {
 // request and, when asked, replaces or clears its candidate, in the
 // transaction that commits the evidence. With @sum_usage (the same
 // transaction writes the receipt) it also returns the usage sum the receipt
-// keeps, the steps this transaction inserted included — RequestUsageSum's
-// sum, without a round trip of its own; otherwise usage is null.
+// keeps (chatd_request_usage), the steps this transaction inserted
+// included, without a round trip of its own; otherwise usage is null.
 func (q *Queries) RequestRecordProgressIfPending(ctx context.Context, db DBTX, arg RequestRecordProgressIfPendingParams) (RequestRecordProgressIfPendingRow, error) {
 	row := db.QueryRow(ctx, requestRecordProgressIfPending,
 		arg.AddSteps,

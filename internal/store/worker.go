@@ -619,7 +619,7 @@ func (s *Store) queueFinish(ctx context.Context, tx pgx.Tx, pl *pipeline, chatID
 		}
 		// The steps this transaction inserted are counted too: the
 		// receipt keeps the request's final sum.
-		if o.Usage, err = s.q.RequestUsageSum(ctx, tx, uuid.NullUUID{UUID: o.RequestID, Valid: true}); err != nil {
+		if o.Usage, err = s.q.RequestUsageSum(ctx, tx, o.RequestID); err != nil {
 			return fmt.Errorf("sum the usage of %s: %w", o.RequestID, err)
 		}
 	}

@@ -5,21 +5,13 @@ RETURNING *;
 
 -- name: MessageInsertReceipt :one
 -- Inserts a receipt whose outcome (the content's second part) keeps the
--- request's usage sum as this statement sees it — RequestUsageSum's sum,
+-- request's usage sum as this statement sees it (chatd_request_usage),
 -- the steps this transaction inserted included — so that a worker commit
 -- sends its steps, the progress and the receipt in one batch instead of
 -- reading the sum first.
 INSERT INTO chat_messages (chat_id, role, kind, visibility, content, structured_request_id)
-VALUES (@chat_id, @role, @kind, @visibility, jsonb_set(@content::jsonb, '{1,outcome,usage}', (
-    SELECT jsonb_build_object(
-        'input_tokens', sum((m.usage->>'input_tokens')::bigint),
-        'output_tokens', sum((m.usage->>'output_tokens')::bigint),
-        'cache_read_tokens', sum((m.usage->>'cache_read_tokens')::bigint),
-        'cache_write_tokens', sum((m.usage->>'cache_write_tokens')::bigint),
-        'reasoning_tokens', sum((m.usage->>'reasoning_tokens')::bigint))
-    FROM chat_messages m
-    WHERE m.structured_request_id = @request_id::uuid AND m.kind = 'message' AND m.role = 'assistant' AND m.usage IS NOT NULL)),
-    @request_id::uuid)
+VALUES (@chat_id, @role, @kind, @visibility,
+        jsonb_set(@content::jsonb, '{1,outcome,usage}', chatd_request_usage(@request_id::uuid)), @request_id::uuid)
 RETURNING *;
 
 -- name: MessageInsertRows :many
@@ -90,17 +82,10 @@ WHERE chat_id = @chat_id AND revision > @after_revision AND visibility IN ('user
 ORDER BY id;
 
 -- name: RequestUsageSum :one
--- The tokens of every provider step a structured request governed, repairs
--- and steps an edit deleted included (they were spent), by kind: a kind no
--- step reported is null. The receipt keeps it.
-SELECT jsonb_build_object(
-    'input_tokens', sum((usage->>'input_tokens')::bigint),
-    'output_tokens', sum((usage->>'output_tokens')::bigint),
-    'cache_read_tokens', sum((usage->>'cache_read_tokens')::bigint),
-    'cache_write_tokens', sum((usage->>'cache_write_tokens')::bigint),
-    'reasoning_tokens', sum((usage->>'reasoning_tokens')::bigint))::jsonb AS usage
-FROM chat_messages
-WHERE structured_request_id = @request_id AND kind = 'message' AND role = 'assistant' AND usage IS NOT NULL;
+-- The usage sum a structured request's receipt keeps (chatd_request_usage,
+-- sql/triggers/020_messages.sql).
+SELECT chatd_request_usage(@request_id::uuid)::jsonb AS usage;
+
 -- name: MessageLastAssistant :one
 -- The last ordinary assistant step of a chat: a spawned child's answer.
 SELECT * FROM chat_messages

@@ -15,8 +15,8 @@ WHERE r.request_id = @request_id AND c.owner_id = @owner_id;
 -- request and, when asked, replaces or clears its candidate, in the
 -- transaction that commits the evidence. With @sum_usage (the same
 -- transaction writes the receipt) it also returns the usage sum the receipt
--- keeps, the steps this transaction inserted included — RequestUsageSum's
--- sum, without a round trip of its own; otherwise usage is null.
+-- keeps (chatd_request_usage), the steps this transaction inserted
+-- included, without a round trip of its own; otherwise usage is null.
 UPDATE structured_requests
 SET steps = steps + @add_steps::integer,
     rejections = rejections + @add_rejections::integer,
@@ -25,16 +25,8 @@ SET steps = steps + @add_steps::integer,
     candidate = CASE WHEN @set_candidate::boolean THEN sqlc.narg(candidate)::jsonb ELSE candidate END,
     candidate_tool_call_id = CASE WHEN @set_candidate::boolean THEN sqlc.narg(candidate_tool_call_id)::text ELSE candidate_tool_call_id END
 WHERE request_id = @request_id AND status = 'pending'
-RETURNING sqlc.embed(structured_requests), (CASE WHEN @sum_usage::boolean THEN (
-    SELECT jsonb_build_object(
-        'input_tokens', sum((m.usage->>'input_tokens')::bigint),
-        'output_tokens', sum((m.usage->>'output_tokens')::bigint),
-        'cache_read_tokens', sum((m.usage->>'cache_read_tokens')::bigint),
-        'cache_write_tokens', sum((m.usage->>'cache_write_tokens')::bigint),
-        'reasoning_tokens', sum((m.usage->>'reasoning_tokens')::bigint))
-    FROM chat_messages m
-    WHERE m.structured_request_id = @request_id AND m.kind = 'message' AND m.role = 'assistant' AND m.usage IS NOT NULL
-) END)::jsonb AS usage;
+RETURNING sqlc.embed(structured_requests),
+    (CASE WHEN @sum_usage::boolean THEN chatd_request_usage(@request_id) END)::jsonb AS usage;
 
 -- name: RequestFinishIfPending :one
 -- Closes a pending request with its receipt, inserted earlier in the same

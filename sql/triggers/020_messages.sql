@@ -123,3 +123,22 @@ CREATE CONSTRAINT TRIGGER chatd_receipt_closes_request
     DEFERRABLE INITIALLY DEFERRED
     FOR EACH ROW WHEN (NEW.kind = 'receipt')
     EXECUTE FUNCTION chatd_receipt_closes_request();
+
+-- The tokens of every provider step a structured request governed, repairs
+-- and steps an edit deleted included (they were spent), by kind: a kind no
+-- step reported is null. The receipt keeps it. STABLE, so it sees the
+-- calling statement's snapshot: the steps inserted earlier in the same
+-- transaction count. plpgsql so that its plan is cached per session.
+CREATE OR REPLACE FUNCTION chatd_request_usage(p_request uuid) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT jsonb_build_object(
+        'input_tokens', sum((m.usage->>'input_tokens')::bigint),
+        'output_tokens', sum((m.usage->>'output_tokens')::bigint),
+        'cache_read_tokens', sum((m.usage->>'cache_read_tokens')::bigint),
+        'cache_write_tokens', sum((m.usage->>'cache_write_tokens')::bigint),
+        'reasoning_tokens', sum((m.usage->>'reasoning_tokens')::bigint))
+    FROM chat_messages m
+    WHERE m.structured_request_id = p_request AND m.kind = 'message' AND m.role = 'assistant' AND m.usage IS NOT NULL);
+END
+$$;
