@@ -132,7 +132,9 @@ func (fd *feed) read(ctx context.Context, s *Server) {
 	fd.mu.Lock()
 	from := fd.watermark
 	fd.mu.Unlock()
-	rd, err := s.store.ReadStream(ctx, fd.owner, fd.chatID, from, 0, false)
+	// Not cancelled mid-flight (a cancelled query costs the connection):
+	// the last stream leaving stops the feed after this read.
+	rd, err := s.store.ReadStream(context.WithoutCancel(ctx), fd.owner, fd.chatID, from, 0, false)
 	if err != nil {
 		if isNotFound(err) {
 			// The chat is gone: hand out an empty read with the chat's id

@@ -162,7 +162,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 	deltas := s.hub.SubscribeDeltas(chatID)
 	defer deltas.Close()
 
-	first, err := s.store.ReadStream(ctx, owner, chatID, 0, int64(after), true)
+	// The stream's reads are not cancelled mid-flight when the client
+	// leaves (a cancelled query costs the connection).
+	first, err := s.store.ReadStream(context.WithoutCancel(ctx), owner, chatID, 0, int64(after), true)
 	if err != nil {
 		return err // 404 and friends, before any byte is written
 	}
@@ -178,7 +180,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 	// ownRead reads for this stream alone: after joining a feed that had
 	// moved on, or after missing some of its reads.
 	ownRead := func() error {
-		rd, err := s.store.ReadStream(ctx, owner, chatID, st.watermark, 0, false)
+		rd, err := s.store.ReadStream(context.WithoutCancel(ctx), owner, chatID, st.watermark, 0, false)
 		if isNotFound(err) {
 			_ = out.event("error", client.StreamError{Message: "The chat no longer exists."})
 			_ = out.flush()
