@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"slices"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -36,6 +37,17 @@ type StreamRead struct {
 // The caller advances its watermark to Chat.SnapshotVersion only after this
 // succeeded.
 func (s *Store) ReadStream(ctx context.Context, owner, chatID uuid.UUID, watermark, afterID int64, full bool) (StreamRead, error) {
+	if !full {
+		if out, ok, err := s.readChanges(ctx, owner, chatID, watermark); ok || err != nil {
+			return out, err
+		}
+	}
+	return s.readStream(ctx, owner, chatID, watermark, afterID, full)
+}
+
+// readStream is ReadStream one statement at a time: the full reads, and the
+// changes readChanges declines.
+func (s *Store) readStream(ctx context.Context, owner, chatID uuid.UUID, watermark, afterID int64, full bool) (StreamRead, error) {
 	var out StreamRead
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	err := pgx.BeginTxFunc(withPurpose(ctx, "stream_read"), s.pool, opts, func(tx pgx.Tx) error {
@@ -79,4 +91,46 @@ func (s *Store) ReadStream(ctx context.Context, owner, chatID uuid.UUID, waterma
 		return err
 	})
 	return out, mapError(err)
+}
+
+// readChanges is ReadStream's usual case, a live stream's read after a
+// change, in one round trip: the chat, the rows changed after watermark and
+// the queue, from one snapshot. It declines (ok false) when ReadStream has
+// more to read: a deleted row (the full history again) or pending tool
+// calls.
+func (s *Store) readChanges(ctx context.Context, owner, chatID uuid.UUID, watermark int64) (out StreamRead, ok bool, err error) {
+	var (
+		c       dbgen.Chat
+		changed []dbgen.ChatMessage
+		queue   []dbgen.ChatQueuedMessage
+	)
+	// BEGIN and COMMIT ride in the batch too: one round trip in all.
+	var p pipeline
+	p.b.Queue("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+	pipeOne(&p, func(db dbgen.DBTX) (dbgen.Chat, error) {
+		return s.q.ChatGetForOwner(ctx, db, dbgen.ChatGetForOwnerParams{ID: chatID, OwnerID: owner})
+	}, func(r dbgen.Chat, err error) error { c = r; return err })
+	pipeMany(&p, func(db dbgen.DBTX) ([]dbgen.ChatMessage, error) {
+		return s.q.MessageListChangedForStream(ctx, db, dbgen.MessageListChangedForStreamParams{ChatID: chatID, AfterRevision: watermark})
+	}, func(r []dbgen.ChatMessage, err error) error { changed = r; return err })
+	pipeMany(&p, func(db dbgen.DBTX) ([]dbgen.ChatQueuedMessage, error) {
+		return s.q.QueueList(ctx, db, chatID)
+	}, func(r []dbgen.ChatQueuedMessage, err error) error { queue = r; return err })
+	p.b.Queue("COMMIT")
+	// A failed callback (no such chat) stops reading results, not the
+	// statements: PostgreSQL runs them all, COMMIT included.
+	err = s.pool.SendBatch(withPurpose(ctx, "stream_read"), &p.b).Close()
+	if err != nil {
+		return StreamRead{}, false, mapError(err)
+	}
+	out.Chat = chatFrom(c)
+	if out.Chat.SnapshotVersion <= watermark {
+		return out, true, nil
+	}
+	if out.Chat.Status == client.StatusRequiresAction || slices.ContainsFunc(changed, func(m dbgen.ChatMessage) bool { return m.Deleted }) {
+		return StreamRead{}, false, nil
+	}
+	out.Changed = mapRows(changed, messageFrom)
+	out.Queue = mapRows(queue, queuedFrom)
+	return out, true, nil
 }
