@@ -3,12 +3,14 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/mockllm"
@@ -439,5 +441,85 @@ func TestStreamErrorsAndWatch(t *testing.T) {
 	}
 	if n := env.Server.Streams(); n > 0 {
 		t.Fatalf("%d streams still open after shutdown", n)
+	}
+}
+
+// TestStreamLeavingDoesNotCancelItsRead: when the last stream of a chat
+// leaves while the chat's feed is reading, the read runs to its end and its
+// connection goes back to the pool; a cancelled query would cost the
+// connection (pgx closes it) and a new backend for the next read.
+func TestStreamLeavingDoesNotCancelItsRead(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.Options{NoRunner: true})
+	c := env.Client("alice")
+	ctx := t.Context()
+	chat, err := c.CreateChat(ctx, client.CreateChatRequest{Content: text("busy")}) // stays running: no workers
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, leave := context.WithCancel(ctx)
+	s := collect(t, c.Stream(sctx, chat.Chat.ID, 0))
+	s.until(t, "the first status", isStatus(client.StatusRunning))
+
+	// The feed's next read waits behind a lock on chat_messages.
+	hold, err := env.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hold.Rollback(context.Background()) }()
+	if _, err := hold.Exec(ctx, `LOCK TABLE chat_messages IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SendMessage(ctx, chat.Chat.ID, client.SendMessageRequest{Content: text("queued")}); err != nil {
+		t.Fatal(err)
+	}
+	var pid int32
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := env.Pool.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database()
+			AND wait_event_type = 'Lock' AND query LIKE '%MessageListChangedForStream%'`).Scan(&pid)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the feed's read never waited for the lock")
+		}
+		time.Sleep(5 * time.Millisecond) // polling the database's view of other sessions
+	}
+
+	// The only stream leaves: its handler returns and the feed stops.
+	leave()
+	for env.Server.Streams() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the stream never ended")
+		}
+		time.Sleep(5 * time.Millisecond) // polling the server's stream count
+	}
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The read finishes and its backend is idle in the pool, not gone.
+	for {
+		var state string
+		err := env.Pool.QueryRow(ctx, `SELECT state FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&state)
+		if errors.Is(err, pgx.ErrNoRows) {
+			t.Fatal("the read's connection was closed: its query was cancelled")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if state == "idle" {
+			return
+		}
+		if state != "active" {
+			t.Fatalf("the read's backend is %q", state)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the read never finished")
+		}
+		time.Sleep(5 * time.Millisecond) // polling the database's view of other sessions
 	}
 }
