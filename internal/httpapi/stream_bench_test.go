@@ -120,8 +120,9 @@ func BenchmarkReceiptDelivery(b *testing.B) {
 
 // BenchmarkReceiptDeliveryFloor is the least a delivery can cost, alone
 // (BenchmarkReceiptDelivery measures it beside chatd's): one NOTIFY
-// committed in PostgreSQL, heard by one listener, and the same pre-rendered
-// receipt event written to n open streams, read by the same client.
+// committed in PostgreSQL, heard by one listener, and the events chatd
+// sends for the same change, pre-rendered, written to n open streams and
+// read by the same client.
 func BenchmarkReceiptDeliveryFloor(b *testing.B) {
 	for _, n := range []int{1, 100, 1000} {
 		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) {
@@ -235,8 +236,9 @@ func chatdDelivery(b *testing.B, env *testenv.Env, clock *commitClock, n int) de
 }
 
 // floorDelivery opens n streams on a server of its own that writes, on
-// each NOTIFY that a connection of env's pool hears, one pre-rendered
-// receipt event to every stream.
+// each NOTIFY that a connection of env's pool hears, the events chatd
+// sends for its op (the receipt and the emptied queue), pre-rendered, to
+// every stream: the client reads the same bytes from both.
 func floorDelivery(b *testing.B, env *testenv.Env, n int) delivery {
 	ctx, cancel := context.WithCancel(context.Background())
 	var (
@@ -288,14 +290,18 @@ func floorDelivery(b *testing.B, env *testenv.Env, n int) delivery {
 		}
 	}()
 	c := client.New(srv.URL, "", nil)
-	streams := openStreams(b, c, uuid.New(), n)
+	chat := uuid.New()
+	streams := openStreams(b, c, chat, n)
 	return delivery{
 		op: func(i int) ([]time.Time, time.Time, time.Time) {
 			req := uuid.New()
-			data, _ := json.Marshal(client.ChatMessage{ID: int64(i + 1), Role: client.RoleUser, CreatedAt: time.Now(),
-				Content:          []client.MessagePart{},
-				StructuredOutput: &client.StructuredOutput{RequestID: req, Status: client.OutputCancelled, Error: &client.StructuredOutputError{Code: client.CodeQueueDeleted, Message: "The queued message was deleted."}}})
-			ev := append(append([]byte(fmt.Sprintf("event: message\nid: %d\ndata: ", i+1)), data...), "\n\n"...)
+			// The bytes chatd sends for its op: the receipt as chatd
+			// renders it and the emptied queue.
+			data, _ := json.Marshal(client.ChatMessage{ID: int64(i + 2), ChatID: chat, Role: client.RoleAssistant, CreatedAt: time.Now(),
+				Content: []client.MessagePart{{Type: "text", Text: "Structured output request cancelled (queue_deleted): the queued message was deleted"}},
+				StructuredOutput: &client.StructuredOutput{RequestID: req, Status: client.OutputCancelled, Usage: &client.Usage{},
+					Error: &client.StructuredOutputError{Code: client.CodeQueueDeleted, Message: "the queued message was deleted"}}})
+			ev := append(append([]byte(fmt.Sprintf("event: message\nid: %d\ndata: ", i+2)), data...), "\n\nevent: queue\ndata: {\"queued_messages\":[]}\n\n"...)
 			event.Store(&ev)
 			commit := time.Now()
 			return deliver(b, streams, req, func() {
