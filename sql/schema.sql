@@ -126,6 +126,54 @@ BEGIN
 END
 $$;
 
+CREATE TABLE public.structured_requests (
+    request_id uuid NOT NULL,
+    chat_id uuid NOT NULL,
+    name text NOT NULL,
+    description text DEFAULT ''::text NOT NULL,
+    schema jsonb NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    rejections integer DEFAULT 0 NOT NULL,
+    validation_rejections integer DEFAULT 0 NOT NULL,
+    steps integer DEFAULT 0 NOT NULL,
+    candidate jsonb,
+    candidate_tool_call_id text,
+    error_code text,
+    error_message text,
+    receipt_message_id bigint,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone,
+    attempts jsonb DEFAULT '[]'::jsonb NOT NULL,
+    admitted_by uuid,
+    finished_by uuid,
+    CONSTRAINT structured_requests_attempts_list CHECK (((jsonb_typeof(attempts) = 'array'::text) AND (jsonb_array_length(attempts) <= rejections))),
+    CONSTRAINT structured_requests_candidate_has_call CHECK (((candidate IS NULL) = (candidate_tool_call_id IS NULL))),
+    CONSTRAINT structured_requests_check CHECK (((validation_rejections >= 0) AND (validation_rejections <= rejections))),
+    CONSTRAINT structured_requests_description_check CHECK ((octet_length(description) <= 1024)),
+    CONSTRAINT structured_requests_error_code_check CHECK ((error_code = ANY (ARRAY['validation_exhausted'::text, 'not_produced'::text, 'configuration_error'::text, 'provider_error'::text, 'refused'::text, 'hook_failed'::text, 'interrupted'::text, 'queue_deleted'::text, 'superseded'::text]))),
+    CONSTRAINT structured_requests_error_iff_unsuccessful CHECK (((status = ANY (ARRAY['failed'::text, 'cancelled'::text])) = (error_code IS NOT NULL))),
+    CONSTRAINT structured_requests_finished_at CHECK (((status = 'pending'::text) = (finished_at IS NULL))),
+    CONSTRAINT structured_requests_name_check CHECK ((name ~ '^[A-Za-z0-9_-]{1,64}$'::text)),
+    CONSTRAINT structured_requests_no_candidate_when_finished CHECK (((status = 'pending'::text) OR (candidate IS NULL))),
+    CONSTRAINT structured_requests_receipt_iff_finished CHECK (((status = 'pending'::text) = (receipt_message_id IS NULL))),
+    CONSTRAINT structured_requests_rejections_check CHECK (((rejections >= 0) AND (rejections <= 3))),
+    CONSTRAINT structured_requests_schema_check CHECK ((jsonb_typeof(schema) = 'object'::text)),
+    CONSTRAINT structured_requests_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text]))),
+    CONSTRAINT structured_requests_steps_check CHECK ((steps >= 0))
+);
+
+CREATE FUNCTION public.chatd_finish_announced(r public.structured_requests) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF r.admitted_by IS NULL OR r.finished_by IS DISTINCT FROM r.admitted_by THEN
+        RETURN true;
+    END IF;
+    RETURN chatd_followed((SELECT c.owner_id FROM chats c WHERE c.id = r.chat_id), r.chat_id);
+END
+$$;
+
 CREATE FUNCTION public.chatd_followed(p_owner uuid, p_chat uuid) RETURNS boolean
     LANGUAGE plpgsql
     AS $$
@@ -312,7 +360,9 @@ BEGIN
                 USING ERRCODE = 'check_violation', CONSTRAINT = 'structured_requests_finish_with_receipt';
         END IF;
         NEW.finished_at := now();
-        PERFORM pg_notify('chatd_request', NEW.request_id::text); -- long polls (040_notify.sql)
+        IF chatd_finish_announced(NEW) THEN
+            PERFORM pg_notify('chatd_request', NEW.request_id::text); -- long polls (040_notify.sql)
+        END IF;
     END IF;
     NEW.updated_at := now();
     PERFORM chatd_touch_chat(NEW.chat_id, false);
@@ -533,41 +583,6 @@ CREATE TABLE public.stream_tickets (
     expires_at timestamp with time zone NOT NULL,
     token_id uuid,
     CONSTRAINT stream_tickets_digest_sha256 CHECK ((length(digest) = 32))
-);
-
-CREATE TABLE public.structured_requests (
-    request_id uuid NOT NULL,
-    chat_id uuid NOT NULL,
-    name text NOT NULL,
-    description text DEFAULT ''::text NOT NULL,
-    schema jsonb NOT NULL,
-    status text DEFAULT 'pending'::text NOT NULL,
-    rejections integer DEFAULT 0 NOT NULL,
-    validation_rejections integer DEFAULT 0 NOT NULL,
-    steps integer DEFAULT 0 NOT NULL,
-    candidate jsonb,
-    candidate_tool_call_id text,
-    error_code text,
-    error_message text,
-    receipt_message_id bigint,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    finished_at timestamp with time zone,
-    attempts jsonb DEFAULT '[]'::jsonb NOT NULL,
-    CONSTRAINT structured_requests_attempts_list CHECK (((jsonb_typeof(attempts) = 'array'::text) AND (jsonb_array_length(attempts) <= rejections))),
-    CONSTRAINT structured_requests_candidate_has_call CHECK (((candidate IS NULL) = (candidate_tool_call_id IS NULL))),
-    CONSTRAINT structured_requests_check CHECK (((validation_rejections >= 0) AND (validation_rejections <= rejections))),
-    CONSTRAINT structured_requests_description_check CHECK ((octet_length(description) <= 1024)),
-    CONSTRAINT structured_requests_error_code_check CHECK ((error_code = ANY (ARRAY['validation_exhausted'::text, 'not_produced'::text, 'configuration_error'::text, 'provider_error'::text, 'refused'::text, 'hook_failed'::text, 'interrupted'::text, 'queue_deleted'::text, 'superseded'::text]))),
-    CONSTRAINT structured_requests_error_iff_unsuccessful CHECK (((status = ANY (ARRAY['failed'::text, 'cancelled'::text])) = (error_code IS NOT NULL))),
-    CONSTRAINT structured_requests_finished_at CHECK (((status = 'pending'::text) = (finished_at IS NULL))),
-    CONSTRAINT structured_requests_name_check CHECK ((name ~ '^[A-Za-z0-9_-]{1,64}$'::text)),
-    CONSTRAINT structured_requests_no_candidate_when_finished CHECK (((status = 'pending'::text) OR (candidate IS NULL))),
-    CONSTRAINT structured_requests_receipt_iff_finished CHECK (((status = 'pending'::text) = (receipt_message_id IS NULL))),
-    CONSTRAINT structured_requests_rejections_check CHECK (((rejections >= 0) AND (rejections <= 3))),
-    CONSTRAINT structured_requests_schema_check CHECK ((jsonb_typeof(schema) = 'object'::text)),
-    CONSTRAINT structured_requests_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text]))),
-    CONSTRAINT structured_requests_steps_check CHECK ((steps >= 0))
 );
 
 CREATE TABLE public.users (

@@ -826,6 +826,7 @@ WHERE id = $1
   AND history_version = $3
   AND status = ANY ($4::text[])
   AND ($5::integer IS NULL OR generation_attempt = $5::integer)
+  AND chatd_note_claim($1) IS NULL
 FOR UPDATE
 `
 
@@ -841,6 +842,8 @@ type ChatLockIfOwnedParams struct {
 // statement: the worker still owns the chat, history has not moved, the status
 // is one the commit expects and, for commits that end a generation, the
 // attempt is the one that generated. No row: the fence failed (an expected exit).
+// The commit is the owner's own: what it writes is not announced to the
+// owner (chatd_note_claim), only to the chat's followers.
 func (q *Queries) ChatLockIfOwned(ctx context.Context, db DBTX, arg ChatLockIfOwnedParams) (Chat, error) {
 	row := db.QueryRow(ctx, chatLockIfOwned,
 		arg.ID,

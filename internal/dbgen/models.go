@@ -133,6 +133,8 @@ type StructuredRequest struct {
 	UpdatedAt            time.Time
 	FinishedAt           *time.Time
 	Attempts             json.RawMessage
+	AdmittedBy           uuid.NullUUID
+	FinishedBy           uuid.NullUUID
 }
 
 type User struct {

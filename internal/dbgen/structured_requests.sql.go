@@ -17,18 +17,20 @@ import (
 const requestFinishIfPending = `-- name: RequestFinishIfPending :one
 UPDATE structured_requests
 SET status = $1,
+    finished_by = $2,
     receipt_message_id = (SELECT m.id FROM chat_messages m
-                          WHERE m.structured_request_id = $2::uuid AND m.kind = 'receipt'),
-    error_code = $3,
-    error_message = $4,
+                          WHERE m.structured_request_id = $3::uuid AND m.kind = 'receipt'),
+    error_code = $4,
+    error_message = $5,
     candidate = NULL,
     candidate_tool_call_id = NULL
-WHERE request_id = $2 AND status = 'pending'
-RETURNING request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at, attempts
+WHERE request_id = $3 AND status = 'pending'
+RETURNING request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at, attempts, admitted_by, finished_by
 `
 
 type RequestFinishIfPendingParams struct {
 	Status       client.RequestStatus
+	FinishedBy   uuid.NullUUID
 	RequestID    uuid.UUID
 	ErrorCode    *client.ErrorCode
 	ErrorMessage *string
@@ -38,9 +40,11 @@ type RequestFinishIfPendingParams struct {
 // transaction: the request's one receipt (chat_messages_one_receipt_per_request),
 // found here so that the two statements can be sent together. The guard
 // trigger refuses a finish without it and any change to a finished row.
+// finished_by names the committing process (chatd_finish_announced).
 func (q *Queries) RequestFinishIfPending(ctx context.Context, db DBTX, arg RequestFinishIfPendingParams) (StructuredRequest, error) {
 	row := db.QueryRow(ctx, requestFinishIfPending,
 		arg.Status,
+		arg.FinishedBy,
 		arg.RequestID,
 		arg.ErrorCode,
 		arg.ErrorMessage,
@@ -65,12 +69,14 @@ func (q *Queries) RequestFinishIfPending(ctx context.Context, db DBTX, arg Reque
 		&i.UpdatedAt,
 		&i.FinishedAt,
 		&i.Attempts,
+		&i.AdmittedBy,
+		&i.FinishedBy,
 	)
 	return i, err
 }
 
 const requestGet = `-- name: RequestGet :one
-SELECT request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at, attempts FROM structured_requests WHERE request_id = $1
+SELECT request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at, attempts, admitted_by, finished_by FROM structured_requests WHERE request_id = $1
 `
 
 func (q *Queries) RequestGet(ctx context.Context, db DBTX, requestID uuid.UUID) (StructuredRequest, error) {
@@ -95,12 +101,14 @@ func (q *Queries) RequestGet(ctx context.Context, db DBTX, requestID uuid.UUID) 
 		&i.UpdatedAt,
 		&i.FinishedAt,
 		&i.Attempts,
+		&i.AdmittedBy,
+		&i.FinishedBy,
 	)
 	return i, err
 }
 
 const requestGetForOwner = `-- name: RequestGetForOwner :one
-SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at, r.attempts FROM structured_requests r JOIN chats c ON c.id = r.chat_id
+SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at, r.attempts, r.admitted_by, r.finished_by FROM structured_requests r JOIN chats c ON c.id = r.chat_id
 WHERE r.request_id = $1 AND c.owner_id = $2
 `
 
@@ -131,12 +139,14 @@ func (q *Queries) RequestGetForOwner(ctx context.Context, db DBTX, arg RequestGe
 		&i.UpdatedAt,
 		&i.FinishedAt,
 		&i.Attempts,
+		&i.AdmittedBy,
+		&i.FinishedBy,
 	)
 	return i, err
 }
 
 const requestGetForOwnerWithReceipt = `-- name: RequestGetForOwnerWithReceipt :one
-SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at, r.attempts, m.id AS receipt_id, coalesce(m.role, '')::text AS receipt_role, coalesce(m.kind, '')::text AS receipt_kind,
+SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at, r.attempts, r.admitted_by, r.finished_by, m.id AS receipt_id, coalesce(m.role, '')::text AS receipt_role, coalesce(m.kind, '')::text AS receipt_kind,
        m.content AS receipt_content, m.created_at AS receipt_created_at
 FROM structured_requests r
 JOIN chats c ON c.id = r.chat_id AND c.owner_id = $1
@@ -168,6 +178,8 @@ type RequestGetForOwnerWithReceiptRow struct {
 	UpdatedAt            time.Time
 	FinishedAt           *time.Time
 	Attempts             json.RawMessage
+	AdmittedBy           uuid.NullUUID
+	FinishedBy           uuid.NullUUID
 	ReceiptID            *int64
 	ReceiptRole          string
 	ReceiptKind          string
@@ -199,6 +211,8 @@ func (q *Queries) RequestGetForOwnerWithReceipt(ctx context.Context, db DBTX, ar
 		&i.UpdatedAt,
 		&i.FinishedAt,
 		&i.Attempts,
+		&i.AdmittedBy,
+		&i.FinishedBy,
 		&i.ReceiptID,
 		&i.ReceiptRole,
 		&i.ReceiptKind,
@@ -209,7 +223,7 @@ func (q *Queries) RequestGetForOwnerWithReceipt(ctx context.Context, db DBTX, ar
 }
 
 const requestGoverning = `-- name: RequestGoverning :many
-SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at, r.attempts FROM structured_requests r
+SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at, r.attempts, r.admitted_by, r.finished_by FROM structured_requests r
 WHERE r.status = 'pending' AND r.request_id = (
     SELECT m.structured_request_id FROM chat_messages m
     WHERE m.chat_id = $1 AND NOT m.deleted AND m.kind = 'message' AND m.role = 'user' AND m.visibility IN ('user', 'both')
@@ -248,6 +262,8 @@ func (q *Queries) RequestGoverning(ctx context.Context, db DBTX, chatID uuid.UUI
 			&i.UpdatedAt,
 			&i.FinishedAt,
 			&i.Attempts,
+			&i.AdmittedBy,
+			&i.FinishedBy,
 		); err != nil {
 			return nil, err
 		}
@@ -260,9 +276,9 @@ func (q *Queries) RequestGoverning(ctx context.Context, db DBTX, chatID uuid.UUI
 }
 
 const requestInsert = `-- name: RequestInsert :one
-INSERT INTO structured_requests (request_id, chat_id, name, description, schema)
-VALUES ($1, $2, $3, $4, $5)
-RETURNING request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at, attempts
+INSERT INTO structured_requests (request_id, chat_id, name, description, schema, admitted_by)
+VALUES ($1, $2, $3, $4, $5, $6)
+RETURNING request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at, attempts, admitted_by, finished_by
 `
 
 type RequestInsertParams struct {
@@ -271,6 +287,7 @@ type RequestInsertParams struct {
 	Name        string
 	Description string
 	Schema      json.RawMessage
+	AdmittedBy  uuid.NullUUID
 }
 
 func (q *Queries) RequestInsert(ctx context.Context, db DBTX, arg RequestInsertParams) (StructuredRequest, error) {
@@ -280,6 +297,7 @@ func (q *Queries) RequestInsert(ctx context.Context, db DBTX, arg RequestInsertP
 		arg.Name,
 		arg.Description,
 		arg.Schema,
+		arg.AdmittedBy,
 	)
 	var i StructuredRequest
 	err := row.Scan(
@@ -301,12 +319,14 @@ func (q *Queries) RequestInsert(ctx context.Context, db DBTX, arg RequestInsertP
 		&i.UpdatedAt,
 		&i.FinishedAt,
 		&i.Attempts,
+		&i.AdmittedBy,
+		&i.FinishedBy,
 	)
 	return i, err
 }
 
 const requestLatestOfChat = `-- name: RequestLatestOfChat :one
-SELECT request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at, attempts FROM structured_requests WHERE chat_id = $1 ORDER BY created_at DESC, request_id DESC LIMIT 1
+SELECT request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at, attempts, admitted_by, finished_by FROM structured_requests WHERE chat_id = $1 ORDER BY created_at DESC, request_id DESC LIMIT 1
 `
 
 // A spawned child's request: the one it was created with, or the one an
@@ -333,12 +353,14 @@ func (q *Queries) RequestLatestOfChat(ctx context.Context, db DBTX, chatID uuid.
 		&i.UpdatedAt,
 		&i.FinishedAt,
 		&i.Attempts,
+		&i.AdmittedBy,
+		&i.FinishedBy,
 	)
 	return i, err
 }
 
 const requestListPendingForChat = `-- name: RequestListPendingForChat :many
-SELECT request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at, attempts FROM structured_requests WHERE chat_id = $1 AND status = 'pending' ORDER BY created_at, request_id
+SELECT request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at, attempts, admitted_by, finished_by FROM structured_requests WHERE chat_id = $1 AND status = 'pending' ORDER BY created_at, request_id
 `
 
 func (q *Queries) RequestListPendingForChat(ctx context.Context, db DBTX, chatID uuid.UUID) ([]StructuredRequest, error) {
@@ -369,6 +391,8 @@ func (q *Queries) RequestListPendingForChat(ctx context.Context, db DBTX, chatID
 			&i.UpdatedAt,
 			&i.FinishedAt,
 			&i.Attempts,
+			&i.AdmittedBy,
+			&i.FinishedBy,
 		); err != nil {
 			return nil, err
 		}
@@ -381,7 +405,7 @@ func (q *Queries) RequestListPendingForChat(ctx context.Context, db DBTX, chatID
 }
 
 const requestListPendingFrom = `-- name: RequestListPendingFrom :many
-SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at, r.attempts FROM structured_requests r
+SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at, r.attempts, r.admitted_by, r.finished_by FROM structured_requests r
 WHERE r.chat_id = $1 AND r.status = 'pending'
   AND (EXISTS (SELECT 1 FROM chat_messages m
                WHERE m.structured_request_id = r.request_id AND m.kind = 'message' AND m.role = 'user'
@@ -425,6 +449,8 @@ func (q *Queries) RequestListPendingFrom(ctx context.Context, db DBTX, arg Reque
 			&i.UpdatedAt,
 			&i.FinishedAt,
 			&i.Attempts,
+			&i.AdmittedBy,
+			&i.FinishedBy,
 		); err != nil {
 			return nil, err
 		}
@@ -445,7 +471,7 @@ SET steps = steps + $1::integer,
     candidate = CASE WHEN $5::boolean THEN $6::jsonb ELSE candidate END,
     candidate_tool_call_id = CASE WHEN $5::boolean THEN $7::text ELSE candidate_tool_call_id END
 WHERE request_id = $8 AND status = 'pending'
-RETURNING structured_requests.request_id, structured_requests.chat_id, structured_requests.name, structured_requests.description, structured_requests.schema, structured_requests.status, structured_requests.rejections, structured_requests.validation_rejections, structured_requests.steps, structured_requests.candidate, structured_requests.candidate_tool_call_id, structured_requests.error_code, structured_requests.error_message, structured_requests.receipt_message_id, structured_requests.created_at, structured_requests.updated_at, structured_requests.finished_at, structured_requests.attempts,
+RETURNING structured_requests.request_id, structured_requests.chat_id, structured_requests.name, structured_requests.description, structured_requests.schema, structured_requests.status, structured_requests.rejections, structured_requests.validation_rejections, structured_requests.steps, structured_requests.candidate, structured_requests.candidate_tool_call_id, structured_requests.error_code, structured_requests.error_message, structured_requests.receipt_message_id, structured_requests.created_at, structured_requests.updated_at, structured_requests.finished_at, structured_requests.attempts, structured_requests.admitted_by, structured_requests.finished_by,
     (CASE WHEN $9::boolean THEN chatd_request_usage($8) END)::jsonb AS usage
 `
 
@@ -504,6 +530,8 @@ func (q *Queries) RequestRecordProgressIfPending(ctx context.Context, db DBTX, a
 		&i.StructuredRequest.UpdatedAt,
 		&i.StructuredRequest.FinishedAt,
 		&i.StructuredRequest.Attempts,
+		&i.StructuredRequest.AdmittedBy,
+		&i.StructuredRequest.FinishedBy,
 		&i.Usage,
 	)
 	return i, err

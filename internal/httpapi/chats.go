@@ -472,6 +472,19 @@ func (s *Server) getStructuredOutput(w http.ResponseWriter, r *http.Request) err
 		return err
 	}
 	noteChat(r, st.Request.ChatID)
+	if st.Request.Status == client.OutputPending && wait > 0 && st.Request.AdmittedBy.Valid && st.Request.AdmittedBy.UUID != s.hub.ID() {
+		// Another process admitted the request: its finish is announced
+		// only if someone follows the chat (sql/triggers/030_requests.sql).
+		// Follow, then read again.
+		unfollow, err := s.hub.Follow(r.Context(), owner, st.Request.ChatID)
+		if err != nil {
+			return err
+		}
+		defer unfollow()
+		if st, err = s.store.GetRequest(r.Context(), owner, id); err != nil {
+			return err
+		}
+	}
 	if st.Request.Status == client.OutputPending && wait > 0 {
 		deadline := time.NewTimer(wait)
 		defer deadline.Stop()

@@ -165,9 +165,10 @@ const workBacklog = 1024
 // wakes one worker, so a wake-up costs one claim, not one per idle worker.
 func (h *Hub) Work() <-chan uuid.UUID { return h.work }
 
-// Finished fires (coalesced) when structured requests finished, and after
-// the listener reconnected: the webhook deliverer's wake-up, since a
-// request's finish writes its outbox rows.
+// Finished fires (coalesced) when this process finished structured
+// requests (TellFinished), and after the listener reconnected: the webhook
+// deliverer's wake-up, since a request's finish writes its outbox rows.
+// Finishes committed by other processes wake their own deliverers.
 func (h *Hub) Finished() <-chan struct{} { return h.finish }
 
 func (h *Hub) noteFinished() {
@@ -215,6 +216,21 @@ func (h *Hub) publish(e Event) {
 	for _, s := range append(h.subsOf(subChat, e.ChatID), h.subsOf(subOwner, e.OwnerID)...) {
 		s.deliver(e)
 	}
+}
+
+// ID is this process's id: its rows in chat_followers, and the hub_id of
+// the structured requests it admits (store.TellFinished).
+func (h *Hub) ID() uuid.UUID { return h.id }
+
+// TellFinished delivers, in this process, the finish of requests that this
+// process committed: what a chatd_request notification would deliver (the
+// finish of a request this process admitted is not announced when nobody
+// follows its chat). Wire it with store.TellFinished(h.ID(), h.TellFinished).
+func (h *Hub) TellFinished(ids []uuid.UUID) {
+	for _, id := range ids {
+		h.publishRequest(id)
+	}
+	h.noteFinished()
 }
 
 func (h *Hub) publishRequest(id uuid.UUID) {
@@ -303,7 +319,6 @@ func (h *Hub) listen(ctx context.Context, connected func()) error {
 			if id, err := uuid.Parse(n.Payload); err == nil {
 				h.publishRequest(id)
 			}
-			h.noteFinished()
 		case "chatd_delta":
 			h.publishDeltas(n.Payload)
 		case "chatd_follow":

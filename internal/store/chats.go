@@ -158,7 +158,8 @@ func (s *Store) queueRequest(ctx context.Context, pl *pipeline, chatID uuid.UUID
 	if spec == nil {
 		return uuid.NullUUID{}
 	}
-	p := dbgen.RequestInsertParams{RequestID: uuid.New(), ChatID: chatID, Name: spec.Name, Description: spec.Description, Schema: spec.Schema}
+	p := dbgen.RequestInsertParams{RequestID: uuid.New(), ChatID: chatID, Name: spec.Name, Description: spec.Description, Schema: spec.Schema,
+		AdmittedBy: s.process()}
 	pipeOne(pl, func(db dbgen.DBTX) (dbgen.StructuredRequest, error) { return s.q.RequestInsert(ctx, db, p) },
 		func(_ dbgen.StructuredRequest, err error) error { return err })
 	return uuid.NullUUID{UUID: p.RequestID, Valid: true}
@@ -434,7 +435,7 @@ func requestStateFrom(row dbgen.RequestGetForOwnerWithReceiptRow) RequestState {
 		ValidationRejections: row.ValidationRejections, Steps: row.Steps, Candidate: row.Candidate,
 		CandidateToolCallID: row.CandidateToolCallID, ErrorCode: row.ErrorCode, ErrorMessage: row.ErrorMessage,
 		ReceiptMessageID: row.ReceiptMessageID, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt, FinishedAt: row.FinishedAt,
-		Attempts: row.Attempts})
+		Attempts: row.Attempts, AdmittedBy: row.AdmittedBy})
 	if row.ReceiptID != nil {
 		receipt := messageFrom(dbgen.ChatMessage{ID: *row.ReceiptID, ChatID: row.ChatID, Role: client.Role(row.ReceiptRole),
 			Kind: row.ReceiptKind, Visibility: string(VisibleUser), Content: row.ReceiptContent,

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chatd/chatd/internal/prom"
@@ -17,7 +18,19 @@ func (s *Store) Instrument(reg *prometheus.Registry) {
 			"(error_code is empty for succeeded).", "status", "error_code")
 }
 
+// countFinished tells this process (TellFinished) and counts the requests
+// a committed transaction finished.
 func (s *Store) countFinished(done []Outcome) {
+	if len(done) == 0 {
+		return
+	}
+	if s.tell != nil {
+		ids := make([]uuid.UUID, len(done))
+		for i, o := range done {
+			ids[i] = o.RequestID
+		}
+		s.tell(ids)
+	}
 	if s.finished == nil {
 		return
 	}

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -71,12 +72,31 @@ type Store struct {
 
 	finished *prometheus.CounterVec // nil until Instrument
 	tokens   tokenCache
+
+	hub  uuid.UUID             // this process, when TellFinished was called
+	tell func(ids []uuid.UUID) // this process's finishes, after their commit
 }
 
 // New returns a Store on pool.
 func New(pool *pgxpool.Pool) *Store {
 	return &Store{pool: pool, q: dbgen.New()}
 }
+
+// TellFinished names this process hub (its notify hub's id) in the
+// requests it admits and the finishes it commits (admitted_by,
+// finished_by), and has tell called after each commit with the requests
+// it finished. A finish of a request this process admitted, while nobody
+// follows its chat, is then not announced on chatd_request (every
+// listening replica would pay a transaction for it): tell must wake this
+// process's long polls and webhook deliverer
+// (sql/triggers/030_requests.sql). Call it before use.
+func (s *Store) TellFinished(hub uuid.UUID, tell func(ids []uuid.UUID)) {
+	s.hub, s.tell = hub, tell
+}
+
+// process is this process's id for admitted_by and finished_by: NULL
+// without TellFinished.
+func (s *Store) process() uuid.NullUUID { return uuid.NullUUID{UUID: s.hub, Valid: s.hub != uuid.Nil} }
 
 // tx runs fn in a transaction, mapping errors; purpose names it for the
 // transaction counter (TxCounter).

@@ -137,6 +137,9 @@ type Request struct {
 	CreatedAt        time.Time
 	UpdatedAt        time.Time
 	FinishedAt       *time.Time
+	// AdmittedBy is the process that admitted the request
+	// (Store.TellFinished); invalid when unknown.
+	AdmittedBy uuid.NullUUID
 }
 
 // User is an authenticated caller.
@@ -195,7 +198,7 @@ func requestFrom(r dbgen.StructuredRequest) Request {
 		Status: r.Status, Rejections: r.Rejections, ValidationRejections: r.ValidationRejections, Steps: r.Steps,
 		Candidate: r.Candidate, CandidateToolCallID: r.CandidateToolCallID, ErrorCode: r.ErrorCode,
 		ErrorMessage: r.ErrorMessage, ReceiptMessageID: r.ReceiptMessageID, CreatedAt: r.CreatedAt,
-		UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt, Attempts: r.Attempts,
+		UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt, Attempts: r.Attempts, AdmittedBy: r.AdmittedBy,
 	}
 }
 

@@ -650,7 +650,7 @@ func (s *Store) queueFinish(ctx context.Context, tx pgx.Tx, pl *pipeline, chatID
 			return nil
 		})
 	fp := dbgen.RequestFinishIfPendingParams{RequestID: o.RequestID, Status: o.Status,
-		ErrorCode: nullCode(o.Code), ErrorMessage: nullString(textColumn(o.Message))}
+		ErrorCode: nullCode(o.Code), ErrorMessage: nullString(textColumn(o.Message)), FinishedBy: s.process()}
 	pipeOne(pl, func(db dbgen.DBTX) (dbgen.StructuredRequest, error) { return s.q.RequestFinishIfPending(ctx, db, fp) },
 		func(row dbgen.StructuredRequest, err error) error {
 			if err != nil {

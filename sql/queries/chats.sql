@@ -81,12 +81,15 @@ SELECT * FROM chats WHERE id = @id AND owner_id = @owner_id FOR UPDATE;
 -- statement: the worker still owns the chat, history has not moved, the status
 -- is one the commit expects and, for commits that end a generation, the
 -- attempt is the one that generated. No row: the fence failed (an expected exit).
+-- The commit is the owner's own: what it writes is not announced to the
+-- owner (chatd_note_claim), only to the chat's followers.
 SELECT * FROM chats
 WHERE id = @id
   AND worker_id = @worker_id
   AND history_version = @history_version
   AND status = ANY (@statuses::text[])
   AND (sqlc.narg(generation_attempt)::integer IS NULL OR generation_attempt = sqlc.narg(generation_attempt)::integer)
+  AND chatd_note_claim(@id) IS NULL
 FOR UPDATE;
 
 -- name: ChatClaimLock :exec

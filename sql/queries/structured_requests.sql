@@ -1,6 +1,6 @@
 -- name: RequestInsert :one
-INSERT INTO structured_requests (request_id, chat_id, name, description, schema)
-VALUES (@request_id, @chat_id, @name, @description, @schema)
+INSERT INTO structured_requests (request_id, chat_id, name, description, schema, admitted_by)
+VALUES (@request_id, @chat_id, @name, @description, @schema, sqlc.narg(admitted_by))
 RETURNING *;
 
 -- name: RequestGet :one
@@ -33,8 +33,10 @@ RETURNING sqlc.embed(structured_requests),
 -- transaction: the request's one receipt (chat_messages_one_receipt_per_request),
 -- found here so that the two statements can be sent together. The guard
 -- trigger refuses a finish without it and any change to a finished row.
+-- finished_by names the committing process (chatd_finish_announced).
 UPDATE structured_requests
 SET status = @status,
+    finished_by = sqlc.narg(finished_by),
     receipt_message_id = (SELECT m.id FROM chat_messages m
                           WHERE m.structured_request_id = @request_id::uuid AND m.kind = 'receipt'),
     error_code = sqlc.narg(error_code),

@@ -21,8 +21,9 @@ END
 $$;
 
 -- chatd_note_claim records, for the rest of the transaction, that it made
--- a worker the chat's owner: the worker starts from what this transaction
--- wrote, so this transaction's changes need not be announced to it. One
+-- a worker the chat's owner, or that it is the owner's own commit
+-- (ChatLockIfOwned): the worker starts from what this transaction wrote,
+-- so this transaction's changes need not be announced to it. One
 -- chat per transaction is enough (an admission claims one); a transaction
 -- that claims more announces the others' changes, which costs only that.
 CREATE OR REPLACE FUNCTION chatd_note_claim(p_chat uuid) RETURNS void

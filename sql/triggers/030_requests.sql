@@ -48,11 +48,30 @@ BEGIN
                 USING ERRCODE = 'check_violation', CONSTRAINT = 'structured_requests_finish_with_receipt';
         END IF;
         NEW.finished_at := now();
-        PERFORM pg_notify('chatd_request', NEW.request_id::text); -- long polls (040_notify.sql)
+        IF chatd_finish_announced(NEW) THEN
+            PERFORM pg_notify('chatd_request', NEW.request_id::text); -- long polls (040_notify.sql)
+        END IF;
     END IF;
     NEW.updated_at := now();
     PERFORM chatd_touch_chat(NEW.chat_id, false);
     RETURN NEW;
+END
+$$;
+
+-- chatd_finish_announced says whether a request's finish must be announced
+-- on chatd_request: unless the process that admitted it (admitted_by)
+-- commits the finish itself (finished_by) and nobody follows the chat. That
+-- process tells its own long polls and webhook deliverer after the commit
+-- (store.TellFinished). A long poll on another process follows the chat
+-- (chat_followers) before it waits: chatd_followed sees it, or the read it
+-- makes after registering sees the finish (005_followers.sql).
+CREATE OR REPLACE FUNCTION chatd_finish_announced(r structured_requests) RETURNS boolean
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    IF r.admitted_by IS NULL OR r.finished_by IS DISTINCT FROM r.admitted_by THEN
+        RETURN true;
+    END IF;
+    RETURN chatd_followed((SELECT c.owner_id FROM chats c WHERE c.id = r.chat_id), r.chat_id);
 END
 $$;
 

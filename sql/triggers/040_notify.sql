@@ -12,8 +12,9 @@
 --   chatd_work     payload "<chat_id>", when a chat is runnable and has no
 --                  owner (workers); sent by the same triggers.
 --   chatd_request  payload "<request_id>", when a structured request
---                  finished (long polls); sent by chatd_requests_guard
---                  (030_requests.sql).
+--                  finished and a long poll of another process may wait
+--                  for it; sent by chatd_requests_guard (030_requests.sql,
+--                  chatd_finish_announced).
 --   chatd_delta    preview fragments, sent by the workers themselves.
 
 -- Earlier versions announced changes in statement-level triggers with

@@ -4,8 +4,9 @@
 -- transaction, 030_requests.sql), one webhook_deliveries row is inserted per
 -- subscription in force for the event: in the receipt's own transaction, so a
 -- receipt is never committed without its deliveries nor a delivery without
--- its receipt. The finish already notifies chatd_request at commit, which
--- wakes the delivery workers.
+-- its receipt. The process that commits the finish wakes its delivery
+-- workers after the commit (store.TellFinished); every replica has the same
+-- webhooks, and the others poll.
 --
 -- The subscriptions are read FOR SHARE: a server installing a subscription
 -- (store.SyncWebhooks) takes the table in EXCLUSIVE mode before stamping

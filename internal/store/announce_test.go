@@ -1,0 +1,125 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/dbtest"
+	"github.com/chatd/chatd/internal/jsonb"
+	"github.com/chatd/chatd/internal/store"
+)
+
+// told collects what a store tells its process (TellFinished).
+type told struct {
+	mu  sync.Mutex
+	ids []uuid.UUID
+}
+
+func (t *told) tell(ids []uuid.UUID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.ids = append(t.ids, ids...)
+}
+
+func (t *told) has(id uuid.UUID) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Contains(t.ids, id)
+}
+
+// TestFinishAnnouncedOnlyWhenAnotherProcessMayWait: a request's finish is
+// announced on chatd_request unless the process that admitted it commits
+// it and nobody follows the chat; the committing process is told either
+// way.
+func TestFinishAnnouncedOnlyWhenAnotherProcessMayWait(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	hubX, hubY := uuid.New(), uuid.New()
+	var toldX told
+	x := store.New(pool) // this process
+	x.TellFinished(hubX, toldX.tell)
+	y := store.New(pool) // another replica
+	y.TellFinished(hubY, func([]uuid.UUID) {})
+	old := store.New(pool) // an older binary: names no process
+	user := newUser(t, x, "alice")
+	for _, tc := range []struct {
+		name              string
+		admit, finish     *store.Store
+		followed          bool
+		announced, toldMe bool
+	}{
+		{name: "admitted and finished here, not followed", admit: x, finish: x, announced: false, toldMe: true},
+		{name: "admitted and finished here, followed", admit: x, finish: x, followed: true, announced: true, toldMe: true},
+		{name: "admitted by another process", admit: y, finish: x, announced: true, toldMe: true},
+		{name: "admitted by an older binary", admit: old, finish: x, announced: true, toldMe: true},
+		{name: "finished by an older binary", admit: x, finish: old, announced: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			listener, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer listener.Close(context.Background())
+			if _, err := listener.Exec(ctx, "LISTEN chatd_request"); err != nil {
+				t.Fatal(err)
+			}
+			chat, input, err := tc.admit.CreateChat(ctx, store.NewChat{OwnerID: user.ID, Model: "m", Content: []jsonb.Part{jsonb.Text("go")},
+				Request: &store.RequestSpec{Name: "r", Schema: json.RawMessage(`{"type":"object"}`)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := input.StructuredRequestID.UUID
+			if tc.followed {
+				if _, err := pool.Exec(ctx, `INSERT INTO chat_followers (owner_id, chat_id, hub_id) VALUES ($1, $2, $3)`,
+					user.ID, chat.ID, uuid.New()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			worker := uuid.New()
+			claim, err := tc.finish.ClaimTurn(ctx, store.ClaimParams{Worker: worker, Chat: chat.ID, Lease: time.Minute, CountAttempt: true})
+			if err != nil || claim.Turn.Chat.ID != chat.ID {
+				t.Fatalf("claim: %v", err)
+			}
+			c := finalizerCommit(store.Fence{ChatID: chat.ID, WorkerID: worker, HistoryVersion: claim.Turn.Chat.HistoryVersion},
+				req, claim.Turn.Chat.GenerationAttempt)
+			if res, err := tc.finish.Apply(ctx, c); err != nil || res.Request.Status != client.OutputSucceeded {
+				t.Fatalf("apply: %v", err)
+			}
+			// Committed after the finish, so heard after its announcement,
+			// if any.
+			sentinel := uuid.NewString()
+			if _, err := pool.Exec(ctx, `SELECT pg_notify('chatd_request', $1)`, sentinel); err != nil {
+				t.Fatal(err)
+			}
+			announced := false
+			for {
+				n, err := listener.WaitForNotification(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n.Payload == req.String() {
+					announced = true
+				}
+				if n.Payload == sentinel {
+					break
+				}
+			}
+			if announced != tc.announced {
+				t.Errorf("announced %v, want %v", announced, tc.announced)
+			}
+			if toldX.has(req) != tc.toldMe {
+				t.Errorf("this process told %v, want %v", toldX.has(req), tc.toldMe)
+			}
+		})
+	}
+}
