@@ -141,7 +141,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	st.Instrument(reg)
 	d.txs.Instrument(reg)
 	hub := notify.New(d.pool, logger)
-	st.TellFinished(hub.ID(), hub.TellFinished)
+	st.Tell(hub.ID(), hub)
 	relay := notify.NewRelay(d.pool, hub, logger)
 	models := provider.NewRegistry(cfg, provider.Options{Logger: logger})
 	// MCP servers: stdio children are started here and stopped (their

@@ -33,19 +33,8 @@ func e2eCtx(t *testing.T) context.Context {
 func waitSettled(t *testing.T, env *testenv.Env, c *client.Client, chat uuid.UUID) (client.Chat, client.ListMessagesResponse) {
 	t.Helper()
 	ctx := e2eCtx(t)
-	// Subscribed and followed before the first read, as a stream does: a
-	// worker's own commits are announced only to followers.
 	sub := env.Hub.Subscribe(chat)
 	defer sub.Close()
-	var owner uuid.UUID
-	if err := env.Pool.QueryRow(ctx, `SELECT owner_id FROM chats WHERE id = $1`, chat).Scan(&owner); err != nil {
-		t.Fatal(err)
-	}
-	unfollow, err := env.Hub.Follow(ctx, owner, chat)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unfollow()
 	for {
 		ch, err := c.GetChat(ctx, chat)
 		if err != nil {

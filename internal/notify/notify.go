@@ -219,18 +219,25 @@ func (h *Hub) publish(e Event) {
 }
 
 // ID is this process's id: its rows in chat_followers, and the hub_id of
-// the structured requests it admits (store.TellFinished).
+// the structured requests it admits (store.Tell).
 func (h *Hub) ID() uuid.UUID { return h.id }
 
 // TellFinished delivers, in this process, the finish of requests that this
 // process committed: what a chatd_request notification would deliver (the
 // finish of a request this process admitted is not announced when nobody
-// follows its chat). Wire it with store.TellFinished(h.ID(), h.TellFinished).
+// follows its chat). The hub is wired with store.Tell(h.ID(), h).
 func (h *Hub) TellFinished(ids []uuid.UUID) {
 	for _, id := range ids {
 		h.publishRequest(id)
 	}
 	h.noteFinished()
+}
+
+// TellChanged delivers, in this process, a change of a chat that a worker
+// of this process committed: what chatd_chat would deliver (a worker's own
+// commit is announced only to the chat's followers).
+func (h *Hub) TellChanged(chat, owner uuid.UUID, snapshot int64) {
+	h.publish(Event{ChatID: chat, Snapshot: snapshot, OwnerID: owner})
 }
 
 func (h *Hub) publishRequest(id uuid.UUID) {

@@ -17,17 +17,19 @@ import (
 	"github.com/chatd/chatd/internal/store"
 )
 
-// told collects what a store tells its process (TellFinished).
+// told collects what a store tells its process (store.Tell).
 type told struct {
 	mu  sync.Mutex
 	ids []uuid.UUID
 }
 
-func (t *told) tell(ids []uuid.UUID) {
+func (t *told) TellFinished(ids []uuid.UUID) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.ids = append(t.ids, ids...)
 }
+
+func (t *told) TellChanged(uuid.UUID, uuid.UUID, int64) {}
 
 func (t *told) has(id uuid.UUID) bool {
 	t.mu.Lock()
@@ -43,11 +45,11 @@ func TestFinishAnnouncedOnlyWhenAnotherProcessMayWait(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.New(t)
 	hubX, hubY := uuid.New(), uuid.New()
-	var toldX told
+	var toldX, toldY told
 	x := store.New(pool) // this process
-	x.TellFinished(hubX, toldX.tell)
+	x.Tell(hubX, &toldX)
 	y := store.New(pool) // another replica
-	y.TellFinished(hubY, func([]uuid.UUID) {})
+	y.Tell(hubY, &toldY)
 	old := store.New(pool) // an older binary: names no process
 	user := newUser(t, x, "alice")
 	for _, tc := range []struct {

@@ -18,7 +18,7 @@ func (s *Store) Instrument(reg *prometheus.Registry) {
 			"(error_code is empty for succeeded).", "status", "error_code")
 }
 
-// countFinished tells this process (TellFinished) and counts the requests
+// countFinished tells this process (Tell) and counts the requests
 // a committed transaction finished.
 func (s *Store) countFinished(done []Outcome) {
 	if len(done) == 0 {
@@ -29,7 +29,7 @@ func (s *Store) countFinished(done []Outcome) {
 		for i, o := range done {
 			ids[i] = o.RequestID
 		}
-		s.tell(ids)
+		s.tell.TellFinished(ids)
 	}
 	if s.finished == nil {
 		return

@@ -73,8 +73,8 @@ type Store struct {
 	finished *prometheus.CounterVec // nil until Instrument
 	tokens   tokenCache
 
-	hub  uuid.UUID             // this process, when TellFinished was called
-	tell func(ids []uuid.UUID) // this process's finishes, after their commit
+	hub  uuid.UUID // this process, when Tell was called
+	tell Teller
 }
 
 // New returns a Store on pool.
@@ -82,20 +82,29 @@ func New(pool *pgxpool.Pool) *Store {
 	return &Store{pool: pool, q: dbgen.New()}
 }
 
-// TellFinished names this process hub (its notify hub's id) in the
-// requests it admits and the finishes it commits (admitted_by,
-// finished_by), and has tell called after each commit with the requests
-// it finished. A finish of a request this process admitted, while nobody
-// follows its chat, is then not announced on chatd_request (every
-// listening replica would pay a transaction for it): tell must wake this
-// process's long polls and webhook deliverer
-// (sql/triggers/030_requests.sql). Call it before use.
-func (s *Store) TellFinished(hub uuid.UUID, tell func(ids []uuid.UUID)) {
-	s.hub, s.tell = hub, tell
+// Teller hears, in this process and after the commit, what this store's
+// commits do not announce to it (notify.Hub implements it).
+type Teller interface {
+	// TellFinished: the structured requests a commit finished. A finish of
+	// a request this process admitted, while nobody follows its chat, is
+	// not announced on chatd_request (sql/triggers/030_requests.sql): this
+	// wakes the process's long polls and webhook deliverer.
+	TellFinished(ids []uuid.UUID)
+	// TellChanged: a worker's own commit changed the chat; it is announced
+	// only to the chat's followers (ChatLockIfOwned), not to this process's
+	// other subscribers of the chat.
+	TellChanged(chat, owner uuid.UUID, snapshot int64)
+}
+
+// Tell names this process hub (its notify hub's id) in the requests it
+// admits and the finishes it commits (admitted_by, finished_by), and tells
+// t what its commits do not announce to it. Call it before use.
+func (s *Store) Tell(hub uuid.UUID, t Teller) {
+	s.hub, s.tell = hub, t
 }
 
 // process is this process's id for admitted_by and finished_by: NULL
-// without TellFinished.
+// without Tell.
 func (s *Store) process() uuid.NullUUID { return uuid.NullUUID{UUID: s.hub, Valid: s.hub != uuid.Nil} }
 
 // tx runs fn in a transaction, mapping errors; purpose names it for the

@@ -138,7 +138,7 @@ type Request struct {
 	UpdatedAt        time.Time
 	FinishedAt       *time.Time
 	// AdmittedBy is the process that admitted the request
-	// (Store.TellFinished); invalid when unknown.
+	// (Store.Tell); invalid when unknown.
 	AdmittedBy uuid.NullUUID
 }
 

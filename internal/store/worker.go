@@ -484,6 +484,9 @@ func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 	})
 	if err == nil {
 		s.countFinished(done)
+		if s.tell != nil {
+			s.tell.TellChanged(out.Chat.ID, out.Chat.OwnerID, out.Chat.SnapshotVersion)
+		}
 	}
 	return out, err
 }

@@ -241,7 +241,7 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 	t.Cleanup(e.Stop) // after the mock's Close above: the workers stop first
 	ctx, cancel := context.WithCancel(context.Background())
 	e.Hub = notify.New(e.Pool, e.Logger)
-	e.Store.TellFinished(e.Hub.ID(), e.Hub.TellFinished)
+	e.Store.Tell(e.Hub.ID(), e.Hub)
 	relay := notify.NewRelay(e.Pool, e.Hub, e.Logger)
 	var wg sync.WaitGroup
 	wg.Go(func() { e.Hub.Run(ctx) })

@@ -62,7 +62,7 @@ $$;
 -- on chatd_request: unless the process that admitted it (admitted_by)
 -- commits the finish itself (finished_by) and nobody follows the chat. That
 -- process tells its own long polls and webhook deliverer after the commit
--- (store.TellFinished). A long poll on another process follows the chat
+-- (store.Tell). A long poll on another process follows the chat
 -- (chat_followers) before it waits: chatd_followed sees it, or the read it
 -- makes after registering sees the finish (005_followers.sql).
 CREATE OR REPLACE FUNCTION chatd_finish_announced(r structured_requests) RETURNS boolean

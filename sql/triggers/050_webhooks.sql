@@ -5,7 +5,7 @@
 -- subscription in force for the event: in the receipt's own transaction, so a
 -- receipt is never committed without its deliveries nor a delivery without
 -- its receipt. The process that commits the finish wakes its delivery
--- workers after the commit (store.TellFinished); every replica has the same
+-- workers after the commit (store.Tell); every replica has the same
 -- webhooks, and the others poll.
 --
 -- The subscriptions are read FOR SHARE: a server installing a subscription
