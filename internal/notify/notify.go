@@ -218,8 +218,9 @@ func (h *Hub) publish(e Event) {
 	}
 }
 
-// ID is this process's id: its rows in chat_followers, and the hub_id of
-// the structured requests it admits (store.Tell).
+// ID is this process's id: its rows in chat_followers, and the admitted_by
+// and finished_by of the structured requests it admits and finishes
+// (store.Tell).
 func (h *Hub) ID() uuid.UUID { return h.id }
 
 // TellFinished delivers, in this process, the finish of requests that this
