@@ -491,7 +491,14 @@ func (s *Server) getStructuredOutput(w http.ResponseWriter, r *http.Request) err
 		for st.Request.Status == client.OutputPending {
 			select {
 			case <-sub.C():
-				sub.Next()
+				// A finish committed by this process comes with the
+				// request as the commit left it: no read then.
+				if e, ok := sub.Next(); ok {
+					if fin, ok := e.Value.(store.RequestState); ok {
+						st = fin
+						continue
+					}
+				}
 			case <-deadline.C:
 				goto done
 			case <-r.Context().Done():

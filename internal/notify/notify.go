@@ -1,7 +1,8 @@
 // Package notify fans PostgreSQL notifications out inside one process: one
 // connection LISTENs on the channels the triggers in sql/triggers/040_notify.sql
 // write to, and subscribers (streams, long polls, workers) wait on Go
-// channels. A notification is a hint to re-read, never the data itself; after
+// channels. A notification is a hint to re-read, never the data itself (a
+// finish this process committed is told with its data: TellFinished); after
 // a reconnect every subscriber is told to re-read, since notifications sent
 // while disconnected are lost.
 package notify
@@ -26,6 +27,11 @@ type Event struct {
 	ChatID   uuid.UUID
 	Snapshot int64
 	OwnerID  uuid.UUID
+	// Value, on an event of a request's subscription told in-process
+	// (TellFinished), is the request as its finishing commit left it (a
+	// store.RequestState): the data, not a hint, so the waiter need not
+	// read it again. Nil otherwise.
+	Value any
 }
 
 // Sub receives events for one chat, for all chats of one owner, or for one
@@ -223,13 +229,14 @@ func (h *Hub) publish(e Event) {
 // (store.Tell).
 func (h *Hub) ID() uuid.UUID { return h.id }
 
-// TellFinished delivers, in this process, the finish of requests that this
-// process committed: what a chatd_request notification would deliver (the
-// finish of a request this process admitted is not announced when nobody
-// follows its chat). The hub is wired with store.Tell(h.ID(), h).
-func (h *Hub) TellFinished(ids []uuid.UUID) {
-	for _, id := range ids {
-		h.publishRequest(id)
+// TellFinished delivers, in this process, the finish of a request that
+// this process committed: what a chatd_request notification would deliver
+// (the finish of a request this process admitted is not announced when
+// nobody follows its chat), with state, the request as the commit left it
+// (Event.Value). The hub is wired with store.Tell(h.ID(), h).
+func (h *Hub) TellFinished(request uuid.UUID, state any) {
+	for _, s := range h.subsOf(subRequest, request) {
+		s.deliver(Event{ChatID: request, Value: state})
 	}
 	h.noteFinished()
 }

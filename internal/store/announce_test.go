@@ -3,7 +3,7 @@ package store_test
 import (
 	"context"
 	"encoding/json"
-	"slices"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -19,14 +19,17 @@ import (
 
 // told collects what a store tells its process (store.Tell).
 type told struct {
-	mu  sync.Mutex
-	ids []uuid.UUID
+	mu     sync.Mutex
+	states map[uuid.UUID]any
 }
 
-func (t *told) TellFinished(ids []uuid.UUID) {
+func (t *told) TellFinished(id uuid.UUID, state any) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.ids = append(t.ids, ids...)
+	if t.states == nil {
+		t.states = map[uuid.UUID]any{}
+	}
+	t.states[id] = state
 }
 
 func (t *told) TellChanged(uuid.UUID, uuid.UUID, int64) {}
@@ -34,7 +37,14 @@ func (t *told) TellChanged(uuid.UUID, uuid.UUID, int64) {}
 func (t *told) has(id uuid.UUID) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return slices.Contains(t.ids, id)
+	_, ok := t.states[id]
+	return ok
+}
+
+func (t *told) state(id uuid.UUID) any {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.states[id]
 }
 
 // TestFinishAnnouncedOnlyWhenAnotherProcessMayWait: a request's finish is
@@ -122,6 +132,31 @@ func TestFinishAnnouncedOnlyWhenAnotherProcessMayWait(t *testing.T) {
 			if toldX.has(req) != tc.toldMe {
 				t.Errorf("this process told %v, want %v", toldX.has(req), tc.toldMe)
 			}
+			if tc.toldMe {
+				sameAsRead(t, x, user.ID, req, toldX.state(req))
+			}
 		})
+	}
+}
+
+// sameAsRead: the state told in-process is what a read of the request
+// after the commit returns (the long poll answers with it instead).
+func sameAsRead(t *testing.T, s *store.Store, owner, req uuid.UUID, state any) {
+	t.Helper()
+	fin, ok := state.(store.RequestState)
+	if !ok || fin.Receipt == nil {
+		t.Fatalf("told %#v, want a store.RequestState with its receipt", state)
+	}
+	read, err := s.GetRequest(t.Context(), owner, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(fin.Request, read.Request) {
+		t.Errorf("told request\n%+v\nread\n%+v", fin.Request, read.Request)
+	}
+	r, f := read.Receipt, fin.Receipt
+	if r == nil || f.ID != r.ID || f.Role != r.Role || f.Kind != r.Kind || !f.CreatedAt.Equal(r.CreatedAt) ||
+		f.Visibility != r.Visibility || string(f.Content) != string(r.Content) {
+		t.Errorf("told receipt\n%+v\nread\n%+v", f, r)
 	}
 }

@@ -66,7 +66,7 @@ func (s *Store) EditMessage(ctx context.Context, p EditParams) (EditResult, erro
 	if err != nil {
 		return res, err
 	}
-	var done []Outcome
+	var done []finished
 	err = s.tx(ctx, "edit", func(tx pgx.Tx) error {
 		res, done = EditResult{}, nil
 		chat, err := s.q.ChatLockForOwner(ctx, tx, dbgen.ChatLockForOwnerParams{ID: p.ChatID, OwnerID: p.OwnerID})
@@ -158,7 +158,7 @@ func (s *Store) EditMessage(ctx context.Context, p EditParams) (EditResult, erro
 func (s *Store) DeleteQueued(ctx context.Context, owner, chatID uuid.UUID, queuedID int64) (QueuedMessage, []Message, error) {
 	var q dbgen.ChatQueuedMessage
 	var receipts []Message
-	var done []Outcome
+	var done []finished
 	err := s.tx(ctx, "delete_queued", func(tx pgx.Tx) error {
 		receipts, done = nil, nil
 		chat, err := s.q.ChatLockForOwner(ctx, tx, dbgen.ChatLockForOwnerParams{ID: chatID, OwnerID: owner})

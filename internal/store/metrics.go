@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chatd/chatd/internal/prom"
@@ -20,22 +19,20 @@ func (s *Store) Instrument(reg *prometheus.Registry) {
 
 // countFinished tells this process (Tell) and counts the requests
 // a committed transaction finished.
-func (s *Store) countFinished(done []Outcome) {
+func (s *Store) countFinished(done []finished) {
 	if len(done) == 0 {
 		return
 	}
 	if s.tell != nil {
-		ids := make([]uuid.UUID, len(done))
-		for i, o := range done {
-			ids[i] = o.RequestID
+		for _, f := range done {
+			s.tell.TellFinished(f.RequestID, f.state)
 		}
-		s.tell.TellFinished(ids)
 	}
 	if s.finished == nil {
 		return
 	}
-	for _, o := range done {
-		s.finished.WithLabelValues(string(o.Status), string(o.Code)).Inc()
+	for _, f := range done {
+		s.finished.WithLabelValues(string(f.Status), string(f.Code)).Inc()
 	}
 }
 

@@ -85,11 +85,14 @@ func New(pool *pgxpool.Pool) *Store {
 // Teller hears, in this process and after the commit, what this store's
 // commits do not announce to it (notify.Hub implements it).
 type Teller interface {
-	// TellFinished: the structured requests a commit finished. A finish of
-	// a request this process admitted, while nobody follows its chat, is
-	// not announced on chatd_request (sql/triggers/030_requests.sql): this
-	// wakes the process's long polls and webhook deliverer.
-	TellFinished(ids []uuid.UUID)
+	// TellFinished: a structured request a commit finished, with state,
+	// the RequestState the commit left (its ledger row and receipt), for
+	// this process's long polls to answer without reading it again. A
+	// finish of a request this process admitted, while nobody follows its
+	// chat, is not announced on chatd_request
+	// (sql/triggers/030_requests.sql): this wakes the process's long polls
+	// and webhook deliverer.
+	TellFinished(request uuid.UUID, state any)
 	// TellChanged: a worker's own commit changed the chat; it is announced
 	// only to the chat's followers (ChatLockIfOwned), not to this process's
 	// other subscribers of the chat.

@@ -322,7 +322,7 @@ func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 			statuses = append(statuses, string(st))
 		}
 	}
-	var done []Outcome
+	var done []finished
 	ending := c.End == EndTurn || c.End == EndError
 	var locked dbgen.Chat
 	// The locks go out with BEGIN: the fence's answer decides whether
@@ -585,7 +585,7 @@ func messageParams(chatID uuid.UUID, m NewMessage) (dbgen.MessageInsertParams, e
 // to done (the caller counts done once the transaction committed). A
 // request that is already finished (an ambiguous earlier commit, a recovered
 // worker) is left alone: the receipt that exists is the one outcome.
-func (s *Store) finishRequest(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, o Outcome, done *[]Outcome) ([]Message, dbgen.StructuredRequest, error) {
+func (s *Store) finishRequest(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, o Outcome, done *[]finished) ([]Message, dbgen.StructuredRequest, error) {
 	var pl pipeline
 	var rows []Message
 	var r dbgen.StructuredRequest
@@ -606,7 +606,7 @@ func (s *Store) finishRequest(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, 
 // the ledger row, once pl is sent or at once. read, when set, is the
 // request's row as this transaction's progress left it: pending, with its
 // usage sum, so nothing is read first.
-func (s *Store) queueFinish(ctx context.Context, tx pgx.Tx, pl *pipeline, chatID uuid.UUID, o Outcome, read *progressed, done *[]Outcome,
+func (s *Store) queueFinish(ctx context.Context, tx pgx.Tx, pl *pipeline, chatID uuid.UUID, o Outcome, read *progressed, done *[]finished,
 	got func(*Message, dbgen.StructuredRequest)) error {
 	var r dbgen.StructuredRequest
 	var err error
@@ -652,6 +652,8 @@ func (s *Store) queueFinish(ctx context.Context, tx pgx.Tx, pl *pipeline, chatID
 			receipt = messageFrom(row)
 			return nil
 		})
+	i := len(*done)
+	*done = append(*done, finished{Outcome: o})
 	fp := dbgen.RequestFinishIfPendingParams{RequestID: o.RequestID, Status: o.Status,
 		ErrorCode: nullCode(o.Code), ErrorMessage: nullString(textColumn(o.Message)), FinishedBy: s.process()}
 	pipeOne(pl, func(db dbgen.DBTX) (dbgen.StructuredRequest, error) { return s.q.RequestFinishIfPending(ctx, db, fp) },
@@ -660,10 +662,18 @@ func (s *Store) queueFinish(ctx context.Context, tx pgx.Tx, pl *pipeline, chatID
 				return fmt.Errorf("finish request %s: %w", o.RequestID, err)
 			}
 			got(&receipt, row)
+			(*done)[i].state = RequestState{Request: requestFrom(row), Receipt: &receipt}
 			return nil
 		})
-	*done = append(*done, o)
 	return nil
+}
+
+// finished is a request a commit finished: its outcome (for the metrics)
+// and, once the batch ran, its ledger row and receipt as the commit left
+// them (for this process's long polls: Teller.TellFinished).
+type finished struct {
+	Outcome
+	state RequestState
 }
 
 // progressed is a ledger row a commit's progress returned, with the usage

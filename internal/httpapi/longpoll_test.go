@@ -1,0 +1,65 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/mockllm"
+	"github.com/chatd/chatd/internal/testenv"
+)
+
+// TestLongPollWokenInProcessAnswersAsARead: a long poll woken by a finish
+// that its own process committed answers with the request as the commit
+// left it, not read again (TestTurnTransactionBudget counts the reads);
+// the answer is byte for byte what a read after the commit gives, for a
+// succeeded receipt with its usage and for a failed one with its attempts.
+func TestLongPollWokenInProcessAnswersAsARead(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		script *mockllm.Script
+		want   client.RequestStatus
+	}{
+		{"succeeded", nil, client.OutputSucceeded},
+		{"failed", &mockllm.Script{Steps: []mockllm.Step{{Invalid: true}}, Then: mockllm.ThenRepeat}, client.OutputFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHolder("hold")
+			t.Cleanup(h.Release)
+			env := testenv.New(t, testenv.Options{Mock: mockllm.Options{BeforeRespond: h.hook, Script: tc.script}})
+			c := env.Client("alice")
+			token := env.Token("alice")
+			chat, err := c.CreateChat(t.Context(), client.CreateChatRequest{Content: text("hold this turn"), ResponseFormat: schemaFormat()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.waitEntered(t)
+			path := "/api/v1/structured-outputs/" + chat.Messages[0].StructuredOutputRequestID.String()
+			subs := env.Hub.Subscribers()
+			polled := make(chan apiResult, 1)
+			go func() { polled <- call(t, env, token, "GET", path+"?wait=60s", "") }()
+			// Released once the long poll waits on the request.
+			for env.Hub.Subscribers() == subs {
+				select {
+				case res := <-polled:
+					t.Fatalf("the long poll answered before the finish: %d %s", res.status, res.body)
+				case <-t.Context().Done():
+					t.Fatal(t.Context().Err())
+				default:
+				}
+			}
+			h.Release()
+			woken := <-polled
+			read := call(t, env, token, "GET", path, "")
+			if woken.status != 200 || read.status != 200 || !bytes.Equal(woken.body, read.body) {
+				t.Fatalf("long poll %d %s\nread after %d %s", woken.status, woken.body, read.status, read.body)
+			}
+			got, err := c.GetStructuredOutput(t.Context(), *chat.Messages[0].StructuredOutputRequestID, 0)
+			if err != nil || got.Status != tc.want || got.Usage == nil || (tc.want == client.OutputFailed) != (len(got.Attempts) > 0) {
+				t.Fatalf("result %+v %v, want %s with usage (and attempts when failed)", got, err, tc.want)
+			}
+		})
+	}
+}
