@@ -693,6 +693,22 @@ func (q *Queries) ChatListForOwner(ctx context.Context, db DBTX, arg ChatListFor
 	return items, nil
 }
 
+const chatLock = `-- name: ChatLock :one
+SELECT id FROM chats WHERE id = $1 FOR UPDATE
+`
+
+// Takes the chat's row lock, whatever its state: a worker commit's first
+// statement, before its fence (ChatLockIfOwned). The writes sent with the
+// fence run before the fence's answer is judged (store.lazyTx) and must
+// find the chat locked first, as every commit takes it, even when the fence
+// missed and they are to be rolled back.
+func (q *Queries) ChatLock(ctx context.Context, db DBTX, id uuid.UUID) (uuid.UUID, error) {
+	row := db.QueryRow(ctx, chatLock, id)
+	var id_2 uuid.UUID
+	err := row.Scan(&id_2)
+	return id_2, err
+}
+
 const chatLockByID = `-- name: ChatLockByID :one
 SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state FROM chats WHERE id = $1 FOR UPDATE
 `

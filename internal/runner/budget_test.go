@@ -169,11 +169,11 @@ func turnTransactionBudget(t *testing.T, noHandoff bool, claims int64) {
 	if want := (2 + claims) * turns; writes != want {
 		t.Errorf("%d writing transactions in %d turns, want exactly %d per turn (%v)", writes, turns, 2+claims, got)
 	}
-	// The finalizer step's commit: BEGIN with the fenced lock; the
+	// The finalizer step's commit: BEGIN, the chat's lock, the fence, the
 	// messages, the progress, the receipt (which sums the usage itself),
 	// the finish and the end of the turn; COMMIT (store.Apply's pipeline).
-	if st := got["worker_commit"]; st.RoundTrips != 3*turns || st.Statements != 6*turns {
-		t.Errorf("worker_commit: %+v in %d turns, want 3 round trips and 6 statements per turn", st, turns)
+	if st := got["worker_commit"]; st.RoundTrips != 2*turns || st.Statements != 7*turns {
+		t.Errorf("worker_commit: %+v in %d turns, want 2 round trips and 7 statements per turn", st, turns)
 	}
 	// The admission: its statements (with the claim's, when handed over)
 	// in one batch, which is its transaction.

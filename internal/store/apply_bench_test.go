@@ -129,7 +129,7 @@ func TestFinalizerCommitSeesMessageQueuedWhileItWaited(t *testing.T) {
 	for {
 		var waiting bool
 		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%ChatLockIfOwned%')`).Scan(&waiting)
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%-- name: ChatLock%')`).Scan(&waiting)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -244,3 +244,76 @@ func newUser(t testing.TB, st *store.Store, name string) store.User {
 	}
 	return user
 }
+
+// TestMissedFenceLocksTheChatFirst: a worker commit sends its writes with
+// its fence, in one batch, before the fence's answer is judged; when the
+// fence missed they run, then roll back. They must take their locks as
+// every commit does, the chat first: a zombie's progress alone (no message
+// first) would otherwise lock the ledger row, then wait for the chat that
+// the owner's commit holds while that commit waits for the ledger row — a
+// deadlock, which PostgreSQL breaks after deadlock_timeout (1 s) by
+// aborting one of the two.
+func TestMissedFenceLocksTheChatFirst(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	st := store.New(pool)
+	ctx := t.Context()
+	user := newUser(t, st, "alice")
+	chat, input, err := st.CreateChat(ctx, store.NewChat{OwnerID: user.ID, Model: "m", Content: []jsonb.Part{jsonb.Text("go")},
+		Request: &store.RequestSpec{Name: "r", Schema: json.RawMessage(`{"type":"integer"}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := input.StructuredRequestID.UUID
+	owner := uuid.New()
+	if c, err := st.Claim(ctx, owner, time.Minute); err != nil || c.ID != chat.ID {
+		t.Fatalf("claim: %v", err)
+	}
+	turn, err := st.LoadTurn(ctx, chat.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The owner's commit, in flight: it holds the chat.
+	ownerTx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ownerTx.Rollback(ctx)
+	if _, err := ownerTx.Exec(ctx, `SELECT 1 FROM chats WHERE id = $1 FOR UPDATE`, chat.ID); err != nil {
+		t.Fatal(err)
+	}
+	// A zombie's progress-only commit waits for it.
+	zombie := make(chan error, 1)
+	go func() {
+		_, err := st.Apply(ctx, store.Commit{
+			Fence:    store.Fence{ChatID: chat.ID, WorkerID: uuid.New(), HistoryVersion: turn.Chat.HistoryVersion},
+			Progress: &store.Progress{RequestID: req, Steps: 1}})
+		zombie <- err
+	}()
+	for waiting := false; !waiting; {
+		if err := pool.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-zombie:
+			t.Fatalf("the zombie's commit returned %v without waiting for the owner's", err)
+		default:
+		}
+	}
+	// The owner's commit goes on to the ledger row, which nobody else
+	// holds (NOWAIT: a lock held fails at once), and commits.
+	if _, err := ownerTx.Exec(ctx, `SELECT 1 FROM structured_requests WHERE request_id = $1 FOR UPDATE NOWAIT`, req); err != nil {
+		t.Fatalf("the owner's commit: %v", err)
+	}
+	if err := ownerTx.Commit(ctx); err != nil {
+		t.Fatalf("the owner's commit: %v", err)
+	}
+	if err := <-zombie; !errors.Is(err, store.ErrFenceMiss) {
+		t.Fatalf("the zombie's commit: %v, want a fence miss", err)
+	}
+	if r, err := st.GetRequest(ctx, user.ID, req); err != nil || r.Request.Steps != 0 {
+		t.Fatalf("request after the zombie: %+v %v", r.Request, err)
+	}
+}

@@ -116,28 +116,21 @@ func (s *Store) tx(ctx context.Context, purpose string, fn func(tx pgx.Tx) error
 	return mapError(pgx.BeginFunc(withPurpose(ctx, purpose), s.pool, fn))
 }
 
-// txFrom is tx whose BEGIN goes out in one round trip with the statements
-// first queues, and whose fn runs once their callbacks have: a transaction
-// whose first statement decides what follows (a lock behind a guard) saves
-// the round trip of BEGIN alone.
+// txFrom is tx whose BEGIN, and the statements first queues, go out with
+// the first batch fn sends (or its first statement): a transaction that
+// opens with a guard (a fenced lock) and writes behind it sends both in one
+// round trip. The guard's callback runs first and fails the batch when it
+// misses; fn's writes that ran with it are rolled back (lazyTx).
 func (s *Store) txFrom(ctx context.Context, purpose string, first func(pl *pipeline), fn func(tx pgx.Tx) error) error {
-	ctx = withPurpose(ctx, purpose)
-	var pl pipeline
-	pl.b.BeginTx(pgx.TxOptions{})
-	first(&pl)
-	br := s.pool.SendBatch(ctx, &pl.b)
-	tx := br.Tx()
+	tx := newLazyTx(s.pool, purpose)
+	first(&tx.head)
 	// Rollback after Commit does nothing; before it, it ends the
-	// transaction (when BEGIN ran) and hands the connection back.
+	// transaction (when it began) and hands the connection back.
 	defer func() { _ = tx.Rollback(ctx) }()
-	err := br.Close()
-	if err == nil {
-		err = fn(tx)
-	}
-	if err != nil {
+	if err := fn(tx); err != nil {
 		return mapError(err)
 	}
-	return mapError(tx.Commit(ctx))
+	return mapError(tx.Commit(withPurpose(ctx, purpose)))
 }
 
 // mapError translates database errors into the package's sentinels.

@@ -325,8 +325,8 @@ func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 	var done []finished
 	ending := c.End == EndTurn || c.End == EndError
 	var locked dbgen.Chat
-	// The locks go out with BEGIN: the fence's answer decides whether
-	// anything follows.
+	// The locks go out with BEGIN and the commit's first batch (lazyTx):
+	// the fence's answer, judged first, decides whether anything commits.
 	lock := func(pl *pipeline) {
 		if c.SpawnParent.Valid && ending {
 			pipeOne(pl, func(db dbgen.DBTX) (dbgen.Chat, error) { return s.q.ChatLockByID(ctx, db, c.SpawnParent.UUID) },
@@ -337,6 +337,16 @@ func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 					return err
 				})
 		}
+		// The chat's lock first, whatever the fence says: the writes sent
+		// with the fence (lazyTx) run before its answer is judged, and take
+		// their locks as every commit does, the chat first.
+		pipeOne(pl, func(db dbgen.DBTX) (uuid.UUID, error) { return s.q.ChatLock(ctx, db, c.Fence.ChatID) },
+			func(_ uuid.UUID, err error) error {
+				if errors.Is(err, pgx.ErrNoRows) {
+					return ErrFenceMiss // the chat is gone
+				}
+				return err
+			})
 		p := dbgen.ChatLockIfOwnedParams{
 			ID: c.Fence.ChatID, WorkerID: uuid.NullUUID{UUID: c.Fence.WorkerID, Valid: true},
 			HistoryVersion: c.Fence.HistoryVersion, Statuses: statuses, GenerationAttempt: c.Fence.Attempt,
@@ -363,9 +373,10 @@ func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 			}
 		}
 		// Statements whose results decide nothing that follows go out
-		// together (pl): the plain finalizer commit is BEGIN with the lock,
-		// then the messages, the progress, the receipt, the finish and the
-		// end of the turn, then COMMIT — three round trips.
+		// together (pl), the first batch with BEGIN and the lock (lazyTx):
+		// the plain finalizer commit is BEGIN, the lock, the messages, the
+		// progress, the receipt, the finish and the end of the turn, then
+		// COMMIT — two round trips.
 		var pl pipeline
 		if err := s.queueMessages(ctx, &pl, c.Fence.ChatID, c.Messages, func(rows []Message) { out.Messages = rows }); err != nil {
 			return err

@@ -76,6 +76,14 @@ LIMIT @max_rows;
 -- snapshot_version once (trigger), so this lock does not bump it itself.
 SELECT * FROM chats WHERE id = @id AND owner_id = @owner_id FOR UPDATE;
 
+-- name: ChatLock :one
+-- Takes the chat's row lock, whatever its state: a worker commit's first
+-- statement, before its fence (ChatLockIfOwned). The writes sent with the
+-- fence run before the fence's answer is judged (store.lazyTx) and must
+-- find the chat locked first, as every commit takes it, even when the fence
+-- missed and they are to be rolled back.
+SELECT id FROM chats WHERE id = @id FOR UPDATE;
+
 -- name: ChatLockIfOwned :one
 -- Takes the chat's row lock for a worker commit, checking the fence inside the
 -- statement: the worker still owns the chat, history has not moved, the status
