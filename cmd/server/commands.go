@@ -143,7 +143,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	hub := notify.New(d.pool, logger)
 	st.Tell(hub.ID(), hub)
 	relay := notify.NewRelay(d.pool, hub, logger)
-	models := provider.NewRegistry(cfg, provider.Options{Logger: logger})
+	models := provider.NewRegistry(cfg, provider.Options{Logger: logger, Calls: *workers})
 	// MCP servers: stdio children are started here and stopped (their
 	// whole process group) when the server returns, after the runner.
 	mcps := mcp.New(cfg.MCPServers, mcp.Options{Logger: logger, Metrics: reg, Reserved: []string{runner.FinalizerName}})

@@ -44,9 +44,15 @@ type Model struct {
 
 // Options configure a Registry.
 type Options struct {
-	// HTTPClient is the base client for provider calls (nil: one over
-	// http.DefaultTransport). Its transport is wrapped, never replaced.
+	// HTTPClient is the base client for provider calls (nil: one over a
+	// copy of http.DefaultTransport that keeps Calls idle connections per
+	// host). Its transport is wrapped, never replaced.
 	HTTPClient *http.Client
+	// Calls is how many provider calls may run at once (the server's
+	// workers); 0 means 64. http.DefaultTransport keeps 2 idle connections
+	// per host, so with more workers than that calls to one provider
+	// closed their connections and dialed (and shook hands) again.
+	Calls int
 	// Getenv reads the API key variables (nil: os.Getenv).
 	Getenv func(string) string
 	// Logger receives configuration warnings; keys are never logged.
@@ -74,7 +80,19 @@ func NewRegistry(cfg *config.Config, o Options) *Registry {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Transport: pooledTransport(cmp.Or(o.Calls, 64))}
+	}
 	return &Registry{cfg: cfg, opts: o, models: map[string]*Model{}, keys: map[string]string{}}
+}
+
+// pooledTransport is http.DefaultTransport's configuration keeping calls
+// idle connections per host: every worker's next call finds one.
+func pooledTransport(calls int) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = calls
+	t.MaxIdleConns = max(t.MaxIdleConns, calls)
+	return t
 }
 
 // Default is the default model id ("" when none is configured).
@@ -197,10 +215,8 @@ func (r *Registry) apiKey(pc config.Provider) string {
 // ANTHROPIC_API_KEY...), which would send a key the configuration did not
 // name to whatever base URL it does name.
 func (r *Registry) httpClient(api, key string) *http.Client {
-	c := &http.Client{}
-	if r.opts.HTTPClient != nil {
-		*c = *r.opts.HTTPClient
-	}
+	c := new(http.Client)
+	*c = *r.opts.HTTPClient
 	base := c.Transport
 	if base == nil {
 		base = http.DefaultTransport

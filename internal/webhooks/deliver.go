@@ -42,7 +42,10 @@ type Options struct {
 	Backoff, MaxBackoff time.Duration
 	// Concurrency bounds the POSTs in flight (default 8).
 	Concurrency int
-	// Transport carries the POSTs (default: http.DefaultTransport's).
+	// Transport carries the POSTs (default: a copy of
+	// http.DefaultTransport keeping Concurrency idle connections per host,
+	// where it keeps 2: POSTs in flight to one endpoint beyond 2 closed
+	// their connections and dialed, and shook hands, again).
 	Transport http.RoundTripper
 }
 
@@ -82,7 +85,9 @@ func New(st *store.Store, cfgs []Config, o Options) (*Deliverer, error) {
 		o.Concurrency = 8
 	}
 	if o.Transport == nil {
-		o.Transport = http.DefaultTransport
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = o.Concurrency
+		o.Transport = t
 	}
 	d := &Deliverer{st: st, endpoints: map[string]endpoint{}, o: o,
 		// A redirect is an answer other than 2xx: the configured URL is the
