@@ -45,6 +45,7 @@ type Sub struct {
 	mu    sync.Mutex
 	last  Event
 	valid bool
+	watch func() // Watch's
 }
 
 // C fires when at least one event arrived since the last Next.
@@ -66,10 +67,33 @@ func (s *Sub) deliver(e Event) {
 		s.last = e
 	}
 	s.valid = true
+	w := s.watch
 	s.mu.Unlock()
 	select {
 	case s.ch <- struct{}{}:
 	default:
+	}
+	if w != nil {
+		w()
+	}
+}
+
+// Watch calls f when an event arrives (and at once when one is waiting)
+// until unwatch is called; f may still run once as unwatch returns. f runs
+// on the delivering goroutine and must not block. It spares a goroutine
+// waiting on C for events that rarely come.
+func (s *Sub) Watch(f func()) (unwatch func()) {
+	s.mu.Lock()
+	s.watch = f
+	waiting := s.valid
+	s.mu.Unlock()
+	if waiting {
+		f()
+	}
+	return func() {
+		s.mu.Lock()
+		s.watch = nil
+		s.mu.Unlock()
 	}
 }
 

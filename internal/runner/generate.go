@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"charm.land/fantasy"
@@ -187,37 +188,50 @@ func (a *action) stream(ctx context.Context, p *call, attempt int32) (res stepRe
 
 // watch cancels the step when the chat's status, owner or history moves.
 // The chat's own notifications say that something a client sees changed
-// (an interrupt, an edit); each is checked with a read.
+// (an interrupt, an edit); each is checked with a read. The goroutine that
+// reads starts with the step's first notification: most steps get none.
 func (a *action) watch(ctx context.Context, cancel context.CancelCauseFunc) func() {
 	done := make(chan struct{})
-	go func() {
-		for {
+	var once sync.Once
+	unwatch := a.sub.Watch(func() { once.Do(func() { go a.check(ctx, cancel, done) }) })
+	return func() {
+		unwatch()
+		close(done)
+	}
+}
+
+// check is watch's reader, until done is closed or ctx ends.
+func (a *action) check(ctx context.Context, cancel context.CancelCauseFunc, done <-chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-done:
+			return
+		case <-a.sub.C():
 			select {
-			case <-ctx.Done():
+			case <-done: // the step ended
 				return
-			case <-done:
+			default:
+			}
+			ev, _ := a.sub.Next()
+			if ev.Snapshot > 0 && ev.Snapshot <= a.turn.Chat.SnapshotVersion {
+				continue // what this action read already
+			}
+			// Never cancelled mid-flight: pgx would drop the connection
+			// (and the pool open a new one) every time a step ended
+			// during the read.
+			c, err := a.store.LoadChat(context.WithoutCancel(ctx), a.fence.ChatID)
+			if err != nil {
+				continue
+			}
+			if c.Status != client.StatusRunning || c.HistoryVersion != a.fence.HistoryVersion ||
+				!c.WorkerID.Valid || c.WorkerID.UUID != a.worker {
+				cancel(errChatChanged)
 				return
-			case <-a.sub.C():
-				ev, _ := a.sub.Next()
-				if ev.Snapshot > 0 && ev.Snapshot <= a.turn.Chat.SnapshotVersion {
-					continue // what this action read already
-				}
-				// Never cancelled mid-flight: pgx would drop the connection
-				// (and the pool open a new one) every time a step ended
-				// during the read.
-				c, err := a.store.LoadChat(context.WithoutCancel(ctx), a.fence.ChatID)
-				if err != nil {
-					continue
-				}
-				if c.Status != client.StatusRunning || c.HistoryVersion != a.fence.HistoryVersion ||
-					!c.WorkerID.Valid || c.WorkerID.UUID != a.worker {
-					cancel(errChatChanged)
-					return
-				}
 			}
 		}
-	}()
-	return func() { close(done) }
+	}
 }
 
 // commitStep commits a step. When the next pass would only answer it by

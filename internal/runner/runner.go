@@ -275,7 +275,8 @@ func (r *Runner) runChat(ctx, hard context.Context, turn store.Turn) (yielded bo
 			log.Warn("release failed", slog.String("error", err.Error()))
 		}
 	}()
-	go r.heartbeat(chatCtx, cancel, chatID, claimID, log)
+	stopHeartbeat := r.heartbeat(chatCtx, cancel, chatID, claimID, log)
+	defer stopHeartbeat()
 
 	t := &turnRunner{deps: deps{store: r.store, models: r.models, opts: &r.opts, m: &r.m, log: log, worker: claimID}, sub: sub,
 		busy: func() bool { return r.claimed.Load() >= int64(r.opts.Workers) }}
@@ -338,30 +339,49 @@ func (r *Runner) runChat(ctx, hard context.Context, turn store.Turn) (yielded bo
 	}
 }
 
-// heartbeat renews the chat's lease every third of its length until ctx
-// ends, and cancels the chat's work when another worker owns it.
-func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, chatID, claimID uuid.UUID, log *slog.Logger) {
-	t := time.NewTicker(r.opts.Lease / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
+// heartbeat renews the chat's lease every third of its length until stop
+// is called or ctx ends, and cancels the chat's work when another worker
+// owns it. A timer, not a goroutine: most turns end before the first
+// renewal, and a goroutine per turn cost the scheduler two wake-ups (its
+// start and its exit) on every turn.
+func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, chatID, claimID uuid.UUID, log *slog.Logger) (stop func()) {
+	every := r.opts.Lease / 3
+	var (
+		mu      sync.Mutex
+		stopped bool
+		t       *time.Timer
+	)
+	renew := func() {
+		if ctx.Err() != nil {
 			return
-		case <-t.C:
-			// Not cancelled with the chat's work: a renewal in flight when
-			// the turn ends completes (a cancelled query costs the
-			// connection). The bound only matters when the database hangs.
-			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.Lease/3)
-			err := r.store.RenewLease(rctx, chatID, claimID, r.opts.Lease)
-			rcancel()
-			if errors.Is(err, store.ErrFenceMiss) {
-				cancel(errLeaseLost)
-				return
-			}
-			if err != nil && ctx.Err() == nil {
-				log.Warn("lease renewal failed", slog.String("error", err.Error()))
-			}
 		}
+		// Not cancelled with the chat's work: a renewal in flight when the
+		// turn ends completes (a cancelled query costs the connection).
+		// The bound only matters when the database hangs.
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), every)
+		err := r.store.RenewLease(rctx, chatID, claimID, r.opts.Lease)
+		rcancel()
+		if errors.Is(err, store.ErrFenceMiss) {
+			cancel(errLeaseLost)
+			return
+		}
+		if err != nil && ctx.Err() == nil {
+			log.Warn("lease renewal failed", slog.String("error", err.Error()))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			t.Reset(every)
+		}
+	}
+	mu.Lock()
+	t = time.AfterFunc(every, renew)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
 	}
 }
 
