@@ -33,13 +33,23 @@ func (s *server) transport() (sdk.Transport, error) {
 		}
 		return &sdk.StreamableClientTransport{
 			Endpoint:     s.cfg.URL,
-			HTTPClient:   &http.Client{Transport: &headerTransport{base: http.DefaultTransport, header: h}},
+			HTTPClient:   &http.Client{Transport: &headerTransport{base: pooled, header: h}},
 			MaxRetries:   2,
 			MaxEventSize: MaxMessageBytes,
 		}, nil
 	}
 	return &stdioTransport{s: s}, nil
 }
+
+// pooled carries the calls to HTTP servers: http.DefaultTransport's
+// configuration keeping 64 idle connections per host where it keeps 2, so
+// that the calls workers make at once to one server do not close their
+// connections and dial (and shake hands) again.
+var pooled = func() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 64
+	return t
+}()
 
 // headerTransport adds the configured headers and caps response bodies that
 // are not event streams (one JSON-RPC message each).
