@@ -124,6 +124,9 @@ type Hub struct {
 	id        uuid.UUID                // this process's rows in chat_followers (registry.go)
 	following map[followKey]*following // what this process's streams and watches follow
 
+	listening bool                    // the listener is up (admitted.go)
+	admitted  map[uuid.UUID]admission // requests admitted here, not yet seen finished
+
 	followed     map[uuid.UUID]time.Time // chats other replicas' streams follow (follow.go)
 	toAnnounce   []string
 	announceKick chan struct{}
@@ -139,7 +142,7 @@ func New(pool *pgxpool.Pool, logger *slog.Logger) *Hub {
 		deltas: map[uuid.UUID]map[*DeltaSub]struct{}{},
 		work:   make(chan uuid.UUID, workBacklog), ready: make(chan struct{}), finish: make(chan struct{}, 1),
 		followed: map[uuid.UUID]time.Time{}, announceKick: make(chan struct{}, 1),
-		id: uuid.New(), following: map[followKey]*following{},
+		id: uuid.New(), following: map[followKey]*following{}, admitted: map[uuid.UUID]admission{},
 	}
 	for k := range h.subs {
 		h.subs[k] = map[uuid.UUID]map[*Sub]struct{}{}
@@ -259,6 +262,7 @@ func (h *Hub) ID() uuid.UUID { return h.id }
 // nobody follows its chat), with state, the request as the commit left it
 // (Event.Value). The hub is wired with store.Tell(h.ID(), h).
 func (h *Hub) TellFinished(request uuid.UUID, state any) {
+	h.forget(request)
 	for _, s := range h.subsOf(subRequest, request) {
 		s.deliver(Event{ChatID: request, Value: state})
 	}
@@ -273,6 +277,7 @@ func (h *Hub) TellChanged(chat, owner uuid.UUID, snapshot int64) {
 }
 
 func (h *Hub) publishRequest(id uuid.UUID) {
+	h.forget(id)
 	for _, s := range h.subsOf(subRequest, id) {
 		s.deliver(Event{ChatID: id})
 	}
@@ -307,6 +312,7 @@ func (h *Hub) Run(ctx context.Context) {
 	first := true
 	for ctx.Err() == nil {
 		err := h.listen(ctx, func() {
+			h.setListening(true)
 			if first {
 				close(h.ready)
 				first = false
@@ -316,6 +322,7 @@ func (h *Hub) Run(ctx context.Context) {
 			h.announce("?") // others' announcements may have been missed
 			backoff = 100 * time.Millisecond
 		})
+		h.setListening(false)
 		if ctx.Err() != nil {
 			return
 		}

@@ -34,6 +34,8 @@ func (t *told) TellFinished(id uuid.UUID, state any) {
 
 func (t *told) TellChanged(uuid.UUID, uuid.UUID, int64) {}
 
+func (t *told) Admitting(uuid.UUID, uuid.UUID, uuid.UUID) func() { return func() {} }
+
 func (t *told) has(id uuid.UUID) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -102,6 +102,8 @@ func (s *Store) CreateChat(ctx context.Context, p NewChat) (Chat, Message, error
 	pipeOne(&pl, func(db dbgen.DBTX) (dbgen.Chat, error) { return s.q.ChatInsert(ctx, db, ins) },
 		func(_ dbgen.Chat, err error) error { return err })
 	reqID := s.queueRequest(ctx, &pl, ins.ID, p.Request)
+	admitted := s.admitting(reqID, p.OwnerID, ins.ID)
+	defer func() { admitted(err) }()
 	pipeOne(&pl, func(db dbgen.DBTX) (dbgen.ChatMessage, error) {
 		return s.q.MessageInsert(ctx, db, userMessage(ins.ID, content, reqID))
 	}, func(row dbgen.ChatMessage, err error) error {
@@ -242,9 +244,18 @@ func (s *Store) SendMessage(ctx context.Context, p SendParams) (SendResult, erro
 	if err != nil {
 		return res, err
 	}
+	admitted := func(error) {}
+	defer func() { admitted(err) }()
 	err = s.tx(ctx, "send", func(tx pgx.Tx) error {
 		if err := s.send(ctx, tx, p, content, &res); err != nil {
 			return err
+		}
+		// Before COMMIT: nothing can finish the request before it.
+		switch {
+		case res.Message != nil:
+			admitted = s.admitting(res.Message.StructuredRequestID, p.OwnerID, p.ChatID)
+		case res.Queued != nil:
+			admitted = s.admitting(res.Queued.StructuredRequestID, p.OwnerID, p.ChatID)
 		}
 		if p.Key != nil {
 			return s.saveAnswer(ctx, tx, p.OwnerID, p.Key, func() (int, []byte, error) { return p.Answer(res) })

@@ -97,6 +97,11 @@ type Teller interface {
 	// only to the chat's followers (ChatLockIfOwned), not to this process's
 	// other subscribers of the chat.
 	TellChanged(chat, owner uuid.UUID, snapshot int64)
+	// Admitting: this process is admitting a structured request, owner's,
+	// in chat (called before the admission commits; failed when it did
+	// not). Until the finish is told or announced, this process's long
+	// polls need not read the request to know it is pending.
+	Admitting(request, owner, chat uuid.UUID) (failed func())
 }
 
 // Tell names this process hub (its notify hub's id) in the requests it
@@ -104,6 +109,20 @@ type Teller interface {
 // t what its commits do not announce to it. Call it before use.
 func (s *Store) Tell(hub uuid.UUID, t Teller) {
 	s.hub, s.tell = hub, t
+}
+
+// admitting tells the Teller of a request being admitted, and returns what
+// to call with the admission's outcome.
+func (s *Store) admitting(request uuid.NullUUID, owner, chat uuid.UUID) (done func(err error)) {
+	if !request.Valid || s.tell == nil {
+		return func(error) {}
+	}
+	failed := s.tell.Admitting(request.UUID, owner, chat)
+	return func(err error) {
+		if err != nil {
+			failed()
+		}
+	}
 }
 
 // process is this process's id for admitted_by and finished_by: NULL

@@ -1,0 +1,54 @@
+package notify
+
+import "github.com/google/uuid"
+
+// admission is a structured request this process admitted and has not
+// seen finish: its owner, and its chat.
+type admission struct{ owner, chat uuid.UUID }
+
+// Admitting records that this process is admitting request, owner's, in
+// chat: until its finish is told (TellFinished) or announced
+// (chatd_request), a long poll of it knows it is pending without reading
+// it. Call it before the admission commits (no finish can come before),
+// and failed when it did not commit. Nothing is recorded while the
+// listener is down: a finish announced then would be missed.
+func (h *Hub) Admitting(request, owner, chat uuid.UUID) (failed func()) {
+	h.mu.Lock()
+	if h.listening {
+		h.admitted[request] = admission{owner: owner, chat: chat}
+	}
+	h.mu.Unlock()
+	return func() { h.forget(request) }
+}
+
+// Pending reports whether request is owner's and still pending as far as
+// this process knows without a read, and its chat. Subscribe
+// (SubscribeRequest) first: a finish after Pending is then delivered.
+func (h *Hub) Pending(request, owner uuid.UUID) (chat uuid.UUID, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	a, ok := h.admitted[request]
+	if !ok || a.owner != owner {
+		return uuid.Nil, false
+	}
+	return a.chat, true
+}
+
+// forget drops request: it finished (before its subscribers are told).
+func (h *Hub) forget(request uuid.UUID) {
+	h.mu.Lock()
+	delete(h.admitted, request)
+	h.mu.Unlock()
+}
+
+// setListening records whether the listener is up; going down, what was
+// recorded is dropped (announcements may be missed until the reconnect's
+// resync).
+func (h *Hub) setListening(up bool) {
+	h.mu.Lock()
+	h.listening = up
+	if !up {
+		clear(h.admitted)
+	}
+	h.mu.Unlock()
+}
