@@ -1,10 +1,24 @@
 package notify
 
-import "github.com/google/uuid"
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// admittedFor bounds how long an admission is trusted: a finish that is
+// neither told nor announced (a COMMIT whose answer was lost, so its
+// process never learned it committed) must not leave a long poll waiting
+// out its wait for ever after, nor the entry in memory. Past it a long poll
+// reads, as it would without the record.
+const admittedFor = 10 * time.Minute
 
 // admission is a structured request this process admitted and has not
-// seen finish: its owner, and its chat.
-type admission struct{ owner, chat uuid.UUID }
+// seen finish: its owner, its chat, and when it was recorded.
+type admission struct {
+	owner, chat uuid.UUID
+	at          time.Time
+}
 
 // Admitting records that this process is admitting request, owner's, in
 // chat: until its finish is told (TellFinished) or announced
@@ -13,9 +27,18 @@ type admission struct{ owner, chat uuid.UUID }
 // and failed when it did not commit. Nothing is recorded while the
 // listener is down: a finish announced then would be missed.
 func (h *Hub) Admitting(request, owner, chat uuid.UUID) (failed func()) {
+	now := time.Now()
 	h.mu.Lock()
 	if h.listening {
-		h.admitted[request] = admission{owner: owner, chat: chat}
+		h.admitted[request] = admission{owner: owner, chat: chat, at: now}
+		if len(h.admitted) > h.sweepAt { // now and then, drop the stale
+			for id, a := range h.admitted {
+				if now.Sub(a.at) > h.admittedFor {
+					delete(h.admitted, id)
+				}
+			}
+			h.sweepAt = max(1024, 2*len(h.admitted))
+		}
 	}
 	h.mu.Unlock()
 	return func() { h.forget(request) }
@@ -28,7 +51,7 @@ func (h *Hub) Pending(request, owner uuid.UUID) (chat uuid.UUID, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	a, ok := h.admitted[request]
-	if !ok || a.owner != owner {
+	if !ok || a.owner != owner || time.Since(a.at) > h.admittedFor {
 		return uuid.Nil, false
 	}
 	return a.chat, true

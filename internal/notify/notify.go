@@ -124,8 +124,10 @@ type Hub struct {
 	id        uuid.UUID                // this process's rows in chat_followers (registry.go)
 	following map[followKey]*following // what this process's streams and watches follow
 
-	listening bool                    // the listener is up (admitted.go)
-	admitted  map[uuid.UUID]admission // requests admitted here, not yet seen finished
+	listening   bool                    // the listener is up (admitted.go)
+	admitted    map[uuid.UUID]admission // requests admitted here, not yet seen finished
+	admittedFor time.Duration           // how long an admission is trusted
+	sweepAt     int                     // admitted's size that triggers a sweep
 
 	followed     map[uuid.UUID]time.Time // chats other replicas' streams follow (follow.go)
 	toAnnounce   []string
@@ -143,6 +145,7 @@ func New(pool *pgxpool.Pool, logger *slog.Logger) *Hub {
 		work:   make(chan uuid.UUID, workBacklog), ready: make(chan struct{}), finish: make(chan struct{}, 1),
 		followed: map[uuid.UUID]time.Time{}, announceKick: make(chan struct{}, 1),
 		id: uuid.New(), following: map[followKey]*following{}, admitted: map[uuid.UUID]admission{},
+		admittedFor: admittedFor, sweepAt: 1024,
 	}
 	for k := range h.subs {
 		h.subs[k] = map[uuid.UUID]map[*Sub]struct{}{}

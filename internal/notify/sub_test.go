@@ -46,7 +46,8 @@ func TestWatchCallsOnEvents(t *testing.T) {
 
 // TestAdmittedUntilFinished: a request this process admits is known
 // pending once the listener is up, until its finish is told or announced,
-// or its admission failed; with the listener down nothing is recorded.
+// its admission failed, the listener dropped or the record is too old;
+// with the listener down nothing is recorded.
 func TestAdmittedUntilFinished(t *testing.T) {
 	t.Parallel()
 	owner, chat := uuid.New(), uuid.New()
@@ -60,11 +61,19 @@ func TestAdmittedUntilFinished(t *testing.T) {
 
 	ctx := t.Context()
 	pool := dbtest.New(t)
-	hub := notify.New(pool, nil)
+	hub, stale := notify.New(pool, nil), notify.New(pool, nil)
+	stale.TrustAdmissionsFor(-1) // every record is past its time
 	var wg sync.WaitGroup
 	t.Cleanup(wg.Wait)
 	wg.Go(func() { hub.Run(ctx) })
+	wg.Go(func() { stale.Run(ctx) })
 	<-hub.Ready()
+	<-stale.Ready()
+	old := uuid.New()
+	stale.Admitting(old, owner, chat)
+	if _, ok := stale.Pending(old, owner); ok {
+		t.Error("an admission past its time is trusted")
+	}
 	told, announced, failed := uuid.New(), uuid.New(), uuid.New()
 	hub.Admitting(told, owner, chat)
 	hub.Admitting(announced, owner, chat)
