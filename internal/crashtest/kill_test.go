@@ -334,10 +334,18 @@ func (c *cluster) clientAs(token string, n uint64) *client.Client {
 	return client.New(s.URL, token, &http.Client{Timeout: 60 * time.Second, Transport: countingTransport{c}})
 }
 
-// chatClient is a client acting as the chat's owner.
+// chatClient is a client acting as the chat's owner. A chat whose create
+// got no answer (its server killed first) has no recorded owner: the
+// users' tokens are tried, and the one that sees the chat is recorded.
 func (c *cluster) chatClient(chat uuid.UUID, n uint64) *client.Client {
 	if tok, ok := c.owners.Load(chat); ok {
 		return c.clientAs(tok.(string), n)
+	}
+	for _, tok := range c.users {
+		if _, err := c.clientAs(tok, n).GetChat(context.Background(), chat); err == nil {
+			c.owners.Store(chat, tok)
+			return c.clientAs(tok, n)
+		}
 	}
 	return c.client(n)
 }
