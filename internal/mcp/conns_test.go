@@ -21,7 +21,7 @@ import (
 
 // TestConcurrentCallsOverHTTPReuseConnections: calls made at once to a
 // streamable HTTP server, round after round, dial no connection after the
-// first round, or hardly any. Over http.DefaultTransport (2 idle
+// first round, or few. Over http.DefaultTransport (2 idle
 // connections per host) each round closed and dialed all but two again.
 func TestConcurrentCallsOverHTTPReuseConnections(t *testing.T) {
 	t.Parallel()
@@ -94,8 +94,10 @@ func TestConcurrentCallsOverHTTPReuseConnections(t *testing.T) {
 	}
 	// Not quite none: the client closes a call's event stream once it has
 	// the answer, and a connection whose stream the server had not ended
-	// yet cannot be used again (2 in 2 of 12 runs; 12 without the pool).
-	if more := dialed.Load() - first; more > 3 {
-		t.Errorf("rounds 2 to %d of %d calls at once dialed %d more connections (%d in the first), want at most 3", rounds, calls, more, first)
+	// yet cannot be used again (2 more in 2 of 12 runs alone, 4 once under
+	// a loaded CI). http.DefaultTransport keeps 2 of each round's 8: 12
+	// more; the bound is half that.
+	if more, bound := dialed.Load()-first, int64(calls-2); more > bound {
+		t.Errorf("rounds 2 to %d of %d calls at once dialed %d more connections (%d in the first), want at most %d", rounds, calls, more, first, bound)
 	}
 }
