@@ -519,14 +519,7 @@ func replicaTransactionBudget(t *testing.T, noHandoff, elsewhere bool, claims in
 func TestFollowUpHandOff(t *testing.T) {
 	t.Parallel()
 	bothPaths(t, func(t *testing.T, noHandoff bool, claims int64) {
-		cfg := dbtest.Config(t)
-		txs := store.Trace(cfg)
-		pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pool.Close) // after the env's stop (cleanups run last first)
-		env := testenv.OnPool(t, pool, testenv.Options{Runner: runner.Options{Workers: 2}, NoHandoff: noHandoff})
+		env, txs := tracedEnv(t, testenv.Options{Runner: runner.Options{Workers: 2}, NoHandoff: noHandoff})
 		c := env.Client("alice")
 		chat, req := create(t, c, reportSchema)
 		if res := wait(t, c, req); res.Status != client.OutputSucceeded {
@@ -552,6 +545,20 @@ func TestFollowUpHandOff(t *testing.T) {
 			t.Errorf("sends: %+v, want %d commits", st, turns)
 		}
 	})
+}
+
+// tracedEnv is a test environment on a database of its own whose
+// transactions txs counts by purpose.
+func tracedEnv(t *testing.T, o testenv.Options) (env *testenv.Env, txs *store.TxCounter) {
+	t.Helper()
+	cfg := dbtest.Config(t)
+	txs = store.Trace(cfg)
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close) // after the env's stop (cleanups run last first)
+	return testenv.OnPool(t, pool, o), txs
 }
 
 // idlePolls bounds the claims the idle poll of `workers` idle workers makes

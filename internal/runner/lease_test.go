@@ -4,10 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/chatd/chatd/client"
-	"github.com/chatd/chatd/internal/dbtest"
 	"github.com/chatd/chatd/internal/mockllm"
 	"github.com/chatd/chatd/internal/runner"
 	"github.com/chatd/chatd/internal/store"
@@ -19,15 +16,8 @@ import (
 // the turn ends in one provider call.
 func TestLeaseRenewedThroughALongStep(t *testing.T) {
 	t.Parallel()
-	cfg := dbtest.Config(t)
-	txs := store.Trace(cfg)
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close) // after the env's stop (cleanups run last first)
 	const lease, step = 600 * time.Millisecond, 2 * time.Second
-	env := testenv.OnPool(t, pool, testenv.Options{Mock: mockllm.Options{Latency: step},
+	env, txs := tracedEnv(t, testenv.Options{Mock: mockllm.Options{Latency: step},
 		Runner: runner.Options{Workers: 2, Lease: lease}})
 	c := env.Client("alice")
 	before := txs.Snapshot()
