@@ -177,7 +177,7 @@ func TestAPIExamples(t *testing.T) {
 	env := testenv.New(t, testenv.Options{
 		ProviderURL: mock.URL,
 		// Held turns keep their worker busy until the test ends.
-		Runner: runner.Options{Workers: 64},
+		Runner: runner.Options{MaxRunning: 64},
 	})
 	t.Cleanup(mock.Stop) // first: stopping mockllm answers the held turns
 	token := env.Token("alice")

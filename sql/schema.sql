@@ -370,6 +370,20 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.chatd_runnable_within(p_owner uuid, p_max integer) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF (SELECT count(*) FROM (
+            SELECT 1 FROM chats WHERE owner_id = p_owner AND status IN ('running', 'interrupting') LIMIT p_max + 1
+        ) r) > p_max THEN
+        RAISE EXCEPTION 'more than % runnable chats', p_max
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'chats_runnable_per_user';
+    END IF;
+    RETURN true;
+END
+$$;
+
 CREATE FUNCTION public.chatd_touch_chat(p_chat_id uuid, p_fence boolean) RETURNS bigint
     LANGUAGE plpgsql
     AS $$
@@ -680,6 +694,8 @@ CREATE UNIQUE INDEX chat_messages_one_receipt_per_request ON public.chat_message
 CREATE INDEX chat_messages_request ON public.chat_messages USING btree (structured_request_id) WHERE (structured_request_id IS NOT NULL);
 
 CREATE INDEX chat_queued_messages_chat ON public.chat_queued_messages USING btree (chat_id, id);
+
+CREATE INDEX chats_owner_runnable ON public.chats USING btree (owner_id) WHERE (status = ANY (ARRAY['running'::text, 'interrupting'::text]));
 
 CREATE INDEX chats_owner_updated ON public.chats USING btree (owner_id, updated_at DESC, id);
 

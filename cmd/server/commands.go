@@ -38,7 +38,10 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	configPath := f.String("config", "CHATD_CONFIG", "", "JSON config file with providers and models")
 	experiments := f.String("experiments", "CHATD_EXPERIMENTS", "", "comma-separated experiments to enable (chat-structured-output)")
 	doMigrate := f.Bool("migrate", "CHATD_MIGRATE", false, "apply pending migrations at start-up (always done for the local cluster)")
-	workers := f.Int("workers", "CHATD_WORKERS", 4, "chats run concurrently by this process")
+	maxRunning := f.Int("max-running", "CHATD_MAX_RUNNING", runner.DefaultMaxRunning, "chats this process runs at once (0: none, an API-only replica); a chat waiting on its model holds no database connection")
+	workers := f.Int("workers", "CHATD_WORKERS", 0, "deprecated: the old name of --max-running")
+	maxRunningPerUser := f.Int("max-running-per-user", "CHATD_MAX_RUNNING_PER_USER", 0, "optional cap on one user's running chats across all replicas (0: none); the rest wait, runnable")
+	dbMaxConns := f.Int("db-max-conns", "CHATD_DB_MAX_CONNS", defaultDBMaxConns, "database connections this process keeps at most (its pool), whatever --max-running is")
 	maxSteps := f.Int("max-steps", "CHATD_MAX_STEPS", 25, "provider steps allowed per turn")
 	lease := f.Duration("lease", "CHATD_LEASE", 30*time.Second, "how long a worker's claim on a chat lasts without renewal")
 	drain := f.Duration("drain-timeout", "CHATD_DRAIN_TIMEOUT", 15*time.Second, "on shutdown, how long in-flight steps may finish before they are cut off and their chats released")
@@ -52,6 +55,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	accessLevel := f.String("access-log-level", "CHATD_ACCESS_LOG_LEVEL", "info", "level of the per-request access lines: debug, info, warn, error")
 	withConsole := f.Bool("console", "CHATD_CONSOLE", false, "serve the web console at /console/ (a client of the public API; sign in with an API token)")
 	bodyTimeout := f.Duration("body-read-timeout", "CHATD_BODY_READ_TIMEOUT", httpapi.DefaultBodyReadTimeout, "how long a request body may take to arrive before the request is answered 408")
+	maxRunnable := f.Int("max-runnable-per-user", "CHATD_MAX_RUNNABLE_PER_USER", httpapi.DefaultMaxRunnablePerUser, "runnable chats (running, or waiting for a slot) one user may have across all replicas; a create or send that would start one more is answered 429 (-1: no limit)")
 	maxStreams := f.Int("max-streams-per-user", "CHATD_MAX_STREAMS_PER_USER", httpapi.DefaultMaxStreamsPerUser, "event streams (chat streams and watches) one user may have open on this process; one more is answered 429 (-1: no limit)")
 	debugListen := f.String("debug-listen", "CHATD_DEBUG_LISTEN", "", "serve Go's profiler (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; off when empty. Keep it private: profiles reveal the process's internals")
 	if err := f.Parse(args); err != nil {
@@ -78,14 +82,26 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := accessLogLevel.UnmarshalText([]byte(*accessLevel)); err != nil {
 		return fmt.Errorf("--access-log-level: %w", err)
 	}
-	if *workers < 0 || *workers > 1024 {
-		return errors.New("--workers must be from 0 to 1024")
+	if err := aliasWorkers(f, maxRunning, *workers, logger); err != nil {
+		return err
+	}
+	if *maxRunning < 0 || *maxRunning > maxMaxRunning {
+		return fmt.Errorf("--max-running must be from 0 to %d", maxMaxRunning)
+	}
+	if *maxRunningPerUser < 0 {
+		return errors.New("--max-running-per-user must be 0 (no cap) or positive")
+	}
+	if *dbMaxConns < 2 || *dbMaxConns > 10000 {
+		return errors.New("--db-max-conns must be from 2 to 10000")
 	}
 	if *lease < time.Second || *drain <= 0 || *toolTimeout <= 0 || *silence <= 0 || *serverToolTimeout <= 0 {
 		return errors.New("--lease must be at least 1s; --drain-timeout, --tool-result-timeout, --server-tool-timeout and --provider-silence-timeout must be positive")
 	}
 	if *bodyTimeout <= 0 {
 		return errors.New("--body-read-timeout must be positive")
+	}
+	if *maxRunnable == 0 || *maxRunnable < -1 {
+		return errors.New("--max-runnable-per-user must be positive, or -1 for no limit")
 	}
 	if *maxStreams == 0 || *maxStreams < -1 {
 		return errors.New("--max-streams-per-user must be positive, or -1 for no limit")
@@ -112,7 +128,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 	}
 
-	d, err := openDatabase(ctx, db, int32(*workers*2+16), logger)
+	d, err := openDatabase(ctx, db, int32(*dbMaxConns), logger)
 	if err != nil {
 		return err
 	}
@@ -143,7 +159,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	hub := notify.New(d.pool, logger)
 	st.Tell(hub.ID(), hub)
 	relay := notify.NewRelay(d.pool, hub, logger)
-	models := provider.NewRegistry(cfg, provider.Options{Logger: logger, Calls: *workers})
+	models := provider.NewRegistry(cfg, provider.Options{Logger: logger, Calls: *maxRunning, Metrics: reg})
 	// MCP servers: stdio children are started here and stopped (their
 	// whole process group) when the server returns, after the runner.
 	mcps := mcp.New(cfg.MCPServers, mcp.Options{Logger: logger, Metrics: reg, Reserved: []string{runner.FinalizerName}})
@@ -154,12 +170,12 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 		spawn = &runner.SpawnOptions{MaxDepth: sp.MaxDepth, MaxPerTurn: sp.MaxChildrenPerTurn, MaxPerChat: sp.MaxChildrenPerChat,
 			StructuredOutput: exp[httpapi.ExperimentStructuredOutput]}
 	}
-	// Idle workers take the chats this process admits straight from the
-	// admission (internal/handoff).
-	seats := handoff.New[store.Turn]()
-	api := httpapi.New(httpapi.Options{Store: st, Models: models, Hub: hub, Experiments: exp, ServerTools: toolNames, MCP: mcps, SpawnAgents: spawn != nil, Seats: seats,
+	// Free running slots take the chats this process admits straight from
+	// the admission (internal/handoff).
+	slots := handoff.New[store.Turn]()
+	api := httpapi.New(httpapi.Options{Store: st, Models: models, Hub: hub, Experiments: exp, ServerTools: toolNames, MCP: mcps, SpawnAgents: spawn != nil, Slots: slots,
 		Logger: logger, AccessLogLevel: accessLogLevel, CORSOrigins: origins, Metrics: reg,
-		BodyReadTimeout: *bodyTimeout, MaxStreamsPerUser: *maxStreams})
+		BodyReadTimeout: *bodyTimeout, MaxStreamsPerUser: *maxStreams, MaxRunnablePerUser: *maxRunnable})
 	deliverer, err := webhooks.New(st, cfg.Webhooks, webhooks.Options{Logger: logger, Metrics: reg, Wake: hub.Finished(),
 		Render: func(rs store.RequestState) (any, error) { return httpapi.RenderResult(rs) }})
 	if err != nil {
@@ -170,7 +186,8 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := st.SyncWebhooks(ctx, deliverer.Subscriptions()); err != nil {
 		return fmt.Errorf("install webhook subscriptions: %w", err)
 	}
-	run := runner.New(st, models, hub, runner.Options{Workers: *workers, MaxSteps: *maxSteps, Tools: serverTools, MCP: mcps, Spawn: spawn, Seats: seats,
+	run := runner.New(st, models, hub, runner.Options{MaxRunning: *maxRunning, MaxRunningPerUser: *maxRunningPerUser, MaxSteps: *maxSteps,
+		Tools: serverTools, MCP: mcps, Spawn: spawn, Slots: slots,
 		Lease: *lease, DrainTimeout: *drain, ActionTimeout: *toolTimeout, SilenceTimeout: *silence,
 		ServerToolTimeout: *serverToolTimeout, MaxAttempts: *providerAttempts,
 		Hooks: stopHooks, CompactionThreshold: cfg.CompactionThreshold, Preview: relay, Logger: logger, Metrics: reg})
@@ -200,13 +217,13 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	wg.Go(func() { relay.Run(bg) })
 	runCtx, stopRunner := context.WithCancel(bg)
 	wg.Go(func() { deliverer.Run(runCtx) })
-	if *workers > 0 {
+	if *maxRunning > 0 {
 		wg.Go(func() { run.Run(runCtx) })
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
-	logger.Info("chatd listening", slog.String("addr", "http://"+ln.Addr().String()), slog.Int("workers", *workers),
+	logger.Info("chatd listening", slog.String("addr", "http://"+ln.Addr().String()), slog.Int("max_running", *maxRunning), slog.Int("db_max_conns", *dbMaxConns),
 		slog.Bool("structured_output", exp[httpapi.ExperimentStructuredOutput]), slog.Bool("console", *withConsole), slog.Bool("local_database", d.local))
 
 	select {
@@ -440,5 +457,29 @@ func cmdToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stderr, "chatd: the token expires at %s\n", expires.UTC().Format(time.RFC3339))
 	}
 	fmt.Fprintln(stdout, token)
+	return nil
+}
+
+// defaultDBMaxConns is --db-max-conns' default. On two cores PostgreSQL
+// commits no faster with more; several replicas must fit max_connections
+// (100 by default) together.
+const defaultDBMaxConns = 24
+
+// maxMaxRunning bounds --max-running: far above what one process's memory
+// holds of chats in flight (docs/operations.md#sizing).
+const maxMaxRunning = 100_000
+
+// aliasWorkers applies the deprecated --workers to --max-running.
+func aliasWorkers(f *flags, maxRunning *int, workers int, logger *slog.Logger) error {
+	set := map[string]bool{}
+	f.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	if !set["workers"] {
+		return nil
+	}
+	if set["max-running"] && *maxRunning != workers {
+		return errors.New("--workers is the old name of --max-running: give one of them")
+	}
+	logger.Warn("--workers (CHATD_WORKERS) is deprecated: use --max-running (CHATD_MAX_RUNNING)", slog.Int("max_running", workers))
+	*maxRunning = workers
 	return nil
 }

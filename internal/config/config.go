@@ -68,6 +68,12 @@ type Provider struct {
 	BaseURL   string            `json:"base_url,omitempty"`
 	APIKeyEnv string            `json:"api_key_env,omitempty"`
 	Headers   map[string]string `json:"headers,omitempty"`
+	// MaxConcurrency bounds this process's calls in flight to the
+	// provider (0: no bound); calls beyond wait their turn in order.
+	MaxConcurrency int `json:"max_concurrency,omitempty"`
+	// RequestsPerMinute bounds how many calls this process starts per
+	// minute (0: no bound), evenly spaced.
+	RequestsPerMinute int `json:"requests_per_minute,omitempty"`
 }
 
 // Model is a model offered to clients under ID.
@@ -140,6 +146,10 @@ func (c *Config) check() error {
 			return fmt.Errorf("config: provider %q is defined twice", p.Name)
 		}
 		providers[p.Name] = true
+		if p.MaxConcurrency < 0 || p.RequestsPerMinute < 0 || p.RequestsPerMinute > 600_000 {
+			return fmt.Errorf("config: provider %q: max_concurrency and requests_per_minute are 0 (no bound) or positive "+
+				"(requests_per_minute at most 600000)", p.Name)
+		}
 		switch p.Type {
 		case TypeOpenAI, TypeOpenAIChat, TypeAnthropic:
 		case TypeOpenAICompatible:

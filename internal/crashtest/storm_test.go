@@ -308,7 +308,7 @@ func TestStorm(t *testing.T) {
 	env := testenv.New(t, testenv.Options{
 		Mock:      mockllm.Options{Latency: 10 * time.Millisecond, ChunkDelay: 2 * time.Millisecond, StepFor: stormStep(seed)},
 		Workspace: workspace(t),
-		Runner:    runner.Options{Workers: 4},
+		Runner:    runner.Options{MaxRunning: 4},
 	})
 	log := &stormLog{requests: map[uuid.UUID]bool{}, streamed: map[uuid.UUID]client.RequestStatus{}, chats: map[uuid.UUID]*client.Client{},
 		ops: map[string]int{}, statuses: map[string]int{}}

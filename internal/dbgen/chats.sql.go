@@ -46,7 +46,13 @@ const chatClaimByID = `-- name: ChatClaimByID :one
 UPDATE chats
 SET worker_id = $1, lease_expires_at = now() + make_interval(secs => $2::float8),
     generation_attempt = CASE WHEN $3::boolean AND status = 'running' THEN generation_attempt + 1 ELSE generation_attempt END
-WHERE id = $4 AND status IN ('running', 'interrupting') AND (worker_id IS NULL OR lease_expires_at < now())
+WHERE chats.id = $4 AND chats.status IN ('running', 'interrupting')
+  AND (chats.worker_id IS NULL OR chats.lease_expires_at < now())
+  AND ($5::int = 0 OR (
+    SELECT count(*) FROM chats o
+    WHERE o.owner_id = chats.owner_id AND o.status IN ('running', 'interrupting')
+      AND o.worker_id IS NOT NULL AND o.lease_expires_at >= now()
+  ) < $5::int)
 RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state
 `
 
@@ -55,9 +61,12 @@ type ChatClaimByIDParams struct {
 	LeaseSeconds float64
 	CountAttempt bool
 	ID           uuid.UUID
+	OwnerBelow   int32
 }
 
-// Claims the chat a wake-up named, if it is runnable and has no live owner.
+// Claims the chat a wake-up named, if it is runnable and has no live owner
+// and, with owner_below (0: no bound), its owner has fewer chats running
+// (a slot of the headroom: none; a per-user cap).
 // It waits for a transaction holding the row (they are short: a stream's
 // read, a commit), so a busy row is not mistaken for a taken one; other
 // claims of the chat were serialized by ChatClaimLock. With count_attempt,
@@ -69,6 +78,7 @@ func (q *Queries) ChatClaimByID(ctx context.Context, db DBTX, arg ChatClaimByIDP
 		arg.LeaseSeconds,
 		arg.CountAttempt,
 		arg.ID,
+		arg.OwnerBelow,
 	)
 	var i Chat
 	err := row.Scan(
@@ -131,6 +141,7 @@ WHERE id = (
     SELECT c.id FROM chats c LEFT JOIN running r ON r.owner_id = c.owner_id
     WHERE c.status IN ('running', 'interrupting')
       AND (c.worker_id IS NULL OR c.lease_expires_at < now())
+      AND ($4::int = 0 OR coalesce(r.n, 0) < $4::int)
     ORDER BY coalesce(r.n, 0), c.updated_at
     LIMIT 1
     FOR UPDATE OF c SKIP LOCKED
@@ -142,14 +153,21 @@ type ChatClaimNextParams struct {
 	WorkerID     uuid.NullUUID
 	LeaseSeconds float64
 	CountAttempt bool
+	OwnerBelow   int32
 }
 
 // Claims a runnable chat without a live owner, fairly: the chats of the
 // owner with the fewest chats running come first, then the one that waited
-// longest. SKIP LOCKED lets claims run concurrently; ChatRunnableExists
+// longest; with owner_below (0: no bound), only chats whose owner has fewer
+// running. SKIP LOCKED lets claims run concurrently; ChatRunnableExists
 // tells a skipped row from none.
 func (q *Queries) ChatClaimNext(ctx context.Context, db DBTX, arg ChatClaimNextParams) (Chat, error) {
-	row := db.QueryRow(ctx, chatClaimNext, arg.WorkerID, arg.LeaseSeconds, arg.CountAttempt)
+	row := db.QueryRow(ctx, chatClaimNext,
+		arg.WorkerID,
+		arg.LeaseSeconds,
+		arg.CountAttempt,
+		arg.OwnerBelow,
+	)
 	var i Chat
 	err := row.Scan(
 		&i.ID,
@@ -1020,6 +1038,24 @@ SELECT EXISTS (
 // Whether a runnable chat without a live owner exists (locked or not).
 func (q *Queries) ChatRunnableExists(ctx context.Context, db DBTX) (bool, error) {
 	row := db.QueryRow(ctx, chatRunnableExists)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
+const chatRunnableWithin = `-- name: ChatRunnableWithin :one
+SELECT chatd_runnable_within($1::uuid, $2::int)::boolean
+`
+
+type ChatRunnableWithinParams struct {
+	OwnerID uuid.UUID
+	Max     int32
+}
+
+// The end of an admission that made a chat runnable: refuses it when the
+// owner has more than max runnable chats (sql/triggers/060_limits.sql).
+func (q *Queries) ChatRunnableWithin(ctx context.Context, db DBTX, arg ChatRunnableWithinParams) (bool, error) {
+	row := db.QueryRow(ctx, chatRunnableWithin, arg.OwnerID, arg.Max)
 	var column_1 bool
 	err := row.Scan(&column_1)
 	return column_1, err

@@ -1,17 +1,20 @@
-// Package handoff lets a process's API give a chat it admits straight to
-// one of the same process's idle workers. The admission claims the chat for
-// that worker in its own transaction (worker id, lease, counted attempt,
-// the prompt read), so the turn needs no chatd_work notification and no
-// claim transaction, and the worker starts the provider call the moment the
-// admission commits.
+// Package handoff holds a process's running slots: how many chats its
+// runner runs at once, and the hand-off by which the process's API gives a
+// chat it admits straight to the runner.
 //
-// A worker waiting for work sits on a Seat; the API reserves one before its
-// transaction and, after it, hands over what the transaction read (Hand)
-// or gives the seat back (Cancel). A reserved worker waits for one of the
-// two: every Reserve is followed by exactly one of them, promptly (the
-// admission's transaction is short), so a worker never waits long. A
-// worker reserved while it was being woken for something else still takes
-// the hand-off first.
+// A slot is cheap (a goroutine while its chat runs, nothing while it waits
+// for work), so a process runs as many chats as its limits allow, each
+// holding a database connection only while it runs a statement. Of the
+// Max slots, Headroom are kept for chats whose owner has nothing running:
+// while the other slots are all taken (contended), a user who starts a
+// turn still starts promptly, however long another user's steps last.
+//
+// The hand-off: the API reserves a slot before the admission's transaction
+// (Reserve), the transaction claims the chat for the reservation's worker
+// id (the claim, the lease, the counted attempt, the prompt read), and
+// after it the API hands over what the transaction read (Hand), which runs
+// the chat in the reserved slot, or gives the slot back (Cancel). The turn
+// then needs no chatd_work notification and no claim transaction.
 //
 // The value handed over is a type parameter so that the package depends on
 // nothing: the server hands a store.Turn.
@@ -24,134 +27,175 @@ import (
 	"github.com/google/uuid"
 )
 
-// Seats are one process's idle workers.
-type Seats[T any] struct {
-	mu   sync.Mutex
-	idle []*Seat[T] // most recently idle last: it is taken first
+// Limits are what Open sets.
+type Limits struct {
+	// Max is how many chats run at once.
+	Max int
+	// Headroom, of Max, is kept for chats whose owner has nothing running.
+	Headroom int
+	// Lease is the claims' lease (a reservation's).
+	Lease time.Duration
+	// NoHandOff refuses every Reserve: claims then go through the
+	// database, where a per-user cap is checked.
+	NoHandOff bool
 }
 
-// New returns an empty set of seats.
-func New[T any]() *Seats[T] { return &Seats[T]{} }
-
-// Seat is one worker's place. Its methods are the worker's own.
-type Seat[T any] struct {
-	seats *Seats[T]
-	lease time.Duration
-	c     chan Handed[T] // capacity 1: the one Hand or Cancel of a reservation
-	state seatState      // guarded by seats.mu
+// Slots are one process's running slots. The zero value is closed: Take
+// and Reserve refuse until Open.
+type Slots[T any] struct {
+	mu     sync.Mutex
+	lim    Limits
+	open   bool
+	used   int
+	run    func(*Slot, T) // runs a handed-over chat (Open's)
+	free   chan struct{}  // capacity 1: a slot was released, or the slots opened
+	closed chan struct{}  // Close's: closed when used reaches 0 while closed
 }
 
-type seatState int
+// New returns closed slots.
+func New[T any]() *Slots[T] { return &Slots[T]{free: make(chan struct{}, 1)} }
 
-const (
-	seatBusy     seatState = iota // the worker is not waiting
-	seatIdle                      // in seats.idle
-	seatReserved                  // taken by Reserve; Hand or Cancel follows
-)
-
-// Handed is what a reserved seat receives: the admission's value, or
-// OK false when the admission did not commit.
-type Handed[T any] struct {
-	Value T
-	OK    bool
+// Slot is one taken slot. Its holder releases it once.
+type Slot struct {
+	// Headroom: taken while every other slot was, so its claim may take
+	// only a chat whose owner has nothing running.
+	Headroom bool
+	release  func()
+	once     sync.Once
 }
 
-// NewSeat returns a seat for one worker whose claims last lease.
-func (s *Seats[T]) NewSeat(lease time.Duration) *Seat[T] {
-	return &Seat[T]{seats: s, lease: lease, c: make(chan Handed[T], 1)}
-}
+// Release gives the slot back; only the first call counts.
+func (sl *Slot) Release() { sl.once.Do(sl.release) }
 
-// Sit makes the worker available to Reserve.
-func (st *Seat[T]) Sit() {
-	s := st.seats
+// Open starts giving slots: run runs a handed-over chat in its slot (in a
+// goroutine of its own) and releases the slot when it is done.
+func (s *Slots[T]) Open(lim Limits, run func(*Slot, T)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if st.state == seatBusy {
-		st.state = seatIdle
-		s.idle = append(s.idle, st)
-	}
+	s.lim, s.run, s.open, s.closed = lim, run, true, nil
+	s.signal()
 }
 
-// Stand takes the worker out of the idle set before it does something
-// else. When the seat was reserved meanwhile, Stand waits for the
-// reservation's outcome (promptly: see the package comment) and returns it
-// with true: the worker takes that first.
-func (st *Seat[T]) Stand() (Handed[T], bool) {
-	s := st.seats
+// Close refuses new slots. The channel it returns is closed once every
+// slot taken before is released.
+func (s *Slots[T]) Close() <-chan struct{} {
 	s.mu.Lock()
-	switch st.state {
-	case seatIdle:
-		for i, o := range s.idle {
-			if o == st {
-				s.idle = append(s.idle[:i], s.idle[i+1:]...)
-				break
-			}
+	defer s.mu.Unlock()
+	s.open = false
+	if s.closed == nil {
+		s.closed = make(chan struct{})
+		if s.used == 0 {
+			close(s.closed)
 		}
-		st.state = seatBusy
-	case seatReserved:
-		s.mu.Unlock()
-		return <-st.c, true
 	}
-	s.mu.Unlock()
-	select { // handed over just before: take it
-	case h := <-st.c:
-		return h, true
-	default:
-		return Handed[T]{}, false
+	return s.closed
+}
+
+// Wait returns true once a slot may be free (Take can still lose it to a
+// Reserve), false when done ends first.
+func (s *Slots[T]) Wait(done <-chan struct{}) bool {
+	for {
+		s.mu.Lock()
+		ok := s.open && s.used < s.lim.Max
+		s.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-s.free:
+		case <-done:
+			return false
+		}
 	}
 }
 
-// C delivers a reservation's outcome to the worker waiting on its seat.
-func (st *Seat[T]) C() <-chan Handed[T] { return st.c }
+// Take takes a slot for a claim whose chat is not known yet.
+func (s *Slots[T]) Take() (*Slot, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.open || s.used >= s.lim.Max {
+		return nil, false
+	}
+	headroom := s.used >= s.lim.Max-s.lim.Headroom
+	s.used++
+	return &Slot{Headroom: headroom, release: s.releaseOne}, true
+}
 
-// Reservation is a seat taken for one admission.
+// Contended reports whether every slot outside the headroom is taken.
+func (s *Slots[T]) Contended() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.used >= s.lim.Max-s.lim.Headroom
+}
+
+// Used counts the slots taken (for metrics and tests).
+func (s *Slots[T]) Used() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.used
+}
+
+// Max is the number of slots (0 while closed).
+func (s *Slots[T]) Max() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.open {
+		return 0
+	}
+	return s.lim.Max
+}
+
+func (s *Slots[T]) releaseOne() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.used--
+	if s.used == 0 && s.closed != nil && !s.open {
+		close(s.closed)
+	}
+	s.signal()
+}
+
+// signal wakes Wait; s.mu is held.
+func (s *Slots[T]) signal() {
+	select {
+	case s.free <- struct{}{}:
+	default:
+	}
+}
+
+// Reservation is a slot taken for one admission.
 type Reservation[T any] struct {
 	// Worker is the claim id the admission writes (chats.worker_id).
 	Worker uuid.UUID
-	// Lease is the claim's lease, the worker's.
+	// Lease is the claim's lease.
 	Lease time.Duration
-	seat  *Seat[T]
+	slot  *Slot
+	run   func(*Slot, T)
 	once  sync.Once
 }
 
-// Reserve takes an idle seat, if there is one. A nil Seats has none.
-func (s *Seats[T]) Reserve() (*Reservation[T], bool) {
+// Reserve takes a slot for a chat the API is about to admit, if one is free
+// outside the headroom (the headroom goes to claims, which check the
+// owner). A nil Slots has none.
+func (s *Slots[T]) Reserve() (*Reservation[T], bool) {
 	if s == nil {
 		return nil, false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := len(s.idle)
-	if n == 0 {
+	if !s.open || s.lim.NoHandOff || s.used >= s.lim.Max-s.lim.Headroom {
 		return nil, false
 	}
-	st := s.idle[n-1]
-	s.idle = s.idle[:n-1]
-	st.state = seatReserved
-	return &Reservation[T]{Worker: uuid.New(), Lease: st.lease, seat: st}, true
+	s.used++
+	return &Reservation[T]{Worker: uuid.New(), Lease: s.lim.Lease, slot: &Slot{release: s.releaseOne}, run: s.run}, true
 }
 
-// Hand gives v to the reserved worker. Only the first Hand or Cancel of a
-// reservation counts.
-func (r *Reservation[T]) Hand(v T) { r.finish(Handed[T]{Value: v, OK: true}) }
-
-// Cancel gives the seat back unused (the admission failed). A no-op after
-// Hand, so it can be deferred.
-func (r *Reservation[T]) Cancel() { r.finish(Handed[T]{}) }
-
-func (r *Reservation[T]) finish(h Handed[T]) {
-	r.once.Do(func() {
-		st := r.seat
-		st.seats.mu.Lock()
-		defer st.seats.mu.Unlock()
-		st.state = seatBusy
-		st.c <- h // never blocks: one outcome per reservation, capacity 1
-	})
+// Hand runs v, the admission's claim, in the reserved slot. Only the first
+// Hand or Cancel of a reservation counts.
+func (r *Reservation[T]) Hand(v T) {
+	r.once.Do(func() { go r.run(r.slot, v) })
 }
 
-// Idle counts the seats Reserve may take (for tests and metrics).
-func (s *Seats[T]) Idle() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.idle)
-}
+// Cancel gives the slot back unused (the admission failed or claimed
+// nothing). A no-op after Hand, so it can be deferred.
+func (r *Reservation[T]) Cancel() { r.once.Do(r.slot.Release) }

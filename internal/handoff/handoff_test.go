@@ -1,180 +1,199 @@
 package handoff
 
 import (
-	"runtime"
 	"sync"
 	"testing"
 	"time"
 )
 
-func TestReserveNeedsAnIdleSeat(t *testing.T) {
+func TestClosedSlotsRefuse(t *testing.T) {
 	t.Parallel()
-	var none *Seats[int]
+	var none *Slots[int]
 	if _, ok := none.Reserve(); ok {
-		t.Fatal("a nil Seats reserved a seat")
+		t.Fatal("a nil Slots reserved a slot")
 	}
 	s := New[int]()
 	if _, ok := s.Reserve(); ok {
-		t.Fatal("reserved a seat nobody sits on")
+		t.Fatal("closed slots reserved one")
 	}
-	st := s.NewSeat(time.Second)
-	st.Sit()
-	st.Sit() // twice is once
-	if n := s.Idle(); n != 1 {
-		t.Fatalf("%d idle, want 1", n)
+	if _, ok := s.Take(); ok {
+		t.Fatal("closed slots gave one")
 	}
-	if _, ok := st.Stand(); ok {
-		t.Fatal("an unreserved seat reported a hand-off")
+	done := make(chan struct{})
+	close(done)
+	if s.Wait(done) {
+		t.Fatal("Wait on closed slots returned true")
 	}
-	if _, ok := s.Reserve(); ok {
-		t.Fatal("reserved a seat whose worker stood up")
+	select {
+	case <-s.Close():
+	default:
+		t.Fatal("closing unused slots did not finish at once")
 	}
 }
 
-func TestHandAndCancel(t *testing.T) {
+// TestHeadroom: of 10 slots one is kept; Take marks it, Reserve never gets
+// it, and Contended says so once the other nine are taken.
+func TestHeadroom(t *testing.T) {
+	t.Parallel()
+	s := New[int]()
+	s.Open(Limits{Max: 10, Headroom: 1, Lease: time.Second}, func(sl *Slot, _ int) { sl.Release() })
+	var taken []*Slot
+	for i := range 8 {
+		sl, ok := s.Take()
+		if !ok || sl.Headroom {
+			t.Fatalf("take %d: ok %v headroom %v", i, ok, sl != nil && sl.Headroom)
+		}
+		taken = append(taken, sl)
+	}
+	if s.Contended() {
+		t.Fatal("contended with a general slot free")
+	}
+	r, ok := s.Reserve()
+	if !ok {
+		t.Fatal("no reservation with a general slot free")
+	}
+	if !s.Contended() {
+		t.Fatal("not contended with every general slot taken")
+	}
+	if _, ok := s.Reserve(); ok {
+		t.Fatal("a reservation took the headroom")
+	}
+	h, ok := s.Take()
+	if !ok || !h.Headroom {
+		t.Fatalf("the tenth slot: ok %v, headroom %v", ok, ok && h.Headroom)
+	}
+	if _, ok := s.Take(); ok {
+		t.Fatal("an eleventh slot")
+	}
+	r.Cancel()
+	r.Cancel()
+	if n := s.Used(); n != 9 {
+		t.Fatalf("used %d after a cancel (twice), want 9", n)
+	}
+	h.Release()
+	h.Release() // twice is once
+	for _, sl := range taken {
+		sl.Release()
+	}
+	if n := s.Used(); n != 0 {
+		t.Fatalf("used %d, want 0", n)
+	}
+}
+
+// TestHandRunsInTheSlot: a handed-over value runs in a goroutine holding the
+// reserved slot; Close waits for it.
+func TestHandRunsInTheSlot(t *testing.T) {
 	t.Parallel()
 	s := New[string]()
-	st := s.NewSeat(7 * time.Second)
-	st.Sit()
+	got := make(chan string, 1)
+	proceed := make(chan struct{})
+	s.Open(Limits{Max: 1, Lease: 7 * time.Second}, func(sl *Slot, v string) {
+		got <- v
+		<-proceed
+		sl.Release()
+	})
 	r, ok := s.Reserve()
 	if !ok || r.Lease != 7*time.Second || r.Worker.String() == "" {
 		t.Fatalf("reserve: %+v %v", r, ok)
 	}
-	if _, ok := s.Reserve(); ok {
-		t.Fatal("one seat reserved twice")
+	if _, ok := s.Take(); ok {
+		t.Fatal("the reserved slot was taken again")
 	}
 	r.Hand("turn")
 	r.Hand("again") // only the first outcome counts
 	r.Cancel()
-	if h := <-st.C(); !h.OK || h.Value != "turn" {
-		t.Fatalf("handed %+v", h)
+	if v := <-got; v != "turn" {
+		t.Fatalf("ran %q", v)
 	}
+	closed := s.Close()
 	select {
-	case h := <-st.C():
-		t.Fatalf("a second outcome %+v", h)
+	case <-closed:
+		t.Fatal("Close finished while a handed-over chat ran")
 	default:
 	}
-
-	st.Sit()
-	r, _ = s.Reserve()
-	r.Cancel()
-	r.Hand("late")
-	if h := <-st.C(); h.OK {
-		t.Fatalf("a cancelled reservation handed %+v", h)
+	if _, ok := s.Reserve(); ok {
+		t.Fatal("reserved after Close")
 	}
-}
-
-// A worker woken by something else while an admission reserved its seat
-// takes the hand-off first, whether the outcome arrives before or after it
-// stands up.
-func TestStandTakesAReservation(t *testing.T) {
-	t.Parallel()
-	s := New[int]()
-	st := s.NewSeat(time.Second)
-
-	st.Sit()
-	r, _ := s.Reserve()
-	r.Hand(1) // before Stand
-	if h, ok := st.Stand(); !ok || !h.OK || h.Value != 1 {
-		t.Fatalf("stand after the hand-off: %+v %v", h, ok)
-	}
-
-	st.Sit()
-	r, _ = s.Reserve()
-	got := make(chan Handed[int])
-	go func() {
-		h, ok := st.Stand() // waits for the outcome
-		if !ok {
-			t.Error("stand returned without the reservation's outcome")
-		}
-		got <- h
-	}()
-	r.Hand(2)
-	if h := <-got; !h.OK || h.Value != 2 {
-		t.Fatalf("stand before the hand-off: %+v", h)
-	}
-	if n := s.Idle(); n != 0 {
-		t.Fatalf("%d idle after the hand-offs", n)
-	}
-}
-
-func TestMostRecentlyIdleFirst(t *testing.T) {
-	t.Parallel()
-	s := New[int]()
-	a, b := s.NewSeat(time.Second), s.NewSeat(time.Second)
-	a.Sit()
-	b.Sit()
-	r, _ := s.Reserve()
-	r.Hand(1)
+	close(proceed)
 	select {
-	case <-b.C():
-	default:
-		t.Fatal("the seat taken was not the one that sat last")
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not finish after the slot was released")
 	}
-	if _, ok := a.Stand(); ok {
-		t.Fatal("the other seat was reserved too")
+	select {
+	case v := <-got:
+		t.Fatalf("a second run %q", v)
+	default:
 	}
 }
 
-// Many workers and admissions at once: every reservation's outcome reaches
-// exactly one worker, and none is lost (run with -race).
-func TestConcurrentHandOffs(t *testing.T) {
+// TestWaitWakesOnRelease: Wait blocks while every slot is taken and returns
+// when one is released.
+func TestWaitWakesOnRelease(t *testing.T) {
 	t.Parallel()
 	s := New[int]()
-	const workers, admissions = 4, 500
-	received := make(chan int, admissions)
-	stop := make(chan struct{})
+	s.Open(Limits{Max: 1}, nil)
+	sl, _ := s.Take()
+	woke := make(chan bool)
+	go func() { woke <- s.Wait(make(chan struct{})) }()
+	select {
+	case <-woke:
+		t.Fatal("Wait returned while the only slot was taken")
+	case <-time.After(20 * time.Millisecond):
+	}
+	sl.Release()
+	if !<-woke {
+		t.Fatal("Wait returned false")
+	}
+}
+
+func TestNoHandOff(t *testing.T) {
+	t.Parallel()
+	s := New[int]()
+	s.Open(Limits{Max: 4, NoHandOff: true}, nil)
+	if _, ok := s.Reserve(); ok {
+		t.Fatal("reserved with hand-offs off")
+	}
+	if _, ok := s.Take(); !ok {
+		t.Fatal("no slot to take")
+	}
+}
+
+// TestConcurrentUse never gives more slots than Max.
+func TestConcurrentUse(t *testing.T) {
+	t.Parallel()
+	s := New[int]()
+	const slots = 5
+	var mu sync.Mutex
+	inUse, peak := 0, 0
+	s.Open(Limits{Max: slots}, func(sl *Slot, _ int) {
+		mu.Lock()
+		inUse--
+		mu.Unlock()
+		sl.Release()
+	})
 	var wg sync.WaitGroup
-	for range workers {
-		st := s.NewSeat(time.Second)
+	for range 8 {
 		wg.Go(func() {
-			for {
-				st.Sit()
-				select {
-				case h := <-st.C():
-					if h.OK {
-						received <- h.Value
-					}
-					continue
-				case <-stop:
-				case <-time.After(time.Millisecond): // woken for other work
-				}
-				if h, ok := st.Stand(); ok && h.OK {
-					received <- h.Value
-				}
-				select {
-				case <-stop:
-					return
-				default:
+			for range 200 {
+				if r, ok := s.Reserve(); ok {
+					mu.Lock()
+					inUse++
+					peak = max(peak, inUse)
+					mu.Unlock()
+					r.Hand(1)
+				} else if sl, ok := s.Take(); ok {
+					sl.Release()
 				}
 			}
 		})
 	}
-	handed := 0
-	for i := 0; handed < admissions; i++ {
-		r, ok := s.Reserve()
-		if !ok {
-			runtime.Gosched()
-			continue
-		}
-		if i%3 == 0 {
-			r.Cancel()
-			continue
-		}
-		r.Hand(i)
-		handed++
-	}
-	close(stop)
 	wg.Wait()
-	close(received)
-	seen := map[int]bool{}
-	for v := range received {
-		if seen[v] {
-			t.Fatalf("%d handed twice", v)
-		}
-		seen[v] = true
+	<-s.Close()
+	if peak > slots {
+		t.Fatalf("peak %d > %d", peak, slots)
 	}
-	if len(seen) != handed {
-		t.Fatalf("%d of %d hand-offs received", len(seen), handed)
+	if s.Used() != 0 {
+		t.Fatalf("used %d after close", s.Used())
 	}
 }

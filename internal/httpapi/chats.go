@@ -125,9 +125,10 @@ func (s *Server) createChat(w http.ResponseWriter, r *http.Request) error {
 			return http.StatusCreated, body, err
 		}
 	}
-	// An idle worker of this process takes the chat straight from the
-	// admission (internal/handoff); the seat is given back if it fails.
-	seat, local := s.seats.Reserve()
+	// A free running slot of this process takes the chat straight from the
+	// admission (internal/handoff); the slot is given back if it fails.
+	p.MaxRunnable = s.maxRunnable
+	seat, local := s.slots.Reserve()
 	if local {
 		defer seat.Cancel()
 		p.Claim = &store.LocalClaim{Worker: seat.Worker, Lease: seat.Lease}
@@ -265,7 +266,7 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) error {
 	}
 	params := store.SendParams{
 		OwnerID: currentUser(r).ID, ChatID: chatID, Content: content, Request: spec,
-		Interrupt: interrupt, PlanMode: body.PlanMode,
+		Interrupt: interrupt, PlanMode: body.PlanMode, MaxRunnable: s.maxRunnable,
 		Check: func(chat store.Chat, mode client.ChatMode) error {
 			return s.checkStructured(spec, mode, chat.Model, chat.DynamicTools)
 		},
@@ -281,7 +282,7 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) error {
 			return http.StatusOK, body, err
 		}
 	}
-	seat, local := s.seats.Reserve() // see createChat
+	seat, local := s.slots.Reserve() // see createChat
 	if local {
 		defer seat.Cancel()
 		params.Claim = &store.LocalClaim{Worker: seat.Worker, Lease: seat.Lease}

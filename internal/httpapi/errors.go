@@ -65,6 +65,10 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, err error) {
 		ae = errorf(http.StatusConflict, "The chat's queue is full (20 messages); wait for the running turn or delete queued messages.")
 	case errors.Is(err, store.ErrConflict):
 		ae = conflictError(err)
+	case errors.Is(err, store.ErrTooManyRunnable):
+		w.Header().Set("Retry-After", "5")
+		ae = errorf(http.StatusTooManyRequests, "Too many runnable chats: this user already has %d running or queued for a worker, "+
+			"the server's limit (--max-runnable-per-user); retry when some of them finish.", s.maxRunnable)
 	case errors.Is(err, r.Context().Err()) && r.Context().Err() != nil:
 		return // the client went away
 	case store.Unavailable(err):

@@ -45,6 +45,9 @@ var (
 		"(30 s by default); the connection is closed.", client.Error{}}
 	resp429Streams = response{http.StatusTooManyRequests, "The caller already has the server's limit of open event streams " +
 		"(chat streams and watches; 32 by default) on this server; close one. `Retry-After` says when to try again.", client.Error{}}
+	resp429Runnable = response{http.StatusTooManyRequests, "Starting this turn would give the caller more runnable chats " +
+		"(running, or waiting for a running slot, on every replica) than the server's limit (5,000 by default, " +
+		"`--max-runnable-per-user`); nothing was stored. `Retry-After` says when to try again.", client.Error{}}
 	resp413 = response{http.StatusRequestEntityTooLarge, "The request body is larger than the server's limit (1 MiB by default).", client.Error{}}
 	resp415 = response{http.StatusUnsupportedMediaType, "A Content-Type other than application/json was sent.", client.Error{}}
 	resp500 = response{http.StatusInternalServerError, "An internal error; the message carries no details.", client.Error{}}
@@ -95,7 +98,7 @@ func routeDocs() map[string]routeDoc {
 			headers: []queryParam{idempotencyKeyParam},
 			request: client.CreateChatRequest{},
 			responses: withBody(response{http.StatusCreated, "The chat and its first message.", client.CreateChatResponse{}},
-				resp401, respKeyRace, respKeyReused, resp500)},
+				resp401, respKeyRace, respKeyReused, resp429Runnable, resp500)},
 		"GET /api/v1/chats": {op: "ListChats", summary: "List the caller's chats",
 			description: "Most recently updated first, a page at a time: `next_cursor`, present when older chats remain, " +
 				"is passed as `cursor` for the next page. A chat updated while you page moves to the front: it shows up " +
@@ -137,7 +140,7 @@ func routeDocs() map[string]routeDoc {
 				resp401, resp404,
 				response{http.StatusConflict, "The queue is full (20 messages), or `plan_mode: true` would drop a pending structured request, " +
 					"or a request with the same `Idempotency-Key` was being processed (retry).", client.Error{}}, respKeyReused,
-				resp500)},
+				resp429Runnable, resp500)},
 		"PATCH /api/v1/chats/{chat}/messages/{message}": {op: "EditMessage", summary: "Edit a user message",
 			description: "Replaces a user message and discards everything after it. In one transaction: collect the pending " +
 				"structured requests the edit discards (active and queued), soft-delete the suffix and clear the queue, " +

@@ -57,7 +57,12 @@ type Options struct {
 	// one user has open on this process (default 32; -1: no cap); one more
 	// is answered 429 with Retry-After.
 	MaxStreamsPerUser int
-	Logger            *slog.Logger
+	// MaxRunnablePerUser caps one user's runnable chats (running or being
+	// interrupted, on every replica): a create or a send that would start
+	// one more is answered 429 with Retry-After (default
+	// DefaultMaxRunnablePerUser; -1: no cap).
+	MaxRunnablePerUser int
+	Logger             *slog.Logger
 	// AccessLogLevel is the level of the one access line per request (the
 	// zero value is info); probes and scrapes are always at debug.
 	AccessLogLevel slog.Level
@@ -71,16 +76,19 @@ type Options struct {
 	// Observe, when set, is told the route pattern and status of every
 	// request a route answered (tests check that each is documented).
 	Observe func(pattern string, status int)
-	// Seats are this process's idle workers (runner.Options.Seats): a new
-	// chat is claimed for one of them in its admission and handed over.
-	// Nil: chats are announced to every replica's workers (chatd_work).
-	Seats *handoff.Seats[store.Turn]
+	// Slots are this process's running slots (runner.Options.Slots): while
+	// one is free, a new chat is claimed for it in its admission and
+	// handed over. Nil: chats are announced to every replica (chatd_work).
+	Slots *handoff.Slots[store.Turn]
 }
 
 // Defaults of Options.
 const (
 	DefaultBodyReadTimeout   = 30 * time.Second
 	DefaultMaxStreamsPerUser = 32
+	// DefaultMaxRunnablePerUser is generous: one service token often
+	// stands for all of an application's users.
+	DefaultMaxRunnablePerUser = 5000
 )
 
 // Timeouts of the http.Server that serves the API (NewHTTPServer).
@@ -107,7 +115,8 @@ type Server struct {
 	serverTools map[string]bool
 	spawnAgents bool
 	mcp         *mcp.Manager
-	seats       *handoff.Seats[store.Turn]
+	slots       *handoff.Slots[store.Turn]
+	maxRunnable int // 0: no cap
 	maxBody     int64
 	bodyTimeout time.Duration
 	maxStreams  int
@@ -147,6 +156,9 @@ func New(o Options) *Server {
 	if o.MaxStreamsPerUser == 0 {
 		o.MaxStreamsPerUser = DefaultMaxStreamsPerUser
 	}
+	if o.MaxRunnablePerUser == 0 {
+		o.MaxRunnablePerUser = DefaultMaxRunnablePerUser
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -158,7 +170,8 @@ func New(o Options) *Server {
 		serverTools: map[string]bool{}, mcp: o.MCP, maxBody: o.MaxBodyBytes, bodyTimeout: o.BodyReadTimeout, maxStreams: o.MaxStreamsPerUser,
 		userStreams: map[uuid.UUID]int{}, log: o.Logger, accessLevel: o.AccessLogLevel, corsOrigins: o.CORSOrigins, mux: http.NewServeMux(),
 		observe: o.Observe, shutdown: make(chan struct{})}
-	s.spawnAgents, s.seats = o.SpawnAgents, o.Seats
+	s.spawnAgents, s.slots = o.SpawnAgents, o.Slots
+	s.maxRunnable = max(o.MaxRunnablePerUser, 0)
 	if o.SpawnAgents {
 		s.serverTools[store.SpawnTool] = true
 	}

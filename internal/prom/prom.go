@@ -31,8 +31,15 @@ func Counter(reg *prometheus.Registry, name, help string, labels ...string) *pro
 	return register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels))
 }
 
+// Gauge registers a gauge vector, or returns the one registered under the
+// same name and labels.
+func Gauge(reg *prometheus.Registry, name, help string, labels ...string) *prometheus.GaugeVec {
+	return register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels))
+}
+
 // Histogram registers a histogram vector, or returns the one registered
 // under the same name and labels.
+
 func Histogram(reg *prometheus.Registry, name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
 	return register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels))
 }

@@ -20,6 +20,7 @@ import (
 	"charm.land/fantasy/providers/anthropic"
 	"charm.land/fantasy/providers/openai"
 	"charm.land/fantasy/providers/openaicompat"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chatd/chatd/internal/config"
 )
@@ -49,10 +50,12 @@ type Options struct {
 	// host). Its transport is wrapped, never replaced.
 	HTTPClient *http.Client
 	// Calls is how many provider calls may run at once (the server's
-	// workers); 0 means 64. http.DefaultTransport keeps 2 idle connections
-	// per host, so with more workers than that calls to one provider
-	// closed their connections and dialed (and shook hands) again.
+	// --max-running); 0 means 64. http.DefaultTransport keeps 2 idle
+	// connections per host, so with more calls than that calls to one
+	// provider closed their connections and dialed (and shook hands) again.
 	Calls int
+	// Metrics receives the providers' call gauges (nil: none).
+	Metrics *prometheus.Registry
 	// Getenv reads the API key variables (nil: os.Getenv).
 	Getenv func(string) string
 	// Logger receives configuration warnings; keys are never logged.
@@ -64,9 +67,11 @@ type Registry struct {
 	cfg  *config.Config
 	opts Options
 
-	mu     sync.Mutex
-	models map[string]*Model
-	keys   map[string]string // provider name → API key, for Redact
+	mu       sync.Mutex
+	models   map[string]*Model
+	keys     map[string]string   // provider name → API key, for Redact
+	limiters map[string]*limiter // provider name → its limits, shared by its models
+	lm       limiterMetrics
 }
 
 // NewRegistry returns a registry over cfg.
@@ -83,7 +88,8 @@ func NewRegistry(cfg *config.Config, o Options) *Registry {
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{Transport: pooledTransport(cmp.Or(o.Calls, 64))}
 	}
-	return &Registry{cfg: cfg, opts: o, models: map[string]*Model{}, keys: map[string]string{}}
+	return &Registry{cfg: cfg, opts: o, models: map[string]*Model{}, keys: map[string]string{}, limiters: map[string]*limiter{},
+		lm: newLimiterMetrics(o.Metrics)}
 }
 
 // pooledTransport is http.DefaultTransport's configuration keeping calls
@@ -214,14 +220,19 @@ func (r *Registry) apiKey(pc config.Provider) string {
 // fall back to their own environment variables (OPENAI_API_KEY,
 // ANTHROPIC_API_KEY...), which would send a key the configuration did not
 // name to whatever base URL it does name.
-func (r *Registry) httpClient(api, key string) *http.Client {
+func (r *Registry) httpClient(pc config.Provider, api, key string) *http.Client {
 	c := new(http.Client)
 	*c = *r.opts.HTTPClient
 	base := c.Transport
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	c.Transport = &transport{base: base, api: api, stripAuth: key == "", log: r.opts.Logger}
+	lim := r.limiters[pc.Name]
+	if lim == nil {
+		lim = newLimiter(base, pc.Name, pc.MaxConcurrency, pc.RequestsPerMinute, r.lm)
+		r.limiters[pc.Name] = lim
+	}
+	c.Transport = &transport{base: lim, api: api, stripAuth: key == "", log: r.opts.Logger}
 	return c
 }
 
@@ -235,7 +246,7 @@ func (r *Registry) build(pc config.Provider) (fantasy.Provider, error) {
 	switch pc.Type {
 	case config.TypeOpenAICompatible:
 		opts := []openaicompat.Option{openaicompat.WithBaseURL(pc.BaseURL), openaicompat.WithAPIKey(key),
-			openaicompat.WithName(pc.Name), openaicompat.WithHTTPClient(r.httpClient(apiChat, key)), compatOptions()}
+			openaicompat.WithName(pc.Name), openaicompat.WithHTTPClient(r.httpClient(pc, apiChat, key)), compatOptions()}
 		if len(pc.Headers) > 0 {
 			opts = append(opts, openaicompat.WithHeaders(pc.Headers))
 		}
@@ -245,7 +256,7 @@ func (r *Registry) build(pc config.Provider) (fantasy.Provider, error) {
 		if pc.Type == config.TypeOpenAI {
 			api = apiResponses
 		}
-		opts := []openai.Option{openai.WithAPIKey(key), openai.WithName(pc.Name), openai.WithHTTPClient(r.httpClient(api, key))}
+		opts := []openai.Option{openai.WithAPIKey(key), openai.WithName(pc.Name), openai.WithHTTPClient(r.httpClient(pc, api, key))}
 		if pc.BaseURL != "" {
 			opts = append(opts, openai.WithBaseURL(pc.BaseURL))
 		}
@@ -260,7 +271,7 @@ func (r *Registry) build(pc config.Provider) (fantasy.Provider, error) {
 		return openai.New(opts...)
 	case config.TypeAnthropic:
 		opts := []anthropic.Option{anthropic.WithAPIKey(cmp.Or(key, unsetKey)), anthropic.WithName(pc.Name),
-			anthropic.WithHTTPClient(r.httpClient(apiAnthropic, key))}
+			anthropic.WithHTTPClient(r.httpClient(pc, apiAnthropic, key))}
 		if pc.BaseURL != "" {
 			opts = append(opts, anthropic.WithBaseURL(pc.BaseURL))
 		}

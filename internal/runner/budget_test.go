@@ -141,7 +141,7 @@ func turnTransactionBudget(t *testing.T, noHandoff bool, claims int64) {
 	// The provider takes a moment, so that the long poll waits (and its
 	// wake-up is counted) in every turn.
 	env := testenv.OnPool(t, pool, testenv.Options{Mock: mockllm.Options{Latency: 50 * time.Millisecond},
-		Runner: runner.Options{Workers: 2}, NoHandoff: noHandoff})
+		Runner: runner.Options{MaxRunning: 2}, NoHandoff: noHandoff})
 	c := env.Client("alice")
 	turn := func() {
 		_, req := create(t, c, reportSchema)
@@ -246,7 +246,7 @@ func TestTurnTransactionBudgetWithWebhooks(t *testing.T) {
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	defer hook.Close()
 	env := testenv.OnPool(t, pool, testenv.Options{Mock: mockllm.Options{Latency: 50 * time.Millisecond},
-		Runner:         runner.Options{Workers: 2},
+		Runner:         runner.Options{MaxRunning: 2},
 		Webhooks:       []webhooks.Config{{Name: "ops", URL: hook.URL, Secret: "a-plain-secret-of-32-characters!"}},
 		WebhookOptions: webhooks.Options{Poll: time.Hour}}) // woken by the finishes only
 	defer env.Stop()
@@ -323,7 +323,7 @@ func TestNoConnectionChurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	env := testenv.OnPool(t, pool, testenv.Options{Runner: runner.Options{Workers: 4}})
+	env := testenv.OnPool(t, pool, testenv.Options{Runner: runner.Options{MaxRunning: 4}})
 	c := env.Client("alice")
 	run := func(n int) {
 		var wg sync.WaitGroup
@@ -389,7 +389,7 @@ func replicaTurns(t *testing.T, cluster *pglocal.Cluster, admin *pgx.Conn, repli
 	var clients []*client.Client
 	for range replicas {
 		env := testenv.OnPool(t, pool, testenv.Options{Mock: mockllm.Options{Latency: 20 * time.Millisecond},
-			Runner: runner.Options{Workers: 2}, NoHandoff: noHandoff})
+			Runner: runner.Options{MaxRunning: 2}, NoHandoff: noHandoff})
 		envs = append(envs, env)
 		clients = append(clients, env.Client("alice"))
 	}
@@ -519,7 +519,7 @@ func replicaTransactionBudget(t *testing.T, noHandoff, elsewhere bool, claims in
 func TestFollowUpHandOff(t *testing.T) {
 	t.Parallel()
 	bothPaths(t, func(t *testing.T, noHandoff bool, claims int64) {
-		env, txs := tracedEnv(t, testenv.Options{Runner: runner.Options{Workers: 2}, NoHandoff: noHandoff})
+		env, txs := tracedEnv(t, testenv.Options{Runner: runner.Options{MaxRunning: 2}, NoHandoff: noHandoff})
 		c := env.Client("alice")
 		chat, req := create(t, c, reportSchema)
 		if res := wait(t, c, req); res.Status != client.OutputSucceeded {

@@ -23,7 +23,7 @@ func TestFairClaimAcrossUsers(t *testing.T) {
 	var calls atomic.Int32
 	started := make(chan struct{}) // both of alice's chats are in a provider step
 	long := &mockllm.Script{Steps: []mockllm.Step{{ToolCalls: []mockllm.ToolCall{{Name: "list_files", Arguments: `{}`}}}}, Then: mockllm.ThenRepeat}
-	env := testenv.New(t, testenv.Options{Workspace: t.TempDir(), Runner: runner.Options{Workers: 2, MaxSteps: 40},
+	env := testenv.New(t, testenv.Options{Workspace: t.TempDir(), Runner: runner.Options{MaxRunning: 2, MaxSteps: 40},
 		Mock: mockllm.Options{Latency: 30 * time.Millisecond, Scripts: map[string]*mockllm.Script{"long": long},
 			BeforeRespond: func(context.Context, *mockllm.Request) error {
 				if calls.Add(1) == 2 {

@@ -16,22 +16,20 @@ import (
 // again for any replica), not left to its lease.
 func TestHandOffToAStoppingRunner(t *testing.T) {
 	t.Parallel()
-	env := testenv.New(t, testenv.Options{Runner: runner.Options{Workers: 1, Lease: time.Hour}})
+	env := testenv.New(t, testenv.Options{Runner: runner.Options{MaxRunning: 1, Lease: time.Hour}})
 	ctx := t.Context()
-	for env.Seats.Idle() == 0 { // the worker sits down
+	seat, ok := env.Slots.Reserve()
+	for !ok { // the runner opens its slots; its first look for work holds one briefly
 		select {
 		case <-ctx.Done():
-			t.Fatal("no worker sat down")
+			t.Fatal("no free slot to reserve")
 		case <-time.After(time.Millisecond):
 		}
-	}
-	seat, ok := env.Seats.Reserve()
-	if !ok {
-		t.Fatal("no idle worker to reserve")
+		seat, ok = env.Slots.Reserve()
 	}
 	stopped := make(chan struct{})
 	go func() {
-		env.StopRunner() // waits for the reserved worker, which waits for the hand-off
+		env.StopRunner() // waits for the reserved slot, released after the hand-off runs
 		close(stopped)
 	}()
 

@@ -18,7 +18,7 @@ func TestLeaseRenewedThroughALongStep(t *testing.T) {
 	t.Parallel()
 	const lease, step = 600 * time.Millisecond, 2 * time.Second
 	env, txs := tracedEnv(t, testenv.Options{Mock: mockllm.Options{Latency: step},
-		Runner: runner.Options{Workers: 2, Lease: lease}})
+		Runner: runner.Options{MaxRunning: 2, Lease: lease}})
 	c := env.Client("alice")
 	before := txs.Snapshot()
 	_, req := create(t, c, reportSchema)

@@ -40,11 +40,12 @@ type runnerMetrics struct {
 	rejections      *prometheus.CounterVec
 	yields          *prometheus.CounterVec
 	tokens          *prometheus.CounterVec
+	claimWait       prometheus.Observer
 }
 
 func (r *Runner) instrument(reg *prometheus.Registry) {
-	prom.GaugeFunc(reg, "chatd_workers", "Chats this process can run at once (--workers).",
-		func() float64 { return float64(r.opts.Workers) })
+	prom.GaugeFunc(reg, "chatd_workers", "Chats this process can run at once (--max-running).",
+		func() float64 { return float64(r.opts.MaxRunning) })
 	prom.GaugeFunc(reg, "chatd_chats_claimed", "Chats this process's workers hold a lease on right now.",
 		func() float64 { return float64(r.claimed.Load()) })
 	r.m.providerLatency = prom.Histogram(reg, "chatd_provider_call_duration_seconds",
@@ -60,6 +61,9 @@ func (r *Runner) instrument(reg *prometheus.Registry) {
 		"Tokens the provider reported for completed provider steps (committed or not), by model and kind (input: "+
 			"not from the cache; cache_read; cache_write; output; reasoning: part of output). A figure the provider "+
 			"did not report adds nothing.", "model", "kind")
+	r.m.claimWait = prom.Histogram(reg, "chatd_claim_wait_seconds",
+		"From a chat's last visible change (it became runnable) to its claim by this process: the wait for a running "+
+			"slot. A chat handed over at its admission waited 0.", prom.LatencyBuckets).WithLabelValues()
 	r.m.yields = prom.Counter(reg, "chatd_fair_yields_total",
 		"Chats a busy worker handed back at a step boundary because another user's chat waited (fair claiming).")
 }

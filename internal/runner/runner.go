@@ -28,10 +28,21 @@ import (
 	"github.com/chatd/chatd/internal/tools"
 )
 
+// DefaultMaxRunning is Options.MaxRunning's default: a chat waiting on its
+// model costs a goroutine and some buffers, so a process keeps thousands in
+// flight.
+const DefaultMaxRunning = 2000
+
 // Options tune the runner.
 type Options struct {
-	// Workers is the number of chats run concurrently.
-	Workers int
+	// MaxRunning is how many chats run at once (default DefaultMaxRunning).
+	// A running chat costs a goroutine and its buffers; it holds a
+	// database connection only while it runs a statement.
+	MaxRunning int
+	// MaxRunningPerUser, when positive, caps one user's running chats
+	// across every replica (checked by each claim); hand-offs at admission
+	// are then off.
+	MaxRunningPerUser int
 	// Lease is how long a claim lasts without renewal.
 	Lease time.Duration
 	// MaxSteps bounds provider steps per turn (and per structured request).
@@ -51,9 +62,10 @@ type Options struct {
 	// MCP are the operator's MCP servers; a chat is offered the tools of
 	// those it may use (mcp.Manager.Tools). May be nil.
 	MCP *mcp.Manager
-	// Seats, when set, is where idle workers wait for chats the API of
-	// this process admits and claims for them (internal/handoff).
-	Seats *handoff.Seats[store.Turn]
+	// Slots, when set, are the process's running slots, shared with its
+	// API, which hands over the chats it admits (internal/handoff); nil:
+	// the runner's own, and no hand-offs.
+	Slots *handoff.Slots[store.Turn]
 	// Spawn, when set, offers spawn_agent to chats that opted in.
 	Spawn *SpawnOptions
 	// ServerToolTimeout bounds one server tool call (default 30s).
@@ -76,8 +88,8 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
-	if o.Workers <= 0 {
-		o.Workers = 4
+	if o.MaxRunning <= 0 {
+		o.MaxRunning = DefaultMaxRunning
 	}
 	if o.Lease <= 0 {
 		o.Lease = 30 * time.Second
@@ -134,21 +146,26 @@ type Runner struct {
 	log    *slog.Logger
 
 	m       runnerMetrics
-	claimed atomic.Int64  // chats held by this runner's workers
-	chain   chan struct{} // a scan found work: one more worker looks for more
+	slots   *handoff.Slots[store.Turn]
+	claimed atomic.Int64  // chats held by this runner right now
+	chain   chan struct{} // a scan found work: look for more
+	owed    atomic.Bool   // a wake-up found no slot: look when one is released
 }
 
 // New returns a runner.
 func New(st *store.Store, models *provider.Registry, hub *notify.Hub, opts Options) *Runner {
 	opts.defaults()
-	r := &Runner{store: st, models: models, hub: hub, opts: opts, log: opts.Logger, chain: make(chan struct{}, 1)}
+	r := &Runner{store: st, models: models, hub: hub, opts: opts, log: opts.Logger, chain: make(chan struct{}, 1), slots: opts.Slots}
+	if r.slots == nil {
+		r.slots = handoff.New[store.Turn]()
+	}
 	r.instrument(opts.Metrics)
 	return r
 }
 
-// Run runs the workers and the maintenance loop until ctx ends, then lets
-// in-flight actions finish for up to DrainTimeout, releases their chats and
-// returns.
+// Run runs chats, as many at once as Options.MaxRunning, and the
+// maintenance loop until ctx ends, then lets in-flight actions finish for
+// up to DrainTimeout, releases their chats and returns.
 func (r *Runner) Run(ctx context.Context) {
 	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHard()
@@ -159,14 +176,23 @@ func (r *Runner) Run(ctx context.Context) {
 	defer stop()
 	var wg sync.WaitGroup
 	wg.Go(func() { r.maintain(ctx) })
+	r.slots.Open(handoff.Limits{Max: r.opts.MaxRunning, Headroom: r.opts.headroom(), Lease: r.opts.Lease,
+		NoHandOff: r.opts.MaxRunningPerUser > 0},
+		func(sl *handoff.Slot, turn store.Turn) {
+			r.m.claimWait.Observe(0)
+			r.serve(ctx, hard, sl, &turn, uuid.Nil)
+		})
 	r.chainOne() // whatever was left runnable before this process started
-	for range r.opts.Workers {
-		wg.Go(func() { r.work(ctx, hard) })
-	}
+	r.dispatch(ctx, hard)
+	<-r.slots.Close() // every chat run has ended: drained, or cut off and released
 	wg.Wait()
 }
 
-// chainOne wakes one idle worker to look for work.
+// headroom is how many of MaxRunning slots are kept for chats whose owner
+// has nothing running: a tenth.
+func (o *Options) headroom() int { return o.MaxRunning / 10 }
+
+// chainOne wakes the dispatcher to look for work.
 func (r *Runner) chainOne() {
 	select {
 	case r.chain <- struct{}{}:
@@ -174,69 +200,92 @@ func (r *Runner) chainOne() {
 	}
 }
 
-// work is one worker: it waits for a wake-up, claims, and runs what it
-// claimed. A wake-up names the chat that became runnable, and wakes one
-// worker (notify.Hub.Work): the others stay asleep. Without a name (a
-// reconnect, the idle poll, a chain) the worker claims the next runnable
-// chat and, when it found one, wakes another to look for more.
+// dispatch waits for a free slot, then for a wake-up, and runs what the
+// wake-up calls for in that slot, until ctx ends. A wake-up names the chat
+// that became runnable (notify.Hub.Work: one per notification, whatever the
+// number of free slots); without a name (a reconnect, the idle poll, a
+// chain) the slot claims the next runnable chat and, when it found one,
+// chains another look. Wake-ups wait in the hub's backlog while every slot
+// is taken, so a busy process reads them as slots free up.
 //
-// An idle worker also sits on a seat (Options.Seats): the API may claim a
-// chat it admits for it and hand it over (internal/handoff).
-func (r *Runner) work(ctx, hard context.Context) {
-	seat := newSeat(r.opts.Seats, r.opts.Lease)
-	for yielded := false; ctx.Err() == nil; {
-		jitter := time.Duration(rand.Int64N(int64(r.opts.Poll) / 4))
+// The API also takes slots for the chats it admits (handoff.Slots.Reserve).
+func (r *Runner) dispatch(ctx, hard context.Context) {
+	poll := time.NewTimer(r.opts.Poll)
+	defer poll.Stop()
+	for r.slots.Wait(ctx.Done()) {
 		var chatID uuid.UUID
-		if !yielded { // a worker that handed a chat back claims fairly at once
-			seat.sit()
-			select {
-			case <-ctx.Done():
-				if h, ok := seat.stand(); ok && h.OK {
-					r.runChat(ctx, hard, h.Value) // releases it: the runner stops
-				}
-				return
-			case h := <-seat.c():
-				if h.OK {
-					yielded = r.runChat(ctx, hard, h.Value)
-				}
-				continue
-			case chatID = <-r.hub.Work():
-			case <-r.chain:
-			case <-time.After(r.opts.Poll + jitter):
-			}
-			if h, ok := seat.stand(); ok {
-				// Reserved while it was being woken: the admitted chat
-				// first, and another worker looks for what woke this one.
-				r.chainOne()
-				if h.OK {
-					yielded = r.runChat(ctx, hard, h.Value)
-				}
-				continue
-			}
+		select {
+		case <-ctx.Done():
+			return
+		case chatID = <-r.hub.Work():
+		case <-r.chain:
+		case <-poll.C:
 		}
-		yielded = false
-		claim, err := r.claim(hard, chatID)
-		if err != nil {
-			r.log.Error("claim failed", slog.String("error", err.Error()))
+		poll.Reset(r.opts.Poll + time.Duration(rand.Int64N(int64(r.opts.Poll)/4+1)))
+		sl, ok := r.slots.Take()
+		if !ok { // a hand-off took the last one: look when one is released
+			r.owed.Store(true)
 			continue
 		}
-		if claim.Turn.Chat.ID == uuid.Nil {
-			continue
-		}
-		if chatID == uuid.Nil {
-			r.chainOne()
-		}
-		yielded = r.runChat(ctx, hard, claim.Turn)
+		go r.serve(ctx, hard, sl, nil, chatID)
 	}
 }
 
-// claim claims chatID (or, for uuid.Nil, the next runnable chat). A claim
-// that skipped a row another transaction held (a stream's read, a commit)
-// is tried again shortly, a few times, rather than left to the idle poll.
-func (r *Runner) claim(ctx context.Context, chatID uuid.UUID) (store.Claim, error) {
+// serve runs chats in one slot: turn, when handed over, else what claiming
+// chatID (uuid.Nil: the next runnable chat) gets. A chat handed back for
+// another user's (fairness) is followed by a fair claim in the same slot.
+func (r *Runner) serve(ctx, hard context.Context, sl *handoff.Slot, turn *store.Turn, chatID uuid.UUID) {
+	defer r.release(sl)
+	for {
+		if turn == nil {
+			claim, err := r.claim(hard, chatID, sl)
+			if err != nil {
+				r.log.Error("claim failed", slog.String("error", err.Error()))
+				return
+			}
+			if claim.Turn.Chat.ID == uuid.Nil {
+				if sl.Headroom && chatID != uuid.Nil {
+					r.owed.Store(true) // maybe its owner has turns running: a released slot looks again
+				}
+				return
+			}
+			if chatID == uuid.Nil {
+				r.chainOne() // found one: look for more
+			}
+			turn = &claim.Turn
+		}
+		if !r.runChat(ctx, hard, *turn) || ctx.Err() != nil {
+			return
+		}
+		turn, chatID = nil, uuid.Nil
+	}
+}
+
+// release gives a slot back; a wake-up that found no slot is answered now
+// by a look for the next runnable chat.
+func (r *Runner) release(sl *handoff.Slot) {
+	sl.Release()
+	if r.owed.Swap(false) {
+		r.chainOne()
+	}
+}
+
+// claim claims chatID (or, for uuid.Nil, the next runnable chat) within
+// the slot's limits. A claim that skipped a row another transaction held
+// (a stream's read, a commit) is tried again shortly, a few times, rather
+// than left to the idle poll.
+func (r *Runner) claim(ctx context.Context, chatID uuid.UUID, sl *handoff.Slot) (store.Claim, error) {
+	p := store.ClaimParams{Worker: uuid.New(), Chat: chatID, Lease: r.opts.Lease, CountAttempt: true,
+		OwnerBelow: int32(r.opts.MaxRunningPerUser)}
+	if sl.Headroom {
+		p.OwnerBelow = 1 // an owner with nothing running
+	}
 	for try := 1; ; try++ {
-		c, err := r.store.ClaimTurn(ctx, store.ClaimParams{Worker: uuid.New(), Chat: chatID, Lease: r.opts.Lease, CountAttempt: true})
+		c, err := r.store.ClaimTurn(ctx, p)
 		if err != nil || !c.Skipped || try == 4 {
+			if err == nil && c.Turn.Chat.ID != uuid.Nil {
+				r.m.claimWait.Observe(c.Waited.Seconds())
+			}
 			return c, err
 		}
 		select {
@@ -279,7 +328,7 @@ func (r *Runner) runChat(ctx, hard context.Context, turn store.Turn) (yielded bo
 	defer stopHeartbeat()
 
 	t := &turnRunner{deps: deps{store: r.store, models: r.models, opts: &r.opts, m: &r.m, log: log, worker: claimID}, sub: sub,
-		busy: func() bool { return r.claimed.Load() >= int64(r.opts.Workers) }}
+		busy: r.slots.Contended}
 	if turn.Chat.Status == client.StatusRunning {
 		t.counted = counted{ok: true, history: turn.Chat.HistoryVersion, attempt: turn.Chat.GenerationAttempt}
 	}
@@ -403,35 +452,4 @@ func (o *Options) backoff(n int32, floor time.Duration) time.Duration {
 	}
 	d += time.Duration(rand.Int64N(int64(d)/4 + 1))
 	return max(d, floor)
-}
-
-// seat is a worker's handoff.Seat, or nothing without Options.Seats.
-type seat struct{ s *handoff.Seat[store.Turn] }
-
-func newSeat(seats *handoff.Seats[store.Turn], lease time.Duration) seat {
-	if seats == nil {
-		return seat{}
-	}
-	return seat{seats.NewSeat(lease)}
-}
-
-func (s seat) sit() {
-	if s.s != nil {
-		s.s.Sit()
-	}
-}
-
-// c is nil (never ready) without a seat.
-func (s seat) c() <-chan handoff.Handed[store.Turn] {
-	if s.s == nil {
-		return nil
-	}
-	return s.s.C()
-}
-
-func (s seat) stand() (handoff.Handed[store.Turn], bool) {
-	if s.s == nil {
-		return handoff.Handed[store.Turn]{}, false
-	}
-	return s.s.Stand()
 }

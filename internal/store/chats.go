@@ -46,6 +46,9 @@ type NewChat struct {
 	// Claim, when set, claims the chat for a worker of this process in the
 	// admission's transaction (the local hand-off, internal/handoff).
 	Claim *LocalClaim
+	// MaxRunnable, when positive, refuses the chat (ErrTooManyRunnable)
+	// if its owner would have more runnable chats.
+	MaxRunnable int
 }
 
 // LocalClaim is an admission's claim for an idle worker of the admitting
@@ -114,6 +117,7 @@ func (s *Store) CreateChat(ctx context.Context, p NewChat) (Chat, Message, error
 		chat = chatFrom(row)
 		return err
 	}
+	s.queueRunnableWithin(ctx, &pl, p.OwnerID, p.MaxRunnable)
 	if p.Claim != nil {
 		// The message reset the attempt counter (it moved the
 		// history): the claim's attempt is counted after it.
@@ -152,6 +156,18 @@ func (s *Store) CreateChat(ctx context.Context, p NewChat) (Chat, Message, error
 		p.Claim.Turn.Chat = chat
 	}
 	return chat, msg, err
+}
+
+// queueRunnableWithin queues the check that an admission which made a chat
+// runnable leaves its owner within max runnable chats (none when max is 0):
+// after the writes, in the same batch, so it counts them.
+func (s *Store) queueRunnableWithin(ctx context.Context, pl *pipeline, owner uuid.UUID, max int) {
+	if max <= 0 {
+		return
+	}
+	pipeOne(pl, func(db dbgen.DBTX) (bool, error) {
+		return s.q.ChatRunnableWithin(ctx, db, dbgen.ChatRunnableWithinParams{OwnerID: owner, Max: int32(max)})
+	}, func(_ bool, err error) error { return err })
 }
 
 // queueRequest queues the insert of a structured request's ledger row,
@@ -224,6 +240,8 @@ type SendParams struct {
 	// Claim, when set, claims the chat for a worker of this process if the
 	// message starts a turn (SendResult.Claimed), as NewChat.Claim does.
 	Claim *LocalClaim
+	// MaxRunnable is NewChat.MaxRunnable, for a message that starts a turn.
+	MaxRunnable int
 }
 
 // SendResult says where the message went.
@@ -305,11 +323,13 @@ func (s *Store) send(ctx context.Context, tx pgx.Tx, p SendParams, content []byt
 		if p.Claim == nil {
 			sp := dbgen.ChatSetStateParams{ID: chat.ID, Status: client.StatusRunning}
 			pipeOne(&pl, func(db dbgen.DBTX) (dbgen.Chat, error) { return s.q.ChatSetState(ctx, db, sp) }, started)
+			s.queueRunnableWithin(ctx, &pl, p.OwnerID, p.MaxRunnable)
 			return pl.send(ctx, tx)
 		}
 		sp := dbgen.ChatStartTurnForParams{ID: chat.ID,
 			WorkerID: uuid.NullUUID{UUID: p.Claim.Worker, Valid: true}, LeaseSeconds: p.Claim.Lease.Seconds()}
 		pipeOne(&pl, func(db dbgen.DBTX) (dbgen.Chat, error) { return s.q.ChatStartTurnFor(ctx, db, sp) }, started)
+		s.queueRunnableWithin(ctx, &pl, p.OwnerID, p.MaxRunnable)
 		p.Claim.Turn = Turn{Chat: Chat{ID: chat.ID}}
 		s.queueTurnRead(ctx, &pl, &p.Claim.Turn)
 		if err := pl.send(ctx, tx); err != nil {

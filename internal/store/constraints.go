@@ -136,6 +136,9 @@ const (
 	QueueIdentityImmutable Constraint = "chat_queued_messages_identity_immutable"
 	// QueueAtMost20 refuses a 21st queued message of a chat (ErrQueueFull).
 	QueueAtMost20 Constraint = "chat_queued_messages_at_most_20"
+	// ChatsRunnablePerUser refuses an admission past the owner's runnable
+	// chats limit (ErrTooManyRunnable; chatd_runnable_within).
+	ChatsRunnablePerUser Constraint = "chats_runnable_per_user"
 )
 
 // IsConstraint reports whether err is a database error raised by one of

@@ -32,6 +32,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrQueueFull: the chat's queue already holds its maximum.
 	ErrQueueFull = errors.New("queue full")
+	// ErrTooManyRunnable: the admission would leave its owner with more
+	// runnable chats than the limit it was given.
+	ErrTooManyRunnable = errors.New("too many runnable chats")
 	// ErrFenceMiss: a worker's guard failed (lost ownership, history moved,
 	// status changed). An expected exit for the worker, not a failure.
 	ErrFenceMiss = errors.New("fence miss")
@@ -162,6 +165,9 @@ func mapError(err error) error {
 	}
 	if IsConstraint(err, QueueAtMost20) {
 		return fmt.Errorf("%w: %w", ErrQueueFull, err)
+	}
+	if IsConstraint(err, ChatsRunnablePerUser) {
+		return fmt.Errorf("%w: %w", ErrTooManyRunnable, err)
 	}
 	return err
 }

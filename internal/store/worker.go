@@ -30,6 +30,9 @@ type ClaimParams struct {
 	// claim (the worker calls the provider next, unless it finds tools to
 	// run or a turn to finish).
 	CountAttempt bool
+	// OwnerBelow, when positive, claims only a chat whose owner has fewer
+	// chats running (on every replica) than that.
+	OwnerBelow int32
 }
 
 // Claim is what a claim got.
@@ -40,6 +43,9 @@ type Claim struct {
 	// Skipped: nothing was claimed, but a runnable chat without an owner
 	// exists; another transaction held its row (ask again shortly).
 	Skipped bool
+	// Waited is how long the claimed chat had waited since its last
+	// visible change (it became runnable), on the database clock.
+	Waited time.Duration
 }
 
 // Claim takes ownership of the next runnable chat without a live owner, or
@@ -71,10 +77,10 @@ func (s *Store) ClaimTurn(ctx context.Context, p ClaimParams) (Claim, error) {
 				return err
 			}
 			c, err = s.q.ChatClaimByID(ctx, tx, dbgen.ChatClaimByIDParams{ID: p.Chat, WorkerID: worker,
-				LeaseSeconds: lease, CountAttempt: p.CountAttempt})
+				LeaseSeconds: lease, CountAttempt: p.CountAttempt, OwnerBelow: p.OwnerBelow})
 		} else {
 			c, err = s.q.ChatClaimNext(ctx, tx, dbgen.ChatClaimNextParams{WorkerID: worker,
-				LeaseSeconds: lease, CountAttempt: p.CountAttempt})
+				LeaseSeconds: lease, CountAttempt: p.CountAttempt, OwnerBelow: p.OwnerBelow})
 		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			if p.Chat != uuid.Nil {
@@ -87,6 +93,11 @@ func (s *Store) ClaimTurn(ctx context.Context, p ClaimParams) (Claim, error) {
 			return err
 		}
 		out.Turn.Chat = chatFrom(c)
+		if c.LeaseExpiresAt != nil {
+			// The claim set the lease from now(); a claim is not a
+			// visible change, so updated_at is when it became runnable.
+			out.Waited = max(0, c.LeaseExpiresAt.Add(-p.Lease).Sub(c.UpdatedAt))
+		}
 		return s.readTurn(ctx, tx, &out.Turn)
 	})
 	if errors.Is(err, errNotClaimed) {

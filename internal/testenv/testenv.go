@@ -87,6 +87,12 @@ type Options struct {
 	// MaxStreamsPerUser caps a user's open streams (0: the server's
 	// default, 32; negative: no cap, for benchmarks with many streams).
 	MaxStreamsPerUser int
+	// MaxRunnablePerUser caps a user's runnable chats (0: the server's
+	// default; -1: none).
+	MaxRunnablePerUser int
+	// MaxConcurrency and RequestsPerMinute are the mock provider's limits
+	// (config max_concurrency, requests_per_minute).
+	MaxConcurrency, RequestsPerMinute int
 	// APIKey is the provider's API key, handed over through api_key_env
 	// from a private environment (tests stay parallel).
 	APIKey string
@@ -140,9 +146,9 @@ type Env struct {
 	Config *config.Config
 	// Deliverer delivers receipt webhooks (nil without Options.Webhooks).
 	Deliverer *webhooks.Deliverer
-	// Seats are where the runner's idle workers wait for chats the API
-	// admits (nil with Options.NoHandoff).
-	Seats *handoff.Seats[store.Turn]
+	// Slots are the runner's running slots, shared with the API, which
+	// hands over the chats it admits (nil with Options.NoHandoff).
+	Slots *handoff.Slots[store.Turn]
 
 	logs *LogBuffer
 
@@ -227,7 +233,7 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 		t.Fatal(err)
 	}
 	stopHooks.SetRetry(2, 5*time.Millisecond)
-	po := provider.Options{Logger: e.Logger, Getenv: func(k string) string {
+	po := provider.Options{Logger: e.Logger, Metrics: e.Metrics, Getenv: func(k string) string {
 		if k == apiKeyEnv {
 			return o.APIKey
 		}
@@ -258,14 +264,15 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 	}
 
 	exp := map[string]bool{httpapi.ExperimentStructuredOutput: !o.StructuredOutputOff}
-	seats := handoff.New[store.Turn]() // the runners' workers, started and stopped below
+	slots := handoff.New[store.Turn]() // opened and closed by the runner, started and stopped below
 	if o.NoHandoff {
-		seats = nil
+		slots = nil
 	}
-	e.Seats = seats
+	e.Slots = slots
 	e.Server = httpapi.New(httpapi.Options{Store: e.Store, Models: e.Models, Hub: e.Hub, Experiments: exp, ServerTools: toolNames, MCP: o.MCP,
-		SpawnAgents: o.Spawn != nil, Seats: seats,
-		Logger: e.Logger, Metrics: e.Metrics, CORSOrigins: o.CORSOrigins, MaxStreamsPerUser: o.MaxStreamsPerUser, Observe: HTTPObserver()})
+		SpawnAgents: o.Spawn != nil, Slots: slots,
+		Logger: e.Logger, Metrics: e.Metrics, CORSOrigins: o.CORSOrigins, MaxStreamsPerUser: o.MaxStreamsPerUser,
+		MaxRunnablePerUser: o.MaxRunnablePerUser, Observe: HTTPObserver()})
 	e.API = httptest.NewServer(e.Server)
 	e.stops = append(e.stops, func() {
 		e.Server.Shutdown()
@@ -292,11 +299,11 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 	if e.runnerOpts.RetryMax == 0 {
 		e.runnerOpts.RetryMax = 50 * time.Millisecond
 	}
-	if e.runnerOpts.Workers == 0 {
-		e.runnerOpts.Workers = 2
+	if e.runnerOpts.MaxRunning == 0 {
+		e.runnerOpts.MaxRunning = 2
 	}
 	e.runnerOpts.Logger = e.Logger
-	e.runnerOpts.Seats = seats
+	e.runnerOpts.Slots = slots
 	e.runnerOpts.Metrics = e.Metrics
 	e.runnerOpts.Tools = serverTools
 	e.runnerOpts.MCP = o.MCP
@@ -319,7 +326,8 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 // its models, through config.Parse (so the file's rules apply).
 func mockConfig(o Options, base string) (*config.Config, error) {
 	typ := cmp.Or(o.Provider, config.TypeOpenAICompatible)
-	p := config.Provider{Name: "mock", Type: typ, BaseURL: base + "/v1", APIKeyEnv: apiKeyEnv}
+	p := config.Provider{Name: "mock", Type: typ, BaseURL: base + "/v1", APIKeyEnv: apiKeyEnv,
+		MaxConcurrency: o.MaxConcurrency, RequestsPerMinute: o.RequestsPerMinute}
 	if typ == config.TypeAnthropic {
 		p.BaseURL = base // the Anthropic SDK adds /v1/messages itself
 	}

@@ -111,7 +111,9 @@ FOR UPDATE;
 SELECT pg_advisory_xact_lock(16, hashtext(sqlc.arg(id)::uuid::text));
 
 -- name: ChatClaimByID :one
--- Claims the chat a wake-up named, if it is runnable and has no live owner.
+-- Claims the chat a wake-up named, if it is runnable and has no live owner
+-- and, with owner_below (0: no bound), its owner has fewer chats running
+-- (a slot of the headroom: none; a per-user cap).
 -- It waits for a transaction holding the row (they are short: a stream's
 -- read, a commit), so a busy row is not mistaken for a taken one; other
 -- claims of the chat were serialized by ChatClaimLock. With count_attempt,
@@ -120,13 +122,20 @@ SELECT pg_advisory_xact_lock(16, hashtext(sqlc.arg(id)::uuid::text));
 UPDATE chats
 SET worker_id = @worker_id, lease_expires_at = now() + make_interval(secs => @lease_seconds::float8),
     generation_attempt = CASE WHEN @count_attempt::boolean AND status = 'running' THEN generation_attempt + 1 ELSE generation_attempt END
-WHERE id = @id AND status IN ('running', 'interrupting') AND (worker_id IS NULL OR lease_expires_at < now())
+WHERE chats.id = @id AND chats.status IN ('running', 'interrupting')
+  AND (chats.worker_id IS NULL OR chats.lease_expires_at < now())
+  AND (@owner_below::int = 0 OR (
+    SELECT count(*) FROM chats o
+    WHERE o.owner_id = chats.owner_id AND o.status IN ('running', 'interrupting')
+      AND o.worker_id IS NOT NULL AND o.lease_expires_at >= now()
+  ) < @owner_below::int)
 RETURNING *;
 
 -- name: ChatClaimNext :one
 -- Claims a runnable chat without a live owner, fairly: the chats of the
 -- owner with the fewest chats running come first, then the one that waited
--- longest. SKIP LOCKED lets claims run concurrently; ChatRunnableExists
+-- longest; with owner_below (0: no bound), only chats whose owner has fewer
+-- running. SKIP LOCKED lets claims run concurrently; ChatRunnableExists
 -- tells a skipped row from none.
 WITH running AS (
     SELECT o.owner_id, count(*) AS n FROM chats o
@@ -140,6 +149,7 @@ WHERE id = (
     SELECT c.id FROM chats c LEFT JOIN running r ON r.owner_id = c.owner_id
     WHERE c.status IN ('running', 'interrupting')
       AND (c.worker_id IS NULL OR c.lease_expires_at < now())
+      AND (@owner_below::int = 0 OR coalesce(r.n, 0) < @owner_below::int)
     ORDER BY coalesce(r.n, 0), c.updated_at
     LIMIT 1
     FOR UPDATE OF c SKIP LOCKED
@@ -265,3 +275,8 @@ RETURNING *;
 
 -- name: ChatClearCompactionRequest :exec
 UPDATE chats SET compaction_requested_at = NULL WHERE id = @id;
+
+-- name: ChatRunnableWithin :one
+-- The end of an admission that made a chat runnable: refuses it when the
+-- owner has more than max runnable chats (sql/triggers/060_limits.sql).
+SELECT chatd_runnable_within(@owner_id::uuid, @max::int)::boolean;
