@@ -1,6 +1,6 @@
 // Command mockllm serves fake LLM provider APIs for chatd's tests, demos
-// and benchmarks: OpenAI Chat Completions, OpenAI Responses and Anthropic
-// Messages, each in its real wire format (--format chooses). See package
+// and benchmarks: OpenAI Chat Completions, OpenAI Responses, Anthropic
+// Messages and Gemini, each in its real wire format (--format chooses). See package
 // internal/mockllm for the behaviour and the script format.
 package main
 
@@ -33,7 +33,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	mode := fs.String("mode", os.Getenv("MOCKLLM_MODE"), "unscripted answers: valid, invalid or text (env MOCKLLM_MODE)")
 	chunkDelay := fs.String("chunk-delay", envOr("MOCKLLM_CHUNK_DELAY", "0s"), "delay between stream chunks (env MOCKLLM_CHUNK_DELAY)")
 	latency := fs.String("latency", envOr("MOCKLLM_LATENCY", "0s"), "delay before every response (env MOCKLLM_LATENCY)")
-	format := fs.String("format", envOr("MOCKLLM_FORMAT", "all"), "wire format served: openai, responses, anthropic or all (env MOCKLLM_FORMAT)")
+	format := fs.String("format", envOr("MOCKLLM_FORMAT", "all"), "wire format served: openai, responses, anthropic, gemini or all (env MOCKLLM_FORMAT)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: mockllm [flags]
 
@@ -41,8 +41,10 @@ Serves LLM provider APIs with scripted or generated answers, in their real wire
 formats: --format openai is Chat Completions (POST /v1/chat/completions, chatd
 provider types openai-compatible and openai-chat), responses is the OpenAI
 Responses API (POST /v1/responses, type openai), anthropic is the Anthropic
-Messages API (POST /v1/messages, type anthropic, base URL without /v1), and all
-serves the three. GET /v1/models answers too. Without a script, a request
+Messages API (POST /v1/messages, type anthropic, base URL without /v1), gemini
+is the Gemini API (POST /v1beta/models/MODEL:streamGenerateContent and
+:generateContent, type google, base URL without /v1beta), and all serves the
+four. GET /v1/models answers too. Without a script, a request
 offering the coder_structured_output tool gets one call of it with a value
 generated from its output schema; any other request gets a short text echo.
 
@@ -64,11 +66,11 @@ Flags (each also read from the environment variable named):
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	opts := mockllm.Options{Mode: *mode, Logger: log}
 	switch *format {
-	case mockllm.FormatOpenAI, mockllm.FormatResponses, mockllm.FormatAnthropic:
+	case mockllm.FormatOpenAI, mockllm.FormatResponses, mockllm.FormatAnthropic, mockllm.FormatGemini:
 		opts.Formats = []string{*format}
 	case "all":
 	default:
-		fmt.Fprintf(stderr, "mockllm: --format must be openai, responses, anthropic or all, not %q\n", *format)
+		fmt.Fprintf(stderr, "mockllm: --format must be openai, responses, anthropic, gemini or all, not %q\n", *format)
 		return 2
 	}
 	switch *mode {
@@ -100,13 +102,13 @@ Flags (each also read from the environment variable named):
 	mock := mockllm.New(opts)
 	srv := &http.Server{Handler: mock, ReadHeaderTimeout: 10 * time.Second}
 	// The first line is the base URL to configure; Anthropic's SDK adds
-	// /v1 itself.
+	// /v1 itself, Google's /v1beta.
 	switch *format {
-	case mockllm.FormatAnthropic:
+	case mockllm.FormatAnthropic, mockllm.FormatGemini:
 		fmt.Fprintf(stdout, "mockllm listening on http://%s\n", ln.Addr())
 	case "all":
 		fmt.Fprintf(stdout, "mockllm listening on http://%s/v1\n", ln.Addr())
-		fmt.Fprintf(stdout, "anthropic base URL: http://%s\n", ln.Addr())
+		fmt.Fprintf(stdout, "anthropic and google base URL: http://%s\n", ln.Addr())
 	default:
 		fmt.Fprintf(stdout, "mockllm listening on http://%s/v1\n", ln.Addr())
 	}

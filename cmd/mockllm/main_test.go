@@ -19,7 +19,7 @@ func TestFlags(t *testing.T) {
 	}{
 		{[]string{"--help"}, 0, "MOCKLLM_CHUNK_DELAY"},
 		{[]string{"--mode", "bogus"}, 2, "--mode must be"},
-		{[]string{"--format", "gemini"}, 2, "--format must be"},
+		{[]string{"--format", "vertex"}, 2, "--format must be"},
 		{[]string{"--chunk-delay", "fast"}, 2, "--chunk-delay must be"},
 		{[]string{"--latency", "-1s"}, 2, "--latency must be"},
 		{[]string{"--script", "/nonexistent/script.json"}, 2, "no such file"},
@@ -52,7 +52,7 @@ func TestServeAndShutdown(t *testing.T) {
 		t.Fatalf("banner %q", line)
 	}
 	line, _ = br.ReadString('\n')
-	anthropicBase, ok := strings.CutPrefix(strings.TrimSpace(line), "anthropic base URL: ")
+	anthropicBase, ok := strings.CutPrefix(strings.TrimSpace(line), "anthropic and google base URL: ")
 	if !ok || anthropicBase+"/v1" != base {
 		t.Fatalf("second banner line %q", line)
 	}
@@ -79,6 +79,17 @@ func TestServeAndShutdown(t *testing.T) {
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") ||
 		!strings.Contains(string(body), "event: message_stop") || !strings.Contains(string(body), "mockllm: pong") {
 		t.Errorf("anthropic stream %s %s", ct, body)
+	}
+	// ... and Gemini, at the same base URL.
+	resp, err = http.Post(anthropicBase+"/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", "application/json",
+		strings.NewReader(`{"contents":[{"role":"user","parts":[{"text":"pang"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `"finishReason":"STOP"`) || !strings.Contains(string(body), "mockllm: pang") {
+		t.Errorf("gemini stream %s", body)
 	}
 
 	// The banner is printed after the signal handler is installed.

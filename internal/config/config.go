@@ -22,6 +22,7 @@ const (
 	TypeOpenAIChat       = "openai-chat"       // OpenAI Chat Completions
 	TypeAnthropic        = "anthropic"         // Anthropic Messages
 	TypeOpenAICompatible = "openai-compatible" // any Chat Completions server
+	TypeGoogle           = "google"            // the Gemini API (generateContent)
 )
 
 // Config is the whole file.
@@ -103,13 +104,25 @@ type Model struct {
 	// override, so structured requests are refused on a model with
 	// strict_tools true (see docs/providers.md).
 	StrictTools *bool `json:"strict_tools,omitempty"`
+	// ThinkingBudget (tokens, at least 128) and ThinkingLevel (minimal,
+	// low, medium or high) set Gemini's thinking (type google); they are
+	// mutually exclusive. IncludeThoughts asks Gemini for thought
+	// summaries, which chatd stores as reasoning.
+	ThinkingBudget  *int64 `json:"thinking_budget,omitempty"`
+	ThinkingLevel   string `json:"thinking_level,omitempty"`
+	IncludeThoughts *bool  `json:"include_thoughts,omitempty"`
 }
 
 // Reasoning effort and summary values accepted in the config.
 var (
 	reasoningEfforts   = []string{"none", "minimal", "low", "medium", "high", "xhigh", "max"}
 	reasoningSummaries = []string{"auto", "concise", "detailed"}
+	thinkingLevels     = []string{"minimal", "low", "medium", "high"}
 )
+
+// MinGeminiThinkingBudget is the smallest thinking budget fantasy sends to
+// Gemini: it raises anything lower (0 and the dynamic -1 included) to 128.
+const MinGeminiThinkingBudget = 128
 
 // MinThinkingBudget is Anthropic's smallest extended-thinking budget.
 const MinThinkingBudget = 1024
@@ -151,13 +164,13 @@ func (c *Config) check() error {
 				"(requests_per_minute at most 600000)", p.Name)
 		}
 		switch p.Type {
-		case TypeOpenAI, TypeOpenAIChat, TypeAnthropic:
+		case TypeOpenAI, TypeOpenAIChat, TypeAnthropic, TypeGoogle:
 		case TypeOpenAICompatible:
 			if p.BaseURL == "" {
 				return fmt.Errorf("config: provider %q: base_url is required for type %s", p.Name, p.Type)
 			}
 		default:
-			return fmt.Errorf("config: provider %q: unknown type %q (openai, openai-chat, anthropic, openai-compatible)", p.Name, p.Type)
+			return fmt.Errorf("config: provider %q: unknown type %q (openai, openai-chat, anthropic, openai-compatible, google)", p.Name, p.Type)
 		}
 	}
 	types := map[string]string{}
@@ -237,8 +250,11 @@ func (m Model) checkOptions(typ string) error {
 		return fmt.Errorf("context_window and max_output_tokens must not be negative")
 	}
 	if m.ReasoningEffort != "" {
-		if typ == TypeAnthropic {
+		switch typ {
+		case TypeAnthropic:
 			return fmt.Errorf("reasoning_effort is for OpenAI types; use thinking_budget_tokens for anthropic")
+		case TypeGoogle:
+			return fmt.Errorf("reasoning_effort is for OpenAI types; use thinking_level or thinking_budget for google")
 		}
 		if !slices.Contains(reasoningEfforts, m.ReasoningEffort) {
 			return fmt.Errorf("reasoning_effort %q is not one of %s", m.ReasoningEffort, strings.Join(reasoningEfforts, ", "))
@@ -263,13 +279,40 @@ func (m Model) checkOptions(typ string) error {
 			return fmt.Errorf("max_output_tokens must be set above thinking_budget_tokens (Anthropic counts thinking in max_tokens)")
 		}
 	}
+	if err := m.checkGemini(typ); err != nil {
+		return err
+	}
 	if m.StrictTools != nil && typ != TypeOpenAI {
 		switch typ {
 		case TypeAnthropic:
 			return fmt.Errorf("strict_tools: Anthropic tools have no strict flag")
+		case TypeGoogle:
+			return fmt.Errorf("strict_tools: Gemini function declarations have no strict flag")
 		default:
 			return fmt.Errorf("strict_tools: the Chat Completions encoder always sends strict:false; only type %s has the switch", TypeOpenAI)
 		}
+	}
+	return nil
+}
+
+// checkGemini checks the thinking options of type google.
+func (m Model) checkGemini(typ string) error {
+	if m.ThinkingBudget == nil && m.ThinkingLevel == "" && m.IncludeThoughts == nil {
+		return nil
+	}
+	if typ != TypeGoogle {
+		return fmt.Errorf("thinking_budget, thinking_level and include_thoughts are only available on type %s", TypeGoogle)
+	}
+	if m.ThinkingBudget != nil && m.ThinkingLevel != "" {
+		return fmt.Errorf("thinking_budget and thinking_level are mutually exclusive")
+	}
+	if m.ThinkingBudget != nil && *m.ThinkingBudget < MinGeminiThinkingBudget {
+		// fantasy would silently send 128 instead (0 and -1, "off" and
+		// "dynamic", included): say so rather than send another budget.
+		return fmt.Errorf("thinking_budget must be at least %d (leave it out for the model's default)", MinGeminiThinkingBudget)
+	}
+	if m.ThinkingLevel != "" && !slices.Contains(thinkingLevels, m.ThinkingLevel) {
+		return fmt.Errorf("thinking_level %q is not one of %s", m.ThinkingLevel, strings.Join(thinkingLevels, ", "))
 	}
 	return nil
 }

@@ -28,6 +28,17 @@ func TestModelOptions(t *testing.T) {
 		{TypeOpenAIChat, `{"id":"m","provider":"p","model":"gpt","strict_tools":true}`, "always sends strict:false"},
 		{TypeOpenAICompatible, `{"id":"m","provider":"p","model":"m","strict_tools":true}`, "always sends strict:false"},
 		{TypeOpenAI, `{"id":"m","provider":"p","model":"gpt","max_output_tokens":-1}`, "negative"},
+		{TypeGoogle, `{"id":"m","provider":"p","model":"gemini-3-pro-preview","thinking_level":"high","include_thoughts":true}`, ""},
+		{TypeGoogle, `{"id":"m","provider":"p","model":"gemini-2.5-flash","thinking_budget":1024,"include_thoughts":false}`, ""},
+		{TypeGoogle, `{"id":"m","provider":"p","model":"g","thinking_budget":1024,"thinking_level":"low"}`, "mutually exclusive"},
+		{TypeGoogle, `{"id":"m","provider":"p","model":"g","thinking_budget":0}`, "at least 128"},
+		{TypeGoogle, `{"id":"m","provider":"p","model":"g","thinking_budget":-1}`, "at least 128"},
+		{TypeGoogle, `{"id":"m","provider":"p","model":"g","thinking_level":"HIGH"}`, "thinking_level"},
+		{TypeGoogle, `{"id":"m","provider":"p","model":"g","reasoning_effort":"high"}`, "thinking_level or thinking_budget for google"},
+		{TypeGoogle, `{"id":"m","provider":"p","model":"g","thinking_budget_tokens":2048,"max_output_tokens":8192}`, "only available on type anthropic"},
+		{TypeGoogle, `{"id":"m","provider":"p","model":"g","strict_tools":false}`, "no strict flag"},
+		{TypeAnthropic, `{"id":"m","provider":"p","model":"claude","include_thoughts":true}`, "only available on type google"},
+		{TypeOpenAI, `{"id":"m","provider":"p","model":"gpt","thinking_level":"low"}`, "only available on type google"},
 	} {
 		_, err := Parse([]byte(doc(tc.typ, tc.model)))
 		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {

@@ -1,5 +1,5 @@
 // Package mockllm is a local LLM provider for chatd's tests, demos and
-// benchmarks. It speaks three wire formats, each on its own route, shaped
+// benchmarks. It speaks four wire formats, each on its own route, shaped
 // after the recorded traffic in fantasy's providertests/testdata cassettes:
 //
 //   - OpenAI Chat Completions (FormatOpenAI, POST /v1/chat/completions; chatd
@@ -26,11 +26,22 @@
 //     text_delta and input_json_delta, message_delta with stop_reason
 //     (end_turn, tool_use, max_tokens, refusal), message_stop; or the
 //     message as JSON.
+//   - Gemini (FormatGemini, POST /v1beta/models/MODEL:streamGenerateContent
+//     and :generateContent; type google, base URL http://HOST since genai
+//     adds /v1beta): events "data: {...}" with candidates[0].content.parts
+//     (thought text when the request includes thoughts, text, whole
+//     functionCall parts with ids), the cumulative usageMetadata on every
+//     event and the finishReason (STOP, MAX_TOKENS, SAFETY,
+//     MALFORMED_FUNCTION_CALL) on the last; or the response as JSON. The
+//     first function call of an answer carries a binary thoughtSignature
+//     (see ThoughtSignature), an answer without calls one on its last part.
 //
 // Errors come in each format's envelope ({"error":{"message","type","param",
 // "code"}} for OpenAI, {"type":"error","error":{"type","message"}} with
-// Anthropic's error types for Anthropic) with Retry-After. GET /v1/models
-// answers for every model. Options.Formats limits the formats served;
+// Anthropic's error types for Anthropic, {"error":{"code","message",
+// "status"}} for Gemini, whose retry delay is a google.rpc.RetryInfo
+// detail instead of Retry-After) with Retry-After. GET /v1/models answers
+// for every model. Options.Formats limits the formats served;
 // anything else is a JSON 404.
 //
 // Like the real APIs, the mock refuses (400) a conversation that breaks the
@@ -43,7 +54,12 @@
 // an assistant message that replays reasoning sent as reasoning_details
 // without them, a Responses item_reference (store is false) or reasoning
 // item without an encrypted content it issued or without its following
-// item, and a tool sent with strict:true whose
+// item, a Gemini thought signature it did not issue ("Corrupted thought
+// signature.") or a function call of the current turn (after the last
+// user text) whose content's first call lacks its signature, a Gemini
+// function response without its call, a $ref beside keywords other than
+// description and default or not of the form "#/$defs/NAME", and a tool
+// sent with strict:true whose
 // schema is not in OpenAI's strict subset (every property required,
 // additionalProperties:false).
 //

@@ -43,7 +43,7 @@ type Options struct {
 	// conversations at once. Other requests use Script.
 	Scripts map[string]*Script
 	// Formats limits the wire formats served (FormatOpenAI, FormatResponses,
-	// FormatAnthropic); empty serves all three.
+	// FormatAnthropic, FormatGemini); empty serves all four.
 	Formats []string
 	// Mode shapes unscripted answers: "", ModeValid, ModeInvalid or ModeText.
 	Mode string
@@ -81,6 +81,7 @@ const (
 	FormatOpenAI    = "openai"    // Chat Completions: POST /v1/chat/completions
 	FormatResponses = "responses" // OpenAI Responses: POST /v1/responses
 	FormatAnthropic = "anthropic" // Anthropic Messages: POST /v1/messages
+	FormatGemini    = "gemini"    // Gemini: POST /v1beta/models/MODEL:streamGenerateContent (and :generateContent)
 )
 
 // Request is a request as received, in a form common to the wire formats.
@@ -104,8 +105,12 @@ type Request struct {
 	// (0 when absent).
 	MaxTokens int64
 	// ThinkingBudget is Anthropic's thinking.budget_tokens when thinking is
-	// enabled, else 0.
+	// enabled, or Gemini's thinkingConfig.thinkingBudget; else 0.
 	ThinkingBudget int64
+	// IncludeThoughts and ThinkingLevel are Gemini's
+	// thinkingConfig.includeThoughts and thinkingLevel.
+	IncludeThoughts bool
+	ThinkingLevel   string
 	// ReasoningEffort is reasoning_effort (Chat Completions) or
 	// reasoning.effort (Responses).
 	ReasoningEffort string
@@ -116,7 +121,8 @@ type Request struct {
 	// Body is the raw request body.
 	Body []byte
 
-	include []string // Responses "include"
+	include []string      // Responses "include"
+	issued  *signatureLog // Gemini: the signatures the answer issued
 }
 
 // Message is one prompt message; Content flattens text parts.
@@ -127,9 +133,10 @@ type Message struct {
 	ToolCalls  []MessageToolCall
 	// Reasoning is replayed reasoning: an Anthropic thinking block's text
 	// (Signature its signature), a chat message's reasoning_content (or the
-	// text of its reasoning_details; Signature their signature), or the
+	// text of its reasoning_details; Signature their signature), the
 	// content of the Responses reasoning items before it (Signature their
-	// encrypted_content).
+	// encrypted_content), or Gemini thought text (Signature the bytes of
+	// the thought signature of the message's first function call).
 	Reasoning string
 	Signature string
 	// ReasoningDetails are a chat message's reasoning_details entries as
@@ -209,6 +216,9 @@ func New(opts Options) *Server {
 		}
 		if serve(FormatAnthropic) {
 			s.mux.HandleFunc("POST "+prefix+"/messages", s.handler(anthropicFormat{}))
+		}
+		if serve(FormatGemini) && prefix == "" {
+			s.mux.HandleFunc("POST /v1beta/models/{call}", s.serveGemini)
 		}
 		s.mux.HandleFunc("GET "+prefix+"/models", s.models)
 		s.mux.HandleFunc("GET "+prefix+"/models/{model}", s.model)
