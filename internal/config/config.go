@@ -297,6 +297,11 @@ func (m Model) checkOptions(typ string) error {
 
 // checkGemini checks the thinking options of type google.
 func (m Model) checkGemini(typ string) error {
+	if n := strings.ToLower(m.Model); typ == TypeGoogle && (strings.Contains(n, "claude") || strings.Contains(n, "anthropic")) {
+		// fantasy's Google provider sends such names to Anthropic on
+		// Vertex AI, which chatd does not configure.
+		return fmt.Errorf("a model name containing claude or anthropic is sent to Anthropic on Vertex AI by fantasy's Google provider; use type anthropic")
+	}
 	if m.ThinkingBudget == nil && m.ThinkingLevel == "" && m.IncludeThoughts == nil {
 		return nil
 	}

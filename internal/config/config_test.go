@@ -37,6 +37,7 @@ func TestModelOptions(t *testing.T) {
 		{TypeGoogle, `{"id":"m","provider":"p","model":"g","reasoning_effort":"high"}`, "thinking_level or thinking_budget for google"},
 		{TypeGoogle, `{"id":"m","provider":"p","model":"g","thinking_budget_tokens":2048,"max_output_tokens":8192}`, "only available on type anthropic"},
 		{TypeGoogle, `{"id":"m","provider":"p","model":"g","strict_tools":false}`, "no strict flag"},
+		{TypeGoogle, `{"id":"m","provider":"p","model":"claude-sonnet-4@20250514"}`, "use type anthropic"},
 		{TypeAnthropic, `{"id":"m","provider":"p","model":"claude","include_thoughts":true}`, "only available on type google"},
 		{TypeOpenAI, `{"id":"m","provider":"p","model":"gpt","thinking_level":"low"}`, "only available on type google"},
 	} {

@@ -101,7 +101,7 @@ func (s *Server) checkStructured(spec *store.RequestSpec, mode client.ChatMode, 
 	if spec == nil {
 		return nil
 	}
-	if err := s.models.StructuredOutputSupported(model); err != nil && !errors.Is(err, provider.ErrUnknownModel) {
+	if err := s.models.StructuredOutputSupported(model, spec.Schema); err != nil && !errors.Is(err, provider.ErrUnknownModel) {
 		return badField("response_format", "configuration_error: "+err.Error())
 	}
 	switch mode {

@@ -40,7 +40,7 @@
 // "code"}} for OpenAI, {"type":"error","error":{"type","message"}} with
 // Anthropic's error types for Anthropic, {"error":{"code","message",
 // "status"}} for Gemini, whose retry delay is a google.rpc.RetryInfo
-// detail instead of Retry-After) with Retry-After. GET /v1/models answers
+// detail instead) with Retry-After. GET /v1/models answers
 // for every model. Options.Formats limits the formats served;
 // anything else is a JSON 404.
 //

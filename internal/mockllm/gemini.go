@@ -572,13 +572,17 @@ func geminiResponse(req *Request, id string, parts []map[string]any, finish stri
 
 func (geminiFormat) writeJSON(w http.ResponseWriter, req *Request, rep reply) {
 	a := geminiReply(req, rep)
+	// Not streamed, thoughts and text are one part each, the text
+	// signature on the last part.
 	var parts []map[string]any
-	for _, c := range a.chunks() {
-		parts = append(parts, c...)
+	if a.thoughts != "" {
+		parts = append(parts, map[string]any{"text": a.thoughts, "thought": true})
 	}
-	if a.textSig != nil && len(parts) > 1 {
-		// Not streamed, the signature rides on the last text part.
-		parts = parts[:len(parts)-1]
+	if a.text != "" || a.textSig != nil {
+		parts = append(parts, map[string]any{"text": a.text})
+	}
+	parts = append(parts, a.calls...)
+	if a.textSig != nil {
 		parts[len(parts)-1]["thoughtSignature"] = a.textSig
 	}
 	body, err := json.Marshal(geminiResponse(req, rand.Text(), parts, a.finish, a.usage))

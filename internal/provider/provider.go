@@ -8,6 +8,7 @@ package provider
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 
 	"charm.land/fantasy"
 	"charm.land/fantasy/providers/anthropic"
+	"charm.land/fantasy/providers/google"
 	"charm.land/fantasy/providers/openai"
 	"charm.land/fantasy/providers/openaicompat"
 	"github.com/prometheus/client_golang/prometheus"
@@ -137,14 +139,17 @@ func (r *Registry) providerConfig(name string) config.Provider {
 	return config.Provider{}
 }
 
-// StructuredOutputSupported reports whether a structured request may run on
-// model id, judged from the configuration alone (no provider call). The
-// finalizer's parameters are the caller's schema inside a wrapper, sent as
-// they are: a model whose settings would force strict decoding on every
-// tool, with no per-tool override in fantasy's encoder, cannot carry it
-// without rewriting the schema, which chatd never does. The error wraps
-// ErrStructuredUnsupported and says why; it names no secret.
-func (r *Registry) StructuredOutputSupported(id string) error {
+// StructuredOutputSupported reports whether a structured request for
+// schema (as admitted) may run on model id, judged from the configuration
+// and the schema (no provider call). The finalizer's parameters are the
+// caller's schema inside a wrapper, sent as they are: a model whose
+// settings would force strict decoding on every tool, with no per-tool
+// override in fantasy's encoder, cannot carry it without rewriting the
+// schema, which chatd never does; and Gemini refuses a schema whose
+// recursion runs through required properties only (see geminiCarries).
+// The error wraps ErrStructuredUnsupported and says why; it names no
+// secret.
+func (r *Registry) StructuredOutputSupported(id string, schema json.RawMessage) error {
 	mc, ok := r.modelConfig(id)
 	if !ok {
 		return fmt.Errorf("%w %q", ErrUnknownModel, id)
@@ -154,6 +159,11 @@ func (r *Registry) StructuredOutputSupported(id string) error {
 		return fmt.Errorf("%w: model %q has strict_tools on the OpenAI Responses API, which sends every function tool "+
 			"with strict:true and has no per-tool override, so the finalizer's schema would have to be rewritten "+
 			"into OpenAI's strict subset; turn strict_tools off for this model or use another model", ErrStructuredUnsupported, id)
+	}
+	if pc.Type == config.TypeGoogle && len(schema) > 0 {
+		if err := geminiCarries(schema); err != nil {
+			return fmt.Errorf("%w: model %q is a Gemini model, which cannot carry this schema: %v", ErrStructuredUnsupported, id, err)
+		}
 	}
 	return nil
 }
@@ -178,8 +188,11 @@ func (r *Registry) Model(ctx context.Context, id string) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("provider %q model %q: %w", pc.Name, mc.Model, err)
 	}
-	if pc.Type == config.TypeOpenAI {
+	switch pc.Type {
+	case config.TypeOpenAI:
 		lm = responsesModel{lm, encryptedReasoning(mc.Model, mc.ReasoningEffort, mc.ReasoningSummary)}
+	case config.TypeGoogle:
+		lm = geminiModel{lm}
 	}
 	m := &Model{Config: mc, Provider: pc, LM: lm, Options: callOptions(pc, mc, lm)}
 	r.models[id] = m
@@ -236,9 +249,10 @@ func (r *Registry) httpClient(pc config.Provider, api, key string) *http.Client 
 	return c
 }
 
-// unsetKey stands in for a missing Anthropic key: anthropic-sdk-go refuses
-// to send a request without a credential (after searching the environment
-// and its profile files); the transport removes it again.
+// unsetKey stands in for a missing Anthropic or Gemini key: the SDKs
+// refuse to send a request without a credential (after searching the
+// environment and, for Anthropic, its profile files); the transport
+// removes it again.
 const unsetKey = "chatd-no-key-configured"
 
 func (r *Registry) build(pc config.Provider) (fantasy.Provider, error) {
@@ -279,13 +293,23 @@ func (r *Registry) build(pc config.Provider) (fantasy.Provider, error) {
 			opts = append(opts, anthropic.WithHeaders(pc.Headers))
 		}
 		return anthropic.New(opts...)
+	case config.TypeGoogle:
+		// The Gemini API with a key (never Vertex: without a key genai
+		// would read GOOGLE_GENAI_USE_VERTEXAI and credentials from the
+		// environment).
+		opts := []google.Option{google.WithGeminiAPIKey(cmp.Or(key, unsetKey)), google.WithName(pc.Name),
+			google.WithBaseURL(cmp.Or(pc.BaseURL, defaultGeminiBaseURL)), google.WithHTTPClient(r.httpClient(apiGoogle, key))}
+		if len(pc.Headers) > 0 {
+			opts = append(opts, google.WithHeaders(pc.Headers))
+		}
+		return google.New(opts...)
 	}
 	return nil, fmt.Errorf("unknown provider type %q", pc.Type)
 }
 
 // callOptions are the per-model provider options, keyed as each encoder
-// reads them: "openai" for both OpenAI APIs, "anthropic", and the
-// provider's own name for openai-compatible (its encoder looks options up
+// reads them: "openai" for both OpenAI APIs, "anthropic", "google", and
+// the provider's own name for openai-compatible (its encoder looks options up
 // under the language model's provider name).
 func callOptions(pc config.Provider, mc config.Model, lm fantasy.LanguageModel) fantasy.ProviderOptions {
 	var effort *openai.ReasoningEffort
@@ -326,6 +350,18 @@ func callOptions(pc config.Provider, mc config.Model, lm fantasy.LanguageModel) 
 		}
 		return fantasy.ProviderOptions{anthropic.Name: &anthropic.ProviderOptions{
 			Thinking: &anthropic.ThinkingProviderOption{BudgetTokens: mc.ThinkingBudgetTokens}}}
+	case config.TypeGoogle:
+		if mc.ThinkingBudget == nil && mc.ThinkingLevel == "" && mc.IncludeThoughts == nil {
+			return nil
+		}
+		// The config refuses a budget under 128, which fantasy would
+		// rewrite in these shared options.
+		tc := &google.ThinkingConfig{ThinkingBudget: mc.ThinkingBudget, IncludeThoughts: mc.IncludeThoughts}
+		if mc.ThinkingLevel != "" {
+			l := strings.ToUpper(mc.ThinkingLevel)
+			tc.ThinkingLevel = &l
+		}
+		return fantasy.ProviderOptions{google.Name: &google.ProviderOptions{ThinkingConfig: tc}}
 	}
 	return nil
 }

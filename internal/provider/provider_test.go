@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 
 	"charm.land/fantasy"
 	"charm.land/fantasy/providers/anthropic"
+	"charm.land/fantasy/providers/google"
 	"charm.land/fantasy/providers/openai"
 	"charm.land/fantasy/providers/openaicompat"
 
@@ -31,28 +33,50 @@ const fourTypes = `{"providers":[
 	{"name":"resp","type":"openai","base_url":"http://127.0.0.1:1/v1","api_key_env":"RESP_KEY"},
 	{"name":"chat","type":"openai-chat","base_url":"http://127.0.0.1:1/v1"},
 	{"name":"compat","type":"openai-compatible","base_url":"http://127.0.0.1:1/v1"},
-	{"name":"claude","type":"anthropic","base_url":"http://127.0.0.1:1","api_key_env":"CLAUDE_KEY"}],
+	{"name":"claude","type":"anthropic","base_url":"http://127.0.0.1:1","api_key_env":"CLAUDE_KEY"},
+	{"name":"gemini","type":"google","base_url":"http://127.0.0.1:1","api_key_env":"GEMINI_KEY"}],
 "models":[
 	{"id":"strict","provider":"resp","model":"gpt-5","strict_tools":true,"reasoning_effort":"low","reasoning_summary":"auto"},
 	{"id":"lenient","provider":"resp","model":"gpt-5","strict_tools":false},
 	{"id":"plain","provider":"resp","model":"my-deployment"},
 	{"id":"chat","provider":"chat","model":"o4-mini","reasoning_effort":"high"},
 	{"id":"compat","provider":"compat","model":"qwen","reasoning_effort":"medium"},
-	{"id":"claude","provider":"claude","model":"claude-sonnet-4","thinking_budget_tokens":2048,"max_output_tokens":8192}]}`
+	{"id":"claude","provider":"claude","model":"claude-sonnet-4","thinking_budget_tokens":2048,"max_output_tokens":8192},
+	{"id":"gemini","provider":"gemini","model":"gemini-3-pro-preview","thinking_level":"high","include_thoughts":true},
+	{"id":"gemini-budget","provider":"gemini","model":"gemini-2.5-flash","thinking_budget":1024},
+	{"id":"gemini-plain","provider":"gemini","model":"gemini-2.5-flash"}]}`
 
 func TestStructuredOutputSupported(t *testing.T) {
 	t.Parallel()
 	r := registry(t, fourTypes, nil)
-	err := r.StructuredOutputSupported("strict")
+	err := r.StructuredOutputSupported("strict", nil)
 	if !errors.Is(err, ErrStructuredUnsupported) || !strings.Contains(err.Error(), "strict_tools") {
 		t.Errorf("strict: %v", err)
 	}
-	for _, id := range []string{"lenient", "plain", "chat", "compat", "claude"} {
-		if err := r.StructuredOutputSupported(id); err != nil {
+	for _, id := range []string{"lenient", "plain", "chat", "compat", "claude", "gemini"} {
+		if err := r.StructuredOutputSupported(id, nil); err != nil {
 			t.Errorf("%s: %v", id, err)
 		}
 	}
-	if err := r.StructuredOutputSupported("nope"); !errors.Is(err, ErrUnknownModel) {
+	// Gemini unrolls recursion only within optional properties.
+	for schema, want := range map[string]string{
+		`{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}`:                                                  "",
+		`{"type":"object","properties":{"next":{"$ref":"#"}}}`:                                                                     "",
+		`{"$defs":{"N":{"type":"object","properties":{"kids":{"type":"array","items":{"$ref":"#/$defs/N"}}}}},"$ref":"#/$defs/N"}`: "",
+		`{"type":"object","properties":{"next":{"$ref":"#"}},"required":["next"]}`:                                                 "#/$defs/output → #/$defs/output",
+		`{"type":"object","properties":{"next":{"anyOf":[{"$ref":"#"},{"type":"null"}]}},"required":["next"]}`:                     "#/$defs/output → #/$defs/output",
+		`{"$defs":{"A":{"type":"object","properties":{"b":{"$ref":"#/$defs/B"}},"required":["b"]},"B":{"type":"object","properties":{"a":{"type":"array","items":{"$ref":"#/$defs/A"}}},"required":["a"]}},"$ref":"#/$defs/A"}`: "#/$defs/A → #/$defs/B → #/$defs/A",
+		`{"$schema":"https://json-schema.org/draft/2020-12/schema","$defs":{"A":{"type":"string"}},"properties":{"x":{"$ref":"#/$defs/A","anyOf":[{"minLength":1}]}}}`:                                                          "a $ref beside anyOf or oneOf",
+	} {
+		err := r.StructuredOutputSupported("gemini", json.RawMessage(schema))
+		if want == "" && err != nil || want != "" && (!errors.Is(err, ErrStructuredUnsupported) || !strings.Contains(err.Error(), want)) {
+			t.Errorf("gemini %s: %v, want %q", schema, err, want)
+		}
+		if err := r.StructuredOutputSupported("claude", json.RawMessage(schema)); err != nil {
+			t.Errorf("claude %s: %v", schema, err)
+		}
+	}
+	if err := r.StructuredOutputSupported("nope", nil); !errors.Is(err, ErrUnknownModel) {
 		t.Errorf("unknown: %v", err)
 	}
 }
@@ -84,6 +108,17 @@ func TestCallOptions(t *testing.T) {
 	}
 	if o, ok := get("claude").Options[anthropic.Name].(*anthropic.ProviderOptions); !ok || o.Thinking.BudgetTokens != 2048 {
 		t.Errorf("anthropic options %+v", get("claude").Options)
+	}
+	if o, ok := get("gemini").Options[google.Name].(*google.ProviderOptions); !ok || *o.ThinkingConfig.ThinkingLevel != "HIGH" ||
+		!*o.ThinkingConfig.IncludeThoughts || o.ThinkingConfig.ThinkingBudget != nil {
+		t.Errorf("gemini options %+v", get("gemini").Options)
+	}
+	if o, ok := get("gemini-budget").Options[google.Name].(*google.ProviderOptions); !ok || *o.ThinkingConfig.ThinkingBudget != 1024 ||
+		o.ThinkingConfig.ThinkingLevel != nil || o.ThinkingConfig.IncludeThoughts != nil {
+		t.Errorf("gemini budget options %+v", get("gemini-budget").Options)
+	}
+	if get("gemini-plain").Options != nil {
+		t.Errorf("plain gemini model has options %+v", get("gemini-plain").Options)
 	}
 }
 
@@ -179,6 +214,18 @@ func TestObservation(t *testing.T) {
 			Verdict{Seen: true, Refused: true, Refusal: "No.", Raw: "completed"}},
 		{"responses cut", apiResponses, "event: response.created\ndata: {\"type\":\"response.created\"}\n\n",
 			Verdict{Seen: true, Incomplete: true}},
+		{"gemini max tokens behind a function call", apiGoogle,
+			"data: {\"candidates\":[{\"content\":{\"parts\":[{\"functionCall\":{\"name\":\"f\",\"args\":{}}}]}}]," +
+				"\"usageMetadata\":{\"promptTokenCount\":5,\"totalTokenCount\":5}}\r\n\r\n" +
+				"data: {\"candidates\":[{\"finishReason\":\"MAX_TOKENS\"}],\"usageMetadata\":{\"promptTokenCount\":5,\"candidatesTokenCount\":2,\"totalTokenCount\":7}}\r\n\r\n",
+			Verdict{Seen: true, FinishReason: fantasy.FinishReasonLength, Raw: "MAX_TOKENS", Reported: Reported{Input: true, Output: true}}},
+		{"gemini cut after a function call", apiGoogle,
+			"data: {\"candidates\":[{\"content\":{\"parts\":[{\"functionCall\":{\"name\":\"f\",\"args\":{}}}]}}]}\r\n\r\n",
+			Verdict{Seen: true, Incomplete: true}},
+		{"gemini safety", apiGoogle, "data: {\"candidates\":[{\"finishReason\":\"SAFETY\"}]}\r\n\r\n",
+			Verdict{Seen: true, FinishReason: fantasy.FinishReasonContentFilter, Raw: "SAFETY"}},
+		{"gemini blocked prompt", apiGoogle, "data: {\"promptFeedback\":{\"blockReason\":\"PROHIBITED_CONTENT\"}}\r\n\r\n",
+			Verdict{Seen: true, FinishReason: fantasy.FinishReasonContentFilter, Raw: geminiBlocked}},
 		{"anthropic refusal", apiAnthropic,
 			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"refusal\"}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
 			Verdict{Seen: true, Refused: true, Raw: "refusal"}},
@@ -199,6 +246,10 @@ func TestObservation(t *testing.T) {
 func TestKeysOnlyFromTheConfiguredVariable(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "sk-from-the-sdk-environment")
 	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-from-the-sdk-environment")
+	t.Setenv("GOOGLE_API_KEY", "goog-from-the-sdk-environment")
+	t.Setenv("GEMINI_API_KEY", "gemini-from-the-sdk-environment")
+	t.Setenv("GOOGLE_GENAI_USE_VERTEXAI", "true")
+	t.Setenv("GOOGLE_GEMINI_BASE_URL", "http://127.0.0.1:1/from-the-environment")
 	var mu sync.Mutex
 	seen := map[string]http.Header{}
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -211,10 +262,13 @@ func TestKeysOnlyFromTheConfiguredVariable(t *testing.T) {
 	doc := `{"providers":[
 		{"name":"compat","type":"openai-compatible","base_url":"` + hs.URL + `/compat","api_key_env":"UNSET"},
 		{"name":"claude","type":"anthropic","base_url":"` + hs.URL + `/claude","api_key_env":"UNSET"},
-		{"name":"keyed","type":"anthropic","base_url":"` + hs.URL + `/keyed","api_key_env":"KEYED"}],
-	"models":[{"id":"compat","provider":"compat","model":"m"},{"id":"claude","provider":"claude","model":"m"},{"id":"keyed","provider":"keyed","model":"m"}]}`
+		{"name":"keyed","type":"anthropic","base_url":"` + hs.URL + `/keyed","api_key_env":"KEYED"},
+		{"name":"gemini","type":"google","base_url":"` + hs.URL + `/gemini","api_key_env":"UNSET"},
+		{"name":"gemini-keyed","type":"google","base_url":"` + hs.URL + `/gemini-keyed","api_key_env":"KEYED"}],
+	"models":[{"id":"compat","provider":"compat","model":"m"},{"id":"claude","provider":"claude","model":"m"},{"id":"keyed","provider":"keyed","model":"m"},
+		{"id":"gemini","provider":"gemini","model":"g"},{"id":"gemini-keyed","provider":"gemini-keyed","model":"g"}]}`
 	r := registry(t, doc, map[string]string{"KEYED": "sk-configured-key"})
-	for _, id := range []string{"compat", "claude", "keyed"} {
+	for _, id := range []string{"compat", "claude", "keyed", "gemini", "gemini-keyed"} {
 		m, err := r.Model(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
@@ -226,8 +280,8 @@ func TestKeysOnlyFromTheConfiguredVariable(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	for path, h := range seen {
-		for _, name := range []string{"Authorization", "X-Api-Key"} {
-			if v := h.Get(name); strings.Contains(v, "environment") || (path != "/keyed/v1/messages" && v != "") {
+		for _, name := range []string{"Authorization", "X-Api-Key", "X-Goog-Api-Key"} {
+			if v := h.Get(name); strings.Contains(v, "environment") || (!strings.Contains(path, "keyed") && v != "") {
 				t.Errorf("%s sent %s: %q", path, name, v)
 			}
 		}
@@ -235,7 +289,11 @@ func TestKeysOnlyFromTheConfiguredVariable(t *testing.T) {
 	if h := seen["/keyed/v1/messages"]; h == nil || h.Get("X-Api-Key") != "sk-configured-key" {
 		t.Errorf("configured key not sent: %v", seen)
 	}
-	if len(seen) != 3 {
+	// The Gemini API, not Vertex, at the configured base URL.
+	if h := seen["/gemini-keyed/v1beta/models/g:generateContent"]; h == nil || h.Get("X-Goog-Api-Key") != "sk-configured-key" {
+		t.Errorf("configured Gemini key not sent: %v", seen)
+	}
+	if len(seen) != 5 {
 		t.Errorf("requests %v", seen)
 	}
 }

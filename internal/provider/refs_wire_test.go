@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/config"
 	"github.com/chatd/chatd/internal/runner"
 )
 
@@ -63,10 +64,21 @@ func TestWireRefs(t *testing.T) {
 				t.Fatal(err)
 			}
 			output, _ := params["properties"].(map[string]any)["output"].(map[string]any)
-			if output == nil || output["$defs"] == nil || output["$id"] != nil {
+			defs, root := output, "#/properties/output/$defs/Order"
+			if wt.typ == config.TypeGoogle {
+				// Gemini's form: the definitions at the root, a $ref alone
+				// in its object (the bill of materials' description moves
+				// beside a one-branch anyOf).
+				defs, root = params, "#/$defs/Order"
+				bom, _ := params["$defs"].(map[string]any)["Order"].(map[string]any)["properties"].(map[string]any)["bom"].(map[string]any)
+				if output["$defs"] != nil || bom == nil || bom["$ref"] != nil || bom["description"] != "bill of materials" {
+					t.Errorf("gemini form: %s", fin.Parameters)
+				}
+			}
+			if output == nil || defs["$defs"] == nil || output["$id"] != nil {
 				t.Fatalf("output schema on the wire: %s", fin.Parameters)
 			}
-			if output["$ref"] != "#/properties/output/$defs/Order" {
+			if output["$ref"] != root {
 				t.Errorf("root reference on the wire: %v", output["$ref"])
 			}
 			n := 0

@@ -19,6 +19,7 @@ const (
 	apiChat      = "chat"      // Chat Completions (openai-chat, openai-compatible)
 	apiResponses = "responses" // OpenAI Responses
 	apiAnthropic = "anthropic" // Anthropic Messages
+	apiGoogle    = "google"    // Gemini generateContent
 )
 
 // Observation records, from the raw server-sent events of one streaming
@@ -34,6 +35,10 @@ const (
 //     way) and refusal content parts (dropped).
 //   - Anthropic: the stop_reason word; fantasy maps "refusal" to
 //     content-filter, and the observation tells the two apart.
+//   - Gemini: the candidate's finishReason (MAX_TOKENS and the safety
+//     reasons masked by tool-calls), whether the stream ended with one
+//     (fantasy reports a stream cut after a function call as complete),
+//     and a blocked prompt.
 //
 // The transport fills it while fantasy reads the body, on the goroutine
 // that iterates the stream; read it with Verdict after the stream ends.
@@ -102,12 +107,24 @@ func (o *Observation) Verdict() Verdict {
 		if o.finish == "refusal" {
 			v.Refused = true
 		}
+	case apiGoogle:
+		switch o.finish {
+		case "MAX_TOKENS":
+			v.FinishReason = fantasy.FinishReasonLength
+		case "SAFETY", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY", geminiBlocked:
+			v.FinishReason = fantasy.FinishReasonContentFilter
+		}
 	}
 	return v
 }
 
+// geminiBlocked is the finish recorded for a blocked prompt (Gemini sends
+// promptFeedback.blockReason and no candidate).
+const geminiBlocked = "prompt blocked"
+
 // transport observes the event streams of requests made under Observe,
-// carries Responses reasoning items across steps (responsesModel), and,
+// carries Responses reasoning items across steps (responsesModel), sends
+// Gemini function declarations as parametersJsonSchema (geminiModel), and,
 // for a provider without a configured key, removes the credentials a
 // provider SDK took from its own environment variables.
 type transport struct {
@@ -122,35 +139,43 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		req = req.Clone(req.Context())
 		req.Header.Del("Authorization")
 		req.Header.Del("X-Api-Key")
+		req.Header.Del("X-Goog-Api-Key")
 	}
 	rp, _ := req.Context().Value(replayKey{}).(*replay)
 	if t.api != apiResponses {
 		rp = nil
 	}
-	if rp != nil && len(rp.inserts) > 0 && req.Body != nil {
-		body, err := io.ReadAll(req.Body)
-		_ = req.Body.Close()
-		if err != nil {
+	gc, _ := req.Context().Value(geminiKey{}).(*geminiCall)
+	if t.api != apiGoogle {
+		gc = nil
+	}
+	var rewrite func([]byte) ([]byte, error)
+	var failed string
+	switch {
+	case rp != nil && len(rp.inserts) > 0:
+		// Sent as fantasy encoded it when this fails: the reasoning is
+		// lost for this step, the call is not.
+		rewrite, failed = rp.rewrite, "reasoning items not replayed"
+	case gc != nil && len(gc.decls) > 0:
+		rewrite, failed = gc.rewrite, "function declarations sent as fantasy encoded them"
+	}
+	if rewrite != nil && req.Body != nil {
+		var err error
+		if req, err = t.rewriteBody(req, rewrite, failed); err != nil {
 			return nil, err
 		}
-		if nb, err := rp.rewrite(body); err != nil {
-			// Sent as fantasy encoded it: the reasoning is lost for this
-			// step, the call is not.
-			t.log.Warn("reasoning items not replayed", slog.String("error", err.Error()))
-		} else {
-			body = nb
-		}
-		req = req.Clone(req.Context())
-		req.Body = io.NopCloser(bytes.NewReader(body))
-		req.ContentLength = int64(len(body))
-		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
 	resp, err := t.base.RoundTrip(req)
+	if err == nil && resp.StatusCode != http.StatusOK && gc != nil {
+		gc.mu.Lock()
+		gc.header = resp.Header.Clone()
+		gc.mu.Unlock()
+	}
 	if err != nil || resp.StatusCode != http.StatusOK {
 		return resp, err
 	}
 	o, _ := req.Context().Value(observationKey{}).(*Observation)
-	if o == nil && rp == nil {
+	if o == nil && rp == nil && gc == nil {
 		return resp, nil
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
@@ -167,8 +192,31 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if rp != nil {
 		sinks = append(sinks, rp.event)
 	}
+	if gc != nil {
+		sinks = append(sinks, gc.event)
+	}
 	resp.Body = &observedBody{ReadCloser: resp.Body, p: &sseParser{sinks: sinks}}
 	return resp, nil
+}
+
+// rewriteBody sends req with its body rewritten; when the rewrite fails
+// the body goes as it was, and the failure is logged.
+func (t *transport) rewriteBody(req *http.Request, rewrite func([]byte) ([]byte, error), failed string) (*http.Request, error) {
+	body, err := io.ReadAll(req.Body)
+	_ = req.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	if nb, err := rewrite(body); err != nil {
+		t.log.Warn(failed, slog.String("error", err.Error()))
+	} else {
+		body = nb
+	}
+	req = req.Clone(req.Context())
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	req.ContentLength = int64(len(body))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return req, nil
 }
 
 type observedBody struct {
@@ -243,7 +291,7 @@ func (s *sseParser) endLine() {
 	}
 }
 
-// wireEvent holds the fields of interest of any of the three APIs' events.
+// wireEvent holds the fields of interest of any of the four APIs' events.
 // "delta" is a string on Responses and an object on Anthropic, so it stays
 // raw.
 type wireEvent struct {
@@ -270,6 +318,14 @@ type wireEvent struct {
 		Type    string `json:"type"`
 		Refusal string `json:"refusal"`
 	} `json:"part"`
+	// Gemini
+	Candidates []struct {
+		FinishReason string `json:"finishReason"`
+	} `json:"candidates"`
+	UsageMetadata  json.RawMessage `json:"usageMetadata"`
+	PromptFeedback *struct {
+		BlockReason string `json:"blockReason"`
+	} `json:"promptFeedback"`
 }
 
 func (o *Observation) event(data []byte) {
@@ -345,6 +401,22 @@ func (o *Observation) event(data []byte) {
 			o.usage = anthropicUsage(ev.Usage, o.usage, true)
 		case "message_stop":
 			o.terminal = true
+		}
+	case apiGoogle:
+		// Every event carries the usage so far; the last one counts. A
+		// stream ends with a candidate's finishReason (or a blocked
+		// prompt); fantasy reports one cut after a function call as a
+		// complete tool-calls step.
+		if len(ev.UsageMetadata) > 0 {
+			o.usage = geminiReported(ev.UsageMetadata)
+		}
+		for _, c := range ev.Candidates {
+			if c.FinishReason != "" {
+				o.finish, o.terminal = c.FinishReason, true
+			}
+		}
+		if ev.PromptFeedback != nil && ev.PromptFeedback.BlockReason != "" {
+			o.finish, o.terminal = geminiBlocked, true
 		}
 	}
 }

@@ -2,7 +2,8 @@ package provider_test
 
 // Wire qualification: the same structured scenarios through the real
 // fantasy encoders of each provider type, against mockllm speaking that
-// type's wire format (Chat Completions, Responses, Anthropic Messages),
+// type's wire format (Chat Completions, Responses, Anthropic Messages,
+// Gemini),
 // with a whole chatd (testenv) on a real PostgreSQL database.
 
 import (
@@ -18,13 +19,16 @@ import (
 	"testing"
 	"time"
 
+	"charm.land/fantasy"
 	"github.com/google/uuid"
 	"github.com/xeipuuv/gojsonschema"
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/config"
 	"github.com/chatd/chatd/internal/dbtest"
+	"github.com/chatd/chatd/internal/jsonb"
 	"github.com/chatd/chatd/internal/mockllm"
+	"github.com/chatd/chatd/internal/provider"
 	"github.com/chatd/chatd/internal/runner"
 	"github.com/chatd/chatd/internal/testenv"
 )
@@ -49,7 +53,10 @@ var wireTypes = []wireType{
 	{config.TypeOpenAIChat, mockllm.FormatOpenAI, config.Model{Model: "gpt-4o", MaxOutputTokens: 4000}},
 	{config.TypeAnthropic, mockllm.FormatAnthropic, config.Model{Model: "claude-sonnet-4", MaxOutputTokens: 8000, ThinkingBudgetTokens: 2048}},
 	{config.TypeOpenAICompatible, mockllm.FormatOpenAI, config.Model{Model: "qwen3", ReasoningEffort: "medium"}},
+	{config.TypeGoogle, mockllm.FormatGemini, config.Model{Model: "gemini-3-pro-preview", MaxOutputTokens: 4000, ThinkingLevel: "high", IncludeThoughts: &yes}},
 }
+
+var yes = true
 
 func value(command string) json.RawMessage {
 	v, _ := json.Marshal(map[string]any{"command": command, "timeout": 2.5})
@@ -208,7 +215,8 @@ func failed(t *testing.T, res client.StructuredOutputResult, code client.ErrorCo
 // encoder sends them. Anthropic's encoder keeps only properties and
 // required of a root schema (the wrapper's additionalProperties:false
 // does not reach Anthropic; chatd validates the value itself); the OpenAI
-// encoders send every tool with strict:false.
+// encoders send every tool with strict:false; Gemini gets every schema as
+// parametersJsonSchema (fantasy's parameters would be its OpenAPI subset).
 func (w *wireEnv) wantTools(t *testing.T, r mockllm.Request) {
 	t.Helper()
 	anthropic := w.wt.typ == config.TypeAnthropic
@@ -236,16 +244,21 @@ func (w *wireEnv) wantTools(t *testing.T, r mockllm.Request) {
 		if !jsonEqual(tool.Parameters, []byte(want[tool.Name])) {
 			t.Errorf("tool %s sent as %s, want %s", tool.Name, tool.Parameters, want[tool.Name])
 		}
+		noStrict := anthropic || w.wt.typ == config.TypeGoogle
 		switch {
-		case anthropic && tool.Strict != nil:
-			t.Errorf("anthropic tool %s has a strict flag", tool.Name)
-		case !anthropic && (tool.Strict == nil || *tool.Strict):
+		case noStrict && tool.Strict != nil:
+			t.Errorf("%s tool %s has a strict flag", w.wt.typ, tool.Name)
+		case !noStrict && (tool.Strict == nil || *tool.Strict):
 			t.Errorf("tool %s strict %v, want false", tool.Name, tool.Strict)
 		}
 	}
+	if w.wt.typ == config.TypeGoogle && (strings.Contains(string(r.Body), `"parameters"`) || !strings.Contains(string(r.Body), `"parametersJsonSchema"`)) {
+		t.Errorf("gemini declarations %s", r.Body)
+	}
 	// Tool choice stays automatic.
 	choice := strings.Trim(string(r.ToolChoice), `"`)
-	if choice != "auto" && !jsonEqual(r.ToolChoice, []byte(`{"type":"auto","disable_parallel_tool_use":false}`)) {
+	if choice != "auto" && !jsonEqual(r.ToolChoice, []byte(`{"type":"auto","disable_parallel_tool_use":false}`)) &&
+		!jsonEqual(r.ToolChoice, []byte(`{"functionCallingConfig":{"mode":"AUTO"}}`)) {
 		t.Errorf("tool_choice %s", r.ToolChoice)
 	}
 }
@@ -416,6 +429,19 @@ func (w *wireEnv) toolThenFinalize(t *testing.T) {
 		if call.Reasoning != "I should read the notes first." {
 			t.Errorf("reasoning_content replay %q", call.Reasoning)
 		}
+	case config.TypeGoogle:
+		// The thought signature the first answer put on the call (binary)
+		// comes back on it byte for byte; the thought text is not sent
+		// back (Gemini wants the signature only). The mock refuses a
+		// missing or altered signature, like the API.
+		issued := reqs[0].IssuedSignatures()
+		if len(issued) == 0 || call.Signature != string(issued[0]) || !mockllm.VerifyThoughtSignature("read_file", []byte(call.Signature)) {
+			t.Errorf("signature replay %q, issued %q", call.Signature, issued)
+		}
+		sig := storedSignature(t, w.env, chat)
+		if string(sig) != string(issued[0]) {
+			t.Errorf("stored signature %q, issued %q", sig, issued[0])
+		}
 	case config.TypeOpenAI:
 		// Asked for with include (store is false), the reasoning item comes
 		// back right before the call it led to, with the encrypted content
@@ -509,6 +535,13 @@ func (w *wireEnv) refused(t *testing.T, script string) {
 	if n := len(w.requests(script)); n != 1 {
 		t.Fatalf("%d requests after a refusal", n)
 	}
+	if script == "refusal" && w.wt.typ == config.TypeGoogle {
+		// Gemini has no refusal: it blocks (finishReason SAFETY).
+		if res.Error.Message != "the model provider's content filter stopped the answer" {
+			t.Errorf("message %q", res.Error.Message)
+		}
+		return
+	}
 	if script == "refusal" {
 		// The refusal text is kept (fantasy drops OpenAI refusal parts; chatd
 		// reads them off the wire).
@@ -578,6 +611,20 @@ func (w *wireEnv) malformed(t *testing.T) {
 	if r, s := w.ledger(t, req); r != 1 || s != 2 {
 		t.Fatalf("rejections %d steps %d", r, s)
 	}
+	if w.wt.typ == config.TypeGoogle {
+		// Gemini sends no call it could not form: the step ends with
+		// MALFORMED_FUNCTION_CALL (fantasy: finish error), a step without
+		// the finalizer, rejected as such.
+		var finish string
+		if err := w.env.Pool.QueryRow(t.Context(), `SELECT finish_reason FROM chat_messages WHERE chat_id = $1 AND role = 'assistant' ORDER BY id LIMIT 1`, chat).
+			Scan(&finish); err != nil {
+			t.Fatal(err)
+		}
+		if finish != string(fantasy.FinishReasonError) {
+			t.Errorf("stored finish reason %q", finish)
+		}
+		return
+	}
 	var n int
 	if err := w.env.Pool.QueryRow(t.Context(), `SELECT count(*) FROM chat_messages WHERE chat_id = $1 AND content::text LIKE '%args_rejected%'`, chat).Scan(&n); err != nil {
 		t.Fatal(err)
@@ -640,8 +687,11 @@ func (w *wireEnv) denied(t *testing.T) {
 		t.Errorf("message %q", res.Error.Message)
 	}
 	sent := reqs[0].Header.Get("Authorization")
-	if w.wt.typ == config.TypeAnthropic {
+	switch w.wt.typ {
+	case config.TypeAnthropic:
 		sent = reqs[0].Header.Get("X-Api-Key")
+	case config.TypeGoogle:
+		sent = reqs[0].Header.Get("X-Goog-Api-Key")
 	}
 	if !strings.Contains(sent, apiKey) {
 		t.Fatalf("the key was not sent: %q", sent)
@@ -813,4 +863,38 @@ func TestStrictToolsRefusedAtAdmission(t *testing.T) {
 	if n := len(env.Mock.Requests()); n != calls {
 		t.Errorf("unexpected provider calls")
 	}
+}
+
+// storedSignature reads the thought signature stored with the chat's first
+// assistant step, as the provider layer reads it back (fantasy's registry
+// decodes the stored metadata).
+func storedSignature(t *testing.T, env *testenv.Env, chat uuid.UUID) []byte {
+	t.Helper()
+	var content []byte
+	if err := env.Pool.QueryRow(t.Context(), `SELECT content FROM chat_messages WHERE chat_id = $1 AND role = 'assistant' ORDER BY id LIMIT 1`, chat).
+		Scan(&content); err != nil {
+		t.Fatal(err)
+	}
+	parts, err := jsonb.ParseContent(content)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range parts {
+		if p.Type != jsonb.PartReasoning || len(p.ProviderMetadata) == 0 {
+			continue
+		}
+		var raw map[string]json.RawMessage
+		if err := json.Unmarshal(p.ProviderMetadata, &raw); err != nil {
+			t.Fatal(err)
+		}
+		opts, err := fantasy.UnmarshalProviderOptions(raw)
+		if err != nil {
+			t.Fatalf("stored metadata %s: %v", p.ProviderMetadata, err)
+		}
+		if sig := provider.GeminiSignature(opts); sig != nil {
+			return sig
+		}
+	}
+	t.Fatalf("no thought signature stored: %s", content)
+	return nil
 }

@@ -64,10 +64,10 @@ func (a *action) prepare(ctx context.Context) (*call, bool, error) {
 	if req != nil {
 		// Admission checked this too, but the configuration may have
 		// changed since the request was accepted.
-		if err := a.models.StructuredOutputSupported(chat.Model); err != nil {
+		if err := a.models.StructuredOutputSupported(chat.Model, req.Schema); err != nil {
 			a.log.Warn("structured request on an incompatible model", slog.String("model", chat.Model), slog.String("error", err.Error()))
 			done, err := a.fail(ctx, client.CodeConfiguration, fmt.Sprintf("structured output is not available on model %q as configured now "+
-				"(strict_tools is on and there is no per-tool override for the finalizer)", chat.Model), store.EndError)
+				"(see the server log: strict_tools is on, or the schema is one the model cannot carry)", chat.Model), store.EndError)
 			return nil, done, err
 		}
 	}

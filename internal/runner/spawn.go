@@ -141,7 +141,7 @@ func (a *action) spawnCall(step *parsed, call jsonb.Part, n *store.SpawnCounts) 
 			return refuse(fe.Field + ": " + fe.Detail)
 		}
 		if f != nil {
-			if err := a.models.StructuredOutputSupported(model); err != nil {
+			if err := a.models.StructuredOutputSupported(model, f.Schema); err != nil {
 				return refuse("response_format: " + err.Error())
 			}
 			spec = &store.RequestSpec{Name: f.Name, Description: f.Description, Schema: f.Schema}

@@ -328,8 +328,8 @@ func mockConfig(o Options, base string) (*config.Config, error) {
 	typ := cmp.Or(o.Provider, config.TypeOpenAICompatible)
 	p := config.Provider{Name: "mock", Type: typ, BaseURL: base + "/v1", APIKeyEnv: apiKeyEnv,
 		MaxConcurrency: o.MaxConcurrency, RequestsPerMinute: o.RequestsPerMinute}
-	if typ == config.TypeAnthropic {
-		p.BaseURL = base // the Anthropic SDK adds /v1/messages itself
+	if typ == config.TypeAnthropic || typ == config.TypeGoogle {
+		p.BaseURL = base // the Anthropic SDK adds /v1/messages itself, genai /v1beta
 	}
 	m := o.Model
 	m.ID, m.Provider, m.Model = "mock/model", "mock", cmp.Or(m.Model, "mock-1")

@@ -1,0 +1,67 @@
+package provider
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestGeminiSchema(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, in, want, err string }{
+		{"unchanged", `{"type":"object","properties":{"a":{"type":"string","enum":["x"]}},"required":["a"],"additionalProperties":false}`,
+			`{"type":"object","properties":{"a":{"type":"string","enum":["x"]}},"required":["a"],"additionalProperties":false}`, ""},
+		{"root $defs kept, $schema dropped",
+			`{"$schema":"https://json-schema.org/draft/2020-12/schema","$defs":{"A":{"type":"string"}},"properties":{"a":{"$ref":"#/$defs/A"}}}`,
+			`{"$defs":{"A":{"type":"string"}},"properties":{"a":{"$ref":"#/$defs/A"}}}`, ""},
+		{"nested definitions hoisted (the finalizer's embedding)",
+			`{"type":"object","properties":{"output":{"$defs":{"A":{"type":"integer"}},"properties":{"a":{"$ref":"#/properties/output/$defs/A"}}}}}`,
+			`{"type":"object","$defs":{"A":{"type":"integer"}},"properties":{"output":{"properties":{"a":{"$ref":"#/$defs/A"}}}}}`, ""},
+		{"root recursion of the embedded schema",
+			`{"type":"object","properties":{"output":{"type":"object","properties":{"next":{"$ref":"#/properties/output"}}}}}`,
+			`{"type":"object","$defs":{"output":{"type":"object","properties":{"next":{"$ref":"#/$defs/output"}}}},` +
+				`"properties":{"output":{"type":"object","properties":{"next":{"$ref":"#/$defs/output"}}}}}`, ""},
+		{"a reference to a property, a clashing name",
+			`{"$defs":{"b":{"type":"null"}},"properties":{"b":{"type":"string"},"c":{"$ref":"#/properties/b"},"d":{"$ref":"#/$defs/b"}}}`,
+			`{"$defs":{"b":{"type":"null"},"b_2":{"type":"string"}},"properties":{"b":{"type":"string"},"c":{"$ref":"#/$defs/b_2"},"d":{"$ref":"#/$defs/b"}}}`, ""},
+		{"draft-07 definitions", `{"definitions":{"A":{"type":"string"}},"properties":{"a":{"$ref":"#/definitions/A"}}}`,
+			`{"$defs":{"A":{"type":"string"}},"properties":{"a":{"$ref":"#/$defs/A"}}}`, ""},
+		{"siblings of $ref wrapped", `{"$defs":{"A":{"type":"string"}},"properties":{"a":{"$ref":"#/$defs/A","description":"d","minLength":2}}}`,
+			`{"$defs":{"A":{"type":"string"}},"properties":{"a":{"anyOf":[{"$ref":"#/$defs/A"}],"description":"d","minLength":2}}}`, ""},
+		{"one-branch allOf", `{"$defs":{"A":{"type":"string"}},"properties":{"a":{"allOf":[{"$ref":"#/$defs/A"}],"description":"d"}}}`,
+			`{"$defs":{"A":{"type":"string"}},"properties":{"a":{"anyOf":[{"$ref":"#/$defs/A"}],"description":"d"}}}`, ""},
+		{"instances are not schemas", `{"properties":{"a":{"const":{"$ref":"#/nowhere","$defs":1},"default":{"$ref":"x"}}}}`,
+			`{"properties":{"a":{"const":{"$ref":"#/nowhere","$defs":1},"default":{"$ref":"x"}}}}`, ""},
+		{"$ref beside anyOf", `{"$defs":{"A":{}},"properties":{"a":{"$ref":"#/$defs/A","anyOf":[{}]}}}`, "", `(at "/properties/a")`},
+		{"unresolved", `{"properties":{"a":{"$ref":"#/$defs/missing"}}}`, "", "does not resolve"},
+	} {
+		var in map[string]any
+		if err := json.Unmarshal([]byte(tc.in), &in); err != nil {
+			t.Fatal(err)
+		}
+		before, _ := json.Marshal(in)
+		got, err := geminiSchema(in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: %v, want %q", tc.name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		var want any
+		_ = json.Unmarshal([]byte(tc.want), &want)
+		b, _ := json.Marshal(got)
+		var gotAny any
+		_ = json.Unmarshal(b, &gotAny)
+		if !reflect.DeepEqual(gotAny, want) {
+			t.Errorf("%s:\n got %s\nwant %s", tc.name, b, tc.want)
+		}
+		if after, _ := json.Marshal(in); string(after) != string(before) {
+			t.Errorf("%s: the input changed to %s", tc.name, after)
+		}
+	}
+}
