@@ -18,6 +18,7 @@ require (
 	github.com/xeipuuv/gojsonschema v1.2.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/genai v1.68.0
+	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (
@@ -129,7 +130,6 @@ require (
 	google.golang.org/grpc v1.85.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
 
 tool github.com/sqlc-dev/sqlc/cmd/sqlc

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -151,4 +153,46 @@ func pendingCall(t *testing.T, c *client.Client, chat uuid.UUID) string {
 		t.Fatalf("chat %+v %v", ch, err)
 	}
 	return ch.PendingToolCalls[0].ToolCallID
+}
+
+// TestGeminiSchemaRefusedAtAdmission: a schema whose recursion runs
+// through required properties only, which Gemini cannot unroll, is refused
+// when the request is made (HTTP 400 naming response_format, nothing
+// stored), never by the provider during the turn; the same schema with
+// the recursive property optional runs.
+func TestGeminiSchemaRefusedAtAdmission(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.Options{Provider: config.TypeGoogle, Model: config.Model{Model: "gemini-3-pro-preview"},
+		Mock: mockllm.Options{Formats: []string{mockllm.FormatGemini}}})
+	c := env.Client("alice")
+	ctx := t.Context()
+	format := func(required string) *client.ResponseFormat {
+		return &client.ResponseFormat{Type: "json_schema", JSONSchema: &client.JSONSchemaFormat{Name: "tree", Schema: json.RawMessage(
+			`{"type":"object","properties":{"name":{"type":"string"},"child":{"$ref":"#"}},"required":` + required + `}`)}}
+	}
+	content := []client.MessagePart{client.TextPart("a tree")}
+	_, err := c.CreateChat(ctx, client.CreateChatRequest{Content: content, ResponseFormat: format(`["name","child"]`)})
+	var apiErr *client.APIError
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || len(apiErr.Body.Validations) != 1 ||
+		apiErr.Body.Validations[0].Field != "response_format" ||
+		!strings.HasPrefix(apiErr.Body.Validations[0].Detail, "configuration_error: ") ||
+		!strings.Contains(apiErr.Body.Validations[0].Detail, "#/$defs/output → #/$defs/output") {
+		t.Fatalf("create: %v", err)
+	}
+	var chats int
+	_ = env.Pool.QueryRow(ctx, `SELECT count(*) FROM chats`).Scan(&chats)
+	if chats != 0 || len(env.Mock.Requests()) != 0 {
+		t.Fatalf("%d chats, %d provider calls after a refused request", chats, len(env.Mock.Requests()))
+	}
+	created, err := c.CreateChat(ctx, client.CreateChatRequest{Content: content, ResponseFormat: format(`["name"]`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.WaitStructuredOutput(ctx, *created.Messages[0].StructuredOutputRequestID); err != nil || res.Status != client.OutputSucceeded {
+		t.Fatalf("optional recursion: %+v %v", res, err)
+	}
+	_, err = c.SendMessage(ctx, created.Chat.ID, client.SendMessageRequest{Content: content, ResponseFormat: format(`["child"]`)})
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Body.Validations[0].Detail, "required properties only") {
+		t.Fatalf("send: %v", err)
+	}
 }
