@@ -10,11 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"charm.land/fantasy"
+	fantasygoogle "charm.land/fantasy/providers/google"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/chatd/chatd/internal/dbtest"
 	"github.com/chatd/chatd/internal/jsonb"
+	"github.com/chatd/chatd/internal/provider"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -467,14 +470,11 @@ func stringsIn(v reflect.Value) []string {
 func TestPersistRegressions(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
-	// A Gemini-style reasoning signature is binary; the provider library
-	// marshals it as a JSON string, so NUL arrives as \u0000 (and bytes
-	// that are not UTF-8 as U+FFFD, before this codec sees them).
-	type reasoningMetadata struct {
-		Signature string `json:"signature"`
-		ToolID    string `json:"tool_id"`
-	}
-	gemini, err := json.Marshal(map[string]any{"google": reasoningMetadata{Signature: "\x00\x01sig\x00\ue000\x7f", ToolID: "t\x00"}})
+	// fantasy's own Gemini metadata marshals a signature as a JSON
+	// string, so NUL arrives as \u0000 (bytes that are not UTF-8 would be
+	// U+FFFD already: TestGeminiSignatureBytes).
+	gemini, err := json.Marshal(fantasy.ProviderMetadata{fantasygoogle.Name: &fantasygoogle.ReasoningMetadata{
+		Signature: "\x00\x01sig\x00\ue000\x7f", ToolID: "t\x00"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -524,5 +524,56 @@ func TestPersistRegressions(t *testing.T) {
 				t.Errorf("part %+v", parts[0])
 			}
 		})
+	}
+}
+
+// TestGeminiSignatureBytes is seed 003's Gemini regression with a real
+// binary signature (protobuf bytes, not UTF-8): fantasy's
+// ReasoningMetadata holds it as a string, and its own JSON already
+// replaces the bytes with U+FFFD, upstream of this codec; the provider
+// layer's ThoughtSignature (what chatd stores for a Gemini step) comes
+// back from a jsonb column byte for byte, and parses back through
+// fantasy's provider-type registry.
+func TestGeminiSignatureBytes(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	// The head of a recorded gemini-3-pro-preview signature, then a NUL,
+	// U+E000's bytes and an overlong sequence.
+	sig := []byte("\x12\xed\x03\x0a\xea\x03\x01\xbe\x3e\xf6\xfb\xdd\x00\xee\x80\x80\xc0\xaf")
+	lossy, err := json.Marshal(fantasy.ProviderMetadata{fantasygoogle.Name: &fantasygoogle.ReasoningMetadata{Signature: string(sig)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(lossy, []byte(`\ufffd`)) {
+		t.Fatalf("fantasy's own encoding kept the bytes: %s", lossy)
+	}
+	md, err := json.Marshal(fantasy.ProviderMetadata{fantasygoogle.Name: &provider.ThoughtSignature{Signature: sig, ToolID: "call_1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	content, err := jsonb.MarshalParts([]jsonb.Part{{Type: jsonb.PartReasoning, Text: "thinking", ProviderMetadata: md},
+		{Type: jsonb.PartToolCall, ToolCallID: "call_1", ToolName: "read_file", Args: json.RawMessage(`{"path":"a"}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := d.roundTrip(content)
+	if err != nil {
+		t.Fatalf("PostgreSQL refused %s: %v", content, err)
+	}
+	parts, err := jsonb.ParseContent(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(parts[0].ProviderMetadata, &raw); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := fantasy.UnmarshalProviderOptions(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, ok := opts[fantasygoogle.Name].(*provider.ThoughtSignature)
+	if !ok || !bytes.Equal(ts.Signature, sig) || ts.ToolID != "call_1" {
+		t.Fatalf("read back %+v from %s", opts[fantasygoogle.Name], stored)
 	}
 }
