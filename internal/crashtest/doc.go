@@ -22,7 +22,10 @@
 //     deleted from the queue and cancelled), the stream delivered every
 //     message, succeeded
 //     values validate against their schema (with another validator than the
-//     server's), and `chatd check` is clean. 50 kill points by default.
+//     server's), and `chatd check` is clean. Half the chats run on a Gemini
+//     model (the mock's Gemini format, which refuses lost or altered thought
+//     signatures): kills land during Gemini calls, and no Gemini request
+//     ends in provider_error. 50 kill points by default.
 //   - TestZombieServerCannotCommit: a server frozen with SIGSTOP during a
 //     provider call loses its lease; a second server takes over and finishes;
 //     the thawed server's value reaches neither the history nor the receipt.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/dbtest"
@@ -127,6 +128,9 @@ func (c *cluster) killAt(rng *rand.Rand, tr *trigger, i int) (p killPoint, slot 
 		if slot = c.slotOf(f.proc); slot < 0 {
 			return p, slot, false
 		}
+		if f.gemini {
+			c.geminiKills.Add(1)
+		}
 		if p.Phase == "response" {
 			time.Sleep(p.Delay) // as above: where in the commit the kill lands
 		}
@@ -146,21 +150,23 @@ type trigger struct {
 }
 
 type firing struct {
-	proc string
-	p    killPoint
+	proc   string
+	p      killPoint
+	gemini bool // the request was a Gemini call
 }
 
 type targetKey struct{}
 
 // target is the request a kill point applies to.
 type target struct {
-	tr   *trigger
-	proc string
-	p    killPoint
-	once sync.Once
+	tr     *trigger
+	proc   string
+	p      killPoint
+	gemini bool
+	once   sync.Once
 }
 
-func (tg *target) fire() { tg.once.Do(func() { tg.tr.fired <- firing{tg.proc, tg.p} }) }
+func (tg *target) fire() { tg.once.Do(func() { tg.tr.fired <- firing{tg.proc, tg.p, tg.gemini} }) }
 
 func newTrigger() *trigger { return &trigger{fired: make(chan firing, 1)} }
 
@@ -170,7 +176,7 @@ func (tr *trigger) arm(p killPoint) {
 	tr.armed, tr.skip = &p, p.Skip
 }
 
-func (tr *trigger) take(proc string) *target {
+func (tr *trigger) take(proc string, gemini bool) *target {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	if tr.armed == nil {
@@ -180,7 +186,7 @@ func (tr *trigger) take(proc string) *target {
 		tr.skip--
 		return nil
 	}
-	tg := &target{tr: tr, proc: proc, p: *tr.armed}
+	tg := &target{tr: tr, proc: proc, p: *tr.armed, gemini: gemini}
 	tr.armed = nil
 	return tg
 }
@@ -191,7 +197,7 @@ func (tr *trigger) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var tg *target
 		if r.Method == http.MethodPost {
-			tg = tr.take(r.Header.Get(procHeader))
+			tg = tr.take(r.Header.Get(procHeader), strings.HasPrefix(r.URL.Path, "/v1beta/models/"))
 		}
 		if tg != nil {
 			r = r.WithContext(context.WithValue(r.Context(), targetKey{}, tg))
@@ -243,6 +249,11 @@ type cluster struct {
 	// schema, when set, is what the drivers' structured requests ask for
 	// (default outputSchema).
 	schema string
+	// geminiShare is the percentage of the drivers' chats created on
+	// geminiModel; geminiKills counts kill points that landed during a
+	// Gemini call (not timed ones).
+	geminiShare int
+	geminiKills atomic.Int64
 }
 
 func (c *cluster) format() *client.ResponseFormat {
@@ -483,6 +494,9 @@ func (c *cluster) drive(ctx context.Context, id int, seed uint64, record func(in
 			if rng.IntN(2) == 0 {
 				req.DynamicTools = []client.DynamicTool{stormTool}
 			}
+			if c.geminiShare > 0 && rng.IntN(100) < c.geminiShare {
+				req.Model = geminiModel
+			}
 			res, err := c.clientAs(token, rng.Uint64()).CreateChat(ctx, req)
 			for refused(err) {
 				res, err = c.clientAs(token, rng.Uint64()).CreateChat(ctx, req)
@@ -573,7 +587,8 @@ func TestKillRestart(t *testing.T) {
 	hookSrv := httptest.NewServer(recv)
 	t.Cleanup(hookSrv.Close)
 
-	c := &cluster{t: t, db: db, mockURL: mockSrv.URL, ws: workspace(t), workers: 2, procs: map[string]int{}, hookURL: hookSrv.URL}
+	c := &cluster{t: t, db: db, mockURL: mockSrv.URL, ws: workspace(t), workers: 2, procs: map[string]int{}, hookURL: hookSrv.URL,
+		geminiShare: 50}
 	c.start(0) // migrates
 	c.token = newToken(t, db, "alice")
 	c.start(1)
@@ -635,9 +650,45 @@ func TestKillRestart(t *testing.T) {
 	}
 	var toolResults int
 	_ = pool.QueryRow(context.Background(), `SELECT count(*) FROM chat_messages WHERE role = 'tool' AND content::text LIKE '%calm%'`).Scan(&toolResults)
-	t.Logf("%d kills in %s (%v); %d messages sent (%d accepted), %d structured requests: %s; %d provider calls, %d client tool results",
-		kills, chaos.Round(time.Millisecond), phases, len(sent.inputs), known, len(seen), outcomeSummary(outcomes), len(mock.Requests()), toolResults)
+	gemini := geminiAudit(t, pool, mock, kills, phases["timed"], c.geminiKills.Load())
+	t.Logf("%d kills in %s (%v); %d messages sent (%d accepted), %d structured requests: %s; %d provider calls, %d client tool results; %s",
+		kills, chaos.Round(time.Millisecond), phases, len(sent.inputs), known, len(seen), outcomeSummary(outcomes), len(mock.Requests()), toolResults, gemini)
 	if kills > 0 && len(seen) < kills/2 {
 		t.Errorf("only %d structured requests were accepted during %d kills: the test did little work", len(seen), kills)
 	}
+}
+
+// geminiAudit checks the Gemini share of a kill run: kills landed during
+// Gemini calls, Gemini structured requests succeeded, and none failed on
+// the provider (the mock refuses a conversation whose thought signatures
+// were lost or altered, which would end a request in provider_error).
+func geminiAudit(t *testing.T, pool *pgxpool.Pool, mock *mockllm.Server, kills, timed int, geminiKills int64) string {
+	t.Helper()
+	var calls, signed int
+	for _, r := range mock.Requests() {
+		if r.Format == mockllm.FormatGemini {
+			calls++
+			for _, m := range r.Messages {
+				if m.Signature != "" {
+					signed++
+				}
+			}
+		}
+	}
+	var succeeded, providerErrors int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE r.status = 'succeeded'),
+			count(*) FILTER (WHERE r.error_code = 'provider_error')
+		FROM structured_requests r JOIN chats c ON c.id = r.chat_id WHERE c.model = $1`, geminiModel).Scan(&succeeded, &providerErrors); err != nil {
+		t.Fatal(err)
+	}
+	if kills-timed >= 10 && geminiKills == 0 {
+		t.Errorf("no kill point landed during a Gemini call (%d kills on calls)", kills-timed)
+	}
+	if kills > 0 && succeeded == 0 {
+		t.Errorf("no Gemini structured request succeeded")
+	}
+	if providerErrors > 0 {
+		t.Errorf("%d Gemini structured requests failed with provider_error", providerErrors)
+	}
+	return fmt.Sprintf("gemini: %d calls (%d replayed signed calls), %d kills during them, %d requests succeeded", calls, signed, geminiKills, succeeded)
 }

@@ -281,15 +281,18 @@ func newToken(t *testing.T, db, user string) string {
 	return strings.TrimSpace(out)
 }
 
-// writeConfig writes a config with one model on the mock at mockURL; the
-// provider sends header X-Crash-Proc: proc so the mock knows which
-// process called.
+// writeConfig writes a config with two models on the mock at mockURL: the
+// default over Chat Completions and geminiModel over the Gemini API
+// (thinking on, thought summaries included); the providers send header
+// X-Crash-Proc: proc so the mock knows which process called.
 func writeConfig(t *testing.T, mockURL, workspace, proc string) string {
 	t.Helper()
 	cfg := map[string]any{
 		"providers": []map[string]any{{"name": "mock", "type": "openai-compatible", "base_url": mockURL + "/v1",
-			"headers": map[string]string{procHeader: proc}}},
-		"models":        []map[string]any{{"id": "mock/model", "provider": "mock", "model": "mock-1"}},
+			"headers": map[string]string{procHeader: proc}},
+			{"name": "gemini", "type": "google", "base_url": mockURL, "headers": map[string]string{procHeader: proc}}},
+		"models": []map[string]any{{"id": "mock/model", "provider": "mock", "model": "mock-1"},
+			{"id": geminiModel, "provider": "gemini", "model": "gemini-3-pro-preview", "thinking_level": "low", "include_thoughts": true}},
 		"default_model": "mock/model",
 	}
 	if workspace != "" {
@@ -305,6 +308,9 @@ func writeConfig(t *testing.T, mockURL, workspace, proc string) string {
 
 // procHeader names the server process that made a provider request.
 const procHeader = "X-Crash-Proc"
+
+// geminiModel is the configured model that speaks the Gemini API.
+const geminiModel = "mock/gemini"
 
 // logSummary counts a server log's warnings and errors by message (and the
 // start of their error text), for the test's own log.
