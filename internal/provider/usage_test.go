@@ -140,3 +140,40 @@ func TestStepUsageUnobserved(t *testing.T) {
 		t.Errorf("usage %s, want %s", usageString(got), usageString(want))
 	}
 }
+
+// TestGeminiBlockedPrompt: a prompt Gemini blocks comes back with
+// promptFeedback.blockReason and no candidate; fantasy reports an
+// incomplete stream (which would be retried), chatd a content-filter
+// finish, and the wire says so too.
+func TestGeminiBlockedPrompt(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte("data: {\"promptFeedback\":{\"blockReason\":\"PROHIBITED_CONTENT\"},\"usageMetadata\":{\"promptTokenCount\":9,\"totalTokenCount\":9}}\r\n\r\n"))
+	}))
+	t.Cleanup(srv.Close)
+	r := registry(t, `{"providers":[{"name":"g","type":"google","base_url":"`+srv.URL+`"}],"models":[{"id":"m","provider":"g","model":"gemini-2.5-flash"}]}`, nil)
+	m, err := r.Model(t.Context(), "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, obs := Observe(t.Context())
+	stream, err := m.LM.Stream(ctx, fantasy.Call{Prompt: fantasy.Prompt{fantasy.NewUserMessage("hi")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var finish *fantasy.StreamPart
+	for part := range stream {
+		switch part.Type {
+		case fantasy.StreamPartTypeFinish:
+			finish = &part
+		case fantasy.StreamPartTypeError:
+			t.Fatalf("stream error: %v", part.Error)
+		}
+	}
+	v := obs.Verdict()
+	if finish == nil || finish.FinishReason != fantasy.FinishReasonContentFilter || finish.Usage.InputTokens != 9 ||
+		v.FinishReason != fantasy.FinishReasonContentFilter || v.Incomplete {
+		t.Fatalf("finish %+v verdict %+v", finish, v)
+	}
+}
