@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -63,8 +64,33 @@ func TestStrictToolsWithoutWorkspace(t *testing.T) {
 func TestExampleConfig(t *testing.T) {
 	t.Parallel()
 	c, err := Load("../../examples/chatd.json")
-	if err != nil || len(c.Models) != 2 || c.Models[1].ThinkingBudgetTokens == 0 {
+	if err != nil || len(c.Models) != 3 || c.Models[1].ThinkingBudgetTokens == 0 || c.Providers[2].Type != TypeGoogle {
 		t.Fatalf("%+v %v", c, err)
+	}
+}
+
+// TestReadmeConfig: the README's config example parses.
+func TestReadmeConfig(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "The config file (`--config`):\n\n```json\n")
+	doc, _, closed := strings.Cut(rest, "```")
+	if !ok || !closed {
+		t.Fatal("no config example in the README")
+	}
+	c, err := Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := map[string]bool{}
+	for _, p := range c.Providers {
+		types[p.Type] = true
+	}
+	if !types[TypeGoogle] || !types[TypeAnthropic] || !types[TypeOpenAI] {
+		t.Errorf("provider types %v", types)
 	}
 }
 
