@@ -57,8 +57,8 @@ bench-all:
 	go test -run '^$$' -bench . -benchmem ./...
 
 ## fuzz: short fuzz runs (seconds each) of the message codec, of the
-## validator's scanner and schema admission, and of the partial-object
-## parser. CI runs it. Each target has an execution budget (about 5 s here),
+## validator's scanner and schema admission, of the partial-object parser
+## and of the Gemini schema form. CI runs it. Each target has an execution budget (about 5 s here),
 ## not a duration: go1.26's fuzz coordinator can fail a duration run with a
 ## bare "context deadline exceeded" at its end (golang/go#75804, fixed in
 ## 1.27). FUZZTIME=60s (or 1000000x) overrides every target's budget.
@@ -71,6 +71,7 @@ fuzz:
 	$(call fuzz1,FuzzDecode,50000x,./internal/validate/)
 	$(call fuzz1,FuzzCompile,12000x,./internal/validate/)
 	$(call fuzz1,FuzzParse,50000x,./internal/partialjson/)
+	$(call fuzz1,FuzzGeminiSchema,20000x,./internal/provider/)
 
 ## crash-long: the SIGKILL crash test with many kill points, a longer
 ## concurrency storm and a longer hostile-model storm (internal/crashtest).

@@ -2,9 +2,13 @@ package provider
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/chatd/chatd/internal/validate"
 )
 
 func TestGeminiSchema(t *testing.T) {
@@ -64,4 +68,65 @@ func TestGeminiSchema(t *testing.T) {
 			t.Errorf("%s: the input changed to %s", tc.name, after)
 		}
 	}
+}
+
+// FuzzGeminiSchema: for any schema admission accepts, embedded as the
+// finalizer embeds it, geminiSchema either refuses a $ref beside anyOf or
+// oneOf or returns Gemini's form — every reference "#/$defs/NAME" with
+// NAME defined at the root, a $ref alone in its object, no definitions
+// below the root — without touching its input; the cycle check runs on it.
+func FuzzGeminiSchema(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}`,
+		`{"$defs":{"N":{"type":"object","properties":{"next":{"$ref":"#/$defs/N"}},"required":["next"]}},"$ref":"#/$defs/N"}`,
+		`{"definitions":{"A":{"type":"integer"}},"properties":{"a":{"$ref":"#/definitions/A","description":"x"},"b":{"$ref":"#/properties/a"}}}`,
+		`{"$schema":"https://json-schema.org/draft/2020-12/schema","properties":{"x":{"$ref":"#","minProperties":1},"y":{"allOf":[{"$ref":"#/properties/x"}]}}}`,
+		`{"properties":{"a~b/c":{"type":"string"},"d":{"$ref":"#/properties/a~0b~1c"},"e":{"const":{"$ref":"#/nowhere"}}}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		s, err := validate.ToolSchema(raw, "/properties/output")
+		if err != nil {
+			return // not an admitted schema
+		}
+		in := map[string]any{"type": "object", "properties": map[string]any{"output": s}, "required": []string{"output"}}
+		before, _ := json.Marshal(in)
+		out, err := geminiSchema(in)
+		if after, _ := json.Marshal(in); string(after) != string(before) {
+			t.Fatalf("the input changed: %s", after)
+		}
+		if err != nil {
+			if !errors.Is(err, errRefBesideCombinator) {
+				t.Fatalf("%s: %v", raw, err)
+			}
+			return
+		}
+		defs, _ := out["$defs"].(map[string]any)
+		werr := walkSchema(out, "", func(m map[string]any, at string) error {
+			if _, ok := m["definitions"]; ok {
+				return fmt.Errorf("definitions at %q", at)
+			}
+			if _, ok := m["$defs"]; ok && at != "" {
+				return fmt.Errorf("$defs at %q", at)
+			}
+			ref, ok := m["$ref"].(string)
+			if !ok {
+				return nil
+			}
+			if len(m) != 1 {
+				return fmt.Errorf("$ref beside %v at %q", m, at)
+			}
+			toks, ok := refTokens(ref)
+			if !ok || len(toks) != 2 || toks[0] != "$defs" || defs[toks[1]] == nil {
+				return fmt.Errorf("$ref %q at %q", ref, at)
+			}
+			return nil
+		})
+		if werr != nil {
+			b, _ := json.Marshal(out)
+			t.Fatalf("%s\nbecame %s: %v", raw, b, werr)
+		}
+		_ = requiredCycle(out)
+	})
 }
