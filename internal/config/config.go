@@ -164,7 +164,11 @@ func (c *Config) check() error {
 				"(requests_per_minute at most 600000)", p.Name)
 		}
 		switch p.Type {
-		case TypeOpenAI, TypeOpenAIChat, TypeAnthropic, TypeGoogle:
+		case TypeOpenAI, TypeOpenAIChat, TypeAnthropic:
+		case TypeGoogle:
+			if u := strings.TrimRight(p.BaseURL, "/"); strings.HasSuffix(u, "/v1beta") || strings.HasSuffix(u, "/v1") {
+				return fmt.Errorf("config: provider %q: base_url for type %s is the address without the API version (genai adds /v1beta)", p.Name, p.Type)
+			}
 		case TypeOpenAICompatible:
 			if p.BaseURL == "" {
 				return fmt.Errorf("config: provider %q: base_url is required for type %s", p.Name, p.Type)

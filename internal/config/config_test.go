@@ -69,6 +69,22 @@ func TestExampleConfig(t *testing.T) {
 	}
 }
 
+func TestGoogleBaseURL(t *testing.T) {
+	t.Parallel()
+	for url, want := range map[string]string{
+		"":                              "",
+		"http://127.0.0.1:9999":         "",
+		"https://proxy.example/gemini/": "",
+		"https://generativelanguage.googleapis.com/v1beta": "without the API version",
+		"http://127.0.0.1:9999/v1/":                        "without the API version",
+	} {
+		_, err := Parse([]byte(`{"providers":[{"name":"g","type":"google","base_url":"` + url + `"}],"models":[{"id":"m","provider":"g","model":"gemini-2.5-flash"}]}`))
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("%q: %v, want %q", url, err, want)
+		}
+	}
+}
+
 // TestReadmeConfig: the README's config example parses.
 func TestReadmeConfig(t *testing.T) {
 	t.Parallel()
