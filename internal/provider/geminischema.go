@@ -50,27 +50,56 @@ var errRefBesideCombinator = errors.New("a $ref beside anyOf or oneOf in the sam
 func geminiSchema(s map[string]any) (map[string]any, error) {
 	root := deepCopy(s).(map[string]any)
 	delete(root, "$schema")
+	defs, names, err := hoistDefinitions(root)
+	if err != nil {
+		return nil, err
+	}
+	delete(root, "definitions")
+	delete(root, "$defs")
+	strip := func(m map[string]any, at string) error {
+		if at != "" {
+			delete(m, "$defs")
+			delete(m, "definitions")
+		}
+		return nil
+	}
+	_ = walkSchema(root, "", strip)
+	for _, name := range slices.Sorted(maps.Keys(defs)) {
+		_ = walkSchema(defs[name], "/$defs/"+escapeToken(name), strip)
+	}
+	if len(defs) > 0 {
+		root["$defs"] = defs
+	}
+	if err := walkSchema(root, "", func(m map[string]any, at string) error { return refAlone(m, at, names) }); err != nil {
+		return nil, err
+	}
+	return root, nil
+}
+
+// hoistDefinitions returns the root definitions of Gemini's form: the
+// root's ($defs winning a clash with definitions) and one per other
+// reference target; and the name each reference gets.
+func hoistDefinitions(root map[string]any) (defs map[string]any, names map[string]string, err error) {
 	targets := map[string]bool{}
-	walkSchema(root, "", func(m map[string]any, _ string) error {
+	_ = walkSchema(root, "", func(m map[string]any, _ string) error {
 		if ref, ok := m["$ref"].(string); ok && strings.HasPrefix(ref, "#") {
 			targets[ref] = true
 		}
 		return nil
 	})
-	defs := map[string]any{}
-	origin := map[string]string{}                        // root definition → its container
-	for _, c := range []string{"definitions", "$defs"} { // $defs wins a clash
+	defs, names = map[string]any{}, map[string]string{}
+	origin := map[string]string{} // root definition → its container
+	for _, c := range []string{"definitions", "$defs"} {
 		if d, ok := root[c].(map[string]any); ok {
 			for k, v := range d {
 				defs[k], origin[k] = v, c
 			}
 		}
 	}
-	names := map[string]string{} // reference → definition name
 	for _, ref := range slices.Sorted(maps.Keys(targets)) {
 		toks, ok := refTokens(ref)
 		if !ok {
-			return nil, fmt.Errorf("the $ref %q is not a JSON Pointer into the schema", ref)
+			return nil, nil, fmt.Errorf("the $ref %q is not a JSON Pointer into the schema", ref)
 		}
 		if len(toks) == 2 && origin[toks[1]] == toks[0] {
 			names[ref] = toks[1]
@@ -78,7 +107,7 @@ func geminiSchema(s map[string]any) (map[string]any, error) {
 		}
 		target, ok := resolvePointer(root, toks)
 		if !ok {
-			return nil, fmt.Errorf("the $ref %q does not resolve", ref)
+			return nil, nil, fmt.Errorf("the $ref %q does not resolve", ref)
 		}
 		if m, isMap := target.(map[string]any); isMap && len(toks) == 0 {
 			target = withoutDefs(m) // the root, as a definition of itself
@@ -86,62 +115,31 @@ func geminiSchema(s map[string]any) (map[string]any, error) {
 		name := defName(toks, defs)
 		defs[name], names[ref] = target, name
 	}
-	delete(root, "definitions")
-	delete(root, "$defs")
-	err := walkSchema(root, "", func(m map[string]any, at string) error {
-		if at != "" {
-			delete(m, "$defs")
-			delete(m, "definitions")
-		}
-		return nil
-	})
-	for _, name := range slices.Sorted(maps.Keys(defs)) {
-		if err == nil {
-			err = walkSchema(defs[name], "/$defs/"+escapeToken(name), func(m map[string]any, _ string) error {
-				delete(m, "$defs")
-				delete(m, "definitions")
-				return nil
-			})
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	if len(defs) > 0 {
-		root["$defs"] = defs
-	}
-	// One pass over every schema object (shared ones once): references
-	// renamed, then siblings wrapped.
-	err = walkSchema(root, "", func(m map[string]any, at string) error {
-		if all, ok := m["allOf"].([]any); ok && len(all) == 1 && m["anyOf"] == nil {
-			delete(m, "allOf")
-			m["anyOf"] = all
-		}
-		ref, ok := m["$ref"].(string)
-		if !ok {
-			return nil
-		}
+	return defs, names, nil
+}
+
+// refAlone renames m's reference and leaves it alone in its object: its
+// siblings stay, the reference moves into a one-branch anyOf (as does a
+// one-branch allOf, which Gemini's list lacks).
+func refAlone(m map[string]any, at string, names map[string]string) error {
+	if ref, ok := m["$ref"].(string); ok {
 		if name, ok := names[ref]; ok {
 			ref = "#/$defs/" + escapeToken(name)
 			m["$ref"] = ref
 		}
-		if len(m) == 1 {
-			return nil
+		if len(m) > 1 {
+			if m["anyOf"] != nil || m["oneOf"] != nil {
+				return fmt.Errorf("%w (at %q)", errRefBesideCombinator, cmp.Or(at, "/"))
+			}
+			delete(m, "$ref")
+			m["anyOf"] = []any{map[string]any{"$ref": ref}}
 		}
-		if _, ok := m["anyOf"]; ok {
-			return fmt.Errorf("%w (at %q)", errRefBesideCombinator, cmp.Or(at, "/"))
-		}
-		if _, ok := m["oneOf"]; ok {
-			return fmt.Errorf("%w (at %q)", errRefBesideCombinator, cmp.Or(at, "/"))
-		}
-		delete(m, "$ref")
-		m["anyOf"] = []any{map[string]any{"$ref": ref}}
-		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
-	return root, nil
+	if all, ok := m["allOf"].([]any); ok && len(all) == 1 && m["anyOf"] == nil {
+		delete(m, "allOf")
+		m["anyOf"] = all
+	}
+	return nil
 }
 
 // requiredCycle finds, in a schema in geminiSchema's form, a reference
