@@ -298,7 +298,7 @@ func (r *Registry) build(pc config.Provider) (fantasy.Provider, error) {
 		// would read GOOGLE_GENAI_USE_VERTEXAI and credentials from the
 		// environment).
 		opts := []google.Option{google.WithGeminiAPIKey(cmp.Or(key, unsetKey)), google.WithName(pc.Name),
-			google.WithBaseURL(cmp.Or(pc.BaseURL, defaultGeminiBaseURL)), google.WithHTTPClient(r.httpClient(apiGoogle, key))}
+			google.WithBaseURL(cmp.Or(pc.BaseURL, defaultGeminiBaseURL)), google.WithHTTPClient(r.httpClient(pc, apiGoogle, key))}
 		if len(pc.Headers) > 0 {
 			opts = append(opts, google.WithHeaders(pc.Headers))
 		}
