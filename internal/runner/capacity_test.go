@@ -2,8 +2,10 @@ package runner_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -252,4 +254,41 @@ func TestProviderRateLimitShared(t *testing.T) {
 		t.Fatalf("%d calls answered 429 and %d sent during the backoff: each chat met the limit on its own", ct.refused, ct.servedInBackoff)
 	}
 	t.Logf("%d calls answered 429, %d served", ct.refused, ct.served)
+}
+
+// TestWaitingForClientToolsHoldsNothing: 50 chats waiting for client tool
+// results hold no slot and no goroutine: the runner released them.
+func TestWaitingForClientToolsHoldsNothing(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.Options{Runner: runner.Options{MaxRunning: 64, ActionTimeout: time.Hour},
+		Mock: mockllm.Options{StepFor: func(req *mockllm.Request) (mockllm.Step, bool) {
+			return mockllm.Step{ToolCalls: []mockllm.ToolCall{{Name: "ask", Arguments: `{"q":"which command?"}`}}}, true
+		}}})
+	c := env.Client("alice")
+	ctx := t.Context()
+	before := runtime.NumGoroutine()
+	const n = 50
+	for range n {
+		createWith(t, c, []client.DynamicTool{{Name: "ask", InputSchema: json.RawMessage(`{"type":"object"}`)}})
+	}
+	for waiting := 0; waiting < n; {
+		if err := env.Pool.QueryRow(ctx, `SELECT count(*) FROM chats WHERE status = 'requires_action'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d of %d chats wait for the client", waiting, n)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for env.Slots.Used() > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond) // the last commits release their slots
+	}
+	if used := env.Slots.Used(); used != 0 {
+		t.Fatalf("%d slots held by chats waiting for the client", used)
+	}
+	if after := runtime.NumGoroutine(); after-before >= n/2 {
+		t.Fatalf("goroutines %d before, %d with %d chats waiting for the client", before, after, n)
+	}
 }
