@@ -1030,6 +1030,19 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description Starting this turn would give the caller more runnable chats (running, or waiting for a running slot, on every replica) than the server's limit (5,000 by default, `--max-runnable-per-user`); nothing was stored. `Retry-After` says when to try again. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description An internal error; the message carries no details. */
             500: {
                 headers: {
@@ -1765,6 +1778,19 @@ export interface operations {
             /** @description The `Idempotency-Key` was used in the last 24 hours for another method, path or body (`validations` names `Idempotency-Key`). */
             422: {
                 headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Starting this turn would give the caller more runnable chats (running, or waiting for a running slot, on every replica) than the server's limit (5,000 by default, `--max-runnable-per-user`); nothing was stored. `Retry-After` says when to try again. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
                     "X-Request-ID"?: string;
                     [name: string]: unknown;
