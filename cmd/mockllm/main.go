@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -33,6 +34,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	mode := fs.String("mode", os.Getenv("MOCKLLM_MODE"), "unscripted answers: valid, invalid or text (env MOCKLLM_MODE)")
 	chunkDelay := fs.String("chunk-delay", envOr("MOCKLLM_CHUNK_DELAY", "0s"), "delay between stream chunks (env MOCKLLM_CHUNK_DELAY)")
 	latency := fs.String("latency", envOr("MOCKLLM_LATENCY", "0s"), "delay before every response (env MOCKLLM_LATENCY)")
+	chunks := fs.String("stream-chunks", envOr("MOCKLLM_STREAM_CHUNKS", "0"),
+		"send each streamed answer in this many chunks, --chunk-delay apart (0: event by event) (env MOCKLLM_STREAM_CHUNKS)")
 	format := fs.String("format", envOr("MOCKLLM_FORMAT", "all"), "wire format served: openai, responses, anthropic, gemini or all (env MOCKLLM_FORMAT)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: mockllm [flags]
@@ -83,6 +86,9 @@ Flags (each also read from the environment variable named):
 	if opts.ChunkDelay, err = parseDuration("chunk-delay", *chunkDelay); err == nil {
 		opts.Latency, err = parseDuration("latency", *latency)
 	}
+	if err == nil {
+		opts.StreamChunks, err = parseCount("stream-chunks", *chunks)
+	}
 	if err == nil && *script != "" {
 		opts.Script, err = mockllm.LoadScript(*script)
 	}
@@ -113,7 +119,7 @@ Flags (each also read from the environment variable named):
 		fmt.Fprintf(stdout, "mockllm listening on http://%s/v1\n", ln.Addr())
 	}
 	log.Info("started", "addr", ln.Addr().String(), "format", *format, "mode", *mode, "script", *script,
-		"chunk_delay", opts.ChunkDelay, "latency", opts.Latency)
+		"chunk_delay", opts.ChunkDelay, "latency", opts.Latency, "stream_chunks", opts.StreamChunks)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -149,4 +155,12 @@ func parseDuration(name, s string) (time.Duration, error) {
 		return 0, fmt.Errorf("mockllm: --%s must be a non-negative duration like 20ms, not %q", name, s)
 	}
 	return d, nil
+}
+
+func parseCount(name, s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("mockllm: --%s must be a non-negative number, not %q", name, s)
+	}
+	return n, nil
 }

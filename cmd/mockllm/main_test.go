@@ -22,6 +22,8 @@ func TestFlags(t *testing.T) {
 		{[]string{"--format", "vertex"}, 2, "--format must be"},
 		{[]string{"--chunk-delay", "fast"}, 2, "--chunk-delay must be"},
 		{[]string{"--latency", "-1s"}, 2, "--latency must be"},
+		{[]string{"--stream-chunks", "-2"}, 2, "--stream-chunks must be"},
+		{[]string{"--stream-chunks", "many"}, 2, "--stream-chunks must be"},
 		{[]string{"--script", "/nonexistent/script.json"}, 2, "no such file"},
 		{[]string{"extra"}, 2, "unexpected arguments"},
 	} {

@@ -41,8 +41,9 @@
 // Anthropic's error types for Anthropic, {"error":{"code","message",
 // "status"}} for Gemini, whose retry delay is a google.rpc.RetryInfo
 // detail instead) with Retry-After. GET /v1/models answers
-// for every model. Options.Formats limits the formats served;
-// anything else is a JSON 404.
+// for every model. GET /_mockllm/stats counts the calls in flight (see
+// Stats). Options.Formats limits the formats served; anything else is a
+// JSON 404.
 //
 // Like the real APIs, the mock refuses (400) a conversation that breaks the
 // format's rules, so that replay bugs fail tests: a tool result without its

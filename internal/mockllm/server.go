@@ -51,6 +51,12 @@ type Options struct {
 	ChunkDelay time.Duration
 	// Latency is waited before every response.
 	Latency time.Duration
+	// StreamChunks, when positive, sends every streamed answer in that
+	// many chunks, ChunkDelay apart, instead of event by event
+	// (chunks.go): with Latency, an answer then takes Latency +
+	// (StreamChunks-1) × ChunkDelay however many events it has. A
+	// non-streamed answer waits as long.
+	StreamChunks int
 	// Logger receives one line per request; nil discards.
 	Logger *slog.Logger
 	// BeforeRespond is a test hook called for every chat completion request
@@ -190,6 +196,8 @@ type Server struct {
 
 	released    chan struct{} // closed by Release: held requests go on
 	releaseOnce sync.Once
+
+	calls callStats // GET /_mockllm/stats
 }
 
 // New returns a Server; see Options.
@@ -223,6 +231,8 @@ func New(opts Options) *Server {
 		s.mux.HandleFunc("GET "+prefix+"/models", s.models)
 		s.mux.HandleFunc("GET "+prefix+"/models/{model}", s.model)
 	}
+	s.mux.HandleFunc("GET /_mockllm/stats", s.serveStats)
+	s.mux.HandleFunc("POST /_mockllm/stats/reset", s.serveStatsReset)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, ErrorSpec{
 			Status:  http.StatusNotFound,
@@ -324,6 +334,7 @@ func (s *Server) handler(f wireFormat) http.HandlerFunc {
 
 func (s *Server) serve(f wireFormat, w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	defer s.calls.begin()()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		f.writeError(w, ErrorSpec{Status: http.StatusBadRequest, Message: "could not read the request body: " + err.Error()})
@@ -408,8 +419,15 @@ func (s *Server) serve(f wireFormat, w http.ResponseWriter, r *http.Request) {
 		if hook := s.opts.BeforeChunk; hook != nil {
 			w = &chunkHook{ResponseWriter: w, before: func(n int) error { return hook(ctx, &req, n) }}
 		}
-		f.writeStream(ctx, w, &req, rep, chunkDelay)
+		if n := s.opts.StreamChunks; n > 0 {
+			writeInChunks(ctx, w, n, chunkDelay, func(w http.ResponseWriter) { f.writeStream(ctx, w, &req, rep, 0) })
+		} else {
+			f.writeStream(ctx, w, &req, rep, chunkDelay)
+		}
 	} else {
+		if n := s.opts.StreamChunks; n > 1 && !sleep(ctx, time.Duration(n-1)*chunkDelay) {
+			return
+		}
 		f.writeJSON(w, &req, rep)
 	}
 	log.Info("answered", "finish_reason", rep.finish, "tool_calls", len(rep.calls), "refusal", rep.refusal != "",
