@@ -38,7 +38,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -62,9 +61,35 @@ type Options struct {
 	Replicas int
 	// Clients run turns concurrently, each on a chat of its own.
 	Clients int
-	// Workers is each replica's --workers (0: as many as Clients).
+	// Users spread the clients: client i runs as user i mod Users, each
+	// user with a token of its own (default 1, the user "bench").
+	Users int
+	// Workers is each replica's --workers (0: as many as Clients; -1: no
+	// --workers flag at all, chatd's default).
 	Workers int
-	// Warmup precedes each measured window; Duration is its length.
+	// ServerFlags are passed to the chatd under test after the others,
+	// BaselineFlags to the baseline.
+	ServerFlags, BaselineFlags []string
+	// ProviderLatency is how long mockllm takes over every provider call
+	// (0: it answers at once, the zero-latency benchmark). With a latency
+	// the run measures capacity (Capacity in each Round): errors are
+	// counted instead of ending the run, and the peaks are sampled.
+	ProviderLatency time.Duration
+	// ProviderChunks, when positive, streams each answer in that many
+	// chunks spread over ProviderLatency instead of sending it whole after
+	// it; a call lasts ProviderLatency either way.
+	ProviderChunks int
+	// Ramp spreads the clients' first turns over this long (negative: over
+	// ProviderLatency). The window starts max(Ramp, ProviderLatency) after
+	// the first client, once every client is in its loop.
+	Ramp time.Duration
+	// Drain bounds the wait for the turns in flight after a window; those
+	// still unfinished then are abandoned and reported (0: no bound
+	// without a latency, else max(60 s, 3 × ProviderLatency)).
+	Drain time.Duration
+	// Warmup precedes each measured window; Duration is its length (0:
+	// 10 s, or 6 latencies and at least 60 s with a ProviderLatency of 1 s
+	// or more).
 	Warmup, Duration time.Duration
 	// Turns, when positive, ends each window after that many completed
 	// turns instead of after Duration.
@@ -72,7 +97,7 @@ type Options struct {
 	// Rounds of (chatd, pgbench) to run; medians are reported.
 	Rounds int
 	// PgbenchClients are the client counts pgbench runs with each round
-	// (default: Clients).
+	// (default: Clients; none with a ProviderLatency).
 	PgbenchClients []int
 	// PgbenchDuration is how long each pgbench run lasts.
 	PgbenchDuration time.Duration
@@ -94,14 +119,31 @@ func (o *Options) defaults() {
 	if o.Clients <= 0 {
 		o.Clients = 8
 	}
-	if o.Workers <= 0 {
+	switch {
+	case o.Workers == 0:
 		o.Workers = o.Clients
+	case o.Workers < 0:
+		o.Workers = -1
+	}
+	if o.Users <= 0 {
+		o.Users = 1
 	}
 	if o.Replicas <= 0 {
 		o.Replicas = 1
 	}
+	o.ProviderLatency = max(o.ProviderLatency, 0)
+	o.ProviderChunks = max(o.ProviderChunks, 0)
 	if o.Duration <= 0 {
 		o.Duration = 10 * time.Second
+		if o.ProviderLatency >= time.Second {
+			o.Duration = max(60*time.Second, 6*o.ProviderLatency)
+		}
+	}
+	if o.Ramp < 0 {
+		o.Ramp = o.ProviderLatency
+	}
+	if o.Drain <= 0 && o.ProviderLatency > 0 {
+		o.Drain = max(60*time.Second, 3*o.ProviderLatency)
 	}
 	if o.Warmup < 0 {
 		o.Warmup = 0
@@ -109,7 +151,7 @@ func (o *Options) defaults() {
 	if o.Rounds <= 0 {
 		o.Rounds = 3
 	}
-	if len(o.PgbenchClients) == 0 {
+	if len(o.PgbenchClients) == 0 && o.ProviderLatency == 0 {
 		o.PgbenchClients = []int{o.Clients}
 	}
 	if o.PgbenchDuration <= 0 {
@@ -120,17 +162,65 @@ func (o *Options) defaults() {
 	}
 }
 
+// serverFlags are the flags a build's chatd gets beyond the benchmark's
+// own: --workers unless -1, then extra.
+func (o *Options) serverFlags(extra []string) []string {
+	var flags []string
+	if o.Workers >= 0 {
+		flags = append(flags, "--workers", fmt.Sprint(o.Workers))
+	}
+	return append(flags, extra...)
+}
+
+// userName is the name of user u of n: "bench" alone, else bench-1 to
+// bench-n.
+func userName(u, n int) string {
+	if n == 1 {
+		return "bench"
+	}
+	return fmt.Sprintf("bench-%d", u+1)
+}
+
+// capacity reports whether the run measures capacity: a provider latency.
+func (o *Options) capacity() bool { return o.ProviderLatency > 0 }
+
+// pollWait is each long poll's ?wait=: longer than a step, so that a turn
+// normally costs one poll (chatd caps it at 60 s; a pending answer is
+// polled again).
+func (o *Options) pollWait() time.Duration {
+	if o.capacity() {
+		return o.ProviderLatency + 30*time.Second
+	}
+	return 30 * time.Second
+}
+
+// lead is the time from the first client's start to the window's: the ramp
+// and one latency, after which every client is in its loop and receipts
+// arrive at the steady rate.
+func (o *Options) lead() time.Duration {
+	if !o.capacity() {
+		return 0
+	}
+	return max(o.Ramp, o.ProviderLatency)
+}
+
 // Round is what one round measured of one build.
 type Round struct {
-	Load         string        // load average when the round started
-	WindowTurns  int           // turns whose receipt arrived inside the window
-	Window       time.Duration // the window's actual length
-	TurnsPerSec  float64
-	P50, P99     time.Duration // create-to-receipt, of turns started inside the window
-	Samples      int           // latency samples
-	TotalTurns   int           // every turn between the two readings (window and drain)
-	Failed       int           // turns whose receipt was not succeeded
-	Commits      int64         // xact_commit delta of the build's database
+	Load        string        // load average when the round started
+	WindowTurns int           // turns whose receipt arrived inside the window
+	Window      time.Duration // the window's actual length
+	TurnsPerSec float64
+	P50, P99    time.Duration // create-to-receipt, of turns started inside the window
+	// P50Open and P99Open say that the percentile is only a lower bound:
+	// a turn abandoned unfinished is at or below its rank.
+	P50Open, P99Open bool
+	Samples          int // latency samples
+	TotalTurns       int // every finished turn between the two readings (window and drain)
+	Failed           int // turns whose receipt was not succeeded
+	// Unfinished are the turns abandoned without a receipt at the end of
+	// the drain (with a latency only: without, the drain has no bound).
+	Unfinished   int
+	Commits      int64 // xact_commit delta of the build's database
 	Rollbacks    int64
 	Writes       int64 // transaction ids assigned in the cluster
 	Sessions     int64 // database sessions opened during the window (pg_stat_database.sessions)
@@ -147,13 +237,17 @@ type Round struct {
 	CPU         struct{ Chatd, Postgres, Mock, Clients time.Duration }
 	ProviderP50 float64 // seconds, from chatd's histogram (bucket interpolation)
 	CreateP50   float64 // seconds, POST /api/v1/chats as chatd timed it
+	// Capacity holds the figures of a run with a provider latency (nil
+	// without).
+	Capacity *Capacity
 }
 
 // Build is one chatd binary's part of a run.
 type Build struct {
 	Name   string // "chatd", or "baseline"
 	Chatd  string
-	DB     string // its database in the cluster
+	Flags  []string // the server flags the benchmark passed (with --workers)
+	DB     string   // its database in the cluster
 	Rounds []Round
 }
 
@@ -175,9 +269,9 @@ type Result struct {
 func Run(ctx context.Context, o Options) (*Result, error) {
 	o.defaults()
 	res := &Result{Options: o, Machine: readMachine()}
-	res.Builds = []*Build{{Name: "chatd", Chatd: o.Chatd, DB: "chatd"}}
+	res.Builds = []*Build{{Name: "chatd", Chatd: o.Chatd, DB: "chatd", Flags: o.serverFlags(o.ServerFlags)}}
 	if o.Baseline != "" {
-		res.Builds = append(res.Builds, &Build{Name: "baseline", Chatd: o.Baseline, DB: "chatd_baseline"})
+		res.Builds = append(res.Builds, &Build{Name: "baseline", Chatd: o.Baseline, DB: "chatd_baseline", Flags: o.serverFlags(o.BaselineFlags)})
 	}
 	for _, bin := range []string{o.Chatd, o.MockLLM, o.Baseline} {
 		if bin == "" {
@@ -259,7 +353,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 
-	mock, mockURL, err := startMock(ctx, o.MockLLM, filepath.Join(work, "mockllm.log"))
+	mock, mockURL, err := startMock(ctx, o.MockLLM, mockArgs(o.ProviderLatency, o.ProviderChunks), filepath.Join(work, "mockllm.log"))
 	if err != nil {
 		return nil, err
 	}
@@ -272,22 +366,26 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 
-	// Each build: its schema and a token.
-	runners := map[*Build]*chatdRunner{}
-	tokens := map[*Build]string{}
+	// Each build: its schema and a token per user.
+	envs := map[*Build]roundEnv{}
 	for _, b := range res.Builds {
 		dbURL := cluster.URL(b.DB)
 		out, err := exec.CommandContext(ctx, b.Chatd, "migrate", "up", "--database-url", dbURL).CombinedOutput()
 		if err != nil {
 			return nil, fmt.Errorf("%s migrate up: %w: %s", b.Chatd, err, out)
 		}
-		out, err = exec.CommandContext(ctx, b.Chatd, "token", "create", "--user", "bench", "--database-url", dbURL).Output()
-		if err != nil {
-			return nil, fmt.Errorf("%s token create: %w", b.Chatd, err)
+		env := roundEnv{db: b.DB, admin: admin, sampleURL: cluster.URL("postgres"), mockPID: mock.cmd.Process.Pid,
+			mockBase: strings.TrimSuffix(mockURL, "/v1"), postmaster: postmasterPID(cluster.Dir()),
+			ch: &chatdRunner{bin: b.Chatd, dbURL: dbURL, config: cfgPath, flags: b.Flags, replicas: o.Replicas,
+				logPath: filepath.Join(work, b.Name+".log")}}
+		for u := range o.Users {
+			out, err = exec.CommandContext(ctx, b.Chatd, "token", "create", "--user", userName(u, o.Users), "--database-url", dbURL).Output()
+			if err != nil {
+				return nil, fmt.Errorf("%s token create: %w", b.Chatd, err)
+			}
+			env.tokens = append(env.tokens, strings.TrimSpace(string(out)))
 		}
-		tokens[b] = strings.TrimSpace(string(out))
-		runners[b] = &chatdRunner{bin: b.Chatd, dbURL: dbURL, config: cfgPath, workers: o.Workers, replicas: o.Replicas,
-			logPath: filepath.Join(work, b.Name+".log")}
+		envs[b] = env
 	}
 	if err := preparePgbench(ctx, cluster.URL("pgbench"), maxInt(o.PgbenchClients)); err != nil {
 		return nil, err
@@ -301,7 +399,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		rounds := map[*Build]*Round{}
 		for _, b := range order {
 			fmt.Fprintf(o.Progress, "bench: round %d: %s\n", i+1, b.Name)
-			r, err := runRound(ctx, o, runners[b], b.DB, admin, tokens[b], mock.cmd.Process.Pid, postmasterPID(cluster.Dir()))
+			r, err := runRound(ctx, o, envs[b])
 			if err != nil {
 				return nil, fmt.Errorf("round %d (%s): %w", i+1, b.Name, err)
 			}
@@ -320,8 +418,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			r := rounds[b]
 			r.Pgbench = pg
 			b.Rounds = append(b.Rounds, *r)
-			fmt.Fprintf(o.Progress, "bench: round %d: %s: %.1f turns/s, p50 %s ms, p99 %s ms, %.2f commits/turn, %.2f writes/turn, pgbench %.0f tps\n",
-				i+1, b.Name, r.TurnsPerSec, ms(r.P50), ms(r.P99), r.CommitsTurn, r.WritesTurn, pg[o.PgbenchClients[0]])
+			fmt.Fprintf(o.Progress, "bench: round %d: %s: %s\n", i+1, b.Name, r.progress(o))
 		}
 	}
 	res.Rounds = res.Builds[0].Rounds
@@ -447,12 +544,6 @@ func snapshot(ctx context.Context, admin *pgx.Conn, db string, closed bool) (cou
 	return c, err
 }
 
-// turn is one completed structured turn.
-type turn struct {
-	start, end time.Time
-	ok         bool
-}
-
 // statsSettle is how long the round waits, idle, after its warm-up before
 // reading the statistics: PostgreSQL 15 flushes an idle backend's pending
 // statistics at most 10 s after its last transaction.
@@ -492,28 +583,52 @@ func scrape(ctx context.Context, cs []*client.Client) serverView {
 	return v
 }
 
-func runRound(ctx context.Context, o Options, ch *chatdRunner, db string, admin *pgx.Conn, token string, mockPID, postmaster int) (*Round, error) {
+// roundEnv is what the rounds of one build run against.
+type roundEnv struct {
+	ch         *chatdRunner
+	db         string    // the build's database
+	admin      *pgx.Conn // on the postgres database
+	sampleURL  string    // the postgres database, for the sampling connection
+	tokens     []string  // one per user
+	mockPID    int
+	mockBase   string // mockllm's URL without /v1
+	postmaster int
+}
+
+func runRound(ctx context.Context, o Options, env roundEnv) (*Round, error) {
 	r := &Round{Load: loadAverage()}
-	bases, err := ch.start(ctx)
+	bases, err := env.ch.start(ctx)
 	if err != nil {
 		return nil, err
 	}
 	stopped := false
 	defer func() {
 		if !stopped {
-			_ = ch.stop()
+			_ = env.ch.stop()
 		}
 	}()
+	// One transport for every client, keeping a connection per client
+	// between its calls.
 	httpc := &http.Client{Transport: &http.Transport{MaxIdleConns: 4 * o.Clients, MaxIdleConnsPerHost: 4 * o.Clients}}
-	var cs []*client.Client
-	for _, base := range bases {
-		cs = append(cs, client.New(base, token, httpc))
+	cs := make([][]*client.Client, len(bases))
+	var firsts []*client.Client // a client per replica, for /metrics
+	for i, base := range bases {
+		for _, token := range env.tokens {
+			cs[i] = append(cs[i], client.New(base, token, httpc))
+		}
+		firsts = append(firsts, cs[i][0])
 	}
 
 	// Warm up: connections opened, statements prepared, caches filled.
-	fmt.Fprintf(o.Progress, "bench: %d clients on %d replica(s), warm-up %s, then %s idle for the statistics to settle\n",
-		o.Clients, len(cs), o.Warmup, statsSettle)
-	if _, _, _, err := drive(ctx, cs, o.Clients, o.Warmup, 0); err != nil {
+	// With a latency a few clients do it; the window's ramp brings the
+	// load up.
+	warm := load{clients: cs, n: o.Clients, window: o.Warmup, wait: o.pollWait()}
+	if o.capacity() {
+		warm.n, warm.drain, warm.tolerant, warm.errs = min(o.Clients, 8), o.Drain, true, newTally()
+	}
+	fmt.Fprintf(o.Progress, "bench: %d clients over %d user(s) on %d replica(s), warm-up %s with %d, then %s idle for the statistics to settle\n",
+		o.Clients, o.Users, len(bases), o.Warmup, warm.n, statsSettle)
+	if _, _, _, err := drive(ctx, warm); err != nil {
 		return nil, err
 	}
 	select {
@@ -521,25 +636,47 @@ func runRound(ctx context.Context, o Options, ch *chatdRunner, db string, admin 
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	before, err := snapshot(ctx, admin, db, false)
+	before, err := snapshot(ctx, env.admin, env.db, false)
 	if err != nil {
 		return nil, err
 	}
-	view0 := scrape(ctx, cs)
-	pids := ch.pids()
-	cpu0 := sampleCPU(pids, mockPID, postmaster)
+	view0 := scrape(ctx, firsts)
+	pids := env.ch.pids()
+	cpu0, t0 := sampleCPU(pids, env.mockPID, env.postmaster), time.Now()
 	if o.Statements {
-		if _, err := admin.Exec(ctx, "SELECT pg_stat_statements_reset()"); err != nil {
+		if _, err := env.admin.Exec(ctx, "SELECT pg_stat_statements_reset()"); err != nil {
 			return nil, err
 		}
 	}
 
-	turns, windowStart, windowEnd, err := drive(ctx, cs, o.Clients, o.Duration, o.Turns)
+	l := load{clients: cs, n: o.Clients, window: o.Duration, maxTurns: o.Turns, wait: o.pollWait()}
+	var pk *peaks
+	if o.capacity() {
+		l.lead, l.ramp, l.drain, l.tolerant, l.errs, l.inFlight = o.lead(), o.Ramp, o.Drain, true, newTally(), &gauge{}
+		r.Capacity = &Capacity{RSSBefore: rssKiB(pids), GoroutinesBefore: goroutines(ctx, firsts)}
+		if _, _, r.Capacity.ProviderCalls, err = mockStats(ctx, httpc, env.mockBase, true); err != nil {
+			return nil, err
+		}
+		if pk, err = samplePeaks(ctx, env.sampleURL, env.db, pids, firsts); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(o.Progress, "bench: ramp over %s, window from %s for %s, then at most %s for the turns in flight\n",
+			o.Ramp, o.lead(), o.Duration, o.Drain)
+	}
+	turns, windowStart, windowEnd, err := drive(ctx, l)
+	if pk != nil {
+		c := r.Capacity
+		c.PeakPG, c.RSSPeak, c.PeakGoroutines = pk.finish()
+		c.HTTPErrors, c.Receipts, c.PeakInFlight = l.errs.http, l.errs.receipts, int(l.inFlight.peak.Load())
+		if _, peak, calls, err := mockStats(ctx, httpc, env.mockBase, false); err == nil {
+			c.PeakProvider, c.ProviderCalls = peak, calls-c.ProviderCalls
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
 	// chatd's own view, then stop it: its backends exit and flush.
-	view1 := scrape(ctx, cs)
+	view1 := scrape(ctx, firsts)
 	r.ServerCounts = view1.finished - view0.finished
 	r.ProviderP50, r.CreateP50 = view1.provider, view1.create
 	r.Purposes = map[string]float64{}
@@ -549,38 +686,23 @@ func runRound(ctx context.Context, o Options, ch *chatdRunner, db string, admin 
 		}
 	}
 	httpc.CloseIdleConnections()
-	cpu1 := sampleCPU(pids, mockPID, postmaster)
+	cpu1, wall := sampleCPU(pids, env.mockPID, env.postmaster), time.Since(t0)
 	stopped = true
-	if err := ch.stop(); err != nil {
+	if err := env.ch.stop(); err != nil {
 		return nil, err
 	}
-	after, err := snapshot(ctx, admin, db, true)
+	after, err := snapshot(ctx, env.admin, env.db, true)
 	if err != nil {
 		return nil, err
 	}
-	cpu1.postgres = clusterCPU(postmaster) // chatd's backends have exited and been reaped
+	cpu1.postgres = clusterCPU(env.postmaster) // chatd's backends have exited and been reaped
 	if o.Statements {
-		if r.Statements, err = readStatements(ctx, admin, db); err != nil {
+		if r.Statements, err = readStatements(ctx, env.admin, env.db); err != nil {
 			return nil, err
 		}
 	}
 
-	var lat []time.Duration
-	for _, t := range turns {
-		if !t.ok {
-			r.Failed++
-		}
-		if !t.end.Before(windowStart) && t.end.Before(windowEnd) {
-			r.WindowTurns++
-		}
-		if !t.start.Before(windowStart) && t.start.Before(windowEnd) {
-			lat = append(lat, t.end.Sub(t.start))
-		}
-	}
-	r.TotalTurns = len(turns)
-	r.Window = windowEnd.Sub(windowStart)
-	r.TurnsPerSec = float64(r.WindowTurns) / r.Window.Seconds()
-	r.P50, r.P99, r.Samples = percentile(lat, 0.50), percentile(lat, 0.99), len(lat)
+	r.count(turns, windowStart, windowEnd)
 	r.Commits = after.commits - before.commits
 	r.Rollbacks = after.rollbacks - before.rollbacks
 	r.Sessions = after.sessions - before.sessions
@@ -593,68 +715,47 @@ func runRound(ctx context.Context, o Options, ch *chatdRunner, db string, admin 
 		r.CPU.Mock = (cpu1.mock - cpu0.mock) / n
 		r.CPU.Clients = (cpu1.clients - cpu0.clients) / n
 	}
-	if r.Failed > 0 {
-		return nil, fmt.Errorf("%d of %d turns did not succeed (see the chatd log)", r.Failed, len(turns))
+	if c := r.Capacity; c != nil {
+		cores := func(d time.Duration) float64 { return d.Seconds() / wall.Seconds() }
+		c.Cores.Chatd, c.Cores.Postgres = cores(cpu1.chatd-cpu0.chatd), cores(cpu1.postgres-cpu0.postgres)
+		c.Cores.Mock, c.Cores.Clients = cores(cpu1.mock-cpu0.mock), cores(cpu1.clients-cpu0.clients)
+	}
+	if r.Failed > 0 && !o.capacity() {
+		return nil, fmt.Errorf("%d of %d turns did not succeed (see the chatd log)", r.Failed, r.TotalTurns)
 	}
 	return r, nil
 }
 
-// drive runs clients loops of turns for d (or until maxTurns completed, if
-// positive), then lets the turns in flight finish. Client i uses replica
-// i mod len(cs). It returns every turn and the window's bounds.
-func drive(ctx context.Context, cs []*client.Client, clients int, d time.Duration, maxTurns int) ([]turn, time.Time, time.Time, error) {
-	var (
-		mu       sync.Mutex
-		turns    []turn
-		stopping atomic.Bool
-		count    atomic.Int64
-		full     = make(chan struct{})
-		fullOnce sync.Once
-		firstErr error
-	)
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	start := time.Now()
-	var wg sync.WaitGroup
-	for i := range clients {
-		c := cs[i%len(cs)]
-		wg.Go(func() {
-			for !stopping.Load() && runCtx.Err() == nil {
-				t, err := oneTurn(runCtx, c, i)
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil && runCtx.Err() == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					cancel()
-					return
-				}
-				mu.Lock()
-				turns = append(turns, t)
-				mu.Unlock()
-				if maxTurns > 0 && count.Add(1) >= int64(maxTurns) {
-					fullOnce.Do(func() { close(full) })
-				}
+// count computes the round's turn figures: the receipts that arrived in
+// the window, and the create-to-receipt latency of the turns started in
+// it (those abandoned count as at least what they waited).
+func (r *Round) count(turns []turn, start, end time.Time) {
+	var lat, open []time.Duration
+	for _, t := range turns {
+		started := !t.start.Before(start) && t.start.Before(end)
+		if t.open {
+			r.Unfinished++
+			if started {
+				open = append(open, t.end.Sub(t.start))
 			}
-		})
+			continue
+		}
+		r.TotalTurns++
+		if !t.ok {
+			r.Failed++
+		}
+		if !t.end.Before(start) && t.end.Before(end) {
+			r.WindowTurns++
+		}
+		if started {
+			lat = append(lat, t.end.Sub(t.start))
+		}
 	}
-	var window <-chan time.Time
-	if maxTurns <= 0 {
-		window = time.After(d)
-	}
-	select {
-	case <-window:
-	case <-full:
-	case <-runCtx.Done():
-	}
-	end := time.Now()
-	stopping.Store(true)
-	wg.Wait()
-	if firstErr != nil {
-		return nil, start, end, firstErr
-	}
-	return turns, start, end, ctx.Err()
+	r.Window = end.Sub(start)
+	r.TurnsPerSec = float64(r.WindowTurns) / r.Window.Seconds()
+	r.P50, r.P50Open = percentileOpen(lat, open, 0.50)
+	r.P99, r.P99Open = percentileOpen(lat, open, 0.99)
+	r.Samples = len(lat) + len(open)
 }
 
 // benchSchema is the response format of every turn: a small realistic
@@ -666,33 +767,6 @@ const benchSchema = `{"type":"object","additionalProperties":false,
   "severity":{"enum":["low","medium","high"]},
   "files":{"type":"array","maxItems":5,"items":{"type":"string"}},
   "confidence":{"type":"number","minimum":0,"maximum":1}}}`
-
-// oneTurn creates a structured chat and long-polls its receipt.
-func oneTurn(ctx context.Context, c *client.Client, i int) (turn, error) {
-	t := turn{start: time.Now()}
-	created, err := c.CreateChat(ctx, client.CreateChatRequest{
-		Content: []client.MessagePart{client.TextPart(fmt.Sprintf("Client %d: review the change and report.", i))},
-		ResponseFormat: &client.ResponseFormat{Type: "json_schema", JSONSchema: &client.JSONSchemaFormat{
-			Name: "review", Schema: json.RawMessage(benchSchema)}},
-	})
-	if err != nil {
-		return t, fmt.Errorf("create: %w", err)
-	}
-	if len(created.Messages) == 0 || created.Messages[0].StructuredOutputRequestID == nil {
-		return t, errors.New("create: no structured request id")
-	}
-	id := *created.Messages[0].StructuredOutputRequestID
-	for {
-		res, err := c.GetStructuredOutput(ctx, id, 30*time.Second)
-		if err != nil {
-			return t, fmt.Errorf("wait for %s: %w", id, err)
-		}
-		if res.Status != client.OutputPending {
-			t.end, t.ok = time.Now(), res.Status == client.OutputSucceeded
-			return t, nil
-		}
-	}
-}
 
 // process is a child process whose output goes to a log file.
 type process struct {
@@ -761,18 +835,28 @@ func spawn(bin string, args []string, logPath string, match func(line string) bo
 	return p, matched, nil
 }
 
-// startMock runs mockllm on a free port with zero latency and returns its
-// base URL.
-func startMock(ctx context.Context, bin, logPath string) (*process, string, error) {
+// mockArgs are mockllm's flags for a provider latency, given whole or
+// streamed in chunks: --latency d, or the first of n chunks after d/n and
+// the others d/n apart, so that a call lasts d either way.
+func mockArgs(d time.Duration, chunks int) []string {
+	args := []string{"--listen", "127.0.0.1:0", "--format", "openai"}
+	if chunks <= 0 {
+		return append(args, "--latency", d.String(), "--chunk-delay", "0s")
+	}
+	step := d / time.Duration(chunks)
+	return append(args, "--latency", step.String(), "--chunk-delay", step.String(), "--stream-chunks", fmt.Sprint(chunks))
+}
+
+// startMock runs mockllm on a free port and returns its base URL.
+func startMock(ctx context.Context, bin string, args []string, logPath string) (*process, string, error) {
 	var url string
-	p, matched, err := spawn(bin, []string{"--listen", "127.0.0.1:0", "--format", "openai", "--latency", "0s", "--chunk-delay", "0s"},
-		logPath, func(line string) bool {
-			if rest, ok := strings.CutPrefix(line, "mockllm listening on "); ok {
-				url = strings.TrimSpace(rest)
-				return true
-			}
-			return false
-		})
+	p, matched, err := spawn(bin, args, logPath, func(line string) bool {
+		if rest, ok := strings.CutPrefix(line, "mockllm listening on "); ok {
+			url = strings.TrimSpace(rest)
+			return true
+		}
+		return false
+	})
 	if err != nil {
 		return nil, "", err
 	}
@@ -791,7 +875,8 @@ func startMock(ctx context.Context, bin, logPath string) (*process, string, erro
 // chatdRunner starts and stops the chatd servers of one build.
 type chatdRunner struct {
 	bin, dbURL, config, logPath string
-	workers, replicas           int
+	flags                       []string // after the benchmark's own
+	replicas                    int
 	ps                          []*process
 }
 
@@ -812,9 +897,9 @@ func (c *chatdRunner) start(ctx context.Context) ([]string, error) {
 
 func (c *chatdRunner) startOne(ctx context.Context) (string, error) {
 	var addr string
-	p, matched, err := spawn(c.bin, []string{"server", "--listen", "127.0.0.1:0", "--database-url", c.dbURL,
-		"--config", c.config, "--experiments", "chat-structured-output", "--workers", fmt.Sprint(c.workers),
-		"--log-format", "json", "--log-level", "info"}, c.logPath, func(line string) bool {
+	args := append([]string{"server", "--listen", "127.0.0.1:0", "--database-url", c.dbURL,
+		"--config", c.config, "--experiments", "chat-structured-output", "--log-format", "json", "--log-level", "info"}, c.flags...)
+	p, matched, err := spawn(c.bin, args, c.logPath, func(line string) bool {
 		var rec struct {
 			Msg  string `json:"msg"`
 			Addr string `json:"addr"`

@@ -59,7 +59,9 @@ func (r *Result) summarize(rounds []Round) Summary {
 	for _, n := range r.Options.PgbenchClients {
 		s.Pgbench[n] = col(func(rd Round) float64 { return rd.Pgbench[n] })
 	}
-	s.CeilingTPS = s.Pgbench[r.Options.PgbenchClients[0]]
+	if len(r.Options.PgbenchClients) > 0 {
+		s.CeilingTPS = s.Pgbench[r.Options.PgbenchClients[0]]
+	}
 	s.CommitRate = s.TurnsPerSec * s.CommitsTurn
 	s.WriteRate = s.TurnsPerSec * s.WritesTurn
 	if s.CeilingTPS > 0 {
@@ -91,9 +93,19 @@ func (r *Result) Report(w io.Writer) {
 	if o.Turns > 0 {
 		window = fmt.Sprintf("%d turns", o.Turns)
 	}
-	fmt.Fprintf(w, "chatd end-to-end benchmark: %d concurrent chats of structured turns, %d replica(s) with --workers %d each, mockllm with zero latency\n",
-		o.Clients, o.Replicas, o.Workers)
-	fmt.Fprintf(w, "%d rounds of %s after a %s warm-up; medians over the rounds\n", o.Rounds, window, o.Warmup)
+	users := ""
+	if o.Users > 1 {
+		users = fmt.Sprintf(" over %d users", o.Users)
+	}
+	fmt.Fprintf(w, "chatd end-to-end benchmark: %d concurrent chats of structured turns%s, %d replica(s) with %s each, %s\n",
+		o.Clients, users, o.Replicas, flagsText(r.Builds[0].Flags), o.provider())
+	if o.capacity() {
+		fmt.Fprintf(w, "%d rounds of a %s window starting %s after the first client (starts spread over %s), after a %s warm-up with %d clients; "+
+			"turns in flight after it get %s; long polls ?wait=%s; medians over the rounds\n",
+			o.Rounds, window, o.lead(), o.Ramp, o.Warmup, min(o.Clients, 8), o.Drain, o.pollWait())
+	} else {
+		fmt.Fprintf(w, "%d rounds of %s after a %s warm-up; medians over the rounds\n", o.Rounds, window, o.Warmup)
+	}
 	fmt.Fprintf(w, "machine: %s, %d cores, %.1f GiB, %s\n", r.Machine.CPU, r.Machine.Cores, r.Machine.MemoryGB, r.Machine.GoOS)
 	keys := make([]string, 0, len(r.Settings))
 	for k := range r.Settings {
@@ -105,8 +117,12 @@ func (r *Result) Report(w io.Writer) {
 		set = append(set, k+"="+r.Settings[k])
 	}
 	fmt.Fprintf(w, "PostgreSQL %s (%s): %s\n", r.Postgres, mode, strings.Join(set, " "))
-	for _, b := range r.Builds {
-		fmt.Fprintf(w, "\n== %s (%s)\n\n", b.Name, b.Chatd)
+	for i, b := range r.Builds {
+		head := b.Chatd
+		if i > 0 && !slices.Equal(b.Flags, r.Builds[0].Flags) {
+			head += ", with " + flagsText(b.Flags)
+		}
+		fmt.Fprintf(w, "\n== %s (%s)\n\n", b.Name, head)
 		r.reportBuild(w, b.Rounds)
 	}
 	if len(r.Builds) == 2 {
@@ -126,16 +142,36 @@ func (r *Result) compare(w io.Writer, a, b *Build) {
 		t := ra.TurnsPerSec / math.Max(rb.TurnsPerSec, 1e-9)
 		l := float64(ra.P50) / math.Max(float64(rb.P50), 1)
 		tps, p50 = append(tps, t), append(p50, l)
-		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.2f\t%s\t%s\t%.2f\t\n", i+1, ra.TurnsPerSec, rb.TurnsPerSec, t, ms(ra.P50), ms(rb.P50), l)
+		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.2f\t%s%s\t%s%s\t%.2f\t\n", i+1, ra.TurnsPerSec, rb.TurnsPerSec, t,
+			bound(ra.P50Open), ms(ra.P50), bound(rb.P50Open), ms(rb.P50), l)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nturns/s ratio %s/%s: median %.2f (range %.2f–%.2f); p50 latency ratio: median %.2f (range %.2f–%.2f)\n",
 		a.Name, b.Name, median(tps), slices.Min(tps), slices.Max(tps), median(p50), slices.Min(p50), slices.Max(p50))
 }
 
+// flagsText describes the flags a build's chatd got.
+func flagsText(flags []string) string {
+	if len(flags) == 0 {
+		return "chatd's default flags"
+	}
+	return strings.Join(flags, " ")
+}
+
 func (r *Result) reportBuild(w io.Writer, rounds []Round) {
 	o := r.Options
 	s := r.summarize(rounds)
+	if o.capacity() {
+		r.reportCapacity(w, rounds)
+	} else {
+		r.reportTurns(w, rounds, s)
+	}
+	r.reportDatabase(w, rounds, s)
+}
+
+// reportTurns writes the zero-latency round table and the turn figures.
+func (r *Result) reportTurns(w io.Writer, rounds []Round, s Summary) {
+	o := r.Options
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := "round\tload avg\tturns\tturns/s\tp50 ms\tp99 ms\tcommits/turn\twrites/turn\tsessions\t"
 	for _, n := range o.PgbenchClients {
@@ -157,21 +193,28 @@ func (r *Result) reportBuild(w io.Writer, rounds []Round) {
 	fmt.Fprintln(tw, line)
 	tw.Flush()
 
-	n0 := o.PgbenchClients[0]
 	fmt.Fprintf(w, "\ncompleted structured turns per second: %.1f\n", s.TurnsPerSec)
 	fmt.Fprintf(w, "create-to-receipt latency: p50 %.1f ms, p99 %.1f ms\n", s.P50ms, s.P99ms)
+}
+
+// reportDatabase writes the database figures per turn, the ceiling (when
+// pgbench ran), chatd's view and the CPU per turn.
+func (r *Result) reportDatabase(w io.Writer, rounds []Round, s Summary) {
+	o := r.Options
 	fmt.Fprintf(w, "database commits per turn: %.2f (all transactions committed in chatd's database), of which %.2f wrote (were assigned a transaction id)\n",
 		s.CommitsTurn, s.WritesTurn)
 	fmt.Fprintf(w, "new database sessions during the window: %.0f (median per round)\n", s.SessionsPerRound)
 	if s.StatementsTurn > 0 {
 		fmt.Fprintf(w, "statements per turn (pg_stat_statements): %.1f\n", s.StatementsTurn)
 	}
-	fmt.Fprintf(w, "database ceiling: %.0f commits/s (pgbench, %d clients, one-row UPDATE per transaction, %s runs)\n",
-		s.CeilingTPS, n0, o.PgbenchDuration)
-	fmt.Fprintf(w, "chatd's load on it: %.0f writing commits/s = %.1f%% of the ceiling (%.0f commits/s in all = %.1f%%)\n",
-		s.WriteRate, 100*s.WriteRatio, s.CommitRate, 100*s.CommitRatio)
-	fmt.Fprintf(w, "ratio: measured %.1f turns/s vs %.0f turns/s if commits were the only limit (%.0f / %.2f writes per turn): %.2f\n",
-		s.TurnsPerSec, s.TurnCeiling, s.CeilingTPS, s.WritesTurn, s.WriteRatio)
+	if len(o.PgbenchClients) > 0 {
+		fmt.Fprintf(w, "database ceiling: %.0f commits/s (pgbench, %d clients, one-row UPDATE per transaction, %s runs)\n",
+			s.CeilingTPS, o.PgbenchClients[0], o.PgbenchDuration)
+		fmt.Fprintf(w, "chatd's load on it: %.0f writing commits/s = %.1f%% of the ceiling (%.0f commits/s in all = %.1f%%)\n",
+			s.WriteRate, 100*s.WriteRatio, s.CommitRate, 100*s.CommitRatio)
+		fmt.Fprintf(w, "ratio: measured %.1f turns/s vs %.0f turns/s if commits were the only limit (%.0f / %.2f writes per turn): %.2f\n",
+			s.TurnsPerSec, s.TurnCeiling, s.CeilingTPS, s.WritesTurn, s.WriteRatio)
+	}
 	fmt.Fprintf(w, "chatd's own view (median): provider step p50 %.1f ms, POST /api/v1/chats p50 %.1f ms (histogram buckets, interpolated)\n",
 		s.ProviderP50ms, s.CreateP50ms)
 	if total := s.CPUChatd + s.CPUPostgres + s.CPUMock + s.CPUClients; total > 0 {
@@ -191,7 +234,7 @@ func (r *Result) reportBuild(w io.Writer, rounds []Round) {
 		tw.Flush()
 	}
 	for i, rd := range rounds {
-		if int(rd.ServerCounts) != rd.TotalTurns {
+		if int(rd.ServerCounts) != rd.TotalTurns && rd.Unfinished == 0 {
 			fmt.Fprintf(w, "warning: round %d: chatd counted %.0f finished requests, the clients %d\n", i+1, rd.ServerCounts, rd.TotalTurns)
 		}
 		if rd.Rollbacks > 0 {
