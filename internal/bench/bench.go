@@ -366,26 +366,28 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 
-	// Each build: its schema and a token per user.
+	// Each build: its schema and a token per user. With a latency, each
+	// round gets a database of its own: turns abandoned in one round would
+	// otherwise be the next one's backlog.
+	base := roundEnv{admin: admin, sampleURL: cluster.URL("postgres"), mockPID: mock.cmd.Process.Pid,
+		mockBase: strings.TrimSuffix(mockURL, "/v1"), postmaster: postmasterPID(cluster.Dir())}
 	envs := map[*Build]roundEnv{}
+	prepare := func(b *Build, db string) (roundEnv, error) {
+		if err := cluster.EnsureDatabase(ctx, db); err != nil {
+			return roundEnv{}, err
+		}
+		env := base
+		env.db = db
+		env.ch = &chatdRunner{bin: b.Chatd, dbURL: cluster.URL(db), config: cfgPath, flags: b.Flags, replicas: o.Replicas,
+			logPath: filepath.Join(work, b.Name+".log")}
+		tokens, err := prepareDB(ctx, b.Chatd, env.ch.dbURL, o.Users)
+		env.tokens = tokens
+		return env, err
+	}
 	for _, b := range res.Builds {
-		dbURL := cluster.URL(b.DB)
-		out, err := exec.CommandContext(ctx, b.Chatd, "migrate", "up", "--database-url", dbURL).CombinedOutput()
-		if err != nil {
-			return nil, fmt.Errorf("%s migrate up: %w: %s", b.Chatd, err, out)
+		if envs[b], err = prepare(b, b.DB); err != nil {
+			return nil, err
 		}
-		env := roundEnv{db: b.DB, admin: admin, sampleURL: cluster.URL("postgres"), mockPID: mock.cmd.Process.Pid,
-			mockBase: strings.TrimSuffix(mockURL, "/v1"), postmaster: postmasterPID(cluster.Dir()),
-			ch: &chatdRunner{bin: b.Chatd, dbURL: dbURL, config: cfgPath, flags: b.Flags, replicas: o.Replicas,
-				logPath: filepath.Join(work, b.Name+".log")}}
-		for u := range o.Users {
-			out, err = exec.CommandContext(ctx, b.Chatd, "token", "create", "--user", userName(u, o.Users), "--database-url", dbURL).Output()
-			if err != nil {
-				return nil, fmt.Errorf("%s token create: %w", b.Chatd, err)
-			}
-			env.tokens = append(env.tokens, strings.TrimSpace(string(out)))
-		}
-		envs[b] = env
 	}
 	if err := preparePgbench(ctx, cluster.URL("pgbench"), maxInt(o.PgbenchClients)); err != nil {
 		return nil, err
@@ -399,7 +401,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		rounds := map[*Build]*Round{}
 		for _, b := range order {
 			fmt.Fprintf(o.Progress, "bench: round %d: %s\n", i+1, b.Name)
-			r, err := runRound(ctx, o, envs[b])
+			env := envs[b]
+			if o.capacity() && i > 0 {
+				if env, err = prepare(b, fmt.Sprintf("%s_%d", b.DB, i+1)); err != nil {
+					return nil, err
+				}
+			}
+			r, err := runRound(ctx, o, env)
 			if err != nil {
 				return nil, fmt.Errorf("round %d (%s): %w", i+1, b.Name, err)
 			}
@@ -423,6 +431,24 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	res.Rounds = res.Builds[0].Rounds
 	return res, nil
+}
+
+// prepareDB migrates a build's database up and creates a token for each
+// user.
+func prepareDB(ctx context.Context, chatd, dbURL string, users int) ([]string, error) {
+	out, err := exec.CommandContext(ctx, chatd, "migrate", "up", "--database-url", dbURL).CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("%s migrate up: %w: %s", chatd, err, out)
+	}
+	var tokens []string
+	for u := range users {
+		out, err = exec.CommandContext(ctx, chatd, "token", "create", "--user", userName(u, users), "--database-url", dbURL).Output()
+		if err != nil {
+			return nil, fmt.Errorf("%s token create: %w", chatd, err)
+		}
+		tokens = append(tokens, strings.TrimSpace(string(out)))
+	}
+	return tokens, nil
 }
 
 func readSettings(ctx context.Context, admin *pgx.Conn) (map[string]string, error) {
