@@ -873,6 +873,17 @@ func mockArgs(d time.Duration, chunks int) []string {
 	return append(args, "--latency", step.String(), "--chunk-delay", step.String(), "--stream-chunks", fmt.Sprint(chunks))
 }
 
+// logTail is the last lines of a log, to say why a process exited (the
+// work directory is gone by the time the error is read, without --keep).
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(log: " + path + ")"
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.Join(lines[max(len(lines)-3, 0):], "\n")
+}
+
 // startMock runs mockllm on a free port and returns its base URL.
 func startMock(ctx context.Context, bin string, args []string, logPath string) (*process, string, error) {
 	var url string
@@ -890,7 +901,7 @@ func startMock(ctx context.Context, bin string, args []string, logPath string) (
 	case <-matched:
 		return p, url, nil
 	case <-p.done:
-		return nil, "", fmt.Errorf("mockllm exited at start (log: %s)", logPath)
+		return nil, "", fmt.Errorf("mockllm exited at start: %s", logTail(logPath))
 	case <-time.After(30 * time.Second):
 	case <-ctx.Done():
 	}
@@ -942,7 +953,7 @@ func (c *chatdRunner) startOne(ctx context.Context) (string, error) {
 	select {
 	case <-matched:
 	case <-p.done:
-		return "", fmt.Errorf("chatd exited at start (log: %s)", c.logPath)
+		return "", fmt.Errorf("chatd exited at start: %s", logTail(c.logPath))
 	case <-time.After(60 * time.Second):
 		_ = p.stop()
 		return "", fmt.Errorf("chatd did not start (log: %s)", c.logPath)

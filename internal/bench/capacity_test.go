@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -228,5 +229,19 @@ func TestCapacityReport(t *testing.T) {
 	}
 	if p := res.Rounds[0].progress(res.Options); !strings.HasPrefix(p, "25.6 turns/s of an ideal 100.0 (0.26), p50 40.00 s, p99 55.00 s, 0 errors") {
 		t.Errorf("progress %q", p)
+	}
+}
+
+func TestLogTail(t *testing.T) {
+	t.Parallel()
+	path := t.TempDir() + "/chatd.log"
+	if err := os.WriteFile(path, []byte("one\ntwo\nthree\nError: --workers must be from 0 to 1024\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := logTail(path); got != "two\nthree\nError: --workers must be from 0 to 1024" {
+		t.Errorf("tail %q", got)
+	}
+	if got := logTail(path + ".missing"); !strings.Contains(got, "chatd.log.missing") {
+		t.Errorf("missing log: %q", got)
 	}
 }
