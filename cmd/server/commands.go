@@ -71,7 +71,8 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if tuneGC(os.Getenv) {
+	gcTuned := tuneGC(os.Getenv)
+	if gcTuned {
 		logger.Debug("garbage collector target set", slog.Int("gc_percent", serverGCPercent))
 	}
 	origins, err := httpapi.ParseOrigins(*corsOrigins)
@@ -219,6 +220,9 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	wg.Go(func() { deliverer.Run(runCtx) })
 	if *maxRunning > 0 {
 		wg.Go(func() { run.Run(runCtx) })
+		if gcTuned {
+			wg.Go(func() { adaptGC(bg, slots.Used) })
+		}
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
