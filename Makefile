@@ -108,15 +108,18 @@ vet:
 lint: vet
 	go tool -modfile=tools/lint/go.mod golangci-lint run ./...
 
-## js-deps: node and npm (Debian's, when missing) and the SDK's npm packages,
-## pinned by sdk/typescript/package-lock.json; Debian's chromium for the
-## headless browser test (internal/jstest).
+## js-deps: node and npm (Debian's, when missing) and the SDKs' npm packages,
+## pinned by sdk/typescript/package-lock.json and sdk/ai-sdk/package-lock.json
+## (npm ci builds each: its prepare script; the AI SDK adapter links the
+## SDK, so the SDK comes first); Debian's chromium for the headless browser
+## tests (internal/jstest).
 js-deps:
 	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || \
 	  { echo "installing node and npm"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
 	@command -v chromium >/dev/null 2>&1 || \
 	  { echo "installing chromium"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
-	@cd sdk/typescript && { [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund --loglevel=error; }
+	@cd sdk/typescript && { [ node_modules/.package-lock.json -nt package-lock.json ] && [ -f dist/src/index.js ] || npm ci --no-audit --no-fund --loglevel=error; }
+	@cd sdk/ai-sdk && { [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund --loglevel=error; }
 
 ## generate-sdk: the SDK's copy of the OpenAPI document and its generated
 ## types (CI fails when they drift: internal/jstest).

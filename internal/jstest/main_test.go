@@ -22,8 +22,12 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 var sdkDir, _ = filepath.Abs("../../sdk/typescript")
 
 var (
-	npmOnce sync.Once
-	npmErr  error
+	npmOnce   sync.Once
+	npmErr    error
+	aiNPMOnce sync.Once
+	aiNPMErr  error
+	buildOnce sync.Once
+	buildErr  error
 )
 
 // need skips the test when a program is missing, except under CI=true,
@@ -46,17 +50,44 @@ func need(t *testing.T, programs ...string) {
 func npm(t *testing.T) {
 	t.Helper()
 	need(t, "node", "npm")
-	npmOnce.Do(func() {
-		stamp, err1 := os.Stat(filepath.Join(sdkDir, "node_modules", ".package-lock.json"))
-		lock, err2 := os.Stat(filepath.Join(sdkDir, "package-lock.json"))
-		if err1 == nil && err2 == nil && !stamp.ModTime().Before(lock.ModTime()) {
-			return
-		}
-		_, npmErr = run(context.Background(), sdkDir, nil, "npm", "ci", "--no-audit", "--no-fund")
-	})
+	npmOnce.Do(func() { npmErr = npmCI(sdkDir) })
 	if npmErr != nil {
 		t.Fatal(npmErr)
 	}
+}
+
+// npmAISDK makes sure the AI SDK adapter's pinned npm packages are
+// installed, and the SDK it links to (file:../typescript) is built.
+func npmAISDK(t *testing.T) {
+	t.Helper()
+	buildSDK(t)
+	aiNPMOnce.Do(func() { aiNPMErr = npmCI(aiSDKDir) })
+	if aiNPMErr != nil {
+		t.Fatal(aiNPMErr)
+	}
+}
+
+// buildSDK compiles the SDK (src and test, into dist) once per test
+// binary: the SDK's tests run it, and the AI SDK adapter imports it
+// (file:../typescript), so no test rewrites it while another reads it.
+func buildSDK(t *testing.T) {
+	t.Helper()
+	npm(t)
+	buildOnce.Do(func() { _, buildErr = run(context.Background(), sdkDir, nil, bin("tsc"), "-p", "tsconfig.json") })
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+}
+
+// npmCI runs npm ci in dir unless its install is newer than its lockfile.
+func npmCI(dir string) error {
+	stamp, err1 := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json"))
+	lock, err2 := os.Stat(filepath.Join(dir, "package-lock.json"))
+	if err1 == nil && err2 == nil && !stamp.ModTime().Before(lock.ModTime()) {
+		return nil
+	}
+	_, err := run(context.Background(), dir, nil, "npm", "ci", "--no-audit", "--no-fund")
+	return err
 }
 
 // run runs a command and returns its combined output; an error carries it.
@@ -76,8 +107,11 @@ func run(ctx context.Context, dir string, env []string, name string, args ...str
 	return out.String(), nil
 }
 
-// bin is an installed npm program.
+// bin is an installed npm program of the SDK.
 func bin(name string) string { return filepath.Join(sdkDir, "node_modules", ".bin", name) }
+
+// aiBin is an installed npm program of the AI SDK adapter.
+func aiBin(name string) string { return filepath.Join(aiSDKDir, "node_modules", ".bin", name) }
 
 // servedDocument is the document GET /api/v1/openapi.json serves, as
 // `chatd openapi` prints it.

@@ -42,7 +42,7 @@ func partialsStep(r *mockllm.Request) (mockllm.Step, bool) {
 // every time, one with "invalid-once" the first time.
 func TestSDK(t *testing.T) {
 	t.Parallel()
-	npm(t)
+	buildSDK(t)
 	env := testenv.New(t, testenv.Options{Mock: mockllm.Options{StepFor: func(r *mockllm.Request) (mockllm.Step, bool) {
 		if st, ok := partialsStep(r); ok {
 			return st, true
@@ -69,9 +69,7 @@ func TestSDK(t *testing.T) {
 		}
 		return mockllm.Step{}, false
 	}}})
-	if _, err := run(t.Context(), sdkDir, nil, bin("tsc"), "-p", "tsconfig.json"); err != nil {
-		t.Fatal(err)
-	}
+	buildSDK(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	out, err := run(ctx, sdkDir, []string{"CHATD_URL=" + env.API.URL, "CHATD_TOKEN=" + env.Token("alice")},
