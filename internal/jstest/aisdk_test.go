@@ -112,7 +112,7 @@ func TestAISDK(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	out, err := run(ctx, aiSDKDir, []string{"CHATD_URL=" + env.API.URL, "CHATD_TOKEN=" + env.Token("alice"), "CHATD_TESTKIT=" + kit.URL},
-		"node", "--test", "--test-force-exit", "--test-reporter=spec", "dist/test/")
+		"node", "--test", "--test-force-exit", "--test-timeout=60000", "--test-reporter=spec", "dist/test/")
 	t.Logf("node --test:\n%s", out)
 	if err != nil {
 		t.Logf("chatd's log, last lines:\n%s", lastLines(env.Logs(), 300))

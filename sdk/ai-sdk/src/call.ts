@@ -32,6 +32,11 @@ export interface Receipt {
  * write still in flight is let finish, so the chat it made is interrupted
  * too.
  */
+/** Opens a chat's stream after a message id (the SDK's fetch reader, or EventSource with tickets). */
+export type Events = (client: ChatdClient, chatId: string, afterId: number, signal: AbortSignal) => AsyncIterable<StreamEvent>;
+
+const fetchEvents: Events = (client, chatId, afterId, signal) => client.stream(chatId, { afterId, signal });
+
 export class Call {
   private chatId: string | undefined;
   private interruptOnStart = false;
@@ -41,6 +46,7 @@ export class Call {
   constructor(
     readonly client: ChatdClient,
     private readonly signal: AbortSignal | undefined,
+    private readonly events: Events = fetchEvents,
   ) {
     this.aborted = new Promise<never>((_, reject) => {
       if (!signal) return;
@@ -68,13 +74,13 @@ export class Call {
   }
 
   /** Follows the turn until it ends, emitting its pieces; rejects at once on abort. */
-  follow(s: Started, emit: (p: Piece) => void, tap?: (ev: StreamEvent) => void): Promise<Outcome> {
-    const events = s.events ?? this.client.stream(s.chatId, { afterId: s.afterId, signal: this.stop.signal });
-    const run = readTurn(tap ? tapped(events, tap) : events, {
+  follow(s: Started, emit: (p: Piece) => void, o: { tap?: (ev: StreamEvent) => void; retract?: boolean } = {}): Promise<Outcome> {
+    const events = s.events ?? this.events(this.client, s.chatId, s.afterId, this.stop.signal);
+    const run = readTurn(o.tap ? tapped(events, o.tap) : events, {
       anchor: s.anchor,
       requestId: s.requestId,
       clientTools: this.clientTools,
-      retract: false,
+      retract: o.retract ?? false,
       opened: s.events !== undefined,
       emit,
     }).catch((err) => {
@@ -157,7 +163,7 @@ export class Call {
   // the first event says the stream is connected. Events then wait, in
   // order, for the reader.
   private async open(chatId: string, afterId: number): Promise<AsyncIterable<StreamEvent>> {
-    const it = this.client.stream(chatId, { afterId, signal: this.stop.signal })[Symbol.asyncIterator]();
+    const it = this.events(this.client, chatId, afterId, this.stop.signal)[Symbol.asyncIterator]();
     const first = await it.next();
     if (this.signal?.aborted) throw this.signal.reason;
     return (async function* () {
@@ -202,6 +208,12 @@ export class Call {
           model: undefined,
           events,
         };
+      }
+      case "edit": {
+        const events = await this.open(a.chatId, a.messageId);
+        const res = await c.editMessage(a.chatId, a.messageId, a.body);
+        const m = res.message;
+        return { chatId: a.chatId, anchor: { after: m.id }, afterId: m.id, requestId: m.structured_output_request_id, model: undefined, events };
       }
       case "results": {
         const events = await this.open(a.chatId, a.callMessageId ?? 0);

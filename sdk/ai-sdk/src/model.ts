@@ -66,7 +66,7 @@ export class ChatdLanguageModel implements LanguageModelV4 {
         send({ type: "response-metadata", id: s.requestId ?? `${s.chatId}/${s.afterId}`, timestamp: new Date(), modelId: s.model ?? this.modelId });
         const tap = o.includeRawChunks ? (ev: unknown) => send({ type: "raw", rawValue: ev }) : undefined;
         call
-          .follow(s, (piece) => b.stream(piece, send), tap)
+          .follow(s, (piece) => b.stream(piece, send), tap ? { tap } : {})
           .then((out) => b.end(call, out))
           .then((end) => {
             if (end.receipt) {

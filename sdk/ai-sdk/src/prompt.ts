@@ -14,7 +14,8 @@ import type { CreateChatRequest, Schemas, SendMessageRequest } from "@chatd/clie
 export type Action =
   | { kind: "create"; body: CreateChatRequest; idempotencyKey: string }
   | { kind: "send"; chatId: string; body: SendMessageRequest; idempotencyKey: string; afterHint: number }
-  | { kind: "results"; chatId: string; results: Schemas["ToolResult"][]; callMessageId: number | undefined };
+  | { kind: "results"; chatId: string; results: Schemas["ToolResult"][]; callMessageId: number | undefined }
+  | { kind: "edit"; chatId: string; messageId: number; body: Schemas["EditMessageRequest"] };
 
 export interface Plan {
   action: Action;
