@@ -109,10 +109,14 @@ func TestAISDK(t *testing.T) {
 	if _, err := run(t.Context(), aiSDKDir, nil, aiBin("tsc"), "-p", "tsconfig.json"); err != nil {
 		t.Fatal(err)
 	}
+	files, err := filepath.Glob(filepath.Join(aiSDKDir, "dist", "test", "*.test.js"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no compiled tests in %s/dist/test (%v)", aiSDKDir, err)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	out, err := run(ctx, aiSDKDir, []string{"CHATD_URL=" + env.API.URL, "CHATD_TOKEN=" + env.Token("alice"), "CHATD_TESTKIT=" + kit.URL},
-		"node", "--test", "--test-force-exit", "--test-timeout=60000", "--test-reporter=spec", "dist/test/")
+	args := append([]string{"--test", "--test-force-exit", "--test-timeout=60000", "--test-reporter=spec"}, files...)
+	out, err := run(ctx, aiSDKDir, []string{"CHATD_URL=" + env.API.URL, "CHATD_TOKEN=" + env.Token("alice"), "CHATD_TESTKIT=" + kit.URL}, "node", args...)
 	t.Logf("node --test:\n%s", out)
 	if err != nil {
 		t.Logf("chatd's log, last lines:\n%s", lastLines(env.Logs(), 300))

@@ -139,6 +139,8 @@ export class ChatdChatTransport<M extends UIMessage = UIMessage> implements Chat
     }
     const s = await call.write(action);
     if (!chatId) await this.chats.set(o.chatId, s.chatId);
+    // Tool results continue the turn's structured request, if it has one.
+    if (action.kind === "results") s.requestId = (last?.metadata as Partial<ChatdMessageMetadata> | undefined)?.chatd?.requestId;
     return this.turn(call, s, uiMessageId ?? `chatd-${s.chatId}-${s.afterId}`);
   }
 

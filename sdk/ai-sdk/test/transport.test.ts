@@ -2,46 +2,18 @@
 // (AbstractChat, what useChat wraps) against a live chatd.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import {
-  AbstractChat,
-  lastAssistantMessageIsCompleteWithToolCalls,
-  type ChatInit,
-  type ChatState,
-  type ChatStatus,
-  type UIMessage,
-} from "ai";
+import { lastAssistantMessageIsCompleteWithToolCalls, type UIMessage } from "ai";
 import { z } from "zod";
 import { createChatdTransport, type ChatdMessageMetadata, type ChatdPartialData, type ChatdReceiptData, type ChatStore } from "../src/index.js";
+import { Chat, finished as finishedOf } from "./chat.js";
 import { baseURL, chatsWith, client, marker, token } from "./kit.js";
-
-class State<M extends UIMessage> implements ChatState<M> {
-  status: ChatStatus = "ready";
-  error: Error | undefined = undefined;
-  constructor(public messages: M[] = []) {}
-  pushMessage = (m: M) => void (this.messages = [...this.messages, m]);
-  popMessage = () => void (this.messages = this.messages.slice(0, -1));
-  replaceMessage = (i: number, m: M) => void (this.messages = this.messages.map((x, j) => (j === i ? m : x)));
-  snapshot = <T>(x: T): T => structuredClone(x);
-}
-
-/** A chat as useChat holds one, without React: the AI SDK's AbstractChat. */
-class Chat<M extends UIMessage = UIMessage> extends AbstractChat<M> {
-  constructor(init: ChatInit<M>) {
-    super({ ...init, state: new State<M>(init.messages ?? []) });
-  }
-}
 
 type Msg = UIMessage<ChatdMessageMetadata>;
 const Report = z.object({ command: z.string(), steps: z.array(z.object({ name: z.string() })) });
 const Titled = z.object({ title: z.string(), count: z.number().int() });
 const weather = { get_weather: { description: "Weather for a city", inputSchema: z.object({ city: z.string() }) } };
 
-/** A promise of the chat's next finished response that is not a tool-calls pause. */
-function finished(): { onFinish: NonNullable<ChatInit<Msg>["onFinish"]>; done: Promise<void> } {
-  let resolve!: () => void;
-  const done = new Promise<void>((r) => (resolve = r));
-  return { onFinish: (e) => void (e.finishReason !== "tool-calls" && resolve()), done };
-}
+const finished = (): ReturnType<typeof finishedOf<Msg>> => finishedOf<Msg>();
 
 const last = (chat: Chat<Msg>) => chat.messages[chat.messages.length - 1];
 const textOf = (m: Msg | undefined) => (m?.parts ?? []).flatMap((p) => (p.type === "text" ? [p.text] : [])).join("");
