@@ -48,7 +48,8 @@ export async function* ticketStream(
         } else {
           const data: unknown = me.data === "" ? {} : JSON.parse(me.data);
           if (name === "message") {
-            last = Number(me.lastEventId) || last;
+            // The SSE id starts with the highest message id delivered.
+            last = Number.parseInt(me.lastEventId, 10) || last;
             queue.push({ type: "message", id: last, data } as StreamEvent);
           } else {
             queue.push({ type: name, data } as StreamEvent);

@@ -237,7 +237,7 @@ class Reader {
   }
 
   private finish(out: Outcome): Outcome {
-    this.abandon();
+    this.abandon(true);
     return out;
   }
 
@@ -248,23 +248,28 @@ class Reader {
   }
 
   // abandon closes what previews opened for a generation that will not
-  // commit (a new attempt, an interrupt, an edit).
-  private abandon() {
+  // commit (a new attempt, an interrupt, an edit). A consumer that can
+  // retract takes the step's previews back and keeps the step open for
+  // the next generation (or, at the end, closes it empty); others end
+  // what was shown.
+  private abandon(final = false) {
     if (!this.open) return;
     if (this.o.retract) {
       this.o.emit({ type: "step-reset" });
+      if (final) this.o.emit({ type: "step-end" });
+      this.open = !final;
     } else {
       for (const [kind, b] of this.blocks) this.o.emit({ type: "block-end", kind, id: b.id });
       for (const [id, t] of this.tools) if (t.started) this.o.emit({ type: "tool-input-end", id });
+      this.open = false;
     }
     this.blocks = new Map();
     this.tools = new Map();
-    this.open = false;
   }
 
   private reset(key: string) {
     this.restarted = true;
-    if (key === this.gen.key) {
+    if (!newer(key, this.gen.key)) {
       this.gen.frozen = true; // a gap: the commit supplies the rest
       return;
     }
@@ -275,12 +280,16 @@ class Reader {
   private preview(d: Schemas["MessagePartEvent"]) {
     const key = `${d.history_version}:${d.generation_attempt}`;
     if (key !== this.gen.key) {
+      if (!newer(key, this.gen.key)) return; // a stale generation's fragment
       this.abandon();
       this.gen = { key, lastSeq: 0, frozen: false, committed: false };
     }
     const g = this.gen;
     if (g.frozen || g.committed) return;
-    if (d.seq !== g.lastSeq && d.seq !== g.lastSeq + 1) {
+    // A part covers fragments from_seq..seq (a server's catch-up of a step
+    // coalesces them); pieces of one split fragment share its number.
+    const from = (d as { from_seq?: number }).from_seq ?? d.seq;
+    if (!(from === g.lastSeq + 1 || (from === g.lastSeq && d.seq === g.lastSeq))) {
       g.frozen = true; // joined mid-step, or fragments were lost
       return;
     }
@@ -397,6 +406,14 @@ class Reader {
       this.o.emit({ type: "tool-result", id: p.tool_call_id, toolName, result: p.result ?? null, isError: p.is_error === true });
     }
   }
+}
+
+/** Whether generation key a ("history:attempt") comes after b ("" comes before all). */
+function newer(a: string, b: string): boolean {
+  if (b === "") return true;
+  const [ah = 0, aa = 0] = a.split(":").map(Number);
+  const [bh = 0, ba = 0] = b.split(":").map(Number);
+  return ah > bh || (ah === bh && aa > ba);
 }
 
 /** The concatenated text of a message's parts of one type. */
