@@ -28,12 +28,14 @@ var aiSDKDir, _ = filepath.Abs("../../sdk/ai-sdk")
 //   - "[weather]" on a chat that offers get_weather: one call of it; its
 //     result comes back as the value {"forecast": <result>} (structured) or
 //     the text "forecast: <result>";
-//   - "[prose-repair]": prose and an invalid value, then prose and the
-//     value {"title":"repaired","count":2}, written slowly;
+//   - "[prose-repair]" in the latest user message: prose and an invalid
+//     value, then prose and the value {"title":"repaired","count":2},
+//     written slowly;
 //   - "[reasoning]": reasoning, then the unscripted answer, written slowly;
 //   - "[server-tool]": a call of the workspace's read_file, then the
 //     unscripted answer;
-//   - "[slow]": the unscripted answer, written slowly.
+//   - "[slow]": the unscripted answer, written slowly;
+//   - "[provider-fail]": a provider error chatd does not retry (400).
 func aiSDKStep(r *mockllm.Request) (mockllm.Step, bool) {
 	last := r.Messages[len(r.Messages)-1]
 	first := ""
@@ -63,7 +65,7 @@ func aiSDKStep(r *mockllm.Request) (mockllm.Step, bool) {
 		return mockllm.Step{Text: "forecast: " + last.Content}, true
 	case has("[prose-repair]"):
 		return mockllm.Step{Text: "Let me think about the title first.", Invalid: true, ChunkDelayMS: 5}, true
-	case strings.Contains(first, "[prose-repair]") && answers(r, mockllm.FinalizerTool):
+	case strings.Contains(lastUser(r), "[prose-repair]") && answers(r, mockllm.FinalizerTool):
 		return mockllm.Step{Text: "Fixed it.", Value: json.RawMessage(`{"title":"repaired","count":2}`), ChunkDelayMS: 5}, true
 	case has("[reasoning]"):
 		return mockllm.Step{Reasoning: "Thinking it over, step by step.", ChunkDelayMS: 5}, true
@@ -71,8 +73,20 @@ func aiSDKStep(r *mockllm.Request) (mockllm.Step, bool) {
 		return mockllm.Step{ToolCalls: []mockllm.ToolCall{{Name: "read_file", Arguments: `{"path":"notes.txt"}`}}}, true
 	case has("[slow]"):
 		return mockllm.Step{ChunkDelayMS: 40}, true
+	case has("[provider-fail]"):
+		return mockllm.Step{Error: &mockllm.ErrorSpec{Status: 400, Message: "bad request"}}, true
 	}
 	return mockllm.Step{}, false
+}
+
+// lastUser is the text of the request's latest user message.
+func lastUser(r *mockllm.Request) string {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if r.Messages[i].Role == "user" {
+			return r.Messages[i].Content
+		}
+	}
+	return ""
 }
 
 // answers reports whether the request's last message is the result of a

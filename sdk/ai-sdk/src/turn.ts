@@ -93,7 +93,9 @@ class Reader {
   private after: number | undefined;
   // live: the stream has reached the turn (its anchor message, or past it).
   private live: boolean;
-  private readonly userSeen = new Map<number, string>();
+  // initial: the events of a stream opened before the write still tell the
+  // chat as it was then (a stream's first read ends with its status).
+  private initial: boolean;
   private readonly done = new Set<number>();
   private readonly structured: boolean;
   // The generation whose previews are shown.
@@ -112,6 +114,7 @@ class Reader {
   constructor(private readonly o: TurnOptions) {
     this.after = "after" in o.anchor ? o.anchor.after : undefined;
     this.live = this.after !== undefined && !o.opened;
+    this.initial = o.opened;
     this.structured = o.requestId !== undefined;
   }
 
@@ -136,14 +139,20 @@ class Reader {
           this.restarted = false;
         }
         return undefined;
-      case "queue":
-        return this.queue(ev.data.queued_messages.map((q) => q.id));
       case "action_required":
         return this.action(ev.data.tool_calls);
-      case "status":
-        if (!this.live) return undefined;
-        if (ev.data.status === "waiting") return this.structured ? { type: "idle" } : this.finish({ type: "done" });
+      case "status": {
+        const first = this.initial;
+        this.initial = false;
+        if (ev.data.status !== "waiting" || first) return undefined;
+        if (this.live) return this.structured ? { type: "idle" } : this.finish({ type: "done" });
+        // Idle, and the queued message never reached the history: it was
+        // deleted (a structured one ends with its cancelled receipt).
+        if (this.after === undefined && !this.structured) {
+          return { type: "failed", code: "queue_deleted", message: "chatd: the queued message was deleted" };
+        }
         return undefined;
+      }
       case "error":
         this.failure = { ...(ev.data.code !== undefined ? { code: ev.data.code } : {}), message: ev.data.message };
         if (this.live && !this.structured) return this.finish({ type: "failed", ...this.failure });
@@ -163,6 +172,9 @@ class Reader {
   private message(m: ChatMessage): Outcome | undefined {
     if (this.done.has(m.id)) return undefined;
     this.done.add(m.id);
+    if (m.structured_output && m.structured_output.request_id === this.o.requestId && this.after === undefined) {
+      return this.finish({ type: "receipt", output: m.structured_output, messageId: m.id }); // a queued request deleted
+    }
     if (this.after === undefined) {
       if (m.role === "user") this.claim(m);
       return undefined;
@@ -205,19 +217,13 @@ class Reader {
       }
       return;
     }
-    this.userSeen.set(m.id, textOf(m.content, "text"));
-  }
-
-  // queue: an ordinary queued message has no id in history; it is the
-  // latest user message with its content once it left the queue.
-  private queue(ids: number[]): Outcome | undefined {
-    const a = this.o.anchor;
-    if (this.after !== undefined || !("queued" in a) || a.requestId !== undefined || ids.includes(a.queued)) return undefined;
-    const mine = [...this.userSeen].filter(([, text]) => text === a.content).map(([id]) => id);
-    if (mine.length === 0) return { type: "failed", code: "queue_deleted", message: "chatd: the queued message was deleted" };
-    this.after = Math.max(...mine);
-    this.live = true;
-    return undefined;
+    // An ordinary queued message keeps no id into the history: it is the
+    // first user message with its content that the history gains after
+    // the write (the stream was opened before it).
+    if (!this.initial && textOf(m.content, "text") === a.content) {
+      this.after = m.id;
+      this.live = true;
+    }
   }
 
   private action(calls: ToolCall[]): Outcome | undefined {
