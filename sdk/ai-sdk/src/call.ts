@@ -41,6 +41,10 @@ export class Call {
   private chatId: string | undefined;
   private interruptOnStart = false;
   private readonly stop = new AbortController();
+  // streams ends the call's chat stream once its turn is read (or the
+  // write failed): a stream holds a connection and one of the user's
+  // stream slots on the server.
+  private readonly streams = new AbortController();
   private readonly aborted: Promise<never>;
 
   constructor(
@@ -53,6 +57,7 @@ export class Call {
       const onAbort = () => {
         reject(signal.reason);
         this.stop.abort();
+        this.streams.abort();
         if (this.chatId) this.interrupt(this.chatId);
         else this.interruptOnStart = true;
       };
@@ -75,7 +80,7 @@ export class Call {
 
   /** Follows the turn until it ends, emitting its pieces; rejects at once on abort. */
   follow(s: Started, emit: (p: Piece) => void, o: { tap?: (ev: StreamEvent) => void; retract?: boolean } = {}): Promise<Outcome> {
-    const events = s.events ?? this.events(this.client, s.chatId, s.afterId, this.stop.signal);
+    const events = s.events ?? this.events(this.client, s.chatId, s.afterId, this.streams.signal);
     const run = readTurn(o.tap ? tapped(events, o.tap) : events, {
       anchor: s.anchor,
       requestId: s.requestId,
@@ -83,9 +88,11 @@ export class Call {
       retract: o.retract ?? false,
       opened: s.events !== undefined,
       emit,
-    }).catch((err) => {
-      throw apiError(err, this.client.baseUrl, undefined);
-    });
+    })
+      .catch((err) => {
+        throw apiError(err, this.client.baseUrl, undefined);
+      })
+      .finally(() => this.streams.abort());
     run.catch(() => {});
     return Promise.race([run, this.aborted]);
   }
@@ -95,6 +102,7 @@ export class Call {
   /** Stops following (a consumer that stopped reading), without interrupting the turn. */
   cancel() {
     this.stop.abort();
+    this.streams.abort();
   }
 
   /**
@@ -163,13 +171,17 @@ export class Call {
   // the first event says the stream is connected. Events then wait, in
   // order, for the reader.
   private async open(chatId: string, afterId: number): Promise<AsyncIterable<StreamEvent>> {
-    const it = this.events(this.client, chatId, afterId, this.stop.signal)[Symbol.asyncIterator]();
+    const it = this.events(this.client, chatId, afterId, this.streams.signal)[Symbol.asyncIterator]();
     const first = await it.next();
     if (this.signal?.aborted) throw this.signal.reason;
     return (async function* () {
-      if (first.done) return;
-      yield first.value;
-      for (let n = await it.next(); !n.done; n = await it.next()) yield n.value;
+      try {
+        if (first.done) return;
+        yield first.value;
+        for (let n = await it.next(); !n.done; n = await it.next()) yield n.value;
+      } finally {
+        await it.return?.(undefined); // a reader that stops early closes the connection
+      }
     })();
   }
 
@@ -177,7 +189,7 @@ export class Call {
     try {
       return await this.written(a);
     } catch (err) {
-      this.stop.abort(); // a stream opened for the write
+      this.streams.abort(); // a stream opened for the write
       throw apiError(err, this.client.baseUrl, "body" in a ? a.body : { results: a.results });
     }
   }

@@ -68,3 +68,51 @@ export function watchingFetch(o: { before?: (n: number) => Promise<void>; after?
   };
   return { fetch: f, created, creates: () => creates };
 }
+
+/**
+ * A fetch that counts the chat streams it opened and that are still open
+ * (their bodies neither read to the end nor cancelled); `closed()`
+ * resolves once none is.
+ */
+export function streamCountingFetch() {
+  let open = 0;
+  let waiters: (() => void)[] = [];
+  const finish = () => {
+    if (--open === 0) for (const w of waiters.splice(0)) w();
+  };
+  const f: typeof fetch = async (input, init) => {
+    const resp = await fetch(input, init);
+    const url = input instanceof Request ? input.url : String(input);
+    if (!new URL(url).pathname.endsWith("/stream") || !resp.body) return resp;
+    open++;
+    const reader = resp.body.getReader();
+    let ended = false;
+    const end = () => {
+      if (!ended) {
+        ended = true;
+        finish();
+      }
+    };
+    const body = new ReadableStream<Uint8Array>({
+      async pull(c) {
+        try {
+          const r = await reader.read();
+          if (r.done) {
+            end();
+            c.close();
+          } else c.enqueue(r.value);
+        } catch (err) {
+          end();
+          c.error(err);
+        }
+      },
+      cancel(reason) {
+        end();
+        return reader.cancel(reason);
+      },
+    });
+    return new Response(body, { status: resp.status, headers: resp.headers });
+  };
+  const closed = () => new Promise<void>((r) => (open === 0 ? r() : waiters.push(r)));
+  return { fetch: f, open: () => open, closed };
+}

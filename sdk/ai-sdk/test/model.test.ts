@@ -8,7 +8,7 @@ import type { JSONObject } from "@ai-sdk/provider";
 import { generateText, Output, stepCountIs, streamText, tool, type ModelMessage, type ToolSet } from "ai";
 import { z } from "zod";
 import { ChatdTurnError, createChatd } from "../src/index.js";
-import { baseURL, chatsWith, client, marker, token, watchingFetch } from "./kit.js";
+import { baseURL, chatsWith, client, marker, streamCountingFetch, token, watchingFetch } from "./kit.js";
 
 const chatd = createChatd({ baseURL, token });
 const Report = z.object({ command: z.string(), steps: z.array(z.object({ name: z.string() })) });
@@ -403,4 +403,19 @@ test("tools that differ from a continued chat's are a warning", async () => {
     providerOptions: first.providerMetadata as { chatd: JSONObject },
   });
   assert.ok((again.warnings ?? []).some((w) => w.type === "other" && /tools .* differ/.test(w.message)), JSON.stringify(again.warnings));
+});
+
+test("a call's chat stream is closed when the call ends", async () => {
+  const counting = streamCountingFetch();
+  const model = createChatd({ baseURL, token, fetch: counting.fetch })();
+  const first = await generateText({ model, prompt: marker("Streams, first.") });
+  const providerOptions = first.providerMetadata as { chatd: JSONObject };
+  for (let i = 0; i < 3; i++) {
+    await generateText({ model, prompt: `Streams, again ${i}.`, providerOptions }); // streams opened before the send
+    const s = streamText({ model, prompt: `Streams, streamed ${i}.`, providerOptions });
+    await s.text;
+  }
+  const timeout = new Promise<void>((r) => setTimeout(r, 5000).unref());
+  await Promise.race([counting.closed(), timeout]);
+  assert.equal(counting.open(), 0, "streams left open");
 });
