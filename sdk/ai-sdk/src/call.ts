@@ -24,22 +24,26 @@ export interface Receipt {
   rejectedAttempts: Attempt[];
 }
 
+/** Opens a chat's stream after a message id (the SDK's fetch reader, or EventSource with tickets). */
+export type Events = (client: ChatdClient, chatId: string, afterId: number, signal: AbortSignal) => AsyncIterable<StreamEvent>;
+
+const fetchEvents: Events = (client, chatId, afterId, signal) => client.stream(chatId, { afterId, signal });
+
 /**
  * One model call against chatd: its write (create, send or tool results),
  * then its turn, followed on the chat's stream. An abort of the caller's
  * signal rejects at once with the signal's reason and interrupts the turn,
  * with a request of its own (the caller's signal is already aborted); a
  * write still in flight is let finish, so the chat it made is interrupted
- * too.
+ * too. A call whose turn paused for client tool calls keeps listening: an
+ * abort while the caller runs them interrupts the paused turn.
  */
-/** Opens a chat's stream after a message id (the SDK's fetch reader, or EventSource with tickets). */
-export type Events = (client: ChatdClient, chatId: string, afterId: number, signal: AbortSignal) => AsyncIterable<StreamEvent>;
-
-const fetchEvents: Events = (client, chatId, afterId, signal) => client.stream(chatId, { afterId, signal });
-
 export class Call {
+  /** Names of the client tools (the caller's): calls of other tools run on the server. */
+  clientTools: ReadonlySet<string> = new Set();
   private chatId: string | undefined;
   private interruptOnStart = false;
+  private detach = () => {};
   private readonly stop = new AbortController();
   // streams ends the call's chat stream once its turn is read (or the
   // write failed): a stream holds a connection and one of the user's
@@ -63,17 +67,24 @@ export class Call {
       };
       if (signal.aborted) onAbort();
       else signal.addEventListener("abort", onAbort, { once: true });
+      this.detach = () => signal.removeEventListener("abort", onAbort);
     });
     this.aborted.catch(() => {});
   }
 
   /** Makes the call's write; rejects at once on abort. */
   write(a: Action): Promise<Started> {
-    const w = this.doWrite(a).then((s) => {
-      this.chatId = s.chatId;
-      if (this.interruptOnStart) this.interrupt(s.chatId);
-      return s;
-    });
+    const w = this.doWrite(a).then(
+      (s) => {
+        this.chatId = s.chatId;
+        if (this.interruptOnStart) this.interrupt(s.chatId);
+        return s;
+      },
+      (err: unknown) => {
+        this.detach();
+        throw err;
+      },
+    );
     w.catch(() => {});
     return Promise.race([w, this.aborted]);
   }
@@ -89,15 +100,20 @@ export class Call {
       opened: s.events !== undefined,
       emit,
     })
-      .catch((err) => {
-        throw apiError(err, this.client.baseUrl, undefined);
-      })
+      .then(
+        (out) => {
+          if (out.type !== "tool-calls") this.detach();
+          return out;
+        },
+        (err: unknown) => {
+          this.detach();
+          throw apiError(err, this.client.baseUrl, undefined);
+        },
+      )
       .finally(() => this.streams.abort());
     run.catch(() => {});
     return Promise.race([run, this.aborted]);
   }
-
-  clientTools: ReadonlySet<string> = new Set();
 
   /** Stops following (a consumer that stopped reading), without interrupting the turn. */
   cancel() {

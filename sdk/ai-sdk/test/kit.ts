@@ -116,3 +116,19 @@ export function streamCountingFetch() {
   const closed = () => new Promise<void>((r) => (open === 0 ? r() : waiters.push(r)));
   return { fetch: f, open: () => open, closed };
 }
+
+/**
+ * Whether p could be a partial value of full, as chatd's partials are:
+ * strings cut short, arrays and objects with members still missing (the
+ * last one cut short), other values whole.
+ */
+export function isPartialOf(p: unknown, full: unknown): boolean {
+  if (typeof p === "string") return typeof full === "string" && full.startsWith(p);
+  if (Array.isArray(p)) return Array.isArray(full) && p.length <= full.length && p.every((x, i) => isPartialOf(x, full[i]));
+  if (p && typeof p === "object") {
+    if (!full || typeof full !== "object" || Array.isArray(full)) return false;
+    const f = full as Record<string, unknown>;
+    return Object.entries(p).every(([k, v]) => k in f && isPartialOf(v, f[k]));
+  }
+  return p === full;
+}

@@ -419,3 +419,24 @@ test("a call's chat stream is closed when the call ends", async () => {
   await Promise.race([counting.closed(), timeout]);
   assert.equal(counting.open(), 0, "streams left open");
 });
+
+test("an abort while the AI SDK runs a client tool interrupts the paused turn", async () => {
+  const m = marker("[weather] Weather, then stop.");
+  const ac = new AbortController();
+  const reason = new Error("stopped during the tool");
+  const run = generateText({
+    model: chatd(),
+    prompt: m,
+    output: Output.object({ schema: z.object({ forecast: z.string() }) }),
+    tools: { get_weather: tool({ inputSchema: z.object({ city: z.string() }), execute: async () => (ac.abort(reason), "never sent") }) },
+    stopWhen: stepCountIs(5),
+    abortSignal: ac.signal,
+  });
+  await assert.rejects(run, (e) => e === reason);
+  const chats = await chatsWith(m);
+  assert.equal(chats.length, 1);
+  const history = await client.listMessages(chats[0]?.id ?? "");
+  const res = await client.waitStructuredOutput(history.messages[0]?.structured_output_request_id ?? "", { signal: AbortSignal.timeout(30_000) });
+  assert.equal(res.status, "cancelled");
+  assert.equal(res.status === "cancelled" && res.error.code, "interrupted");
+});

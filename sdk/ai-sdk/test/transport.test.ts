@@ -6,7 +6,7 @@ import { lastAssistantMessageIsCompleteWithToolCalls, type UIMessage } from "ai"
 import { z } from "zod";
 import { createChatdTransport, type ChatdMessageMetadata, type ChatdPartialData, type ChatdReceiptData, type ChatStore } from "../src/index.js";
 import { Chat, finished as finishedOf } from "./chat.js";
-import { baseURL, chatsWith, client, marker, token } from "./kit.js";
+import { baseURL, chatsWith, client, isPartialOf, marker, token } from "./kit.js";
 
 type Msg = UIMessage<ChatdMessageMetadata>;
 const Report = z.object({ command: z.string(), steps: z.array(z.object({ name: z.string() })) });
@@ -43,9 +43,11 @@ test("a structured request: the receipt part, its value as text, partials for on
   assert.equal(msg?.metadata?.chatd.chatId, receipt.chatId);
   assert.equal(msg?.metadata?.chatd.receiptMessageId, receipt.receiptMessageId);
   assert.equal(partsOf(msg, "data-chatd-partial").length, 0, "transient partials are not kept");
+  // Previews of the value, never a result: each one a partial of a value
+  // the model wrote (the repair's are partials of the receipt's).
   const mine = partials.filter((p) => p.requestId === receipt.requestId);
   assert.ok(mine.length > 0);
-  assert.deepEqual(mine[mine.length - 1]?.value, lookup.value); // a call's last partial is its whole value
+  assert.ok(isPartialOf(mine[mine.length - 1]?.value, lookup.value), JSON.stringify(mine[mine.length - 1]));
   assert.equal((await chatsWith(m)).length, 1);
 });
 
@@ -54,8 +56,10 @@ test("partials as one data part, replaced in place", async () => {
   await chat.sendMessage({ text: marker("Set up.") });
   await chat.sendMessage({ text: "[prose-repair] Title it again." });
   const parts = partsOf(last(chat), "data-chatd-partial");
-  assert.equal(parts.length, 1);
-  assert.deepEqual((parts[0]?.data as ChatdPartialData).value, { title: "repaired", count: 2 });
+  assert.equal(parts.length, 1, "one part, replaced in place");
+  // The repair's latest partial: a partial of its value (the last one sent
+  // before the receipt is usually all of it).
+  assert.ok(isPartialOf((parts[0]?.data as ChatdPartialData).value, { title: "repaired", count: 2 }), JSON.stringify(parts[0]));
 });
 
 test("a failed receipt: the receipt part, and the chat's error", async () => {
