@@ -111,8 +111,9 @@ const (
 
 // Hub owns the listening connection.
 type Hub struct {
-	pool   *pgxpool.Pool
-	logger *slog.Logger
+	pool      *pgxpool.Pool
+	listenCfg *pgx.ConnConfig // the listener's connection; nil: the pool's
+	logger    *slog.Logger
 
 	mu     sync.Mutex
 	subs   [3]map[uuid.UUID]map[*Sub]struct{} // by subKind, then key
@@ -152,6 +153,12 @@ func New(pool *pgxpool.Pool, logger *slog.Logger) *Hub {
 	}
 	return h
 }
+
+// ListenOn makes the hub listen on connections made with cfg instead of
+// the pool's. Behind a transaction pooler the pool's connections are not
+// sessions, and a LISTEN must be made on one (--direct-database-url). Call
+// it before Run.
+func (h *Hub) ListenOn(cfg *pgx.ConnConfig) { h.listenCfg = cfg }
 
 // Ready is closed once the hub listens (tests wait on it before committing).
 func (h *Hub) Ready() <-chan struct{} { return h.ready }
@@ -340,7 +347,11 @@ func (h *Hub) Run(ctx context.Context) {
 }
 
 func (h *Hub) listen(ctx context.Context, connected func()) error {
-	conn, err := pgx.ConnectConfig(ctx, h.pool.Config().ConnConfig.Copy())
+	cfg := h.listenCfg
+	if cfg == nil {
+		cfg = h.pool.Config().ConnConfig
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg.Copy())
 	if err != nil {
 		return err
 	}
