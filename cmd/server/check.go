@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/chatd/chatd/internal/check"
 	"github.com/chatd/chatd/internal/migrate"
 )
@@ -33,17 +35,23 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer d.Close()
-	m, err := migrate.New(d.pool)
+	err = d.sessions(ctx, func(pool *pgxpool.Pool) error {
+		m, err := migrate.New(pool)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = m.Close() }()
+		pending, err := m.Pending(ctx)
+		if err != nil {
+			return fmt.Errorf("check migrations: %w", err)
+		}
+		if pending {
+			return errors.New("the database has pending migrations: run `chatd migrate up` first; the checks expect the current schema")
+		}
+		return nil
+	})
 	if err != nil {
 		return err
-	}
-	pending, err := m.Pending(ctx)
-	_ = m.Close()
-	if err != nil {
-		return fmt.Errorf("check migrations: %w", err)
-	}
-	if pending {
-		return errors.New("the database has pending migrations: run `chatd migrate up` first; the checks expect the current schema")
 	}
 	rep, err := check.Run(ctx, d.pool)
 	if err != nil {

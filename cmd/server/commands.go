@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/chatd/chatd/internal/config"
 	"github.com/chatd/chatd/internal/console"
@@ -158,6 +159,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	st.Instrument(reg)
 	d.txs.Instrument(reg)
 	hub := notify.New(d.pool, logger)
+	hub.ListenOn(d.listen)
 	st.Tell(hub.ID(), hub)
 	relay := notify.NewRelay(d.pool, hub, logger)
 	models := provider.NewRegistry(cfg, provider.Options{Logger: logger, Calls: *maxRunning, Metrics: reg})
@@ -255,26 +257,28 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 // ensureMigrated migrates the local cluster, and for an external database
 // either migrates (--migrate) or refuses to run while work is pending.
 func ensureMigrated(ctx context.Context, d *database, force bool, logger *slog.Logger) error {
-	m, err := migrate.New(d.pool)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = m.Close() }()
-	if d.local || force {
-		res, err := m.UpIfPending(ctx)
-		for _, r := range res {
-			logger.Info("migration applied", slog.Int64("version", r.Version), slog.String("name", r.Name))
+	return d.sessions(ctx, func(pool *pgxpool.Pool) error {
+		m, err := migrate.New(pool)
+		if err != nil {
+			return err
 		}
-		return err
-	}
-	pending, err := m.Pending(ctx)
-	if err != nil {
-		return fmt.Errorf("check migrations: %w", err)
-	}
-	if pending {
-		return errors.New("the database has pending migrations: run `chatd migrate up --database-url ...` first, or start the server with --migrate")
-	}
-	return nil
+		defer func() { _ = m.Close() }()
+		if d.local || force {
+			res, err := m.UpIfPending(ctx)
+			for _, r := range res {
+				logger.Info("migration applied", slog.Int64("version", r.Version), slog.String("name", r.Name))
+			}
+			return err
+		}
+		pending, err := m.Pending(ctx)
+		if err != nil {
+			return fmt.Errorf("check migrations: %w", err)
+		}
+		if pending {
+			return errors.New("the database has pending migrations: run `chatd migrate up --database-url ...` first, or start the server with --migrate")
+		}
+		return nil
+	})
 }
 
 func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -303,11 +307,18 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer d.Close()
-	m, err := migrate.New(d.pool)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = m.Close() }()
+	return d.sessions(ctx, func(pool *pgxpool.Pool) error {
+		m, err := migrate.New(pool)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = m.Close() }()
+		return migrateVerb(ctx, m, verb, stdout)
+	})
+}
+
+// migrateVerb runs up, down or status and prints what it did.
+func migrateVerb(ctx context.Context, m *migrate.Migrator, verb string, stdout io.Writer) error {
 	switch verb {
 	case "up":
 		res, err := m.Up(ctx)

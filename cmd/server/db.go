@@ -2,19 +2,28 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/chatd/chatd/internal/notify"
 	"github.com/chatd/chatd/internal/pglocal"
 	"github.com/chatd/chatd/internal/store"
 )
 
 // database is an open pool plus, for a local cluster, the means to stop it.
 type database struct {
-	pool    *pgxpool.Pool
+	pool *pgxpool.Pool
+	// listen makes the notification listener's session: the pool's
+	// configuration, or --direct-database-url's.
+	listen *pgx.ConnConfig
+	// direct is --direct-database-url: the pool goes through a transaction
+	// pooler, and what needs a session (migrations) connects here.
+	direct  string
 	cluster *pglocal.Cluster
 	local   bool
 	// txs counts the pool's transactions by purpose (for /metrics).
@@ -73,6 +82,14 @@ func openDatabase(ctx context.Context, df databaseFlags, maxConns int32, logger 
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
+	if d.direct = *df.direct; d.direct != "" {
+		// A transaction pooler runs each transaction on any server
+		// connection, and PgBouncer 1.18 keeps no prepared statements:
+		// pgx's default named ones fail there. Here every query is parsed
+		// as the unnamed statement in its own round trip (only its
+		// description is cached).
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+	}
 	store.Configure(cfg)
 	d.txs = store.Trace(cfg)
 	d.pool, err = pgxpool.NewWithConfig(ctx, cfg)
@@ -88,5 +105,64 @@ func openDatabase(ctx context.Context, df databaseFlags, maxConns int32, logger 
 		d.Close()
 		return nil, fmt.Errorf("connect to the database: %w", err)
 	}
+	if err := d.probe(ctx); err != nil {
+		d.Close()
+		return nil, err
+	}
 	return d, nil
+}
+
+// probeWait bounds the notification probe: on a session it answers in a
+// round trip or two, behind a transaction pooler never.
+const probeWait = 5 * time.Second
+
+// probe sets the listener's configuration and checks that a notification
+// sent through the pool reaches it, so that a server behind a transaction
+// pooler without a direct URL (whose streams, long polls and wake-ups
+// would hear nothing) refuses to start, saying why.
+func (d *database) probe(ctx context.Context) error {
+	d.listen = d.pool.Config().ConnConfig
+	if d.direct != "" {
+		cfg, err := pgx.ParseConfig(d.direct)
+		if err != nil {
+			return fmt.Errorf("--direct-database-url: %w", err)
+		}
+		cfg.Tracer = d.listen.Tracer // the listener is counted as before
+		d.listen = cfg
+	}
+	err := notify.Probe(ctx, d.pool, d.listen, probeWait)
+	switch {
+	case errors.Is(err, notify.ErrNotDelivered) && d.direct != "":
+		return fmt.Errorf("%w: --direct-database-url must reach the database of --database-url directly, not through a pooler", err)
+	case errors.Is(err, notify.ErrNotDelivered):
+		return errors.New("notifications sent through --database-url do not reach the listening connection: behind a transaction pooler " +
+			"(PgBouncer pool_mode=transaction), set --direct-database-url to a session connection to PostgreSQL itself (docs/operations.md#pgbouncer)")
+	case err != nil && d.direct != "":
+		return fmt.Errorf("notification listener on --direct-database-url: %w", err)
+	case err != nil:
+		return fmt.Errorf("notification listener: %w", err)
+	}
+	return nil
+}
+
+// sessions runs f on a pool whose connections are sessions: the pool, or
+// with a direct URL a small pool on it, closed after f. Migrations need
+// one: goose holds a session advisory lock across its transactions, which
+// a transaction pooler would take on one server connection and release on
+// another.
+func (d *database) sessions(ctx context.Context, f func(*pgxpool.Pool) error) error {
+	if d.direct == "" {
+		return f(d.pool)
+	}
+	cfg, err := pgxpool.ParseConfig(d.direct)
+	if err != nil {
+		return fmt.Errorf("--direct-database-url: %w", err)
+	}
+	cfg.MaxConns = 4
+	p, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("--direct-database-url: %w", err)
+	}
+	defer p.Close()
+	return f(p)
 }

@@ -45,6 +45,13 @@ func TestMalformedDatabaseURL(t *testing.T) {
 			if strings.Count(msg, "\n") != 0 || !strings.HasPrefix(msg, "chatd: --database-url: ") {
 				t.Errorf("chatd %v --database-url %s: want one line naming --database-url:\n%s", args, url, out)
 			}
+			cmd = exec.CommandContext(t.Context(), bin, append(args, "--database-url", "postgres://x/db", "--direct-database-url", url)...)
+			cmd.Env = append(os.Environ(), "CHATD_LOG_FORMAT=text")
+			out, err = cmd.CombinedOutput()
+			if !errors.As(err, &ee) || ee.ExitCode() != 1 || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 ||
+				!strings.HasPrefix(string(out), "chatd: --direct-database-url: ") {
+				t.Errorf("chatd %v --direct-database-url %s: %v, want exit 1 and one line naming --direct-database-url:\n%s", args, url, err, out)
+			}
 		}
 	}
 }

@@ -186,6 +186,7 @@ func (f *flags) Bool(name, env string, def bool, help string) *bool {
 // databaseFlags are shared by every command that opens the database.
 type databaseFlags struct {
 	url     *string
+	direct  *string // --direct-database-url: url is a transaction pooler
 	dataDir *string
 	// createCluster and announce, for the tools (token, check): with no
 	// --database-url they say on announce which local cluster they use and
@@ -195,14 +196,19 @@ type databaseFlags struct {
 	announce      io.Writer
 }
 
-// validate parses --database-url, so that a malformed one is refused
-// before anything else happens.
+// validate parses --database-url and --direct-database-url, so that a
+// malformed one is refused before anything else happens.
 func (df databaseFlags) validate() error {
-	if *df.url == "" {
-		return nil
+	if *df.direct != "" && *df.url == "" {
+		return errors.New("--direct-database-url needs --database-url: the direct URL is for a database reached through a transaction pooler, not for the local cluster")
 	}
-	if _, err := pgxpool.ParseConfig(*df.url); err != nil {
-		return fmt.Errorf("--database-url: %w", err) // pgconn redacts a password
+	for _, u := range []struct{ flag, url string }{{"--database-url", *df.url}, {"--direct-database-url", *df.direct}} {
+		if u.url == "" {
+			continue
+		}
+		if _, err := pgxpool.ParseConfig(u.url); err != nil {
+			return fmt.Errorf("%s: %w", u.flag, err) // pgconn redacts a password
+		}
 	}
 	return nil
 }
@@ -220,6 +226,9 @@ func addDatabaseFlags(f *flags) databaseFlags {
 	return databaseFlags{
 		url: f.String("database-url", "CHATD_DATABASE_URL", "",
 			"PostgreSQL URL; when empty, chatd runs its own PostgreSQL under --data-dir"),
+		direct: f.String("direct-database-url", "CHATD_DIRECT_DATABASE_URL", "",
+			"a session connection to the same database, not through a pooler: set it when --database-url is a transaction pooler "+
+				"(PgBouncer pool_mode=transaction). The notification listener and migrations use it; the pool then uses no prepared statements"),
 		dataDir: f.String("data-dir", "CHATD_DATA_DIR", ".chatd", "directory for the local PostgreSQL cluster"),
 	}
 }

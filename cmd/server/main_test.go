@@ -298,6 +298,8 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"token", "create"}, 2, "--user is required"},
 		{[]string{"server", "--experiments", "bogus"}, 1, "unknown experiment"},
 		{[]string{"server", "--config", "/nonexistent.json"}, 1, "read config"},
+		{[]string{"server", "--direct-database-url", "postgres://x/db"}, 1, "--direct-database-url needs --database-url"},
+		{[]string{"migrate", "up", "--direct-database-url", "postgres://x/db"}, 1, "--direct-database-url needs --database-url"},
 	} {
 		_, _, err := runCmd(ctx, tc.args...)
 		if exitCode(err) != tc.code || (tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want))) {
