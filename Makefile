@@ -5,7 +5,7 @@ export GOFLAGS := -buildvcs=false
 # package: internal/crashtest takes 2–9 minutes alone and over 12 on a loaded machine.
 TEST_FLAGS ?= -race -count=1 -timeout 25m
 
-.PHONY: js-deps generate-sdk all build run mockllm test test-short bench bench-all fuzz crash-long generate check-generated vet lint pg-deps mcp-deps clean
+.PHONY: js-deps generate-sdk all build run mockllm test test-short bench bench-all fuzz crash-long generate check-generated vet lint pg-deps pgbouncer-deps mcp-deps clean
 
 all: build
 
@@ -33,9 +33,10 @@ mockllm: build
 	bin/mockllm --script examples/mockllm.json $(MOCKLLM_FLAGS)
 
 ## test: everything, against real PostgreSQL (each package starts its own),
-## with node (the TypeScript SDK, the OpenAPI lint and type checks) and
-## chromium (the browser test) installed first when missing.
-test: pg-deps mcp-deps js-deps
+## with node (the TypeScript SDK, the OpenAPI lint and type checks),
+## chromium (the browser test) and PgBouncer (internal/pgbouncertest)
+## installed first when missing.
+test: pg-deps pgbouncer-deps mcp-deps js-deps
 	go test $(TEST_FLAGS) ./...
 	@# Allocation bounds and timings cannot be measured under -race: run those tests without it.
 	go test -count=1 -run '^(TestFastPathAllocatesNothingExtra|TestEstimatorBoundsAllocation|TestRealisticValuesAccepted)$$' ./internal/jsonb/ ./internal/validate/
@@ -130,6 +131,13 @@ generate-sdk:
 pg-deps:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || \
 	  { echo "installing PostgreSQL server binaries"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
+
+## pgbouncer-deps: Debian's PgBouncer (1.18 on bookworm), which
+## internal/pgbouncertest runs in front of its throwaway cluster. Debian
+## installs it in /usr/sbin; the package's own service is not used.
+pgbouncer-deps:
+	@command -v pgbouncer >/dev/null 2>&1 || test -x /usr/sbin/pgbouncer || \
+	  { echo "installing pgbouncer"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null; }
 
 ## mcp-deps: node and npm (Debian's, when missing) and the pinned MCP servers
 ## the tests run (internal/mcp/testdata/npm, from its committed lockfile).
