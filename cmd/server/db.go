@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -82,12 +83,13 @@ func openDatabase(ctx context.Context, df databaseFlags, maxConns int32, logger 
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
-	if d.direct = *df.direct; d.direct != "" {
+	d.direct = *df.direct
+	if d.direct != "" && !strings.Contains(url, "default_query_exec_mode") {
 		// A transaction pooler runs each transaction on any server
 		// connection, and PgBouncer 1.18 keeps no prepared statements:
 		// pgx's default named ones fail there. Here every query is parsed
-		// as the unnamed statement in its own round trip (only its
-		// description is cached).
+		// as the unnamed statement in the round trip that runs it (only
+		// its description is cached). A URL that names a mode keeps it.
 		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 	}
 	store.Configure(cfg)

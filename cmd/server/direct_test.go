@@ -49,11 +49,16 @@ func TestDirectDatabaseURL(t *testing.T) {
 	}
 
 	logger := slog.New(slog.DiscardHandler)
+	named := db + "&default_query_exec_mode=exec"
 	for _, tc := range []struct {
-		direct string
-		mode   pgx.QueryExecMode
-	}{{"", pgx.QueryExecModeCacheStatement}, {db, pgx.QueryExecModeCacheDescribe}} {
-		d, err := openDatabase(ctx, databaseFlags{url: &db, direct: &tc.direct}, 2, logger)
+		url, direct string
+		mode        pgx.QueryExecMode
+	}{
+		{db, "", pgx.QueryExecModeCacheStatement},
+		{db, db, pgx.QueryExecModeCacheDescribe},
+		{named, db, pgx.QueryExecModeExec}, // the operator's choice
+	} {
+		d, err := openDatabase(ctx, databaseFlags{url: &tc.url, direct: &tc.direct}, 2, logger)
 		if err != nil {
 			t.Fatalf("direct %q: %v", tc.direct, err)
 		}
