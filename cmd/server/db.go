@@ -107,10 +107,12 @@ func openDatabase(ctx context.Context, df databaseFlags, maxConns int32, logger 
 		d.Close()
 		return nil, fmt.Errorf("connect to the database: %w", err)
 	}
+	start := time.Now()
 	if err := d.probe(ctx); err != nil {
 		d.Close()
 		return nil, err
 	}
+	logger.Debug("notification probe answered", slog.Duration("took", time.Since(start)), slog.Bool("direct", d.direct != ""))
 	return d, nil
 }
 
