@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -257,7 +256,9 @@ func TestProviderRateLimitShared(t *testing.T) {
 }
 
 // TestWaitingForClientToolsHoldsNothing: 50 chats waiting for client tool
-// results hold no slot and no goroutine: the runner released them.
+// results hold no slot, hence no goroutine of the runner: it released them.
+// (The process's goroutine count is no measure here: the package's other
+// tests run beside this one.)
 func TestWaitingForClientToolsHoldsNothing(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t, testenv.Options{Runner: runner.Options{MaxRunning: 64, ActionTimeout: time.Hour},
@@ -266,7 +267,6 @@ func TestWaitingForClientToolsHoldsNothing(t *testing.T) {
 		}}})
 	c := env.Client("alice")
 	ctx := t.Context()
-	before := runtime.NumGoroutine()
 	const n = 50
 	for range n {
 		createWith(t, c, []client.DynamicTool{{Name: "ask", InputSchema: json.RawMessage(`{"type":"object"}`)}})
@@ -287,8 +287,5 @@ func TestWaitingForClientToolsHoldsNothing(t *testing.T) {
 	}
 	if used := env.Slots.Used(); used != 0 {
 		t.Fatalf("%d slots held by chats waiting for the client", used)
-	}
-	if after := runtime.NumGoroutine(); after-before >= n/2 {
-		t.Fatalf("goroutines %d before, %d with %d chats waiting for the client", before, after, n)
 	}
 }
