@@ -253,7 +253,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 			if deltas.Lost() {
 				st.lastSeq = -1 // resynchronise on the next fragment
 			}
-			for _, d := range batch {
+			for _, d := range batch.Live {
 				switch {
 				case d.HistoryVersion == st.history && d.Attempt == st.attempt:
 					if s.part(out, st, d) != nil {

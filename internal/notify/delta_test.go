@@ -46,7 +46,7 @@ func TestFlushPublishesBeforeReturning(t *testing.T) {
 		}
 		select {
 		case batch := <-deltas.C():
-			if len(batch) != 1 || batch[0].Seq != int64(round+1) {
+			if len(batch.Live) != 1 || batch.Live[0].Seq != int64(round+1) {
 				t.Fatalf("round %d: batch %+v", round, batch)
 			}
 		default:

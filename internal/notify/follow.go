@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -55,7 +56,9 @@ func (h *Hub) Followed(chatID uuid.UUID) bool {
 	return ok && time.Since(t) < followTTL
 }
 
-// noteFollowed records an announcement (or, for "?", a request to announce).
+// noteFollowed records an announcement (or, for "?", a request to
+// announce). A catch-up request (catchup.go) announces its chats too, and
+// is answered by this process's relay for the steps it has.
 func (h *Hub) noteFollowed(payload string) {
 	if payload == "?" {
 		h.announceAll()
@@ -63,7 +66,6 @@ func (h *Hub) noteFollowed(payload string) {
 	}
 	now := time.Now()
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	for _, f := range strings.Fields(payload) {
 		if id, err := uuid.Parse(f); err == nil {
 			h.followed[id] = now
@@ -74,6 +76,15 @@ func (h *Hub) noteFollowed(payload string) {
 			if now.Sub(t) >= followTTL {
 				delete(h.followed, id)
 			}
+		}
+	}
+	r := h.relay
+	h.mu.Unlock()
+	if r != nil {
+		// After the chats are marked followed: a fragment is either in the
+		// answer's snapshot or published after it (Relay.Delta).
+		for _, id := range askedFor(payload) {
+			r.ask(id)
 		}
 	}
 }
@@ -120,15 +131,25 @@ func (h *Hub) runAnnouncer(ctx context.Context) {
 		queued := h.toAnnounce
 		h.toAnnounce = nil
 		h.mu.Unlock()
-		var ids []uuid.UUID
+		var ids, asks []uuid.UUID
 		for _, q := range queued {
-			if q == "?" {
+			switch {
+			case q == "?":
 				h.sendFollow(ctx, "?")
-				continue
+			case strings.HasPrefix(q, catchUpPrefix):
+				for _, id := range askedFor(q) {
+					if !slices.Contains(asks, id) { // streams that join together share an answer
+						asks = append(asks, id)
+					}
+				}
+			default:
+				if id, err := uuid.Parse(q); err == nil {
+					ids = append(ids, id)
+				}
 			}
-			if id, err := uuid.Parse(q); err == nil {
-				ids = append(ids, id)
-			}
+		}
+		for _, p := range followPayloads(asks) {
+			h.sendFollow(ctx, catchUpPrefix+p)
 		}
 		for _, p := range followPayloads(ids) {
 			h.sendFollow(ctx, p)

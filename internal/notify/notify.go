@@ -133,6 +133,13 @@ type Hub struct {
 	followed     map[uuid.UUID]time.Time // chats other replicas' streams follow (follow.go)
 	toAnnounce   []string
 	announceKick chan struct{}
+
+	relay *Relay // this process's, answering catch-ups (catchup.go)
+
+	// The listener goroutine's own: pieces of split fragments and
+	// catch-ups being received, by chat.
+	pieces     map[uuid.UUID]Delta
+	assembling map[uuid.UUID]*assembly
 }
 
 // New returns a hub; call Run to start listening.
@@ -283,6 +290,9 @@ func (h *Hub) TellFinished(request uuid.UUID, state any) {
 // of this process committed: what chatd_chat would deliver (a worker's own
 // commit is announced only to the chat's followers).
 func (h *Hub) TellChanged(chat, owner uuid.UUID, snapshot int64) {
+	if r := h.relayOf(); r != nil {
+		r.committed(chat) // the step's preview is in the commit now
+	}
 	h.publish(Event{ChatID: chat, Snapshot: snapshot, OwnerID: owner})
 }
 
@@ -356,7 +366,8 @@ func (h *Hub) listen(ctx context.Context, connected func()) error {
 		return err
 	}
 	defer conn.Close(context.Background())
-	for _, ch := range []string{"chatd_chat", "chatd_work", "chatd_request", "chatd_delta", "chatd_follow"} {
+	h.pieces, h.assembling = map[uuid.UUID]Delta{}, map[uuid.UUID]*assembly{} // what was being received is lost
+	for _, ch := range []string{"chatd_chat", "chatd_work", "chatd_request", "chatd_delta", "chatd_catchup", "chatd_follow"} {
 		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
 			return err
 		}
@@ -381,6 +392,8 @@ func (h *Hub) listen(ctx context.Context, connected func()) error {
 			}
 		case "chatd_delta":
 			h.publishDeltas(n.Payload)
+		case "chatd_catchup":
+			h.publishCatchUp(n.Payload)
 		case "chatd_follow":
 			h.noteFollowed(n.Payload)
 		}
