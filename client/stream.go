@@ -19,7 +19,10 @@ import (
 type StreamEvent struct {
 	Type string
 	// ID is the highest message id delivered so far (message events).
-	ID           int64
+	ID int64
+	// EventID is the SSE id the event carried, if any: a message id, or
+	// message:history:attempt:seq on preview events (docs/streams.md).
+	EventID      string
 	Message      *ChatMessage
 	Part         *MessagePartEvent
 	Chat         *Chat // status and chat events
@@ -33,13 +36,16 @@ type StreamEvent struct {
 
 // Stream reads a chat's live events (or the watch stream). After a
 // dropped connection it reconnects with Last-Event-ID, so messages resume
-// after the last one delivered; a client upserts messages by id.
+// after the last one delivered (a client upserts messages by id) and the
+// preview of a step still running after its last fragment delivered.
 type Stream struct {
 	c      *Client
 	path   string
 	ctx    context.Context
 	cancel context.CancelFunc
 	lastID int64
+	// lastEventID is the last SSE id received, sent back on reconnect.
+	lastEventID string
 
 	body io.ReadCloser
 	rd   *bufio.Reader
@@ -66,6 +72,9 @@ func (s *Stream) Close() { s.cancel() }
 // LastID is the highest message id delivered.
 func (s *Stream) LastID() int64 { return s.lastID }
 
+// LastEventID is the last SSE id received: where a reconnection resumes.
+func (s *Stream) LastEventID() string { return s.lastEventID }
+
 func (s *Stream) connect() error {
 	path := s.path
 	if s.lastID > 0 {
@@ -79,7 +88,10 @@ func (s *Stream) connect() error {
 	if s.c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+s.c.token)
 	}
-	if s.lastID > 0 {
+	switch {
+	case s.lastEventID != "":
+		req.Header.Set("Last-Event-ID", s.lastEventID)
+	case s.lastID > 0:
 		req.Header.Set("Last-Event-ID", strconv.FormatInt(s.lastID, 10))
 	}
 	resp, err := s.c.http.Do(req)
@@ -165,9 +177,13 @@ func (s *Stream) read() (StreamEvent, error) {
 }
 
 func (s *Stream) decode(name, id, data string) (StreamEvent, error) {
-	ev := StreamEvent{Type: name, Data: json.RawMessage(data), ID: s.lastID}
-	if n, err := strconv.ParseInt(id, 10, 64); err == nil && n > s.lastID {
-		s.lastID, ev.ID = n, n
+	ev := StreamEvent{Type: name, Data: json.RawMessage(data), ID: s.lastID, EventID: id}
+	if id != "" {
+		s.lastEventID = id
+		msg, _, _ := strings.Cut(id, ":")
+		if n, err := strconv.ParseInt(msg, 10, 64); err == nil && n > s.lastID {
+			s.lastID, ev.ID = n, n
+		}
 	}
 	var target any
 	switch name {

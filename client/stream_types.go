@@ -25,12 +25,19 @@ const (
 
 // MessagePartEvent is a preview fragment of a step being generated. It is
 // not a result: only committed messages (and their structured_output) are.
+// Fragments of a generation are numbered from 1 and sent in order, each
+// once; a stream that joins or reconnects while the step runs first gets
+// the fragments it lacks coalesced, one event per part, covering FromSeq
+// to Seq.
 type MessagePartEvent struct {
-	HistoryVersion    int64       `json:"history_version"`
-	GenerationAttempt int32       `json:"generation_attempt"`
-	Seq               int64       `json:"seq"`
-	Role              Role        `json:"role"`
-	Part              MessagePart `json:"part"`
+	HistoryVersion    int64 `json:"history_version"`
+	GenerationAttempt int32 `json:"generation_attempt"`
+	Seq               int64 `json:"seq"`
+	// FromSeq, on a catch-up's coalesced fragments, is the first one
+	// the event covers (Seq the last); absent on a single fragment.
+	FromSeq int64       `json:"from_seq,omitempty"`
+	Role    Role        `json:"role"`
+	Part    MessagePart `json:"part"`
 }
 
 // StructuredOutputPartial is the value a finalizer call's arguments show

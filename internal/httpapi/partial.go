@@ -53,10 +53,12 @@ func (ps *partials) stop() {
 	}
 }
 
-// feed takes a tool-input fragment of the generation the stream follows
-// and returns the call when its arguments just ended. Only calls whose
-// start the stream saw are followed: a stream that joined in the middle
-// of a call has no prefix to parse and previews from the next call on.
+// feed takes a tool-input fragment (or a catch-up's coalesced run) of the
+// generation the stream follows and returns the call when its arguments
+// just ended. Only calls whose start the stream saw are followed: a
+// catch-up gives a late stream each call from its start, but a stream
+// that lost fragments for good (after a preview_reset) previews from the
+// next call on.
 func (ps *partials) feed(d notify.Delta) *partialCall {
 	if d.RequestID == uuid.Nil || d.Kind != "tool-input" {
 		return nil
@@ -83,6 +85,13 @@ func (ps *partials) feed(d notify.Delta) *partialCall {
 	}
 	return nil
 }
+
+// prime feeds fragments the client got on an earlier connection, so
+// that the stream follows the call they belong to. Its value so far goes
+// out with the next send: the client may lack it (its last partial may
+// have been coalesced away, or lost with the connection), or get the
+// value it had once more.
+func (ps *partials) prime(d notify.Delta) { ps.feed(d) }
 
 // pending reports calls written to since their value was last looked at.
 func (ps *partials) pending() bool {

@@ -33,6 +33,9 @@ type response struct {
 	body        any // nil: no body
 }
 
+// cursorPattern is a stream's event id (cursor).
+const cursorPattern = "^[0-9]+(:[0-9]+:[0-9]+:[0-9]+)?$"
+
 // Responses shared by many routes.
 var (
 	resp400 = response{http.StatusBadRequest, "The request is invalid; `validations` names the field at fault " +
@@ -179,26 +182,36 @@ func routeDocs() map[string]routeDoc {
 			responses: []response{{http.StatusAccepted, "The request was recorded; the chat as it is now.", client.Chat{}},
 				resp401, resp404, resp500}},
 		"GET /api/v1/chats/{chat}/stream": {op: "Stream", summary: "Follow a chat live (Server-Sent Events)",
-			description: "First the committed client-visible messages after `after_id` (or the `Last-Event-ID` header), the " +
-				"queue and the status; then live events until the client leaves or the server shuts down, or until the token " +
-				"it was opened with (directly or through a ticket) is revoked or expires: then an `error` event ends it within " +
-				"5 seconds. See docs/streams.md.",
+			description: "First the committed client-visible messages after `after_id` (or the `Last-Event-ID` header, or " +
+				"`after`), the queue and the status; while a step runs, its preview so far (a catch-up: the fragments the " +
+				"stream lacks, one `message_part` per part, `from_seq` to `seq`); then live events until the client leaves or " +
+				"the server shuts down, or until the token it was opened with (directly or through a ticket) is revoked or " +
+				"expires: then an `error` event ends it within 5 seconds. See docs/streams.md.",
 			query: []queryParam{{"after_id", "Send only messages with a larger id (default 0: all).",
 				map[string]any{"type": "integer", "format": "int64", "minimum": 0}},
+				{"after", "Resume after an SSE `id` this stream sent, as `Last-Event-ID` does (for clients that cannot send " +
+					"the header): a message id, or `message:history:attempt:seq`, which resumes the running step's preview " +
+					"after that fragment too. Wins over `after_id`.",
+					map[string]any{"type": "string", "pattern": cursorPattern}},
 				{"ticket", "A stream ticket (POST .../stream-ticket) in place of the Authorization header, for EventSource.",
 					map[string]any{"type": "string"}}},
-			headers: []queryParam{{"Last-Event-ID", "Sent by a reconnecting client: the last SSE `id` it received " +
-				"(a message id); wins over `after_id`.", map[string]any{"type": "string", "pattern": "^[0-9]+$"}}},
-			responses: []response{{http.StatusOK, "An event stream.", eventStream("Events: `message` (ChatMessage; SSE `id` is the " +
-				"highest message id sent), `message_part` (MessagePartEvent), `status` (Chat), `queue` (QueueEvent), " +
+			headers: []queryParam{{"Last-Event-ID", "Sent by a reconnecting client: the last SSE `id` it received (a " +
+				"message id, or `message:history:attempt:seq` after a preview fragment: the stream resumes the running " +
+				"step's preview after it, or sends `preview_reset` and the whole preview when it cannot); wins over " +
+				"`after` and `after_id`. One the server did not send is ignored.", map[string]any{"type": "string", "pattern": cursorPattern}}},
+			responses: []response{{http.StatusOK, "An event stream.", eventStream("Events: `message` (ChatMessage), " +
+				"`message_part` (MessagePartEvent), `status` (Chat), `queue` (QueueEvent), " +
 				"`action_required` (ActionRequired), `history_reset` ({}), `preview_reset` (PreviewReset), " +
-				"`structured_output_partial` (StructuredOutputPartial), `error` (StreamError). " +
+				"`structured_output_partial` (StructuredOutputPartial), `error` (StreamError). The SSE `id` of `message`, " +
+				"`message_part` and `preview_reset` events is where a reconnection resumes: the highest message id sent, " +
+				"then `:history:attempt:seq` of the last preview fragment sent, if any of the running generation. " +
 				"Comments `: keep-alive` every 15 s.")},
-				{http.StatusBadRequest, "`after_id` is not a non-negative integer.", client.Error{}}, resp401, resp404, resp429Streams, resp500}},
+				{http.StatusBadRequest, "`after_id` is not a non-negative integer, or `after` is not an event id.", client.Error{}},
+				resp401, resp404, resp429Streams, resp500}},
 		"POST /api/v1/chats/{chat}/stream-ticket": {op: "CreateStreamTicket", summary: "Get a ticket to open the chat's stream from a browser",
 			description: "A browser's EventSource cannot send the Authorization header: it opens GET .../stream?ticket=TICKET " +
 				"instead. A ticket is good for one stream of this chat, once, within 60 seconds; any replica redeems it. " +
-				"To reconnect, get a new ticket (and pass `after_id`). No request body.",
+				"To reconnect, get a new ticket (and pass `after`, the last event id). No request body.",
 			responses: []response{{http.StatusCreated, "The ticket.", client.StreamTicket{}}, resp401, resp404, resp500}},
 		"GET /api/v1/chats/watch": {op: "Watch", summary: "Follow all the caller's chats (Server-Sent Events)",
 			description: "A `chat` event (Chat) for each of the caller's chats (most recently active first), then one after each " +

@@ -29,13 +29,17 @@ const (
 type sse struct {
 	w      http.ResponseWriter
 	rc     *http.ResponseController
-	lastID int64
-	buf    []byte
-	dirty  bool
+	lastID int64 // the highest message id sent
+	// The last preview fragment sent (seq 0: none of the generation).
+	h     int64
+	a     int32
+	seq   int64
+	buf   []byte
+	dirty bool
 }
 
 // send writes one event whose data is already JSON. id > 0 is a message
-// id: the highest one sent goes out as the event id, so Last-Event-ID on
+// id: the highest one sent goes out in the event id, so Last-Event-ID on
 // reconnect resumes after it.
 func (s *sse) send(name string, id int64, data []byte) error {
 	b := append(s.buf[:0], "event: "...)
@@ -43,10 +47,39 @@ func (s *sse) send(name string, id int64, data []byte) error {
 	b = append(b, '\n')
 	if id > s.lastID {
 		s.lastID = id
-		b = append(b, "id: "...)
-		b = strconv.AppendInt(b, id, 10)
-		b = append(b, '\n')
+		b = s.appendID(b)
 	}
+	return s.write(b, data)
+}
+
+// sendCursor writes a preview event that moves the stream's position to
+// fragment seq of generation h/a, in its event id.
+func (s *sse) sendCursor(name string, data []byte, h int64, a int32, seq int64) error {
+	s.h, s.a, s.seq = h, a, seq
+	b := append(s.buf[:0], "event: "...)
+	b = append(b, name...)
+	b = append(b, '\n')
+	return s.write(s.appendID(b), data)
+}
+
+// appendID appends the event id: the highest message id sent and, while
+// the stream has sent fragments of the generation it follows, the last
+// one's history:attempt:seq.
+func (s *sse) appendID(b []byte) []byte {
+	b = append(b, "id: "...)
+	b = strconv.AppendInt(b, s.lastID, 10)
+	if s.seq > 0 {
+		b = append(b, ':')
+		b = strconv.AppendInt(b, s.h, 10)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, int64(s.a), 10)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, s.seq, 10)
+	}
+	return append(b, '\n')
+}
+
+func (s *sse) write(b, data []byte) error {
 	b = append(b, "data: "...)
 	b = append(b, data...)
 	b = append(b, "\n\n"...)
@@ -121,12 +154,22 @@ type streamState struct {
 	watermark int64 // snapshot_version of the last successful read
 	history   int64
 	attempt   int32
-	lastSeq   int64
 	status    client.ChatStatus
 	queue     []byte // data of the queue event last sent (a feed's shared bytes: never written to)
 	action    int64  // history_version whose action_required was sent
 	errorSent int64  // history_version whose error was sent
 	partials  partials
+
+	// The preview (preview.go).
+	lastSeq int64           // the last fragment sent
+	held    []notify.Delta  // fragments past a gap, in order, waiting for a catch-up
+	askedAt time.Time       // when the stream asked for a catch-up not yet applied
+	reasked bool            // and asked again after waiting catchUpWait
+	primeTo int64           // resumed: fragments the client had, for the catch-up to feed the partials
+	ahead   []notify.Delta  // fragments of a generation no read told of yet
+	aheadCU *notify.CatchUp // a catch-up of such a generation
+	wait    *time.Timer     // until held fragments stop waiting (waitC non-nil while they do)
+	waitC   <-chan time.Time
 }
 
 // stream serves GET /api/v1/chats/{chat}/stream: the committed messages
@@ -137,14 +180,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	after, err := queryInt(r, "after_id", 0, 0, 1<<62)
+	cur, err := streamCursor(r)
 	if err != nil {
 		return err
-	}
-	if v := r.Header.Get("Last-Event-ID"); v != "" {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
-			after = int(n)
-		}
 	}
 	u := currentUser(r)
 	owner := u.ID
@@ -159,22 +197,24 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 
 	// Deltas are subscribed before the first read, so a step's preview is
 	// not missed; committed changes come from the chat's shared feed.
-	deltas := s.hub.SubscribeDeltas(chatID)
-	defer deltas.Close()
+	dsub := s.hub.SubscribeDeltas(chatID)
+	defer dsub.Close()
 
 	// The stream's reads are not cancelled mid-flight when the client
 	// leaves (a cancelled query costs the connection).
-	first, err := s.store.ReadStream(context.WithoutCancel(ctx), owner, chatID, 0, int64(after), true)
+	first, err := s.store.ReadStream(context.WithoutCancel(ctx), owner, chatID, 0, cur.msg, true)
 	if err != nil {
 		return err // 404 and friends, before any byte is written
 	}
-	out, done := s.openSSE(w, int64(after))
+	out, done := s.openSSE(w, cur.msg)
 	defer done()
 	st := &streamState{}
-	if s.apply(out, st, render(first), true) != nil || out.flush() != nil {
+	defer st.stopWait()
+	if s.apply(out, st, render(first), true) != nil || s.join(out, st, chatID, cur, first.Chat.Status) != nil ||
+		st.partials.due(out, st) != nil || out.flush() != nil {
 		return nil // the client went away
 	}
-	sub, fd, catchUp := s.feeds.join(chatID, owner, st.watermark)
+	sub, fd, behind := s.feeds.join(chatID, owner, st.watermark)
 	defer s.feeds.leave(fd, sub)
 
 	// ownRead reads for this stream alone: after joining a feed that had
@@ -191,26 +231,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 		}
 		return s.apply(out, st, render(rd), false)
 	}
-	if catchUp && (ownRead() != nil || out.flush() != nil) {
-		return nil
-	}
-
-	// Deltas can overtake the read that tells this stream about their
-	// generation; they wait here (bounded) until it arrives.
-	var ahead []notify.Delta
-	flushAhead := func() error {
-		keep := ahead[:0]
-		for _, d := range ahead {
-			switch {
-			case d.HistoryVersion == st.history && d.Attempt == st.attempt:
-				if err := s.part(out, st, d); err != nil {
-					return err
-				}
-			case d.HistoryVersion > st.history || (d.HistoryVersion == st.history && d.Attempt > st.attempt):
-				keep = append(keep, d)
-			}
-		}
-		ahead = keep
+	if behind && (ownRead() != nil || out.flush() != nil) {
 		return nil
 	}
 
@@ -246,62 +267,21 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 				_ = out.flush()
 				return nil
 			}
-			if s.apply(out, st, rd, false) != nil || flushAhead() != nil || st.partials.due(out, st) != nil || out.flush() != nil {
+			// Deltas can overtake the read that tells this stream about
+			// their generation; they waited (bounded) for it.
+			if s.apply(out, st, rd, false) != nil || s.flushAhead(out, st, chatID) != nil || st.partials.due(out, st) != nil || out.flush() != nil {
 				return nil
 			}
-		case batch := <-deltas.C():
-			if deltas.Lost() {
-				st.lastSeq = -1 // resynchronise on the next fragment
+		case ds := <-dsub.C():
+			if s.deltas(out, st, chatID, fd, ds, dsub.Lost()) != nil || st.partials.due(out, st) != nil || out.flush() != nil {
+				return nil
 			}
-			for _, d := range batch.Live {
-				switch {
-				case d.HistoryVersion == st.history && d.Attempt == st.attempt:
-					if s.part(out, st, d) != nil {
-						return nil
-					}
-				case d.HistoryVersion > st.history || (d.HistoryVersion == st.history && d.Attempt > st.attempt):
-					if len(ahead) < 4096 {
-						ahead = append(ahead, d)
-					}
-					fd.kick()
-				} // older generations are stale
-			}
-			if st.partials.due(out, st) != nil || out.flush() != nil {
+		case <-st.waitC:
+			if s.waited(out, st, chatID) != nil || st.partials.due(out, st) != nil || out.flush() != nil {
 				return nil
 			}
 		}
 	}
-}
-
-// part emits one preview fragment in sequence, and feeds the finalizer's
-// fragments to the stream's partials (the value a call's arguments end
-// with goes out at once). Pieces of a split fragment share its number. A
-// stream that joined mid-step starts from the first fragment it sees; a
-// gap (lost batch) resets the preview and goes on.
-func (s *Server) part(out *sse, st *streamState, d notify.Delta) error {
-	switch {
-	case st.lastSeq == 0 || d.Seq == st.lastSeq || d.Seq == st.lastSeq+1:
-	case d.Seq < st.lastSeq:
-		return nil // stale
-	default: // a gap, or batches were lost (-1)
-		if err := out.event("preview_reset", client.PreviewReset{HistoryVersion: st.history, GenerationAttempt: st.attempt}); err != nil {
-			return err
-		}
-		st.partials.reset()
-	}
-	st.lastSeq = d.Seq
-	p := client.MessagePart{Type: d.Kind, Text: d.Text}
-	if d.Kind == "tool-input" {
-		p = client.MessagePart{Type: "tool-call", ToolCallID: d.ToolCallID, ToolName: d.ToolName, ArgsDelta: d.Text}
-	}
-	if err := out.event("message_part", client.MessagePartEvent{
-		HistoryVersion: d.HistoryVersion, GenerationAttempt: d.Attempt, Seq: d.Seq, Role: client.RoleAssistant, Part: p}); err != nil {
-		return err
-	}
-	if ended := st.partials.feed(d); ended != nil {
-		return st.partials.send(out, st, ended)
-	}
-	return nil
 }
 
 // apply sends the events a read implies and advances the watermark; the
@@ -332,16 +312,15 @@ func (s *Server) apply(out *sse, st *streamState, rd *rendered, initial bool) er
 	// Previews follow execution history only: a receipt-only change does
 	// not reset them. Only a newer generation resets: a feed's read can be
 	// older than what a stream's own read already applied.
-	if !initial && (c.HistoryVersion != st.history || c.GenerationAttempt != st.attempt) {
-		if err := out.event("preview_reset", client.PreviewReset{HistoryVersion: c.HistoryVersion, GenerationAttempt: c.GenerationAttempt}); err != nil {
-			return err
+	if c.HistoryVersion != st.history || c.GenerationAttempt != st.attempt {
+		st.newGeneration(out)
+		st.history, st.attempt = c.HistoryVersion, c.GenerationAttempt
+		if !initial {
+			if err := s.resetPreview(out, st, 0); err != nil {
+				return err
+			}
 		}
 	}
-	if c.HistoryVersion != st.history || c.GenerationAttempt != st.attempt {
-		st.lastSeq = 0
-		st.partials.reset()
-	}
-	st.history, st.attempt = c.HistoryVersion, c.GenerationAttempt
 
 	if initial || !bytes.Equal(rd.queue, st.queue) {
 		st.queue = rd.queue

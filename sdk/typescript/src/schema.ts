@@ -185,7 +185,7 @@ export interface paths {
         };
         /**
          * Follow a chat live (Server-Sent Events)
-         * @description First the committed client-visible messages after `after_id` (or the `Last-Event-ID` header), the queue and the status; then live events until the client leaves or the server shuts down, or until the token it was opened with (directly or through a ticket) is revoked or expires: then an `error` event ends it within 5 seconds. See docs/streams.md.
+         * @description First the committed client-visible messages after `after_id` (or the `Last-Event-ID` header, or `after`), the queue and the status; while a step runs, its preview so far (a catch-up: the fragments the stream lacks, one `message_part` per part, `from_seq` to `seq`); then live events until the client leaves or the server shuts down, or until the token it was opened with (directly or through a ticket) is revoked or expires: then an `error` event ends it within 5 seconds. See docs/streams.md.
          */
         get: operations["Stream"];
         put?: never;
@@ -207,7 +207,7 @@ export interface paths {
         put?: never;
         /**
          * Get a ticket to open the chat's stream from a browser
-         * @description A browser's EventSource cannot send the Authorization header: it opens GET .../stream?ticket=TICKET instead. A ticket is good for one stream of this chat, once, within 60 seconds; any replica redeems it. To reconnect, get a new ticket (and pass `after_id`). No request body.
+         * @description A browser's EventSource cannot send the Authorization header: it opens GET .../stream?ticket=TICKET instead. A ticket is good for one stream of this chat, once, within 60 seconds; any replica redeems it. To reconnect, get a new ticket (and pass `after`, the last event id). No request body.
          */
         post: operations["CreateStreamTicket"];
         delete?: never;
@@ -554,6 +554,8 @@ export interface components {
         MessagePart: components["schemas"]["TextPart"] | components["schemas"]["ReasoningPart"] | components["schemas"]["ToolCallPart"] | components["schemas"]["ToolResultPart"] | components["schemas"]["FilePart"] | components["schemas"]["SourcePart"] | components["schemas"]["HookNoticePart"];
         /** @description Stream event `message_part`: a preview fragment of the step being generated. Not a result. */
         MessagePartEvent: {
+            /** Format: int64 */
+            from_seq?: number;
             /** Format: int32 */
             generation_attempt: number;
             /** Format: int64 */
@@ -2045,11 +2047,13 @@ export interface operations {
             query?: {
                 /** @description Send only messages with a larger id (default 0: all). */
                 after_id?: number;
+                /** @description Resume after an SSE `id` this stream sent, as `Last-Event-ID` does (for clients that cannot send the header): a message id, or `message:history:attempt:seq`, which resumes the running step's preview after that fragment too. Wins over `after_id`. */
+                after?: string;
                 /** @description A stream ticket (POST .../stream-ticket) in place of the Authorization header, for EventSource. */
                 ticket?: string;
             };
             header?: {
-                /** @description Sent by a reconnecting client: the last SSE `id` it received (a message id); wins over `after_id`. */
+                /** @description Sent by a reconnecting client: the last SSE `id` it received (a message id, or `message:history:attempt:seq` after a preview fragment: the stream resumes the running step's preview after it, or sends `preview_reset` and the whole preview when it cannot); wins over `after` and `after_id`. One the server did not send is ignored. */
                 "Last-Event-ID"?: string;
                 /** @description An id for this request, echoed in the response and logged as `request_id`: 1 to 128 visible ASCII characters without quotes or backslashes (otherwise a fresh UUID is used). */
                 "X-Request-ID"?: string;
@@ -2112,7 +2116,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description `after_id` is not a non-negative integer. An unknown or repeated query parameter (`validations` names it). */
+            /** @description `after_id` is not a non-negative integer, or `after` is not an event id. An unknown or repeated query parameter (`validations` names it). */
             400: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */

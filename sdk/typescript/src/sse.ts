@@ -5,6 +5,7 @@ type S = components["schemas"];
 
 /** An event of a chat's stream, typed by its name. */
 export type StreamEvent =
+  /** `id` is the highest message id the stream has sent. */
   | { type: "message"; id: number; data: S["ChatMessage"] }
   | { type: "message_part"; data: S["MessagePartEvent"] }
   | { type: "status"; data: S["Chat"] }
@@ -116,7 +117,9 @@ interface RawEvent {
 function decode(ev: RawEvent): unknown {
   const data: unknown = ev.data === "" ? {} : JSON.parse(ev.data);
   if (!known.has(ev.event)) return { type: "unknown", event: ev.event, data };
-  if (ev.event === "message") return { type: "message", id: Number(ev.id ?? 0), data };
+  // The SSE id is the highest message id sent, then, once the stream sent
+  // preview fragments, ":history:attempt:seq" (where a reconnection resumes).
+  if (ev.event === "message") return { type: "message", id: Number((ev.id ?? "0").split(":")[0]), data };
   return { type: ev.event, data };
 }
 
