@@ -18,11 +18,17 @@ const partialsValue = `{"title":"A title long enough to arrive in several pieces
 // partialsStep answers a chat whose first message contains "partials-test":
 // the model calls the client tool "ready" (the test opens its stream while
 // the chat waits for the result), then writes partialsValue through the
-// finalizer in many fragments, 20 ms apart.
+// finalizer in many fragments, 20 ms apart. One whose first message
+// contains "partials-late" gets partialsValue at once, 150 ms a fragment
+// (about 5 s): the test follows it once the model is writing.
 func partialsStep(r *mockllm.Request) (mockllm.Step, bool) {
-	asked := false
+	asked, late := false, false
 	for _, m := range r.Messages {
 		asked = asked || m.Role == "user" && strings.Contains(m.Content, "partials-test")
+		late = late || m.Role == "user" && strings.Contains(m.Content, "partials-late")
+	}
+	if late {
+		return mockllm.Step{Value: json.RawMessage(partialsValue), ChunkDelayMS: 150}, true
 	}
 	if !asked {
 		return mockllm.Step{}, false
@@ -37,7 +43,7 @@ func partialsStep(r *mockllm.Request) (mockllm.Step, bool) {
 // against a live chatd with a mock model: a message containing
 // "provider-fail" gets a provider error the runner does not retry, one
 // containing "hold-me" is not answered until chatd gives up the call,
-// "partials-test" is answered as partialsStep says; a structured request
+// "partials-test" and "partials-late" are answered as partialsStep says; a structured request
 // whose message contains "invalid-always" is answered with invalid values
 // every time, one with "invalid-once" the first time.
 func TestSDK(t *testing.T) {

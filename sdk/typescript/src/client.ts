@@ -170,8 +170,8 @@ export class ChatdClient {
    * The partial values of a structured request while the model writes
    * them, typed by schema (a zod schema, or any { parse }: it types the
    * partials, and parses the receipt's value), then its receipt. Opens the
-   * chat's stream; to see a call from its start, open it before the model
-   * writes, or pass your own stream to the `partials` function.
+   * chat's stream (or pass your own to the `partials` function); called any
+   * time before the receipt, it yields every partial value from the first.
    */
   partials<T = unknown>(chat: string, requestId: string, o: StreamOptions & { schema?: Parser<T> } = {}): AsyncGenerator<PartialEvent<T>> {
     return partials<T>(this.stream(chat, o), requestId, o);

@@ -38,8 +38,10 @@ export type PartialEvent<T> =
 /**
  * Reads a chat's stream (`client.stream(chat)`, or one the caller already
  * holds open) for the partial values of one structured request, and ends
- * with its receipt, closing the stream. Other events are skipped. A stream
- * follows a finalizer call from its start: open it before the model writes.
+ * with its receipt, closing the stream. Other events are skipped. Opened
+ * any time before the receipt, it yields the whole series: a stream that
+ * connects (or reconnects) while the model writes first gets the call so
+ * far, so its partial values start from the first.
  */
 export async function* partials<T = unknown>(
   events: AsyncIterable<StreamEvent>,

@@ -283,6 +283,40 @@ test("partials yields typed partial values, each growing, then the receipt", asy
   assert.deepEqual(last.value, receipt.value, "the last partial is the receipt's value");
 });
 
+test("partials of a request followed after the model began writing start from the first value", async () => {
+  // "partials-late": the model writes from the create on, 150 ms a fragment
+  // (internal/jstest); partials() is called once a first stream saw it write.
+  const Doc = z.object({ title: z.string(), items: z.array(z.object({ name: z.string(), tags: z.array(z.string()) })) });
+  const c = new ChatdClient({ baseUrl, token });
+  const created = await c.createChat({
+    content: [{ type: "text", text: "partials-late: write the document." }],
+    response_format: responseFormat("doc", Doc),
+  });
+  const requestId = created.messages[0]?.structured_output_request_id ?? "";
+  const signal = AbortSignal.timeout(60_000);
+  let writing = 0;
+  for await (const ev of c.stream(created.chat.id, { signal })) {
+    if (ev.type === "message_part" && ev.data.part.type === "tool-call" && (ev.data.part.args_delta ?? "") !== "") writing = ev.data.seq;
+    if (writing > 0) break;
+  }
+  const got: PartialEvent<z.infer<typeof Doc>>[] = [];
+  for await (const p of c.partials(created.chat.id, requestId, { schema: Doc, signal })) got.push(p);
+  const receipt = got.at(-1);
+  assert.ok(receipt?.type === "receipt" && receipt.output.status === "succeeded");
+  const previews = got.slice(0, -1);
+  assert.ok(previews.length >= 3, `${previews.length} partials after joining at fragment ${writing}`);
+  let prevTitle = "";
+  for (const p of previews) {
+    assert.ok(p.type === "partial");
+    const t = p.value.title ?? "";
+    assert.ok(t.startsWith(prevTitle), `${t} grows from ${prevTitle}`);
+    prevTitle = t;
+  }
+  const last = previews.at(-1);
+  assert.ok(last?.type === "partial");
+  assert.deepEqual(last.value, receipt.value, "the last partial is the receipt's value");
+});
+
 test("a failed turn is a server error event, not a transport error", async () => {
   const c = new ChatdClient({ baseUrl, token });
   const created = await c.createChat({ content: [{ type: "text", text: "provider-fail please" }] });
