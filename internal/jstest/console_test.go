@@ -3,12 +3,14 @@ package jstest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -291,4 +293,88 @@ func jsString(s string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
+}
+
+// TestConsolePartialValue: the console opened on a chat while the model
+// writes a structured value shows the value parsed so far (the stream's
+// structured_output_partial, from the first, thanks to its catch-up),
+// never the raw arguments, each rendering growing, the last the
+// receipt's value. The console is opened once the call is under way (the
+// mock's chunk 10 of about 40, 100 ms apart).
+func TestConsolePartialValue(t *testing.T) {
+	t.Parallel()
+	chunk := make(chan int, 256)
+	env := testenv.New(t, testenv.Options{Mock: mockllm.Options{
+		Script: &mockllm.Script{Steps: []mockllm.Step{{Value: json.RawMessage(partialsValue), ChunkDelayMS: 100}}},
+		BeforeChunk: func(_ context.Context, _ *mockllm.Request, n int) error {
+			select {
+			case chunk <- n:
+			default:
+			}
+			return nil
+		}}})
+	srv := httptest.NewServer(console.Mount(env.Server))
+	t.Cleanup(func() {
+		env.Server.Shutdown()
+		srv.Close()
+	})
+	token := env.Token("alice")
+	api := client.New(srv.URL, token, nil)
+	chat, err := api.CreateChat(t.Context(), client.CreateChatRequest{Content: []client.MessagePart{client.TextPart("write the document")},
+		ResponseFormat: &client.ResponseFormat{Type: "json_schema", JSONSchema: &client.JSONSchemaFormat{Name: "doc",
+			Schema: json.RawMessage(`{"type":"object","required":["title","items"]}`)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const wait = 60 * time.Second
+	p := newTab(t, 1100, 800)
+	p.navigate(srv.URL + "/console/")
+	p.run(`sessionStorage.setItem("chatd.token", ` + jsString(token) + `)`)
+	p.navigate(srv.URL + "/console/#/chats")
+	p.waitFor(`document.activeElement?.tagName === "H1" && document.activeElement.textContent === "Chats"`, wait)
+	// Every rendering of the partial value, as it happens.
+	p.run(`window.partials = []; new MutationObserver(() => { const e = document.querySelector(".preview pre.partial");
+		if (e && e.textContent !== window.partials.at(-1)) window.partials.push(e.textContent); })
+		.observe(document.body, { subtree: true, childList: true, characterData: true })`)
+	for n := 0; n < 10; {
+		select {
+		case n = <-chunk:
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		}
+	}
+	p.run(`location.hash = "#/chats/` + chat.Chat.ID.String() + `"`)
+	p.waitFor(`document.querySelector(".preview pre.partial")?.textContent.includes("title")`, wait)
+	t.Logf("screenshot %s", p.screenshot(t.ArtifactDir(), "13-partial-value"))
+	p.waitFor(`document.querySelector('.receipt[data-status="succeeded"]')`, wait)
+	var shown []string
+	if err := p.eval(`window.partials`, &shown); err != nil {
+		t.Fatal(err)
+	}
+	var prev map[string]any
+	values := 0
+	for _, s := range shown {
+		if s == "…" {
+			continue
+		}
+		var v map[string]any
+		if err := json.Unmarshal([]byte(s), &v); err != nil || v["output"] != nil {
+			t.Fatalf("the preview shows %q, not the parsed value", s)
+		}
+		if items, _ := v["items"].([]any); prev != nil && len(items) < len(prev["items"].([]any)) {
+			t.Fatalf("%s after %v", s, prev)
+		}
+		if v["items"] == nil {
+			v["items"] = []any{}
+		}
+		prev = v
+		values++
+	}
+	var want map[string]any
+	if err := json.Unmarshal([]byte(partialsValue), &want); err != nil {
+		t.Fatal(err)
+	}
+	if values < 3 || !reflect.DeepEqual(prev, want) {
+		t.Fatalf("%d values shown, the last %v", values, prev)
+	}
 }

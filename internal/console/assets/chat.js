@@ -61,7 +61,11 @@ export function chatView(id, signal) {
     preview.replaceChildren(h("h2", {}, "Writing… ", h("span", { class: "muted" }, "(preview, not a result)")),
       ...p.parts.map((x) => x.type === "tool-call"
         ? h("div", { class: "part tool" }, h("div", { class: "part-label" }, x.name === FINALIZER ? "Partial value (candidate, not a result)" : "Tool call " + x.name),
-          h("pre", {}, x.text))
+          // The finalizer's value as the server parsed it so far (the last
+          // structured_output_partial), not its raw arguments.
+          x.name === FINALIZER
+            ? h("pre", { class: "partial" }, x.value === undefined ? "…" : pretty(x.value))
+            : h("pre", {}, x.text))
         : h("div", { class: `part ${x.type}` }, x.type === "reasoning" ? h("div", { class: "part-label" }, "Reasoning") : null, h("p", { class: "text" }, x.text))));
   };
 
@@ -90,6 +94,7 @@ export function chatView(id, signal) {
         return renderHistory();
       }
       case "message_part": return addPart(d);
+      case "structured_output_partial": return addPartial(d);
       case "preview_reset": st.preview = null; return renderPreview();
       case "status":
         st.chat = d;
@@ -99,14 +104,32 @@ export function chatView(id, signal) {
         renderHead(); return renderCalls();
       case "queue": st.queue = d.queued_messages; return renderQueue();
       case "action_required": st.calls = d.tool_calls; return renderCalls();
-      case "history_reset": st.messages.clear(); return renderHistory();
+      case "history_reset": // a reconnection starts again: the preview comes again too
+        st.messages.clear();
+        st.preview = null;
+        renderPreview();
+        return renderHistory();
       case "error": alert.textContent = d.code ? `${d.code}: ${d.message}` : d.message; return;
     }
   };
 
-  const addPart = (d) => {
+  const previewOf = (d) => {
     let p = st.preview;
     if (!p || p.hv !== d.history_version || p.attempt !== d.generation_attempt) p = st.preview = { hv: d.history_version, attempt: d.generation_attempt, parts: [] };
+    return p;
+  };
+
+  // A partial value belongs to the finalizer call being written: the last
+  // one of the preview (the call's fragments come before its values).
+  const addPartial = (d) => {
+    const x = previewOf(d).parts.findLast((y) => y.type === "tool-call" && y.name === FINALIZER);
+    if (!x) return;
+    x.value = d.value;
+    renderPreview();
+  };
+
+  const addPart = (d) => {
+    const p = previewOf(d);
     const part = d.part, last = p.parts.at(-1);
     if (part.type === "tool-call") {
       let x = p.parts.find((y) => y.type === "tool-call" && y.id === part.tool_call_id);
