@@ -33,7 +33,8 @@
 //	}
 //
 // While the model writes the value, Partials reads the chat's stream for
-// its partial values, typed, then the receipt (docs/streams.md):
+// its partial values, typed, from the first whenever it starts before the
+// receipt, then the receipt (docs/streams.md):
 //
 //	for p, err := range client.Partials[Report](c.Stream(ctx, chatID, 0), requestID) {
 //		if err != nil {

@@ -30,10 +30,13 @@ type Partial[T any] struct {
 
 // Partials reads s for the partial values of request while the model
 // writes them (the structured_output_partial events, docs/streams.md),
-// decoded into T, and ends with the request's receipt. Other events are
-// skipped: the stream should be opened for this iteration alone. A
-// partial that does not decode into T is yielded with its error (and the
-// iteration goes on if the loop does); a stream error ends it.
+// decoded into T, and ends with the request's receipt. Started any time
+// before the receipt, it yields the whole series: a stream that connects
+// (or reconnects) while the model writes first gets the call so far.
+// Other events are skipped: the stream should be opened for this
+// iteration alone. A partial that does not decode into T is yielded with
+// its error (and the iteration goes on if the loop does); a stream error
+// ends it.
 //
 //	for p, err := range client.Partials[Report](c.Stream(ctx, chat, 0), req) {
 //		if err != nil { … }

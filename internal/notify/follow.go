@@ -17,8 +17,8 @@ import (
 // hub remembers the announcements for followTTL. A hub that (re)connects
 // asks the others to announce again ("?"), since announcements sent while
 // it was not listening are lost. A stream that joins in the middle of a
-// step misses at most the fragments sent before its announcement arrived:
-// it starts from the first fragment it sees, as it always did.
+// step gets the fragments sent before (and while its announcement
+// travelled) from a catch-up (catchup.go), which announces the chat too.
 const (
 	followEvery = 20 * time.Second
 	followTTL   = 3 * followEvery
