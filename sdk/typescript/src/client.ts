@@ -154,11 +154,13 @@ export class ChatdClient {
   /**
    * The URL of the chat's stream with a fresh ticket, for a browser's
    * EventSource (which cannot send headers). A ticket works once: to
-   * reconnect, ask for a new URL with afterId set to the last message id.
+   * reconnect, ask for a new URL with `after` set to the EventSource's
+   * last `lastEventId` (it resumes the running step's preview too), or
+   * afterId to a message id.
    */
-  async eventSourceUrl(chat: string, q: { afterId?: number } = {}, o: CallOptions = {}): Promise<string> {
+  async eventSourceUrl(chat: string, q: { afterId?: number; after?: string } = {}, o: CallOptions = {}): Promise<string> {
     const { ticket } = await this.createStreamTicket(chat, o);
-    return `${this.baseUrl}/api/v1/chats/${enc(chat)}/stream${query({ after_id: q.afterId, ticket })}`;
+    return `${this.baseUrl}/api/v1/chats/${enc(chat)}/stream${query({ after_id: q.afterId, after: q.after, ticket })}`;
   }
 
   /** Follows a chat live: typed events, resumed with Last-Event-ID after a dropped connection. */

@@ -383,4 +383,12 @@ test("eventSourceUrl carries a single-use ticket", async () => {
   await first.body?.cancel();
   const again = await fetch(url);
   assert.equal(again.status, 401);
+  // A reconnection resumes after an event id (Last-Event-ID's form).
+  const resumed = await c.eventSourceUrl(created.chat.id, { after: "1:1:1:3" });
+  assert.match(resumed, /\/stream\?after=1%3A1%3A1%3A3&ticket=cst_/);
+  const res = await fetch(resumed, { headers: { Accept: "text/event-stream" } });
+  assert.equal(res.status, 200);
+  await res.body?.cancel();
+  const bad = await c.eventSourceUrl(created.chat.id, { after: "1:2" });
+  assert.equal((await fetch(bad)).status, 400);
 });
