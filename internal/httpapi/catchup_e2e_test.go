@@ -117,7 +117,7 @@ func chunks(o mockllm.Options) (mockllm.Options, <-chan int) {
 
 // TestLateStreamsGetTheWholePreview: streams opened 0.3 s, 1 s and 3 s
 // into a finalizer call that writes 30 items over about 5 s — on the
-// worker's replica, and one at 1 s on another replica — each get the
+// worker's replica and on another replica — each get the
 // call's fragments from the first (a catch-up, then the live ones) and
 // its partial values from the first. Joins are placed by the mock's chunk
 // schedule (75 ms a chunk): chunk 4 is 0.3 s into the call.
@@ -139,7 +139,8 @@ func TestLateStreamsGetTheWholePreview(t *testing.T) {
 		name  string
 		env   *testenv.Env
 		chunk int
-	}{{"0.3 s", worker, 4}, {"1 s", worker, 13}, {"1 s, other replica", api, 13}, {"3 s", worker, 40}}
+	}{{"0.3 s", worker, 4}, {"1 s", worker, 13}, {"3 s", worker, 40},
+		{"0.3 s, other replica", api, 4}, {"1 s, other replica", api, 13}, {"3 s, other replica", api, 40}}
 	streams := make([]*collector, len(joins))
 	for joined := 0; joined < len(joins); {
 		var n int
