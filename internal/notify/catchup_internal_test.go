@@ -263,3 +263,41 @@ func TestDeltaAfterUpto(t *testing.T) {
 		t.Fatalf("a single fragment left: %+v", tail)
 	}
 }
+
+// BenchmarkRelayStep measures what the relay adds to a step nobody
+// streams: one op is a step of 16 argument fragments (16 bytes each, as
+// mockllm sends the benchmark's value) kept in the buffer, then the
+// commit that drops it; followed_check is the part an unfollowed chat
+// paid before the buffer (Hub.Followed per fragment).
+func BenchmarkRelayStep(b *testing.B) {
+	hub := New(nil, nil)
+	relay := NewRelay(nil, hub, nil)
+	chat := uuid.New()
+	frags := step(1, 1, append([]Delta{call("c1", "")}, slicesRepeat(call("c1", strings.Repeat("x", 16)), 16)...)...)
+	b.Run("buffer", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := range b.N {
+			for _, d := range frags {
+				d.HistoryVersion = int64(i)
+				relay.Delta(chat, d)
+			}
+			hub.TellChanged(chat, chat, int64(i))
+		}
+	})
+	b.Run("followed_check", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			for range frags {
+				_ = hub.Followed(chat)
+			}
+		}
+	})
+}
+
+func slicesRepeat(d Delta, n int) []Delta {
+	out := make([]Delta, n)
+	for i := range out {
+		out[i] = d
+	}
+	return out
+}
