@@ -299,17 +299,21 @@ func jsString(s string) string {
 // writes a structured value shows the value parsed so far (the stream's
 // structured_output_partial, from the first, thanks to its catch-up),
 // never the raw arguments, each rendering growing, the last the
-// receipt's value. The console is opened once the call is under way (the
-// mock's chunk 10 of about 40, 100 ms apart).
+// receipt's value. The console is opened once the call is under way: the
+// mock holds it before its chunk 10 (of about 20, 50 ms apart) until the
+// console shows the value so far.
 func TestConsolePartialValue(t *testing.T) {
 	t.Parallel()
-	chunk := make(chan int, 256)
+	at, hold := make(chan struct{}), make(chan struct{})
 	env := testenv.New(t, testenv.Options{Mock: mockllm.Options{
-		Script: &mockllm.Script{Steps: []mockllm.Step{{Value: json.RawMessage(partialsValue), ChunkDelayMS: 100}}},
-		BeforeChunk: func(_ context.Context, _ *mockllm.Request, n int) error {
-			select {
-			case chunk <- n:
-			default:
+		Script: &mockllm.Script{Steps: []mockllm.Step{{Value: json.RawMessage(partialsValue), ChunkDelayMS: 50}}},
+		BeforeChunk: func(ctx context.Context, _ *mockllm.Request, n int) error {
+			if n == 10 {
+				close(at)
+				select {
+				case <-hold:
+				case <-ctx.Done():
+				}
 			}
 			return nil
 		}}})
@@ -336,16 +340,15 @@ func TestConsolePartialValue(t *testing.T) {
 	p.run(`window.partials = []; new MutationObserver(() => { const e = document.querySelector(".preview pre.partial");
 		if (e && e.textContent !== window.partials.at(-1)) window.partials.push(e.textContent); })
 		.observe(document.body, { subtree: true, childList: true, characterData: true })`)
-	for n := 0; n < 10; {
-		select {
-		case n = <-chunk:
-		case <-t.Context().Done():
-			t.Fatal(t.Context().Err())
-		}
+	select {
+	case <-at:
+	case <-t.Context().Done():
+		t.Fatal(t.Context().Err())
 	}
 	p.run(`location.hash = "#/chats/` + chat.Chat.ID.String() + `"`)
 	p.waitFor(`document.querySelector(".preview pre.partial")?.textContent.includes("title")`, wait)
 	t.Logf("screenshot %s", p.screenshot(t.ArtifactDir(), "13-partial-value"))
+	close(hold)
 	p.waitFor(`document.querySelector('.receipt[data-status="succeeded"]')`, wait)
 	var shown []string
 	if err := p.eval(`window.partials`, &shown); err != nil {
