@@ -69,6 +69,7 @@ fuzz:
 	$(call fuzz1,FuzzScanRaw,5000x,./internal/jsonb/)
 	$(call fuzz1,FuzzRoundTrip,1500x,./internal/jsonb/)
 	$(call fuzz1,FuzzStorable,3000x,./internal/jsonb/)
+	$(call fuzz1,FuzzNumberRules,10000x,./internal/jsonb/)
 	$(call fuzz1,FuzzDecode,50000x,./internal/validate/)
 	$(call fuzz1,FuzzCompile,12000x,./internal/validate/)
 	$(call fuzz1,FuzzParse,50000x,./internal/partialjson/)

@@ -55,7 +55,7 @@ var hostileKinds = []hostileKind{
 	{name: "duplicate client ids", lookup: true, step: mockllm.Step{ToolCalls: []mockllm.ToolCall{hostileCall("dup", stormTool.Name, `{"q":"one"}`), hostileCall("dup", stormTool.Name, `{"q":"two"}`)}}},
 	{name: "duplicate mixed ids", lookup: true, step: mockllm.Step{ToolCalls: []mockllm.ToolCall{hostileCall("dup", "read_file", `{"path":"notes.txt"}`), hostileCall("dup", stormTool.Name, `{"q":"mixed"}`)}}},
 	{name: "fifo", step: mockllm.Step{ToolCalls: []mockllm.ToolCall{hostileCall("", "read_file", `{"path":"pipe"}`)}}},
-	{name: "expanding number", structured: true, step: mockllm.Step{Value: json.RawMessage(`{"title":"big","count":1,"ratio":123e65}`)}},
+	{name: "expanding number", structured: true, step: mockllm.Step{Value: json.RawMessage(`{"title":"big","count":1,"ratio":0e-500}`)}},
 	{name: "plain-notation value", structured: true, step: mockllm.Step{Value: json.RawMessage(`{"title":"plain","count":5e1,"ratio":1.50e2}`)}},
 	{name: "huge text", step: mockllm.Step{TextOnly: true, Text: hugeText}},
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/chatd/chatd/internal/validate"
 )
 
 // Hard cases for both fuzz targets.
@@ -224,6 +226,26 @@ func FuzzStorable(f *testing.F) {
 		}
 		if _, err := MarshalParts([]Part{{Type: PartToolCall, ToolCallID: "c", ToolName: "t", Args: raw}}); err != nil {
 			t.Fatalf("accepted %q, the codec refused it: %v", raw, err)
+		}
+	})
+}
+
+// FuzzNumberRules: for a single number literal, Storable (tool arguments)
+// and the validator's scan (structured values) give the same verdict, so a
+// number is admitted or refused alike wherever a model writes it.
+func FuzzNumberRules(f *testing.F) {
+	for _, s := range []string{"0", "-0.0e-5", "123e65", "1.5e300", "1e400", "1e-400", "4.9406564584124654e-324",
+		"2.4703282292062327e-324", "0e-398", "0e-399", "0e1001", "1.7976931348623157e308", "1.7976931348623159e308"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, lit string) {
+		if lit == "" || !(lit[0] == '-' || lit[0] >= '0' && lit[0] <= '9') || !json.Valid([]byte(lit)) {
+			return
+		}
+		serr := Storable([]byte(lit))
+		_, verr := validate.Decode([]byte(lit), validate.ValueLimits)
+		if (serr == nil) != (verr == nil) {
+			t.Fatalf("%q: Storable %v, validator %v", lit, serr, verr)
 		}
 	})
 }

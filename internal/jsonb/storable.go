@@ -12,12 +12,13 @@ import (
 )
 
 // Bounds of Storable. The number rules are the validator's for structured
-// values (internal/validate: MaxNumberLen, MaxExponent), so a tool call's
-// arguments and a finalizer's are screened alike.
+// values (internal/validate: MaxNumberLen, MaxZeroExponent), so a tool
+// call's arguments and a finalizer's are screened alike
+// (TestStorableNumbersAsValidator).
 const (
-	MaxRawDepth     = 64  // arrays and objects nested inside one another
-	MaxNumberLen    = 64  // characters of one number literal
-	MaxNumberExp    = 308 // the decimal exponent written in a literal, ±
+	MaxRawDepth     = 64   // arrays and objects nested inside one another
+	MaxNumberLen    = 400  // characters of one number literal, as written and in plain decimal notation
+	MaxZeroExp      = 1000 // the exponent written in a zero, ±
 	storableMaxKeys = 1 << 16
 )
 
@@ -25,10 +26,13 @@ const (
 // from a client) can be stored as jsonb exactly and cheaply, before anything
 // is written: one value, no trailing data, no duplicate object keys (jsonb
 // keeps the last, so the stored call would not be the one the model made),
-// no number literal longer than MaxNumberLen, with an exponent beyond
-// ±MaxNumberExp or not finite as a 64-bit float (jsonb refuses numbers out
-// of numeric's range with SQLSTATE 22003, the step could never commit, and
-// 1e100000 would be stored as 100001 digits), and no nesting deeper than
+// no number beyond the range of a 64-bit float (1e400; 1e-400, which is
+// not zero but rounds to it) or longer than MaxNumberLen as written or in
+// the plain decimal notation jsonb stores (jsonb refuses numbers out of
+// numeric's range with SQLSTATE 22003, the step could never commit, and
+// 1e100000 would be stored as 100001 digits; every float64 written with up
+// to 17 significant digits is at most 343 characters in that notation),
+// no zero with an exponent beyond ±MaxZeroExp, and no nesting deeper than
 // MaxRawDepth (PostgreSQL's parser recurses). Strings are the codec's
 // business: U+0000, lone surrogates and invalid UTF-8 are encoded by
 // MarshalParts, not refused here. The error says what is wrong and where,
@@ -135,14 +139,48 @@ func storableNumber(lit string) error {
 	if len(lit) > MaxNumberLen {
 		return fmt.Errorf("number %s is longer than %d characters", short, MaxNumberLen)
 	}
-	if i := strings.IndexAny(lit, "eE"); i >= 0 {
-		e, err := strconv.Atoi(strings.TrimPrefix(lit[i+1:], "+"))
-		if err != nil || e > MaxNumberExp || e < -MaxNumberExp {
-			return fmt.Errorf("number %s has an exponent beyond ±%d", short, MaxNumberExp)
+	mant, expPart, _ := strings.Cut(strings.Replace(strings.TrimPrefix(lit, "-"), "E", "e", 1), "e")
+	exp := 0
+	if expPart != "" {
+		e, err := strconv.Atoi(strings.TrimPrefix(expPart, "+"))
+		if err != nil { // beyond an int: out of range, or (for zero) too long
+			e = 1 << 30
+			if strings.HasPrefix(expPart, "-") {
+				e = -e
+			}
+		}
+		exp = e
+	}
+	intPart, frac, _ := strings.Cut(mant, ".")
+	all := intPart + frac
+	zero := strings.Trim(all, "0") == ""
+	if zero && (exp > MaxZeroExp || exp < -MaxZeroExp) {
+		return fmt.Errorf("number %s has an exponent beyond ±%d", short, MaxZeroExp)
+	}
+	if !zero {
+		f, _ := strconv.ParseFloat(lit, 64)
+		switch {
+		case math.IsInf(f, 0):
+			return fmt.Errorf("number %s is beyond the range of a 64-bit float", short)
+		case f == 0:
+			return fmt.Errorf("number %s is too close to zero for a 64-bit float", short)
 		}
 	}
-	if f, err := strconv.ParseFloat(lit, 64); err != nil || math.IsInf(f, 0) {
-		return fmt.Errorf("number %s is out of range", short)
+	// jsonb's plain notation: the integer digits (at least "0"), a sign,
+	// and as many fraction digits as written less the exponent
+	plain := 1
+	if !zero {
+		leading := len(all) - len(strings.TrimLeft(all, "0"))
+		plain = max(1, len(intPart)+exp-leading)
+		if lit[0] == '-' {
+			plain++
+		}
+	}
+	if scale := len(frac) - exp; scale > 0 {
+		plain += 1 + scale
+	}
+	if plain > MaxNumberLen {
+		return fmt.Errorf("number %s is %d characters in plain decimal notation, more than %d", short, plain, MaxNumberLen)
 	}
 	return nil
 }

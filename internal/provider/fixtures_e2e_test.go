@@ -3,9 +3,11 @@ package provider_test
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -134,28 +136,35 @@ func TestGeneratorFixturesEndToEnd(t *testing.T) {
 }
 
 // TestNumberNotationMatchesPostgreSQL: the validator admits a number
-// exactly when PostgreSQL's jsonb renders it in at most 64 characters, and
-// what jsonb returns passes the scan again (issue 14.4: a number admitted
-// at the door must survive being stored and read back).
+// exactly when it is within float64's range and PostgreSQL's jsonb renders
+// it in at most validate.MaxNumberLen characters, and what jsonb returns
+// is the same number and passes the scan again (issue 14.4: a number
+// admitted at the door must survive being stored and read back; issue 33:
+// every float64 is admitted).
 func TestNumberNotationMatchesPostgreSQL(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.New(t)
 	lits := []string{"0", "-0", "-0.0", "1e3", "1.50e2", "1.5e-3", "123e65", "123e61", "1e63", "1e64", "-1e62", "-1e63",
 		"1e-62", "1e-63", "0.0e300", "0e-300", "9.99e62", "1E+63", "12.345e1", "-7E+2", "1e100", "1.8e308", "1e-308",
 		"0.00000000000000000000000000000000000000000000000000000000000001",
-		"12345678901234567890123456789012345678901234567890123456789012.5", "1234567890123456789012345678901234567890123456789012345678901234e-60"}
+		"12345678901234567890123456789012345678901234567890123456789012.5", "1234567890123456789012345678901234567890123456789012345678901234e-60",
+		"1.5e300", "0.0000001e-300", "1e308", "1e309", "1e400", "1e-400", "-1.7976931348623157e308", "-4.9406564584124654e-324",
+		"2.2250738585072014e-308", "0e-398", "0e-399", "1." + strings.Repeat("1", 97) + "e-300", "1." + strings.Repeat("1", 98) + "e-300"}
 	for _, lit := range lits {
 		_, err := validate.Decode([]byte(lit), validate.ValueLimits)
 		var stored string
-		if perr := pool.QueryRow(t.Context(), `SELECT $1::jsonb::text`, lit).Scan(&stored); perr != nil {
+		var equal bool
+		if perr := pool.QueryRow(t.Context(), `SELECT $1::jsonb::text, $1::jsonb::text::numeric = $1::numeric`, lit).Scan(&stored, &equal); perr != nil {
 			t.Fatalf("%s: %v", lit, perr)
 		}
-		if fits := len(stored) <= validate.ValueLimits.MaxNumberLen; (err == nil) != fits {
-			t.Errorf("%s: stored as %s (%d characters); validator error %v", lit, stored, len(stored), err)
+		f, _ := strconv.ParseFloat(lit, 64)
+		inRange := !math.IsInf(f, 0) && (f != 0 || strings.Trim(strings.Split(strings.ToLower(lit), "e")[0], "-0.") == "")
+		if fits := len(stored) <= validate.ValueLimits.MaxNumberLen && inRange; (err == nil) != fits {
+			t.Errorf("%s: stored as %.40s (%d characters); validator error %v", lit, stored, len(stored), err)
 		}
 		if err == nil {
-			if _, rerr := validate.Decode([]byte(stored), validate.ValueLimits); rerr != nil {
-				t.Errorf("%s: stored as %s, which the scan refuses: %v", lit, stored, rerr)
+			if _, rerr := validate.Decode([]byte(stored), validate.ValueLimits); rerr != nil || !equal {
+				t.Errorf("%s: stored as %.40s (equal %v), which the scan refuses: %v", lit, stored, equal, rerr)
 			}
 		}
 	}

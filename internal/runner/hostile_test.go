@@ -87,7 +87,7 @@ func TestUnstorableToolArgumentsAreScreened(t *testing.T) {
 	if len(calls) != 4 {
 		t.Fatalf("stored calls %v", calls)
 	}
-	for i, want := range []string{"exponent beyond", "exponent beyond", "duplicate key"} {
+	for i, want := range []string{"too close to zero for a 64-bit float", "beyond the range of a 64-bit float", "duplicate key"} {
 		args, _ := json.Marshal(calls[i]["args"])
 		if string(args) != "{}" || !strings.Contains(calls[i]["args_rejected"].(string), want) {
 			t.Errorf("call %d stored %v", i, calls[i])

@@ -1,9 +1,9 @@
 package runner_test
 
 import (
+	"bytes"
 	"encoding/json"
-	"errors"
-	"net/http"
+	"math/big"
 	"strings"
 	"testing"
 
@@ -12,63 +12,80 @@ import (
 	"github.com/chatd/chatd/internal/testenv"
 )
 
-// Item 4 of issue 14, end to end: numbers jsonb expands. A schema with
-// "maximum": 1e100 was admitted and every run then failed not_produced (the
-// stored schema holds a 101-digit literal); the finalizer value [123e65]
-// passed the first screen and failed the re-screen after storage. Now both
-// are judged in jsonb's plain notation where they come in: the schema is a
-// 400 naming the field, the value is an ordinary rejection the model
-// repairs, and a number at the limit is published as jsonb renders it.
-func TestNumbersJSONBExpands(t *testing.T) {
+// Issue 33, item 7: every number within float64's range is accepted and
+// published as an equal number. Before, a schema with "maximum": 1e100 was
+// refused and the finalizer values [123e65] and 1.5e300 were rejected at
+// every attempt ("68 characters in plain decimal notation, more than the
+// limit of 64"), the request failing after 3 wasted model calls.
+func TestNumbersEveryFloat64(t *testing.T) {
 	t.Parallel()
-	script := &mockllm.Script{Steps: []mockllm.Step{
-		{Value: json.RawMessage(`[123e65]`)},
-		{Value: json.RawMessage(`[1e63, 1.50e2]`)},
-	}}
+	lits := []string{"123e65", "1.5e300", "0.0000001e-300", "-4.9406564584124654e-324", "1.7976931348623157e308", "1.50e2", "-0"}
+	script := &mockllm.Script{Steps: []mockllm.Step{{Value: json.RawMessage(`[` + strings.Join(lits, ",") + `]`)}}}
 	env := testenv.New(t, testenv.Options{Mock: mockllm.Options{Script: script}})
 	c := env.Client("alice")
-
-	_, err := c.CreateChat(t.Context(), client.CreateChatRequest{
-		Content:        []client.MessagePart{client.TextPart("Count.")},
-		ResponseFormat: structured(`{"type":"object","properties":{"n":{"type":"number","maximum":1e100}}}`),
-	})
-	var ae *client.APIError
-	if !errors.As(err, &ae) || ae.StatusCode != http.StatusBadRequest || len(ae.Body.Validations) != 1 ||
-		ae.Body.Validations[0].Field != "response_format.json_schema.schema" ||
-		!strings.Contains(ae.Body.Validations[0].Detail, "/properties/n/maximum") ||
-		!strings.Contains(ae.Body.Validations[0].Detail, "plain decimal notation") {
-		t.Fatalf("schema with 1e100: %v", err)
-	}
-	if n := providerCalls(env); n != 0 {
-		t.Fatalf("%d provider calls for a refused schema", n)
-	}
-
-	chat, req := create(t, c, `{"type":"array","items":{"type":"number"}}`)
+	chat, req := create(t, c, `{"type":"array","items":{"type":"number","maximum":1.7976931348623157e308,"minimum":-1e300}}`)
 	res := wait(t, c, req)
 	if res.Status != client.OutputSucceeded {
 		t.Fatalf("result %+v %+v", res, res.Error)
 	}
-	want := "[1" + strings.Repeat("0", 63) + ",150]"
-	if string(res.Value) != want {
-		t.Fatalf("published %s, want %s", res.Value, want)
-	}
 	settled(t, env, chat, req, client.OutputSucceeded, "")
-	reqs := env.Mock.Requests()
-	if len(reqs) != 2 {
-		t.Fatalf("%d provider calls, want 2", len(reqs))
+	dec := json.NewDecoder(bytes.NewReader(res.Value))
+	dec.UseNumber()
+	var got []json.Number
+	if err := dec.Decode(&got); err != nil || len(got) != len(lits) {
+		t.Fatalf("published %s: %v; requests %d", res.Value, err, len(env.Mock.Requests()))
 	}
-	// The model was told why [123e65] was not taken, at its pointer.
-	var repair string
-	for _, m := range reqs[1].Messages {
-		if m.Role == "tool" {
-			repair += m.Content
+	for i, lit := range lits {
+		a, _ := new(big.Rat).SetString(lit)
+		b, ok := new(big.Rat).SetString(string(got[i]))
+		if !ok || a.Cmp(b) != 0 {
+			t.Errorf("published %.40s for %s", got[i], lit)
 		}
 	}
-	if !strings.Contains(repair, "/0") || !strings.Contains(repair, "123e65 is 68 characters in plain decimal notation") {
-		t.Fatalf("the model was told %q", repair)
+	if n := providerCalls(env); n != 1 {
+		t.Fatalf("%d provider calls, want 1", n)
+	}
+}
+
+// Issue 33, item 7: a number beyond float64's range (1e400) is refused to
+// the model with a message naming the number and its path, counted like
+// any rejection (a model that repeats it ends the request after three),
+// and the failure tells the user which number could not be stored.
+func TestNumberBeyondFloat64Refused(t *testing.T) {
+	t.Parallel()
+	bad := mockllm.Step{Value: json.RawMessage(`{"n":[1,1e400]}`)}
+	script := &mockllm.Script{Steps: []mockllm.Step{bad, bad, bad, bad}}
+	env := testenv.New(t, testenv.Options{Mock: mockllm.Options{Script: script}})
+	c := env.Client("alice")
+	chat, req := create(t, c, `{"type":"object","properties":{"n":{"type":"array","items":{"type":"number"}}}}`)
+	res := wait(t, c, req)
+	if res.Status != client.OutputFailed || res.Error == nil {
+		t.Fatalf("result %+v", res)
+	}
+	settled(t, env, chat, req, client.OutputFailed, res.Error.Code)
+	const named = "number 1e400 is beyond the range of a 64-bit float"
+	if !strings.Contains(res.Error.Message, named) || !strings.Contains(res.Error.Message, "/output/n/1") {
+		t.Errorf("failure %q does not name the number and its path", res.Error.Message)
+	}
+	if len(res.Error.Attempts) != 3 || res.Error.Attempts[2].Errors[0].Keyword != "unstorable" ||
+		!strings.Contains(res.Error.Attempts[2].Errors[0].Message, named) {
+		t.Errorf("attempts %+v", res.Error.Attempts)
+	}
+	reqs := env.Mock.Requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d provider calls, want 3", len(reqs))
+	}
+	var told string
+	for _, m := range reqs[1].Messages {
+		if m.Role == "tool" {
+			told += m.Content
+		}
+	}
+	if !strings.Contains(told, named) || !strings.Contains(told, "/n/1") {
+		t.Errorf("the model was told %q", told)
 	}
 	var rejections int
-	if err := env.Pool.QueryRow(t.Context(), `SELECT rejections FROM structured_requests WHERE request_id = $1`, req).Scan(&rejections); err != nil || rejections != 1 {
-		t.Fatalf("rejections %d %v, want 1", rejections, err)
+	if err := env.Pool.QueryRow(t.Context(), `SELECT rejections FROM structured_requests WHERE request_id = $1`, req).Scan(&rejections); err != nil || rejections != 3 {
+		t.Fatalf("rejections %d %v, want 3", rejections, err)
 	}
 }

@@ -85,8 +85,10 @@ func TestCalibrateNumeric(t *testing.T) {
 	if os.Getenv("CHATD_CALIBRATE") == "" {
 		t.Skip("set CHATD_CALIBRATE=1")
 	}
-	xs := []string{"5", "12.34", "-0.000001", strings.Repeat("9", 64), num64, "0." + strings.Repeat("0", 30) + strings.Repeat("7", 32), "1e63", "1e-62"}
-	ms := []string{"7", "0.01", "1e-20", "1e-50", "0." + strings.Repeat("0", 30) + strings.Repeat("3", 32), strings.Repeat("3", 32) + "e31", strings.Repeat("3", 64), "1e-62", "1e63"}
+	xs := []string{"5", "12.34", "-0.000001", strings.Repeat("9", 64), num64, "0." + strings.Repeat("0", 30) + strings.Repeat("7", 32), "1e63", "1e-62",
+		numMax, numTiny, "1.5e300", "1e-320", "-1.7976931348623157e308"}
+	ms := []string{"7", "0.01", "1e-20", "1e-50", "0." + strings.Repeat("0", 30) + strings.Repeat("3", 32), strings.Repeat("3", 32) + "e31", strings.Repeat("3", 64), "1e-62", "1e63",
+		"3e-300", "1e-310", "1e-320", "1.7976931348623157e308", "1e300", numMax}
 	var b strings.Builder
 	for _, kw := range []string{"multipleOf", "maximum", "minimum"} {
 		for _, m := range ms {

@@ -266,7 +266,10 @@ func (e *estimate) merge(k float64) {
 }
 
 func (e *estimate) parse(ni *numInfo) {
-	exp := float64(abs(ni.litExp) + len(ni.lit))
+	exp := float64(len(ni.lit))
+	if !ni.isZero() { // zeros reach the library as "0" (scan.go)
+		exp += float64(abs(ni.litExp))
+	}
 	l := float64(len(ni.lit))
 	e.add(coef.parseNs+l*coef.parseCharNs+exp*coef.parseExpNs, coef.parseB+l*coef.parseCharB+exp*coef.parseExpB)
 }
@@ -798,7 +801,8 @@ func multipleOf(x, m *numInfo) (is, known bool) {
 }
 
 // multipleOfBig decides x = k × m for an integer k exactly, whatever the
-// sizes (literals are at most 64 characters with exponents within ±308).
+// sizes (literals are at most MaxNumberLen characters, values within
+// float64's range).
 func multipleOfBig(x, m *numInfo) bool {
 	if x.isZero() {
 		return true

@@ -37,7 +37,7 @@ func TestDefectBigNumbersPanic(t *testing.T) {
 
 	for _, schema := range []string{`{"enum":[1,1e400]}`, `{"const":1e400}`, `{"enum":[[1e999]]}`} {
 		se := compileErr(t, schema)
-		if se == nil || !strings.Contains(se.Detail, "exponent") {
+		if se == nil || !strings.Contains(se.Detail, "beyond the range of a 64-bit float") {
 			t.Errorf("%s: %v", schema, se)
 		}
 	}
@@ -45,7 +45,7 @@ func TestDefectBigNumbersPanic(t *testing.T) {
 		s := mustCompile(t, schema)
 		for _, v := range []string{`1e400`, `[1e400]`, `[[2e308]]`, `-1e309`} {
 			r := s.Validate([]byte(v))
-			if r.Valid() || !strings.Contains(r.Summary(), "exponent") && !strings.Contains(r.Summary(), "not finite") {
+			if r.Valid() || !strings.Contains(r.Summary(), "beyond the range of a 64-bit float") {
 				t.Errorf("%s / %s: %v", schema, v, r.Summary())
 			}
 		}

@@ -25,9 +25,16 @@ func tree128(leaf string) string {
 	return `{"allOf":[` + repeatJoin(16, constant(inner)) + `]}`
 }
 
-// num64 is a 64-character number literal, the longest the scan admits
-// (written and in the plain decimal notation jsonb stores).
+// num64 is a 64-character number literal, the longest the scan admitted
+// before issue 33 (written and in the plain decimal notation jsonb stores).
 var num64 = strings.Repeat("7", 32) + "." + strings.Repeat("7", 31)
+
+// numMax is a MaxNumberLen-character literal, the longest the scan admits
+// now; numTiny is the smallest float64, 343 characters in plain notation.
+var (
+	numMax  = strings.Repeat("7", MaxNumberLen/2) + "." + strings.Repeat("7", MaxNumberLen/2-1)
+	numTiny = "-4.9406564584124654e-324"
+)
 
 func longName(i int, n int) string {
 	s := fmt.Sprintf("p%03d", i)
@@ -114,6 +121,13 @@ var families = []family{
 		value: func(n int) string { return obj(n, constant(`0`)) }, maxN: 16383},
 	{name: "V26-folded-range-keys", schema: `{"patternProperties":{"(?i)[\\x{42}-\\x{1e942}]":{}}}`,
 		value: func(n int) string { return obj(n, constant(`0`)) }, maxN: 16383},
+	// every float64 is admitted (issue 33): the longest literals, and
+	// numbers whose exact values have 300-digit denominators, compared,
+	// divided and rendered in errors
+	{name: "V27-longest-numbers", schema: `{"items":{"allOf":[` + repeatJoin(8, constant(`{"type":"number"}`)) + `]}}`,
+		value: func(n int) string { return arr(n, constant(numMax)) }, maxN: 16383},
+	{name: "V28-tiny-numbers", schema: `{"items":{"allOf":[` + repeatJoin(4, constant(`{"multipleOf":3e-300,"maximum":-1e-310,"exclusiveMinimum":1e-320}`)) + `]}}`,
+		value: func(n int) string { return arr(n, constant(numTiny)) }, maxN: 16383},
 }
 
 func nestedUnique(depth int) string {

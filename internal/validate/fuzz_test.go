@@ -62,10 +62,34 @@ func FuzzDecode(f *testing.F) {
 		if tree.nodes < 1 || int(tree.nodes) > lim.MaxNodes {
 			t.Fatalf("nodes %d", tree.nodes)
 		}
-		if !bytes.Contains(data, []byte("-0")) && !reflect.DeepEqual(tree.val, want) {
+		// the tree holds every zero as "0" (the library's view of it)
+		if !reflect.DeepEqual(zerosAsZero(tree.val), zerosAsZero(want)) {
 			t.Fatalf("tree value %#v, want %#v", tree.val, want)
 		}
 	})
+}
+
+// zerosAsZero returns v with every number equal to zero written "0".
+func zerosAsZero(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			out[k] = zerosAsZero(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = zerosAsZero(e)
+		}
+		return out
+	case json.Number:
+		if ni, err := parseNumber(string(t)); err == nil && ni.isZero() {
+			return json.Number("0")
+		}
+	}
+	return v
 }
 
 // FuzzCompile: admission never panics; whatever passes the screening also

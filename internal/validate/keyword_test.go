@@ -68,11 +68,12 @@ func TestScanCode(t *testing.T) {
 		{strings.Repeat("[", 40) + strings.Repeat("]", 40), CodeTooLarge},
 		{`[` + strings.Repeat("1,", ValueLimits.MaxNodes) + `1]`, CodeTooLarge},
 		{`{"` + strings.Repeat("k", 300) + `":1}`, CodeTooLarge},
-		{`[1` + strings.Repeat("0", 70) + `]`, CodeTooLarge},
+		{`[1` + strings.Repeat("0", 400) + `]`, CodeTooLarge},
 		{`{"a":1,"a":2}`, CodeUnstorable},
 		{`"\u0000"`, CodeUnstorable},
 		{`"\ud800"`, CodeUnstorable},
-		{`[1e100]`, CodeUnstorable},
+		{`[1e400]`, CodeUnstorable},
+		{`[1e-400]`, CodeUnstorable},
 		{`{"n":9007199254740992}`, "enum"},
 	} {
 		res := s.Validate([]byte(c.value))

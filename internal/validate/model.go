@@ -336,9 +336,11 @@ func decimalSize(n *numInfo) (num, den int) {
 // bigFloatTextCost bounds the cost of rendering a keyword value the way
 // each numeric error does (new(big.Float).SetRat(v) through text/template):
 // it grows with the square of the denominator's digits (1e-300 takes about
-// 250 µs) and slowly with the numerator's. Fitted by TestCalibrateNumeric.
+// 250 µs) and of the numerator's (1.7976931348623157e308, a 309-digit
+// integer, about 50 µs). Fitted by TestCalibrateNumeric and V28, on values
+// up to float64's extremes (1e-320 allocates about 46 KB per error).
 func bigFloatTextCost(n *numInfo) (ns, b float64) {
 	num, den := decimalSize(n)
 	d := float64(num + den)
-	return 6000 + 5*float64(den)*float64(den) + 0.03*d*d, 1200 + 75*float64(den) + 10*float64(num)
+	return 6000 + 6*float64(den)*float64(den) + 0.6*d*d, 1200 + 160*float64(den) + 40*float64(num)
 }

@@ -2,6 +2,7 @@ package validate
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -19,17 +20,20 @@ type Limits struct {
 	MaxNumberLen int // one number literal, in characters
 }
 
-// MaxExponent bounds the decimal exponent written in a number literal
-// (1e308 is accepted, 1e309 and 1e-309 are not): big.Rat parses exponents
-// up to 10^6, and 1e999999 costs about 100 ms per parse.
-const MaxExponent = 308
+// MaxNumberLen is the longest number literal, as written and in the plain
+// decimal notation PostgreSQL's jsonb stores and returns: every float64,
+// written with up to 17 significant digits (all it takes to name one), is
+// at most 343 characters in that notation ("-4.9406564584124654e-324"),
+// so every one of them is admitted and published as an equal number, and
+// what jsonb returns passes the scan again.
+const MaxNumberLen = 400
 
 // The limits this package applies. They are fixed: SchemaLimits and
 // ValueLimits below are copies for callers (the runner derives the
 // finalizer's limits from them), and changing those changes nothing here.
 var (
-	schemaLimits = Limits{MaxBytes: 256 << 10, MaxDepth: 64, MaxNodes: 16384, MaxKeyBytes: 256, MaxNumberLen: 64}
-	valueLimits  = Limits{MaxBytes: 256 << 10, MaxDepth: 32, MaxNodes: 16384, MaxKeyBytes: 256, MaxNumberLen: 64}
+	schemaLimits = Limits{MaxBytes: 256 << 10, MaxDepth: 64, MaxNodes: 16384, MaxKeyBytes: 256, MaxNumberLen: MaxNumberLen}
+	valueLimits  = Limits{MaxBytes: 256 << 10, MaxDepth: 32, MaxNodes: 16384, MaxKeyBytes: 256, MaxNumberLen: MaxNumberLen}
 )
 
 // SchemaLimits apply to caller schemas.
@@ -60,9 +64,10 @@ func displayPointer(p string) string {
 // string / bool / nil. It rejects what PostgreSQL jsonb or our validator
 // cannot hold exactly or cheaply: duplicate object keys (jsonb keeps the
 // last), trailing data, invalid UTF-8, unpaired surrogate escapes and
-// U+0000 (jsonb text cannot hold them), number literals longer than
-// MaxNumberLen, with an exponent beyond ±MaxExponent or not finite as a
-// 64-bit float, and documents beyond lim. Callers keep raw for storage.
+// U+0000 (jsonb text cannot hold them), numbers beyond the range of a
+// 64-bit float (1e400, and 1e-400, which is not zero but rounds to it),
+// number literals longer than lim.MaxNumberLen as written or in plain
+// decimal notation, and documents beyond lim. Callers keep raw for storage.
 func Decode(raw []byte, lim Limits) (any, error) {
 	p := newParser(raw, lim, false)
 	defer p.release()
@@ -636,9 +641,10 @@ func (p *parser) number() (vnode, error) {
 	}
 	size := max(len(lit), maxFloatTextLen)
 	val := json.Number(lit)
-	if p.tree && ni.isZero() && ni.neg {
+	if p.tree && ni.isZero() && lit != "0" {
 		// For validation only: the library compares through encoding/json,
-		// which prints -0 and 0 differently. The caller's bytes are kept.
+		// which prints -0 and 0 differently, and parses 0e1000 as a big.Rat
+		// with its exponent. The caller's bytes are kept.
 		val = "0"
 	}
 	return vnode{val: val, kind: kNumber, num: ni, size: int32(size), nums: 1}, nil
@@ -730,7 +736,9 @@ func cmpMagnitude(a, b *numInfo) int {
 	return 0
 }
 
-// parseNumber checks a literal that matched the JSON number grammar.
+// parseNumber checks a literal that matched the JSON number grammar: its
+// value must be zero or within the range of a 64-bit float, which rounds
+// it to a finite number other than zero.
 func parseNumber(lit string) (*numInfo, error) {
 	n := &numInfo{lit: lit}
 	s := lit
@@ -738,32 +746,88 @@ func parseNumber(lit string) (*numInfo, error) {
 		n.neg = true
 		s = s[1:]
 	}
-	mant := s
-	if i := strings.IndexAny(s, "eE"); i >= 0 {
-		var expPart string
-		mant, expPart = s[:i], s[i+1:]
+	mant, expPart, hasExp := strings.Cut(strings.Replace(s, "E", "e", 1), "e")
+	intPart, frac, _ := strings.Cut(mant, ".")
+	digits := strings.TrimLeft(intPart+frac, "0")
+	trimmed := strings.TrimRight(digits, "0")
+	if hasExp {
 		e, ok := smallInt(expPart)
-		if !ok || e > MaxExponent || e < -MaxExponent {
-			return nil, fmt.Errorf("number %s has an exponent beyond ±%d", lit, MaxExponent)
+		if !ok {
+			// beyond ±10^9: outside the range, or (for zero) far too long
+			// in plain notation, either way
+			e = 1 << 30
+			if strings.HasPrefix(expPart, "-") {
+				e = -e
+			}
 		}
 		n.litExp = e
 	}
-	intPart, frac, _ := strings.Cut(mant, ".")
-	digits := strings.TrimLeft(intPart+frac, "0")
-	exp := n.litExp - len(frac)
-	trimmed := strings.TrimRight(digits, "0")
-	exp += len(digits) - len(trimmed)
 	n.digits = trimmed
-	if trimmed == "" {
-		exp = 0
+	if trimmed != "" {
+		n.exp = n.litExp - len(frac) + len(digits) - len(trimmed)
 	}
-	n.exp = exp
-	f, err := strconv.ParseFloat(lit, 64)
-	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-		return nil, fmt.Errorf("number %s is not finite as a 64-bit float", lit)
+	if trimmed == "" && (n.litExp > MaxZeroExponent || n.litExp < -MaxZeroExponent) {
+		return nil, fmt.Errorf("number %s has an exponent beyond ±%d, which PostgreSQL cannot store; it is 0, write it so", shortNumber(lit), MaxZeroExponent)
+	}
+	if err := n.inRange(); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// MaxZeroExponent bounds the exponent written in a zero ("0e5"):
+// PostgreSQL refuses 0e9999999999. A number other than zero whose
+// exponent is that large is beyond the range of a 64-bit float anyway.
+const MaxZeroExponent = 1000
+
+// smallestFloat is the smallest positive float64 (a subnormal).
+const smallestFloat = "4.9406564584124654e-324"
+
+// inRange sets n.f, refusing a value that is not zero and rounds to an
+// infinity or to zero as a 64-bit float.
+func (n *numInfo) inRange() error {
+	if n.isZero() {
+		n.f = 0
+		return nil
+	}
+	// the leading digit's position: the value is in [10^(p-1), 10^p)
+	if p := len(n.digits) + n.exp; p > 310 || p < -330 {
+		return n.rangeError(p > 0)
+	}
+	f, err := strconv.ParseFloat(n.canonical(), 64)
+	if (err != nil && !errors.Is(err, strconv.ErrRange)) || math.IsNaN(f) {
+		return fmt.Errorf("number %s cannot be read as a 64-bit float", shortNumber(n.lit))
+	}
+	if math.IsInf(f, 0) || f == 0 {
+		return n.rangeError(f != 0)
 	}
 	n.f = f
-	return n, nil
+	return nil
+}
+
+func (n *numInfo) rangeError(large bool) error {
+	if large {
+		return fmt.Errorf("number %s is beyond the range of a 64-bit float (at most ±1.7976931348623157e308), so it cannot be stored; send a smaller number", shortNumber(n.lit))
+	}
+	return fmt.Errorf("number %s is too close to zero for a 64-bit float (the smallest is %s), so it cannot be stored; send 0 or a larger number", shortNumber(n.lit), smallestFloat)
+}
+
+// canonical renders the exact value as digits×10^exp, short whatever the
+// literal's length.
+func (n *numInfo) canonical() string {
+	sign := ""
+	if n.neg {
+		sign = "-"
+	}
+	return sign + n.digits + "e" + strconv.Itoa(n.exp)
+}
+
+// shortNumber quotes a literal in a message, cut after 40 characters.
+func shortNumber(lit string) string {
+	if len(lit) > 40 {
+		return lit[:40] + "…"
+	}
+	return lit
 }
 
 // plainLen is the length of an accepted number literal once PostgreSQL's

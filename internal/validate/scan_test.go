@@ -57,12 +57,21 @@ func TestDecodeRejects(t *testing.T) {
 		{`{"k\u0000":1}`, "", "U+0000"},
 		{"\"a\x00b\"", "", "control character"},
 		{"\"a\nb\"", "", "control character"},
-		{"1" + strings.Repeat("0", 64), "", "more than the limit of 64"},
-		{`1e309`, "", "exponent"},
-		{`1e-309`, "", "exponent"},
-		{`1.8e308`, "", "not finite"},
-		{`-1.8e308`, "", "not finite"},
-		{`1e0000000000000309`, "", "exponent"},
+		{"1" + strings.Repeat("0", 400), "", "more than the limit of 400"},
+		{"0." + strings.Repeat("0", 399), "", "more than the limit of 400"},
+		{`1e309`, "", "beyond the range of a 64-bit float"},
+		{`1e400`, "", "beyond the range of a 64-bit float"},
+		{`1.8e308`, "", "beyond the range"},
+		{`-1.8e308`, "", "beyond the range"},
+		{`1e0000000000000309`, "", "beyond the range"},
+		{`1e99999999999999999999`, "", "beyond the range"},
+		{`1e-400`, "", "too close to zero"},
+		{`-2e-324`, "", "too close to zero"},
+		{`1e-99999999999999999999`, "", "too close to zero"},
+		{`0e-399`, "", "plain decimal notation"},
+		{`0e-99999999999999999999`, "", "exponent beyond ±1000"},
+		{`0e1001`, "", "exponent beyond ±1000"},
+		{"1." + strings.Repeat("1", 100) + "e-300", "", "402 characters in plain decimal notation"},
 		{`01`, "", "unexpected data"},
 		{`1.`, "", "digit after the decimal point"},
 		{`.5`, "", "expecting a value"},
@@ -197,36 +206,41 @@ func TestNumberPlainForm(t *testing.T) {
 	t.Parallel()
 	for lit, want := range map[string]int{
 		"123e65": 68, "1e63": 64, "1.50e2": 3, "1.5e-3": 6, "0.001": 5, "-0.0": 3, "-0": 1, "-1.5": 4,
-		"1e-308": 310, "0e500": 1, "12.345e1": 6, "-7E+2": 4, "100": 3, "0.0e5": 1,
+		"1e-308": 310, "0e500": 1, "12.345e1": 6, "-7E+2": 4, "100": 3, "0.0e5": 1, "0e-300": 302,
+		"1.5e300": 301, "-1.7976931348623157e308": 310, "-4.9406564584124654e-324": 343, "0.0000001e-300": 309,
 	} {
 		ni, err := parseNumber(lit)
 		if err != nil {
-			if lit != "0e500" {
-				t.Errorf("%s: %v", lit, err)
-			}
+			t.Errorf("%s: %v", lit, err)
 			continue
 		}
 		if got := plainLen(lit, ni); got != want {
 			t.Errorf("plainLen(%s) = %d, want %d", lit, got, want)
 		}
 	}
-	for _, c := range []struct{ doc, ptr string }{
-		{`[123e65]`, "/0"},
-		{`{"maximum":1e100}`, "/maximum"},
-		{`{"a":[1,-1e-70]}`, "/a/1"},
-	} {
-		_, err := Decode([]byte(c.doc), ValueLimits)
-		se, ok := err.(*ScanError)
-		if !ok || se.Pointer != c.ptr || !strings.Contains(se.Detail, "plain decimal notation") {
-			t.Errorf("%s: %v, want a refusal at %s", c.doc, err, c.ptr)
-		}
-	}
-	if se := compileErr(t, `{"maximum":1e100}`); se == nil || se.Pointer != "/maximum" {
-		t.Errorf("schema with 1e100: %v", se)
-	}
-	for _, ok := range []string{`[1e63,-1e62,1.5e-3,1.50e2,0.0e300]`, `{"maximum":9.99e62}`} {
+	// Every float64 is admitted (issue 33): 123e65 (a JSONTestSuite y_
+	// case), 1.5e300, the extremes; only what is beyond the range, or
+	// longer than the limit in plain notation, is refused, at its pointer.
+	for _, ok := range []string{`[123e65]`, `{"maximum":1e100}`, `{"a":[1,-1e-70]}`, `[1.5e300,0.0000001e-300]`,
+		`[1.7976931348623157e308,-1.7976931348623157e308,4.9406564584124654e-324,-5e-324,2.2250738585072014e-308]`,
+		`[1e63,-1e62,1.5e-3,1.50e2,0.0e300,1e308,1e-310]`} {
 		if _, err := Decode([]byte(ok), ValueLimits); err != nil {
 			t.Errorf("%s: %v", ok, err)
 		}
+	}
+	for _, c := range []struct{ doc, ptr, detail string }{
+		{`[1,1e400]`, "/1", "number 1e400 is beyond the range of a 64-bit float"},
+		{`{"a":{"b":-1.8e308}}`, "/a/b", "number -1.8e308 is beyond the range"},
+		{`{"a":[1e-400]}`, "/a/0", "number 1e-400 is too close to zero"},
+		{`[0e-400]`, "/0", "402 characters in plain decimal notation"},
+	} {
+		_, err := Decode([]byte(c.doc), ValueLimits)
+		se, ok := err.(*ScanError)
+		if !ok || se.Pointer != c.ptr || !strings.Contains(se.Detail, c.detail) {
+			t.Errorf("%s: %v, want a refusal at %s containing %q", c.doc, err, c.ptr, c.detail)
+		}
+	}
+	if _, err := Compile([]byte(`{"maximum":1e100,"minimum":-1.79769e308}`)); err != nil {
+		t.Errorf("schema with 1e100: %v", err)
 	}
 }

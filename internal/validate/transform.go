@@ -82,8 +82,8 @@ func guarded(obj map[string]any, typ string, then map[string]any) {
 //     the usual spelling of the largest float32, is one; a number that
 //     rounds to a subnormal or to zero is accepted;
 //   - double: the same for float64, which every number chatd admits is
-//     (at most 64 characters in jsonb's plain notation), so it asserts
-//     nothing more than being a number.
+//     (numbers beyond float64's range are refused by the scan), so it
+//     asserts nothing more than being a number.
 var numericFormats = map[string]func() map[string]any{
 	"int32": func() map[string]any { return integerRange("-2147483648", "2147483647") },
 	"int64": func() map[string]any { return integerRange("-9223372036854775808", "9223372036854775807") },
