@@ -156,7 +156,7 @@ func TestAdmission(t *testing.T) {
 		{"schema string", "POST", "/api/v1/chats", createBody(named(`"object"`)), 400, "response_format.json_schema.schema"},
 		{"schema boolean", "POST", "/api/v1/chats", createBody(named(`true`)), 400, "response_format.json_schema.schema"},
 		{"schema $ref", "POST", "/api/v1/chats", createBody(named(`{"$ref":"#/definitions/a"}`)), 400, "response_format.json_schema.schema"},
-		{"schema unknown keyword", "POST", "/api/v1/chats", createBody(named(`{"typo":"string"}`)), 400, "response_format.json_schema.schema"},
+		{"schema keyword typo", "POST", "/api/v1/chats", createBody(named(`{"requird":["a"]}`)), 400, "response_format.json_schema.schema"},
 		{"schema other dialect", "POST", "/api/v1/chats", createBody(named(`{"$schema":"https://json-schema.org/draft/2019-09/schema"}`)), 400, "response_format.json_schema.schema"},
 		{"schema duplicate key", "POST", "/api/v1/chats", createBody(named(`{"type":"string","type":"object"}`)), 400, "response_format"},
 		{"format a string", "POST", "/api/v1/chats", createBody(`"json"`), 400, "response_format"},
@@ -177,7 +177,7 @@ func TestAdmission(t *testing.T) {
 		{"not JSON", "POST", "/api/v1/chats", `content=hi`, 400, "body"},
 
 		{"send json_schema queues", "POST", chatPath + "/messages", createBody(named(okSchema)), 200, ""},
-		{"send bad schema", "POST", chatPath + "/messages", createBody(named(`{"items":{"$id":"http://x"}}`)), 400, "response_format.json_schema.schema"},
+		{"send bad schema", "POST", chatPath + "/messages", createBody(named(`{"items":{"$ref":"http://x"}}`)), 400, "response_format.json_schema.schema"},
 		{"send bad schema with interrupt", "POST", chatPath + "/messages", createBody(named(`{"$ref":"#"}`), `"busy_behavior":"interrupt"`), 400, "response_format.json_schema.schema"},
 		{"send bad busy behavior", "POST", chatPath + "/messages", createBody("", `"busy_behavior":"now"`), 400, "busy_behavior"},
 		{"send structured in plan mode", "POST", chatPath + "/messages", createBody(named(okSchema), `"plan_mode":true`), 400, "response_format"},

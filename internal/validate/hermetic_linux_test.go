@@ -53,11 +53,12 @@ func TestHermetic(t *testing.T) {
 		{`{"$id":"file://` + secret + `","items":{"$ref":"file:///etc/passwd#/definitions/a"}}`, "/items/$ref"},
 		{`{"$id":"` + local + `/","not":{"$ref":"y.json"}}`, "/not/$ref"},
 		{`{"$id":"` + local + `/root.json","definitions":{"a":{}},"not":{"$ref":"` + local + `/other.json#/definitions/a"}}`, "/not/$ref"},
-		{`{"properties":{"a":{"$id":"` + local + `/sub/","items":{"$ref":"#/definitions/a"}}}}`, "/properties/a/$id"},
-		{`{"definitions":{"a":{"$id":"http://example.invalid/a.json"}},"items":{"$ref":"http://example.invalid/a.json"}}`, "/definitions/a/$id"},
+		{`{"properties":{"a":{"$id":"` + local + `/sub/","items":{"$ref":"#/definitions/a"}}}}`, "/properties/a/items/$ref"},
+		{`{"definitions":{"a":{"$id":"` + local + `/a.json","items":{"$ref":"b.json"}}},"items":{"$ref":"` + local + `/a.json"}}`, "/definitions/a/items/$ref"},
+		{`{"$defs":{"a":{"$id":"file://` + dir + `/","items":{"$ref":"secret.json"}}}}`, "/$defs/a/items/$ref"},
 		{`{"items":{"$ref":"#/definitions/a"},"definitions":{"a":{"$ref":"` + local + `/d.json"}}}`, "/definitions/a/$ref"},
 		{`{"$ref":"#/definitions/nowhere"}`, "/$ref"},
-		{`{"$ref":"#anchor","definitions":{"a":{"$id":"#anchor"}}}`, "/definitions/a/$id"},
+		{`{"items":{"$ref":"#anchor"},"definitions":{"a":{"$id":"#other"}}}`, "/items/$ref"},
 		{`{"$schema":"http://example.invalid/meta","type":"string"}`, "/$schema"},
 		{`{"$schema":"` + local + `/meta","type":"string"}`, "/$schema"},
 		{`{"definitions":{"x":{"$ref":"http://example.invalid/d"}},"type":"object"}`, "/definitions/x/$ref"},
@@ -75,6 +76,11 @@ func TestHermetic(t *testing.T) {
 		`{"$id":"file://` + secret + `","definitions":{"a":{"type":"object","properties":{"next":{"$ref":"#/definitions/a"}}}},"properties":{"x":{"$ref":"#/definitions/a"},"y":{"$ref":"file://` + secret + `#/definitions/a"}}}`,
 		`{"$id":"` + local + `/root.json","$defs":{"t":{"items":{"$ref":"#"}}},"anyOf":[{"$ref":"` + local + `/root.json#/$defs/t"},{"$ref":"#/$defs/t"}]}`,
 		`{"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"` + local + `/s","$defs":{"n":{"type":"string"}},"properties":{"$ref":{"$ref":"#/$defs/n","minLength":1,"$comment":"file:///etc/passwd"}}}`,
+		// Bundled resources and anchors resolve inside the document.
+		`{"definitions":{"a":{"$id":"http://example.invalid/a.json"}},"items":{"$ref":"http://example.invalid/a.json"}}`,
+		`{"$ref":"#anchor","definitions":{"a":{"$id":"#anchor"}}}`,
+		`{"$defs":{"a":{"$id":"` + local + `/a.json","$defs":{"n":{"type":"string"}},"items":{"$ref":"#/$defs/n"}}},"properties":{"x":{"$ref":"` + local + `/a.json"},"y":{"$ref":"file://` + secret + `"}},"$id":"file://` + secret + `"}`,
+		`{"x-defs":{"n":{"$id":"file://` + secret + `","type":"string","items":{"$ref":"file://` + secret + `"}}},"items":{"$ref":"#/x-defs/n"}}`,
 	}
 	values := []string{`{"u":"` + local + `/x","h":"example.invalid","e":"a@example.invalid","$ref":"file:///etc/passwd"}`, `"file:///etc/passwd"`, `5`, `{"$ref":"http://example.invalid/"}`}
 

@@ -73,55 +73,6 @@ func canonicalRef(ptr string) string {
 	return (&url.URL{Fragment: ptr}).String()
 }
 
-// localPointer resolves a "$ref" value to a JSON Pointer into the document
-// (canonical: tokens escaped with ~0 and ~1), or says why it cannot.
-func localPointer(ref string, rootID *url.URL) (string, string) {
-	u, err := url.Parse(ref)
-	if err != nil {
-		return "", "is not a valid URI reference"
-	}
-	if u.Scheme != "" || u.Host != "" || u.Path != "" || u.Opaque != "" || u.RawQuery != "" || u.User != nil {
-		if rootID == nil || !sameDocument(rootID, rootID.ResolveReference(u)) {
-			return "", "refers to another document; only references within this schema (\"#/...\") are supported, and nothing is ever loaded"
-		}
-	}
-	frag := u.Fragment
-	if frag != "" && frag[0] != '/' {
-		return "", "uses a plain-name fragment (an anchor), which is not supported; use a JSON Pointer such as \"#/$defs/Name\""
-	}
-	toks, ok := pointerTokens(frag)
-	if !ok {
-		return "", "is not a valid JSON Pointer (\"~\" must be followed by 0 or 1)"
-	}
-	var b strings.Builder
-	for _, t := range toks {
-		b.WriteByte('/')
-		b.WriteString(escapePointer(t))
-	}
-	return b.String(), ""
-}
-
-// sameDocument reports whether u names the document whose absolute URI is
-// base (fragments aside).
-func sameDocument(base, u *url.URL) bool {
-	a, b := *base, *u
-	a.Fragment, b.Fragment, a.RawFragment, b.RawFragment = "", "", "", ""
-	return a.String() == b.String()
-}
-
-// rootIdentifier reads the root "$id" (or "id") as an absolute URI, if it
-// is one: references through it may then name this same document.
-func rootIdentifier(doc map[string]any) *url.URL {
-	for _, k := range []string{"$id", "id"} {
-		if s, ok := doc[k].(string); ok {
-			if u, err := url.Parse(s); err == nil && u.IsAbs() {
-				return u
-			}
-		}
-	}
-	return nil
-}
-
 // lookup walks a decoded document along a canonical pointer.
 func lookup(doc any, ptr string) (any, bool) {
 	toks, ok := pointerTokens(ptr)
@@ -156,20 +107,19 @@ func (s *screener) resolveRefs(doc any) error {
 	if len(s.refs) == 0 {
 		return nil
 	}
-	root, _ := doc.(map[string]any)
-	rootID := rootIdentifier(root)
-	for i := range s.refs {
+	// screening a referenced schema under an unknown keyword may add refs
+	for i := 0; i < len(s.refs); i++ {
 		r := &s.refs[i]
 		kp := r.ptr + "/$ref"
-		target, why := localPointer(r.ref, rootID)
+		target, why := s.resolve(r.ref, s.bases[r.ptr])
 		if why != "" {
 			return fail(kp, "%q %s", r.ref, why)
 		}
 		if _, ok := s.positions[target]; !ok {
-			if _, exists := lookup(doc, target); exists {
-				return fail(kp, "%q points to %s, which is not a schema", r.ref, displayPointer(target))
+			if err := s.vendorTarget(doc, target, kp, r.ref); err != nil {
+				return err
 			}
-			return fail(kp, "%q points to nothing in this schema", r.ref)
+			r = &s.refs[i]
 		}
 		r.node["$ref"], r.target = canonicalRef(target), target
 		s.refEdge[r.ptr] = target
@@ -266,9 +216,10 @@ func sortedPositions(m map[string]any) []string {
 // Pointer at of a larger document, such as the parameters of the
 // finalizer tool ("/properties/output"): every "$ref" is rewritten to the
 // canonical pointer under at, so that it resolves inside what the provider
-// receives, and the root's $id, id and $schema, which would change how
-// references resolve or mean nothing below a root, are dropped. Everything
-// else is kept as the caller wrote it; numbers are json.Number.
+// receives, and the identifiers ($id at every schema, the root's id,
+// $anchor) and $schema, which would change how references resolve or mean
+// nothing below a root, are dropped. Everything else is kept as the caller
+// wrote it; numbers are json.Number.
 func ToolSchema(raw []byte, at string) (map[string]any, error) {
 	doc, err := Decode(raw, schemaLimits)
 	if err != nil {
@@ -285,8 +236,15 @@ func ToolSchema(raw []byte, at string) (map[string]any, error) {
 	for _, r := range sc.refs {
 		r.node["$ref"] = canonicalRef(at + r.target)
 	}
-	delete(root, "$id")
 	delete(root, "id")
-	delete(root, "$schema")
+	for _, node := range sc.positions {
+		if obj, ok := node.(map[string]any); ok {
+			delete(obj, "$id")
+			delete(obj, "$schema")
+			if sc.dialect == draft2020 {
+				delete(obj, "$anchor")
+			}
+		}
+	}
 	return root, nil
 }

@@ -155,7 +155,7 @@ func TestDraft2020Refusals(t *testing.T) {
 	values := map[string]string{
 		"prefixItems": `[{}]`, "unevaluatedProperties": `false`, "unevaluatedItems": `false`,
 		"dependentSchemas": `{"a":{}}`, "dependentRequired": `{"a":["b"]}`, "$dynamicRef": `"#meta"`,
-		"$dynamicAnchor": `"meta"`, "$anchor": `"a"`, "$recursiveRef": `"#"`, "$recursiveAnchor": `true`,
+		"$dynamicAnchor": `"meta"`, "$recursiveRef": `"#"`, "$recursiveAnchor": `true`,
 		"minContains": `1`, "maxContains": `2`, "$vocabulary": `{}`, "additionalItems": `false`, "dependencies": `{}`,
 	}
 	if len(values) != len(Unsupported2020) {

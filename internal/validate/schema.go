@@ -132,6 +132,9 @@ var slots = make(chan struct{}, max(2, runtime.GOMAXPROCS(0)))
 type Schema struct {
 	compiled *gojsonschema.Schema
 	model    *cnode
+	// Warnings say what was admitted but is not checked (admission.go):
+	// the first MaxWarnings, in document order. Read only.
+	Warnings []Warning
 }
 
 // Compile admits a caller schema document: strict scan, screening and
@@ -147,16 +150,21 @@ func Compile(raw []byte) (*Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	prepare(doc, sc.dialect)
-	if err := metaCheck(doc); err != nil {
-		return nil, err
+	// the document, and the schemas references name inside dropped keys
+	for _, d := range append([]detachedSchema{{doc, ""}}, prepare(doc, sc)...) {
+		if err := metaCheck(d.node); err != nil {
+			if se, ok := err.(*ScanError); ok {
+				se.Pointer = d.ptr + se.Pointer
+			}
+			return nil, err
+		}
+		adapt(d.node)
 	}
-	adapt(doc)
 	compiled, err := compileDoc(doc)
 	if err != nil {
 		return nil, &ScanError{Detail: "the schema cannot be compiled: " + err.Error()}
 	}
-	return &Schema{compiled: compiled, model: buildModel(doc, sc.insts)}, nil
+	return &Schema{compiled: compiled, model: buildModel(doc, sc.insts), Warnings: sc.warnings}, nil
 }
 
 // metaCheck is stage 1: the document validated as data against the

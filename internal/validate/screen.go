@@ -3,6 +3,7 @@ package validate
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"regexp/syntax"
 	"sort"
 	"strconv"
@@ -70,15 +71,18 @@ const (
 	kwSchemaArray
 	kwRef         // $ref: a local reference (refs.go)
 	kwDefinitions // definitions, $defs: an object of schemas that apply nowhere by themselves
-	kwID          // $id, id: a name for the document, at the root only
+	kwID          // $id (id at the root): an identifier (bundle.go)
 	kwAnnotation  // any JSON value, never asserted
+	kwNullable    // OpenAPI 3.0's nullable: true adds "null" to "type"
+	kwAnchor      // 2020-12's $anchor: a plain-name fragment (bundle.go)
 )
 
 var keywords = map[string]kwKind{
 	"$schema": kwSchemaURI, "$comment": kwString, "title": kwString, "description": kwString,
 	"contentMediaType": kwString, "contentEncoding": kwString,
-	"readOnly": kwBool, "writeOnly": kwBool, "deprecated": kwBool, "uniqueItems": kwBool,
-	"default": kwLiteral, "const": kwLiteral, "examples": kwLiteralArray, "enum": kwEnum, "type": kwType,
+	"readOnly": kwBool, "writeOnly": kwBool, "uniqueItems": kwBool,
+	"deprecated": kwLiteral, // not a Draft-07 keyword; catalogue schemas give it strings too
+	"default":    kwLiteral, "const": kwLiteral, "examples": kwLiteralArray, "enum": kwEnum, "type": kwType,
 	"maximum": kwNumber, "exclusiveMaximum": kwNumber, "minimum": kwNumber, "exclusiveMinimum": kwNumber,
 	"multipleOf": kwPositive,
 	"maxLength":  kwCount, "minLength": kwCount, "maxItems": kwCount, "minItems": kwCount,
@@ -90,22 +94,33 @@ var keywords = map[string]kwKind{
 	"patternProperties": kwPatternProperties, "dependencies": kwDependencies,
 	"allOf": kwSchemaArray, "anyOf": kwSchemaArray, "oneOf": kwSchemaArray,
 	"$ref": kwRef, "definitions": kwDefinitions, "$defs": kwDefinitions, "$id": kwID, "id": kwID,
+	"nullable": kwNullable, "$anchor": kwAnchor,
 }
 
 // EditorAnnotations are keywords of widely used editors and generators
 // (VS Code, JSON Schema Store, ajv-errors, OpenAPI, Pydantic) that assert
 // nothing: they are admitted anywhere a schema is, with any value, and
-// ignored, like any key starting with "x-". Other unknown keywords are
-// refused, so that a typo ("requird") never drops an assertion silently.
+// ignored without a warning, like any key starting with "x-". Other
+// unknown keywords are ignored too, with a warning, unless they look like
+// a typo of a validation keyword (admission.go).
 var EditorAnnotations = []string{
 	"markdownDescription", "markdownEnumDescriptions", "enumDescriptions", "enumItemLabels",
 	"deprecationMessage", "defaultSnippets", "doNotSuggest", "suggestSortText", "errorMessage",
 	"patternErrorMessage", "allowComments", "allowTrailingCommas", "discriminator", "example",
+	"xml", "externalDocs",
 }
 
+var editorAnnotation = func() map[string]bool {
+	m := map[string]bool{}
+	for _, k := range EditorAnnotations {
+		m[k] = true
+	}
+	return m
+}()
+
 // annotations are the keywords that assert nothing: dropped from the
-// document the library compiles, and the only ones admitted beside a
-// Draft-07 "$ref".
+// document the library compiles, and not warned about beside a Draft-07
+// "$ref".
 var annotations = func() map[string]bool {
 	m := map[string]bool{"title": true, "description": true, "$comment": true, "default": true, "examples": true,
 		"readOnly": true, "writeOnly": true, "deprecated": true, "contentMediaType": true, "contentEncoding": true}
@@ -126,6 +141,19 @@ func kindOf(k string) (kwKind, bool) {
 	return 0, false
 }
 
+// kindAt classifies a key at the schema position ptr of a document of
+// dialect d: "id" is a name at the root only (Draft-07 has no "id"), and
+// "$anchor" exists in 2020-12 only.
+func kindAt(k, ptr string, d dialect) (kwKind, bool) {
+	switch {
+	case k == "id" && ptr != "", k == "$anchor" && d != draft2020:
+		return 0, false
+	}
+	return kindOf(k)
+}
+
+func (s *screener) kindAt(k, ptr string) (kwKind, bool) { return kindAt(k, ptr, s.dialect) }
+
 // isAnnotation reports whether a key at a schema position asserts nothing.
 func isAnnotation(k string) bool { return annotations[k] || strings.HasPrefix(k, "x-") }
 
@@ -134,7 +162,7 @@ func isAnnotation(k string) bool { return annotations[k] || strings.HasPrefix(k,
 // gone from 2020-12); a 2020-12 document that uses one is refused, naming it.
 var Unsupported2020 = []string{
 	"prefixItems", "unevaluatedProperties", "unevaluatedItems", "dependentSchemas", "dependentRequired",
-	"$dynamicRef", "$dynamicAnchor", "$anchor", "$recursiveRef", "$recursiveAnchor", "minContains", "maxContains",
+	"$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "minContains", "maxContains",
 	"$vocabulary", "additionalItems", "dependencies",
 }
 
@@ -166,9 +194,13 @@ const (
 
 // screened is what the screening learnt and later stages reuse.
 type screened struct {
-	insts   map[string]int // pattern source → compiled program size
-	dialect dialect
-	refs    []refSite
+	insts     map[string]int // pattern source → compiled program size
+	dialect   dialect
+	refs      []refSite
+	positions map[string]any  // pointer → schema, for every schema position
+	targets   map[string]bool // pointers named by a "$ref"
+	detached  []string        // schemas reached only by a "$ref" (under an unknown keyword)
+	warnings  []Warning
 }
 
 type screener struct {
@@ -178,10 +210,16 @@ type screener struct {
 	insts      map[string]int
 	dialect    dialect
 	positions  map[string]any      // pointer → schema, for every schema position
+	depth      map[string]int      // pointer → nesting depth of that schema
+	bases      map[string]*url.URL // pointer → the base URI references there resolve against
+	resources  map[string]string   // absolute URI of an identified schema → its pointer
+	anchors    map[string]string   // URI#name of a plain-name fragment → its pointer
 	inplace    map[string][]string // pointer → schemas applied to the same value (applicators)
 	refEdge    map[string]string   // pointer → the schema its "$ref" names
 	targets    map[string]bool     // pointers named by a "$ref"
+	detached   []string
 	refs       []refSite
+	warnings   []Warning
 }
 
 // screen checks a decoded schema document: the keyword allowlist at schema
@@ -190,26 +228,43 @@ type screener struct {
 // examples) may hold anything, "$ref" included.
 func screen(doc any) (*screened, error) {
 	s := &screener{insts: map[string]int{}, positions: map[string]any{}, inplace: map[string][]string{},
-		refEdge: map[string]string{}, targets: map[string]bool{}}
+		refEdge: map[string]string{}, targets: map[string]bool{}, depth: map[string]int{},
+		bases: map[string]*url.URL{}, resources: map[string]string{docBase.String(): ""}, anchors: map[string]string{}}
 	if root, ok := doc.(map[string]any); ok {
-		if uri, _ := root["$schema"].(string); uri == Draft2020URI || uri == Draft2020URI+"#" {
-			s.dialect = draft2020
-		}
+		s.dialect, _ = dialectOf(root["$schema"])
 	}
-	if err := s.schema(doc, "", 0); err != nil {
+	if err := s.schema(doc, "", 0, docBase); err != nil {
 		return nil, err
 	}
 	if err := s.resolveRefs(doc); err != nil {
 		return nil, err
 	}
-	return &screened{insts: s.insts, dialect: s.dialect, refs: s.refs}, nil
+	return &screened{insts: s.insts, dialect: s.dialect, refs: s.refs, positions: s.positions, targets: s.targets,
+		detached: s.detached, warnings: s.warnings}, nil
+}
+
+// dialectOf reads a "$schema" value: Draft-07 when absent.
+func dialectOf(v any) (dialect, bool) {
+	if v == nil {
+		return draft07, true
+	}
+	switch str, _ := v.(string); str {
+	case Draft07URI, strings.TrimSuffix(Draft07URI, "#"):
+		return draft07, true
+	case Draft2020URI, Draft2020URI + "#":
+		return draft2020, true
+	}
+	return draft07, false
 }
 
 func fail(ptr, format string, args ...any) error {
 	return &ScanError{Pointer: ptr, Detail: fmt.Sprintf(format, args...)}
 }
 
-func (s *screener) schema(node any, ptr string, depth int) error {
+func (s *screener) schema(node any, ptr string, depth int, base *url.URL) error {
+	if _, seen := s.positions[ptr]; seen {
+		return nil // a referenced schema under an unknown keyword, screened already
+	}
 	s.subschemas++
 	if s.subschemas > MaxSubschemas {
 		return fail(ptr, "more than %d schemas in one document", MaxSubschemas)
@@ -218,7 +273,9 @@ func (s *screener) schema(node any, ptr string, depth int) error {
 		return fail(ptr, "schemas nested more than %d deep", MaxSubschemaDepth)
 	}
 	s.positions[ptr] = node
+	s.depth[ptr] = depth
 	if _, ok := node.(bool); ok {
+		s.bases[ptr] = base
 		return nil
 	}
 	obj, ok := node.(map[string]any)
@@ -227,22 +284,34 @@ func (s *screener) schema(node any, ptr string, depth int) error {
 	}
 	keys := sortedKeys(obj)
 	_, hasRef := obj["$ref"]
+	ignored := hasRef && s.dialect == draft07 // Draft-07 ignores the siblings of $ref
+	base, err := s.identify(obj, ptr, base, ignored)
+	if err != nil {
+		return err
+	}
+	s.bases[ptr] = base
 	for _, k := range keys {
 		kp := ptr + "/" + escapePointer(k)
 		if s.dialect == draft2020 && unsupported2020[k] {
 			return fail(kp, "%q has no Draft-07 equivalent that the validator can check, so this 2020-12 document is refused", k)
 		}
-		kind, known := kindOf(k)
+		kind, known := s.kindAt(k, ptr)
 		if !known {
-			return fail(kp, "unknown keyword %q (only Draft-07 validation keywords and annotations are supported)", k)
+			if err := s.unknownKeyword(k, kp); err != nil {
+				return err
+			}
+			continue
 		}
-		if hasRef && s.dialect == draft07 && k != "$ref" && !isAnnotation(k) && kind != kwDefinitions && kind != kwID && kind != kwSchemaURI {
-			return fail(kp, "%q beside \"$ref\" is ignored in Draft-07, so it is refused rather than dropped; "+
-				"put both in allOf ({\"allOf\":[{\"$ref\":...},{%q:...}]}), or declare %q, where keywords beside $ref apply", k, k, Draft2020URI)
+		if ignored && assertsBesideRef(k, kind) {
+			s.warn(kp, k, "%q beside \"$ref\" is ignored, as Draft-07 says; to apply both, put them in allOf "+
+				"({\"allOf\":[{\"$ref\":...},{%q:...}]}), or declare %q, where keywords beside $ref apply", k, k, Draft2020URI)
 		}
 	}
 	for _, k := range keys {
-		if err := s.keyword(obj, k, ptr, depth); err != nil {
+		if _, known := s.kindAt(k, ptr); !known {
+			continue
+		}
+		if err := s.keyword(obj, k, ptr, depth, base); err != nil {
 			return err
 		}
 	}
@@ -252,25 +321,24 @@ func (s *screener) schema(node any, ptr string, depth int) error {
 	return countOrder(obj, ptr, "minProperties", "maxProperties")
 }
 
-func (s *screener) keyword(obj map[string]any, k, ptr string, depth int) error {
+func (s *screener) keyword(obj map[string]any, k, ptr string, depth int, base *url.URL) error {
 	v := obj[k]
 	kp := ptr + "/" + escapePointer(k)
-	kind, _ := kindOf(k)
+	kind, _ := s.kindAt(k, ptr)
 	switch kind {
 	case kwSchemaURI:
-		str, _ := v.(string)
-		if ptr != "" {
-			return fail(kp, "$schema is only allowed at the root")
-		}
-		if str != Draft07URI && str != strings.TrimSuffix(Draft07URI, "#") && str != Draft2020URI && str != Draft2020URI+"#" {
+		d, ok := dialectOf(v)
+		if !ok {
 			return fail(kp, "only the Draft-07 dialect %q is supported (and %q where it translates exactly)", Draft07URI, Draft2020URI)
 		}
-	case kwID:
-		if ptr != "" {
-			return fail(kp, "schema identifiers are only allowed at the root, where they are a name (below it they would change how references resolve)")
+		if d != s.dialect {
+			return fail(kp, "a bundled schema must use the document's dialect: a different $schema below the root is not supported")
 		}
-		if _, ok := v.(string); !ok {
-			return fail(kp, "must be a string")
+	case kwID, kwAnchor:
+		// read and registered by identify
+	case kwNullable:
+		if _, ok := v.(bool); !ok {
+			return fail(kp, "must be a boolean")
 		}
 	case kwRef:
 		str, ok := v.(string)
@@ -284,7 +352,7 @@ func (s *screener) keyword(obj map[string]any, k, ptr string, depth int) error {
 			return fail(kp, "must be an object whose values are schemas")
 		}
 		for _, name := range sortedKeys(m) {
-			if err := s.schema(m[name], kp+"/"+escapePointer(name), depth+1); err != nil {
+			if err := s.schema(m[name], kp+"/"+escapePointer(name), depth+1, base); err != nil {
 				return err
 			}
 		}
@@ -336,22 +404,23 @@ func (s *screener) keyword(obj map[string]any, k, ptr string, depth int) error {
 		if !ok {
 			return fail(kp, "must be a string")
 		}
-		if !formatSet[name] {
-			return fail(kp, "unsupported format %q; supported formats: %s; for numbers: %s", name, strings.Join(Formats, ", "), strings.Join(NumericFormats, ", "))
+		if !formatSet[name] && !annotationFormats[name] {
+			s.warn(kp, k, "format %q is not checked (unknown formats are annotations); checked formats: %s; for numbers: %s",
+				name, strings.Join(Formats, ", "), strings.Join(NumericFormats, ", "))
 		}
 	case kwSchema:
 		if inPlace[k] {
 			s.inplace[ptr] = append(s.inplace[ptr], kp)
 		}
-		return s.schema(v, kp, depth+1)
+		return s.schema(v, kp, depth+1, base)
 	case kwItems:
 		if arr, ok := v.([]any); ok {
 			if s.dialect == draft2020 {
 				return fail(kp, "in 2020-12, items must be one schema (a list of schemas is prefixItems, which is not supported)")
 			}
-			return s.schemaArray(arr, kp, depth, false)
+			return s.schemaArray(arr, kp, depth, false, base)
 		}
-		return s.schema(v, kp, depth+1)
+		return s.schema(v, kp, depth+1, base)
 	case kwSchemaArray:
 		arr, ok := v.([]any)
 		if !ok {
@@ -360,7 +429,7 @@ func (s *screener) keyword(obj map[string]any, k, ptr string, depth int) error {
 		for i := range arr {
 			s.inplace[ptr] = append(s.inplace[ptr], kp+"/"+strconv.Itoa(i))
 		}
-		return s.schemaArray(arr, kp, depth, true)
+		return s.schemaArray(arr, kp, depth, true, base)
 	case kwRequired:
 		return stringSet(v, kp)
 	case kwProperties:
@@ -369,7 +438,7 @@ func (s *screener) keyword(obj map[string]any, k, ptr string, depth int) error {
 			return fail(kp, "must be an object whose values are schemas")
 		}
 		for _, name := range sortedKeys(m) {
-			if err := s.schema(m[name], kp+"/"+escapePointer(name), depth+1); err != nil {
+			if err := s.schema(m[name], kp+"/"+escapePointer(name), depth+1, base); err != nil {
 				return err
 			}
 		}
@@ -383,7 +452,7 @@ func (s *screener) keyword(obj map[string]any, k, ptr string, depth int) error {
 			if err := s.pattern(pat, pp); err != nil {
 				return err
 			}
-			if err := s.schema(m[pat], pp, depth+1); err != nil {
+			if err := s.schema(m[pat], pp, depth+1, base); err != nil {
 				return err
 			}
 		}
@@ -401,7 +470,7 @@ func (s *screener) keyword(obj map[string]any, k, ptr string, depth int) error {
 				continue
 			}
 			s.inplace[ptr] = append(s.inplace[ptr], dp)
-			if err := s.schema(m[name], dp, depth+1); err != nil {
+			if err := s.schema(m[name], dp, depth+1, base); err != nil {
 				return err
 			}
 		}
@@ -413,7 +482,7 @@ func (s *screener) keyword(obj map[string]any, k, ptr string, depth int) error {
 // value as the schema holding them.
 var inPlace = map[string]bool{"not": true, "if": true, "then": true, "else": true}
 
-func (s *screener) schemaArray(arr []any, kp string, depth int, branches bool) error {
+func (s *screener) schemaArray(arr []any, kp string, depth int, branches bool, base *url.URL) error {
 	if len(arr) == 0 {
 		return fail(kp, "must be a non-empty array of schemas")
 	}
@@ -421,7 +490,7 @@ func (s *screener) schemaArray(arr []any, kp string, depth int, branches bool) e
 		return fail(kp, "has %d schemas, more than the limit of %d", len(arr), MaxBranches)
 	}
 	for i, sub := range arr {
-		if err := s.schema(sub, kp+"/"+strconv.Itoa(i), depth+1); err != nil {
+		if err := s.schema(sub, kp+"/"+strconv.Itoa(i), depth+1, base); err != nil {
 			return err
 		}
 	}

@@ -3,6 +3,7 @@ package validate
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 )
 
 // adapt rewrites a screened, meta-validated schema document in place into
@@ -49,8 +50,9 @@ func adapt(node any) {
 			guarded(obj, "number", then)
 		}
 	case ok && admitsNumbers(obj["type"]):
+		// "type" in "then" too, so that adapting again changes nothing
 		delete(obj, "format")
-		guarded(obj, "string", map[string]any{"format": f})
+		guarded(obj, "string", map[string]any{"type": "string", "format": f})
 	}
 }
 
@@ -130,26 +132,77 @@ func eachSubschema(obj map[string]any, f func(any)) {
 // prepare turns a screened document (references already canonical) into
 // the plain Draft-07 document the library compiles, in place:
 //
-//   - annotations, editor annotations and x-* keys are dropped (the library
-//     would otherwise walk default and examples looking for identifiers),
-//     and so are the root's $id, id and $schema: the name means nothing to
+//   - annotations, editor annotations, x-* keys, unknown keywords, formats
+//     nothing checks, and the identifiers ($id, the root's id, $anchor) and
+//     $schema are dropped: the library would otherwise walk default and
+//     examples looking for identifiers, and identifiers mean nothing to
 //     resolution, which never leaves the document;
+//   - OpenAPI's "nullable": true adds "null" to "type" (what OpenAPI 3.0.3
+//     says it means), and goes;
+//   - in a Draft-07 document, the keywords beside a "$ref" go: Draft-07
+//     ignores them (the screening warned);
 //   - in a 2020-12 document, a "$ref" beside other keywords becomes one
-//     more allOf entry, {"$ref": R}: in 2020-12 the siblings apply, in
-//     Draft-07 they would be ignored. Every other schema keeps its pointer.
-func prepare(node any, d dialect) {
+//     more allOf entry, {"$ref": R}: in 2020-12 the siblings apply.
+//
+// A dropped key that holds a schema some "$ref" names (a vendor container
+// of definitions, a sibling of a Draft-07 "$ref") is kept as a skeleton
+// holding only the way to those schemas, so that every schema keeps its
+// pointer. Those schemas are prepared too, and returned: adapt and the
+// meta-schema check must see them as well.
+func prepare(doc any, sc *screened) []detachedSchema {
+	p := &preparer{d: sc.dialect, targets: sc.targets, needed: map[string]bool{}}
+	for t := range sc.targets {
+		for i := len(t); i > 0; i = strings.LastIndexByte(t[:i], '/') {
+			p.needed[t[:i]] = true
+		}
+	}
+	p.node(doc, "")
+	for i := 0; i < len(p.detached); i++ {
+		p.node(p.detached[i].node, p.detached[i].ptr)
+	}
+	return p.detached
+}
+
+// detachedSchema is a schema kept inside a dropped key, and its pointer.
+type detachedSchema struct {
+	node any
+	ptr  string
+}
+
+type preparer struct {
+	d        dialect
+	targets  map[string]bool // pointers named by a "$ref"
+	needed   map[string]bool // those and every pointer above them
+	detached []detachedSchema
+}
+
+func (p *preparer) node(node any, ptr string) {
 	obj, ok := node.(map[string]any)
 	if !ok {
 		return
 	}
-	for k := range obj {
-		if kind, _ := kindOf(k); kind == kwAnnotation || annotations[k] || kind == kwID || kind == kwSchemaURI {
+	if n, _ := obj["nullable"].(bool); n && obj["type"] != nil {
+		obj["type"] = withNull(obj["type"])
+	}
+	_, hasRef := obj["$ref"]
+	for k, v := range obj {
+		kind, known := kindAt(k, ptr, p.d)
+		drop := !known || kind == kwAnnotation || annotations[k] || kind == kwID || kind == kwAnchor ||
+			kind == kwSchemaURI || kind == kwNullable ||
+			(kind == kwFormat && !formatSet[asString(v)]) ||
+			(hasRef && p.d == draft07 && k != "$ref" && kind != kwDefinitions)
+		if !drop {
+			continue
+		}
+		if kp := ptr + "/" + escapePointer(k); p.needed[kp] {
+			obj[k] = p.prune(v, kp)
+		} else {
 			delete(obj, k)
 		}
 	}
-	eachSubschema(obj, func(sub any) { prepare(sub, d) })
+	eachSubschemaAt(obj, ptr, p.node)
 	ref, hasRef := obj["$ref"]
-	if !hasRef || d != draft2020 {
+	if !hasRef || p.d != draft2020 {
 		return
 	}
 	for k := range obj {
@@ -158,6 +211,88 @@ func prepare(node any, d dialect) {
 			all, _ := obj["allOf"].([]any)
 			obj["allOf"] = append(all, map[string]any{"$ref": ref})
 			return
+		}
+	}
+}
+
+// prune keeps of a dropped value only the way to the schemas references
+// name (true in place of array entries that lead nowhere, so that indexes
+// hold and a list of schemas stays one), and sets those schemas aside to
+// be prepared.
+func (p *preparer) prune(v any, ptr string) any {
+	if p.targets[ptr] {
+		p.detached = append(p.detached, detachedSchema{v, ptr})
+		return v
+	}
+	switch t := v.(type) {
+	case map[string]any:
+		out := map[string]any{}
+		for k, e := range t {
+			if kp := ptr + "/" + escapePointer(k); p.needed[kp] {
+				out[k] = p.prune(e, kp)
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = true
+			if ip := ptr + "/" + strconv.Itoa(i); p.needed[ip] {
+				out[i] = p.prune(e, ip)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// withNull adds "null" to a "type" value (absent: nothing to add).
+func withNull(t any) any {
+	switch t := t.(type) {
+	case string:
+		if t == "null" {
+			return t
+		}
+		return []any{t, "null"}
+	case []any:
+		for _, e := range t {
+			if e == "null" {
+				return t
+			}
+		}
+		return append(t[:len(t):len(t)], "null")
+	}
+	return t
+}
+
+func asString(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// eachSubschemaAt is eachSubschema with each schema's pointer.
+func eachSubschemaAt(obj map[string]any, ptr string, f func(any, string)) {
+	for k, v := range obj {
+		kp := ptr + "/" + escapePointer(k)
+		switch keywords[k] {
+		case kwSchema:
+			f(v, kp)
+		case kwItems, kwSchemaArray:
+			if arr, ok := v.([]any); ok {
+				for i, sub := range arr {
+					f(sub, kp+"/"+strconv.Itoa(i))
+				}
+			} else {
+				f(v, kp)
+			}
+		case kwProperties, kwPatternProperties, kwDependencies, kwDefinitions:
+			if m, ok := v.(map[string]any); ok {
+				for name, sub := range m {
+					if _, isArr := sub.([]any); !isArr {
+						f(sub, kp+"/"+escapePointer(name))
+					}
+				}
+			}
 		}
 	}
 }

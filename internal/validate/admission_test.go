@@ -1,0 +1,129 @@
+package validate
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	oracle "github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// TestSchemasAsWritten: issue 33's everyday schemas are admitted as
+// written, each with the warnings it deserves, and validate as the oracle
+// (santhosh-tekuri/jsonschema v6) does. Before, each was a 400: format
+// "password"/"binary" (Pydantic's SecretStr, bytes) "unsupported format",
+// OpenAPI's nullable and vendor keywords "unknown keyword", "type" beside
+// a Draft-07 "$ref" "refused rather than dropped", "$id" below the root
+// "only allowed at the root", "$schema" below it "only allowed at the
+// root", a reference into a vendor container "not a schema".
+func TestSchemasAsWritten(t *testing.T) {
+	t.Parallel()
+	const d2020 = `"$schema":"https://json-schema.org/draft/2020-12/schema",`
+	cases := []struct {
+		name, schema   string
+		warnings       []string // locations, in order
+		valid, invalid []string
+		noOracle       bool // the oracle does not know the keyword (nullable)
+	}{
+		{name: "Pydantic SecretStr and bytes",
+			schema: `{"type":"object","properties":{"secret":{"type":"string","format":"password","writeOnly":true},"blob":{"type":"string","format":"binary"}},"required":["secret"]}`,
+			valid:  []string{`{"secret":"hunter2","blob":"\u0001\u00ff"}`}, invalid: []string{`{"blob":"x"}`, `{"secret":1}`}},
+		{name: "OpenAPI 3.0 nullable",
+			schema: `{"type":"object","properties":{"name":{"type":"string","nullable":true},"tags":{"type":["array"],"nullable":true,"items":{"type":"string"}},"age":{"type":"integer","nullable":false},"any":{"nullable":true}},` +
+				`"example":{"name":null},"discriminator":{"propertyName":"kind"},"xml":{"name":"pet"}}`,
+			valid:    []string{`{"name":null,"tags":null,"age":1,"any":5}`, `{"name":"x","tags":["a"]}`},
+			invalid:  []string{`{"age":null}`, `{"name":1}`, `{"tags":[1]}`},
+			noOracle: true},
+		{name: "unknown keywords are annotations, warned",
+			schema:   `{"type":"object","abcIsValidColor":true,"x-order":1,"markdownDescription":"*m*","properties":{"a":{"type":"string","postActions":[{"$ref":"http://example.invalid/"}]}}}`,
+			warnings: []string{"/abcIsValidColor", "/properties/a/postActions"},
+			valid:    []string{`{"a":"x"}`}, invalid: []string{`{"a":1}`, `[]`}},
+		{name: "unknown format is an annotation, warned",
+			schema:   `{"type":"string","format":"content-security-policy"}`,
+			warnings: []string{"/format"},
+			valid:    []string{`"anything"`}, invalid: []string{`1`}},
+		{name: "Draft-07: type beside $ref is ignored, warned",
+			schema:   `{"definitions":{"s":{"minLength":2}},"properties":{"a":{"$ref":"#/definitions/s","type":"integer","description":"d"}}}`,
+			warnings: []string{"/properties/a/type"},
+			valid:    []string{`{"a":"xy"}`, `{"a":5}`}, invalid: []string{`{"a":"x"}`}},
+		{name: "2020-12: type beside $ref applies",
+			schema: `{` + d2020 + `"$defs":{"s":{"minLength":2}},"properties":{"a":{"$ref":"#/$defs/s","type":"integer"}}}`,
+			valid:  []string{`{"a":5}`}, invalid: []string{`{"a":"xy"}`, `{"a":"x"}`}},
+		{name: "bundled $id: references resolve against the subschema's URI",
+			schema: `{"$id":"https://example.com/root.json","definitions":{"addr":{"$id":"address.json","type":"object","required":["zip"],` +
+				`"properties":{"zip":{"$ref":"#/definitions/zip"}},"definitions":{"zip":{"type":"string","pattern":"^[0-9]{5}$"}}}},` +
+				`"properties":{"home":{"$ref":"address.json"},"work":{"$ref":"https://example.com/address.json#/definitions/zip"}}}`,
+			valid: []string{`{"home":{"zip":"12345"},"work":"54321"}`}, invalid: []string{`{"home":{"zip":"1"}}`, `{"home":{}}`, `{"work":"x"}`}},
+		{name: "bundled $id without a root $id, $schema below the root",
+			schema: `{"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"n":{"$id":"urn:example:n","$schema":"http://json-schema.org/draft-07/schema#","type":"integer"}},"items":{"$ref":"urn:example:n"}}`,
+			valid:  []string{`[1,2]`}, invalid: []string{`[1.5]`}},
+		{name: "Draft-07 anchor",
+			schema: `{"definitions":{"a":{"$id":"#num","type":"number"}},"items":{"$ref":"#num"}}`,
+			valid:  []string{`[1]`}, invalid: []string{`["1"]`}},
+		{name: "2020-12 anchor",
+			schema: `{` + d2020 + `"$defs":{"a":{"$anchor":"num","type":"number"}},"items":{"$ref":"#num"}}`,
+			valid:  []string{`[1]`}, invalid: []string{`["1"]`}},
+		{name: "references into vendor containers",
+			schema:   `{"abcDefs":{"s":{"type":"string"}},"x-defs":{"n":{"type":"integer","minimum":0}},"properties":{"n":{"$ref":"#/x-defs/n"},"s":{"$ref":"#/abcDefs/s"}}}`,
+			warnings: []string{"/abcDefs"},
+			valid:    []string{`{"n":1,"s":"x"}`}, invalid: []string{`{"n":-1}`, `{"s":1}`}},
+	}
+	for _, c := range cases {
+		s, err := Compile([]byte(c.schema))
+		if err != nil {
+			t.Errorf("%s: refused: %v", c.name, err)
+			continue
+		}
+		var got []string
+		for _, w := range s.Warnings {
+			got = append(got, w.Location)
+		}
+		if strings.Join(got, " ") != strings.Join(c.warnings, " ") {
+			t.Errorf("%s: warnings %+v, want at %v", c.name, s.Warnings, c.warnings)
+		}
+		var o *oracle.Schema
+		if !c.noOracle {
+			o = oracleSchema(t, []byte(c.schema))
+		}
+		check := func(v string, want bool) {
+			if r := s.Validate([]byte(v)); r.Valid() != want {
+				t.Errorf("%s: %s: valid=%v (%s), want %v", c.name, v, r.Valid(), r.Summary(), want)
+			}
+			if o != nil {
+				inst, _ := oracle.UnmarshalJSON(bytes.NewReader([]byte(v)))
+				if oerr := o.Validate(inst); (oerr == nil) != want {
+					t.Errorf("%s: %s: the oracle says %v, want valid=%v", c.name, v, oerr, want)
+				}
+			}
+		}
+		for _, v := range c.valid {
+			check(v, true)
+		}
+		for _, v := range c.invalid {
+			check(v, false)
+		}
+	}
+}
+
+// TestTypoRefused: an unknown keyword within a small edit distance of a
+// validation keyword is refused, naming the keyword meant; ordinary
+// vendor words are not.
+func TestTypoRefused(t *testing.T) {
+	t.Parallel()
+	for typo, meant := range map[string]string{
+		"requried": "required", "requird": "required", "minLenght": "minLength", "additonalProperties": "additionalProperties", //nolint:misspell // typos on purpose
+		"additionalPropertie": "additionalProperties", "MaxItems": "maxItems", "IF": "if", "$REF": "$ref", "patern": "pattern",
+		"propertys": "properties", "itmes": "items", "exclusiveMaximun": "exclusiveMaximum", "anyof": "anyOf", "Enum": "enum",
+	} {
+		se := compileErr(t, `{"properties":{"a":{"`+typo+`":true}}}`)
+		if se == nil || se.Pointer != "/properties/a/"+typo || !strings.Contains(se.Detail, `did you mean "`+meant+`"`) {
+			t.Errorf("%s: %v, want did you mean %q", typo, se, meant)
+		}
+	}
+	for _, word := range []string{"ref", "note", "types", "enums", "id", "of", "optional", "abcIsValidColor", "tsType", "markdownDescription",
+		"deprecated", "readonly", "nullable", "units", "order", "example", "label", "hidden", "secret", "additionalProperty"} {
+		if se := compileErr(t, `{"properties":{"a":{"`+word+`":true}}}`); se != nil {
+			t.Errorf("%s: %v", word, se)
+		}
+	}
+}
