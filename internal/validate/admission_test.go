@@ -63,6 +63,11 @@ func TestSchemasAsWritten(t *testing.T) {
 		{name: "2020-12 anchor",
 			schema: `{` + d2020 + `"$defs":{"a":{"$anchor":"num","type":"number"}},"items":{"$ref":"#num"}}`,
 			valid:  []string{`[1]`}, invalid: []string{`["1"]`}},
+		{name: "ECMA-262 lookahead and backreference patterns",
+			schema: `{"type":"object","properties":{"key":{"type":"string","pattern":"^(?!@@)[\\w@]+$"},"pkg":{"pattern":"^(?!org\\.bukkit\\.)[a-z.]+$"},` +
+				`"twice":{"type":"string","pattern":"^(\\w)\\1$","format":"email"},"any":{"anyOf":[{"pattern":"^(?=\\d)"},{"type":"integer"}]}}}`,
+			valid:   []string{`{"key":"a@b","pkg":"com.x","any":"1x"}`, `{"any":5,"pkg":7}`, `{"any":"9"}`},
+			invalid: []string{`{"key":"@@a"}`, `{"pkg":"org.bukkit.x"}`, `{"any":"x"}`, `{"twice":"ab"}`}},
 		{name: "references into vendor containers",
 			schema:   `{"abcDefs":{"s":{"type":"string"}},"x-defs":{"n":{"type":"integer","minimum":0}},"properties":{"n":{"$ref":"#/x-defs/n"},"s":{"$ref":"#/abcDefs/s"}}}`,
 			warnings: []string{"/abcDefs"},

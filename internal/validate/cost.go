@@ -5,6 +5,7 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/xeipuuv/gojsonschema"
 )
@@ -475,6 +476,15 @@ func (e *estimate) str(n *cnode, v *vnode, pl int) float64 {
 			errs += e.err(pl, len(p.src))
 		}
 	}
+	if n.ecma != nil {
+		matched, ok := e.ecmaMatch(n.ecma, s)
+		if !ok {
+			return errs
+		}
+		if !matched {
+			errs += e.err(pl, len(n.ecma.src))
+		}
+	}
 	if n.format != "" {
 		// the library's check and ours
 		ns, b := formatCheckCost(n.format, s)
@@ -831,3 +841,32 @@ func isFormat(name, s string) (ok bool) {
 	}()
 	return gojsonschema.FormatCheckers.IsFormat(name, s)
 }
+
+// ecmaMatch runs an ECMAScript pattern (ecma.go) and charges what it
+// took, twice: the library runs it again. Backtracking makes its cost
+// depend on the pattern and the input in ways no formula bounds, so it is
+// measured (wall time: an over-charge on a loaded machine). A match that
+// overruns its deadline or its backtracking stack puts the value over the
+// budget (ok false).
+func (e *estimate) ecmaMatch(p *ecmaEntry, s string) (matched, ok bool) {
+	if e.over {
+		return false, false
+	}
+	start := time.Now()
+	matched, err := p.re.MatchString(s)
+	took := float64(time.Since(start))
+	e.add(2*(took+coef.matchFixedNs), 2*(ecmaFixedB+ecmaRuneB*float64(len(s))))
+	if err != nil {
+		e.over = true
+		return false, false
+	}
+	return matched, !e.over
+}
+
+// What one ECMAScript match allocates: its state, and the input as runes
+// (regexp2 matches on []rune; its pools keep buffers between matches, so
+// this is an upper bound).
+const (
+	ecmaFixedB = 4 << 10
+	ecmaRuneB  = 8
+)

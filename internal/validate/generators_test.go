@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dlclark/regexp2/v2"
 	oracle "github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -73,6 +74,7 @@ func oracleSchema(t testing.TB, raw []byte) *oracle.Schema {
 	c.DefaultDraft(oracle.Draft7)
 	c.AssertFormat()
 	c.UseLoader(noLoader{})
+	c.UseRegexpEngine(oracleRegexp)
 	if err := c.AddResource("urn:chatd:fixture", doc); err != nil {
 		t.Fatal(err)
 	}
@@ -82,6 +84,26 @@ func oracleSchema(t testing.TB, raw []byte) *oracle.Schema {
 	}
 	return s
 }
+
+// oracleRegexp gives the oracle ECMA-262 patterns (regexp2's ECMAScript
+// mode with Unicode semantics, as ajv uses them) for every pattern, not
+// only those RE2 cannot run: an independent second opinion on ours.
+func oracleRegexp(src string) (oracle.Regexp, error) {
+	re, err := regexp2.Compile(src, regexp2.ECMAScript|regexp2.Unicode)
+	if err != nil {
+		return nil, err
+	}
+	return ecmaOracle{re}, nil
+}
+
+type ecmaOracle struct{ re *regexp2.Regexp }
+
+func (r ecmaOracle) MatchString(s string) bool {
+	m, err := r.re.MatchString(s)
+	return m && err == nil
+}
+
+func (r ecmaOracle) String() string { return r.re.String() }
 
 type noLoader struct{}
 

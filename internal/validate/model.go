@@ -27,8 +27,9 @@ type cnode struct {
 
 	numKws []numKw
 
-	minLen, maxLen int      // -1 when absent
-	pat            *pattern // nil when absent
+	minLen, maxLen int        // -1 when absent
+	pat            *pattern   // nil when absent
+	ecma           *ecmaEntry // an ECMAScript pattern, which the library runs as a format
 	format         string
 
 	itemsOne      *cnode
@@ -238,6 +239,9 @@ func (b *modelBuilder) fill(n *cnode, doc any) {
 		n.pat = b.pattern(p)
 	}
 	n.format, _ = m["format"].(string)
+	if e := ecmaEntryOf(n.format); e != nil {
+		n.ecma, n.format = e, ""
+	}
 
 	if items, ok := m["items"]; ok {
 		if arr, isArr := items.([]any); isArr {

@@ -135,6 +135,7 @@ type Schema struct {
 	// Warnings say what was admitted but is not checked (admission.go):
 	// the first MaxWarnings, in document order. Read only.
 	Warnings []Warning
+	ecma     []*ecmaEntry // registered while s lives (ecma.go)
 }
 
 // Compile admits a caller schema document: strict scan, screening and
@@ -150,6 +151,22 @@ func Compile(raw []byte) (*Schema, error) {
 	if err != nil {
 		return nil, err
 	}
+	entries, err := acquireECMA(sc.ecma)
+	if err != nil {
+		return nil, &ScanError{Detail: "the schema cannot be compiled: " + err.Error()}
+	}
+	s, err := compileScreened(doc, sc)
+	if err != nil {
+		releaseECMA(entries)
+		return nil, err
+	}
+	holdECMA(s, entries)
+	return s, nil
+}
+
+// compileScreened is the rest of Compile, once the document is screened
+// and its ECMAScript patterns registered.
+func compileScreened(doc any, sc *screened) (*Schema, error) {
 	// the document, and the schemas references name inside dropped keys
 	for _, d := range append([]detachedSchema{{doc, ""}}, prepare(doc, sc)...) {
 		if err := metaCheck(d.node); err != nil {
@@ -320,9 +337,15 @@ func (s *Schema) run(doc any) (res Result) {
 			res = failure("", CodeInternal, "the value cannot be validated (internal error in the validator)")
 		}
 	}()
+	failed := ecmaFailures(s.ecma)
 	out, err := s.compiled.Validate(docLoader{doc})
 	if err != nil {
 		return failure("", CodeInternal, "the value cannot be validated: "+err.Error())
+	}
+	if ecmaFailures(s.ecma) != failed {
+		// an ECMAScript match ran out of time or stack (here, or in a
+		// concurrent validation of the same pattern): no verdict
+		return failure("", CodeBudget, TooExpensive)
 	}
 	return convert(out.Errors())
 }
@@ -346,7 +369,7 @@ func convert(errs []gojsonschema.ResultError) Result {
 		}
 		r.Total++
 		if len(r.Errors) < MaxReportedErrors {
-			r.Errors = append(r.Errors, ValueError{Location: location(e), Keyword: keyword(e.Type()), Message: describe(e)})
+			r.Errors = append(r.Errors, ValueError{Location: location(e), Keyword: keywordOf(e), Message: describe(e)})
 		}
 	}
 	return r
@@ -398,6 +421,15 @@ var errorKeywords = map[string]string{
 	"string_gte": "minLength", "string_lte": "maxLength", "pattern": "pattern", "format": "format",
 	"multiple_of": "multipleOf", "number_gte": "minimum", "number_gt": "exclusiveMinimum",
 	"number_lte": "maximum", "number_lt": "exclusiveMaximum",
+}
+
+// keywordOf is the Draft-07 keyword that failed: "pattern" for an
+// ECMAScript pattern, which the library runs as a format.
+func keywordOf(e gojsonschema.ResultError) string {
+	if e.Type() == "format" && strings.HasPrefix(detail(e, "format"), ecmaFormat) {
+		return "pattern"
+	}
+	return keyword(e.Type())
 }
 
 // keyword is the Draft-07 keyword of a library error type (the type itself
@@ -463,7 +495,11 @@ func describe(e gojsonschema.ResultError) string {
 	case "pattern":
 		m = "must match the pattern " + d("pattern")
 	case "format":
-		m = fmt.Sprintf("must be a valid %s", d("format"))
+		if src, ok := strings.CutPrefix(d("format"), ecmaFormat); ok {
+			m = "must match the pattern " + src
+		} else {
+			m = fmt.Sprintf("must be a valid %s", d("format"))
+		}
 	case "multiple_of":
 		m = "must be a multiple of " + d("multiple")
 	case "number_gte":

@@ -2,6 +2,7 @@ package validate
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"regexp/syntax"
@@ -201,6 +202,7 @@ type screened struct {
 	targets   map[string]bool // pointers named by a "$ref"
 	detached  []string        // schemas reached only by a "$ref" (under an unknown keyword)
 	warnings  []Warning
+	ecma      []string // sources of the patterns only the ECMAScript engine runs (ecma.go)
 }
 
 type screener struct {
@@ -220,6 +222,7 @@ type screener struct {
 	detached   []string
 	refs       []refSite
 	warnings   []Warning
+	ecma       map[string]bool
 }
 
 // screen checks a decoded schema document: the keyword allowlist at schema
@@ -229,7 +232,8 @@ type screener struct {
 func screen(doc any) (*screened, error) {
 	s := &screener{insts: map[string]int{}, positions: map[string]any{}, inplace: map[string][]string{},
 		refEdge: map[string]string{}, targets: map[string]bool{}, depth: map[string]int{},
-		bases: map[string]*url.URL{}, resources: map[string]string{docBase.String(): ""}, anchors: map[string]string{}}
+		bases: map[string]*url.URL{}, resources: map[string]string{docBase.String(): ""}, anchors: map[string]string{},
+		ecma: map[string]bool{}}
 	if root, ok := doc.(map[string]any); ok {
 		s.dialect, _ = dialectOf(root["$schema"])
 	}
@@ -240,7 +244,7 @@ func screen(doc any) (*screened, error) {
 		return nil, err
 	}
 	return &screened{insts: s.insts, dialect: s.dialect, refs: s.refs, positions: s.positions, targets: s.targets,
-		detached: s.detached, warnings: s.warnings}, nil
+		detached: s.detached, warnings: s.warnings, ecma: sortedSet(s.ecma)}, nil
 }
 
 // dialectOf reads a "$schema" value: Draft-07 when absent.
@@ -398,7 +402,7 @@ func (s *screener) keyword(obj map[string]any, k, ptr string, depth int, base *u
 		if !ok {
 			return fail(kp, "must be a string")
 		}
-		return s.pattern(str, kp)
+		return s.pattern(str, kp, false)
 	case kwFormat:
 		name, ok := v.(string)
 		if !ok {
@@ -449,7 +453,7 @@ func (s *screener) keyword(obj map[string]any, k, ptr string, depth int, base *u
 		}
 		for _, pat := range sortedKeys(m) {
 			pp := kp + "/" + escapePointer(pat)
-			if err := s.pattern(pat, pp); err != nil {
+			if err := s.pattern(pat, pp, true); err != nil {
 				return err
 			}
 			if err := s.schema(m[pat], pp, depth+1, base); err != nil {
@@ -500,7 +504,10 @@ func (s *screener) schemaArray(arr []any, kp string, depth int, branches bool, b
 // pattern checks one regular expression: Go RE2 syntax (what the library
 // compiles), a bounded source and a bounded compiled program. Each
 // pattern is compiled here once; its program size feeds the cost model.
-func (s *screener) pattern(src, ptr string) error {
+// A "pattern" RE2 cannot parse (lookaround, backreferences) is run by the
+// ECMAScript engine instead (ecma.go); a patternProperties key (key) must
+// be RE2.
+func (s *screener) pattern(src, ptr string, key bool) error {
 	s.patterns++
 	if s.patterns > MaxPatterns {
 		return fail(ptr, "more than %d patterns (pattern keywords and patternProperties keys) in one schema", MaxPatterns)
@@ -510,7 +517,7 @@ func (s *screener) pattern(src, ptr string) error {
 	}
 	n, err := patternInsts(src)
 	if err != nil {
-		return fail(ptr, "pattern is not valid Go regular expression (RE2) syntax: %v", err)
+		return s.ecmaPattern(src, ptr, key, err)
 	}
 	if n > 4*MaxPatternInsts {
 		return fail(ptr, "pattern compiles to about %d instructions, more than the limit of %d (counted repetitions such as .{1000} are expensive)", n, MaxPatternInsts)
@@ -811,4 +818,32 @@ func jsonTypeOf(v any) string {
 		return "a boolean"
 	}
 	return "null"
+}
+
+// ecmaPattern admits a pattern that RE2 cannot parse when the ECMAScript
+// engine compiles it, naming the construct otherwise.
+func (s *screener) ecmaPattern(src, ptr string, key bool, re2 error) error {
+	construct := re2.Error()
+	var se *syntax.Error
+	if errors.As(re2, &se) {
+		construct = fmt.Sprintf("%s `%s`", se.Code, se.Expr)
+	}
+	if _, err := compileECMA(src); err != nil {
+		return fail(ptr, "pattern is neither ECMAScript nor RE2 syntax: %v (RE2: %s)", err, construct)
+	}
+	if key {
+		return fail(ptr, "a patternProperties key must be a pattern RE2 can run (the validator matches property names with it); "+
+			"this one has %s, which chatd runs with an ECMAScript engine in \"pattern\" only", construct)
+	}
+	s.ecma[src] = true
+	return nil
+}
+
+func sortedSet(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

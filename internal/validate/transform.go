@@ -150,7 +150,10 @@ func eachSubschema(obj map[string]any, f func(any)) {
 // pointer. Those schemas are prepared too, and returned: adapt and the
 // meta-schema check must see them as well.
 func prepare(doc any, sc *screened) []detachedSchema {
-	p := &preparer{d: sc.dialect, targets: sc.targets, needed: map[string]bool{}}
+	p := &preparer{d: sc.dialect, targets: sc.targets, needed: map[string]bool{}, ecma: map[string]bool{}}
+	for _, src := range sc.ecma {
+		p.ecma[src] = true
+	}
 	for t := range sc.targets {
 		for i := len(t); i > 0; i = strings.LastIndexByte(t[:i], '/') {
 			p.needed[t[:i]] = true
@@ -173,6 +176,7 @@ type preparer struct {
 	d        dialect
 	targets  map[string]bool // pointers named by a "$ref"
 	needed   map[string]bool // those and every pointer above them
+	ecma     map[string]bool // patterns only the ECMAScript engine runs
 	detached []detachedSchema
 }
 
@@ -198,6 +202,16 @@ func (p *preparer) node(node any, ptr string) {
 			obj[k] = p.prune(v, kp)
 		} else {
 			delete(obj, k)
+		}
+	}
+	if src, ok := obj["pattern"].(string); ok && p.ecma[src] {
+		// the library runs ECMAScript patterns as a format (ecma.go)
+		delete(obj, "pattern")
+		if _, has := obj["format"]; has {
+			all, _ := obj["allOf"].([]any)
+			obj["allOf"] = append(all, map[string]any{"format": ecmaFormat + src})
+		} else {
+			obj["format"] = ecmaFormat + src
 		}
 	}
 	eachSubschemaAt(obj, ptr, p.node)
