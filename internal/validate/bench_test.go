@@ -27,13 +27,36 @@ func worstSchemas() map[string]string {
 		}) + `]}`,
 		// 16 levels, 16 branches per level where the subschema count allows
 		"deep16": allOfChain(MaxSubschemaDepth-1, `{"anyOf":[`+repeatJoin(16, constant(leaf))+`]}`),
+		// the pattern count at its cap, every one run by the ECMAScript
+		// engine, each at the source cap
+		"ecma256x1k": `{"properties":{` + repeatJoin(MaxPatterns, func(i int) string {
+			body := fmt.Sprintf(`^(?!x%d)`, i)
+			for len(body) < MaxPatternBytes-16 {
+				body += `(?=[a-z])[a-z]{1,2}`
+			}
+			return fmt.Sprintf(`"p%d":{"pattern":%q}`, i, body)
+		}) + `}}`,
+		// a reference graph at the schemas-to-build cap
+		"compiled8192": compiledAtCap(),
 	}
+}
+
+// compiledAtCap references each level of a deep definition so that the
+// library builds about MaxCompiled schemas.
+func compiledAtCap() string {
+	def := `true`
+	for range 15 {
+		def = `{"properties":{"n":` + def + `,` + repeatJoin(59, func(j int) string { return fmt.Sprintf(`"s%d":{"type":"string"}`, j) }) + `}}`
+	}
+	return `{"definitions":{"big":` + def + `},"properties":{` + repeatJoin(15, func(i int) string {
+		return fmt.Sprintf(`"r%d":{"$ref":"#/definitions/big%s"}`, i, strings.Repeat("/properties/n", i))
+	}) + `}}`
 }
 
 func BenchmarkCompile(b *testing.B) {
 	cases := worstSchemas()
 	cases["realistic"] = realisticSchema
-	for _, name := range []string{"realistic", "subschemas1024", "patterns32x500", "enums4x1024", "nodes16384", "deep16"} {
+	for _, name := range []string{"realistic", "subschemas1024", "patterns32x500", "enums4x1024", "nodes16384", "deep16", "ecma256x1k", "compiled8192"} {
 		raw := []byte(cases[name])
 		if _, err := Compile(raw); err != nil {
 			b.Fatalf("%s: %v", name, err)
@@ -140,6 +163,36 @@ func BenchmarkDecode(b *testing.B) {
 				if _, err := decodeTree([]byte(raw), ValueLimits); err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkRefused: schemas one step past a cap are refused at admission,
+// and quickly, whatever the caps' size.
+func BenchmarkRefused(b *testing.B) {
+	props := func(n int) string {
+		return `{"properties":{` + repeatJoin(n, func(i int) string { return fmt.Sprintf(`"p%d":{"type":"string","format":"email"}`, i) }) + `}}`
+	}
+	cases := map[string]string{
+		"subschemas":   props(MaxSubschemas),
+		"patterns":     `{"properties":{` + repeatJoin(MaxPatterns+1, func(i int) string { return fmt.Sprintf(`"p%d":{"pattern":"^(?!a%d)b"}`, i, i) }) + `}}`,
+		"patternTotal": `{"properties":{` + repeatJoin(MaxPatternTotal/1000+1, func(i int) string { return fmt.Sprintf(`"p%d":{"pattern":"^%c.{996}$"}`, i, 'a'+i%26) }) + `}}`,
+		"enum":         `{"enum":[` + repeatJoin(MaxEnumEntries+1, func(i int) string { return fmt.Sprintf(`"e%d"`, i) }) + `]}`,
+		// compiledAtCap builds 8,132 schemas: 61 more targets of one schema each
+		"compiled": strings.Replace(compiledAtCap(), `"r0"`, repeatJoin(61, func(j int) string {
+			return fmt.Sprintf(`"x%d":{"$ref":"#/definitions/big/properties/%s"}`, j, []string{fmt.Sprintf("s%d", j), fmt.Sprintf("n/properties/s%d", j-59)}[min(j/59, 1)])
+		})+`,"r0"`, 1),
+	}
+	for _, name := range []string{"subschemas", "patterns", "patternTotal", "enum", "compiled"} {
+		raw := []byte(cases[name])
+		if _, err := Compile(raw); err == nil {
+			b.Fatalf("%s: admitted", name)
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_, _ = Compile(raw)
 			}
 		})
 	}

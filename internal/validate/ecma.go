@@ -76,28 +76,23 @@ func compileECMA(src string) (*regexp2.Regexp, error) {
 	return re, nil
 }
 
-// acquireECMA registers the patterns of one compiled schema; release
-// undoes it.
-func acquireECMA(srcs []string) ([]*ecmaEntry, error) {
+// acquireECMA registers the patterns of one compiled schema (compiled by
+// the screening); releaseECMA undoes it.
+func acquireECMA(srcs []string, compiled map[string]*regexp2.Regexp) []*ecmaEntry {
 	ecmaMu.Lock()
 	defer ecmaMu.Unlock()
 	out := make([]*ecmaEntry, 0, len(srcs))
 	for _, src := range srcs {
 		e := ecmaRegistry[src]
 		if e == nil {
-			re, err := compileECMA(src)
-			if err != nil {
-				releaseLocked(out)
-				return nil, err
-			}
-			e = &ecmaEntry{src: src, re: re}
+			e = &ecmaEntry{src: src, re: compiled[src]}
 			ecmaRegistry[src] = e
 			gojsonschema.FormatCheckers.Add(ecmaFormat+src, ecmaChecker{e})
 		}
 		e.refs++
 		out = append(out, e)
 	}
-	return out, nil
+	return out
 }
 
 func releaseECMA(entries []*ecmaEntry) {

@@ -19,7 +19,7 @@ func TestParseResponseFormat(t *testing.T) {
 		{env(`{"description":"\ud800"}`), "response_format.json_schema.schema", "/description: string contains an unpaired surrogate"},
 		{env(`{"maximum":1e999}`), "response_format.json_schema.schema", "/maximum: number 1e999 is beyond the range of a 64-bit float"},
 		{env(`{"properties":{"a":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}}`), "response_format.json_schema.schema", "nested deeper than 64 levels"},
-		{env(`{"description":"` + strings.Repeat("x", 260<<10) + `"}`), "response_format.json_schema.schema", "(root): document is"},
+		{env(`{"description":"` + strings.Repeat("x", 520<<10) + `"}`), "response_format.json_schema.schema", "(root): document is"},
 		{env(`{"required":[` + repeatJoin(17000, func(int) string { return `"a"` }) + `]}`), "response_format.json_schema.schema", "more than 16384 JSON values"},
 		{env(`[]`), "response_format.json_schema.schema", "(root): must be a JSON object"},
 		{env(`{}`) + ` x`, "response_format", "unexpected data"},

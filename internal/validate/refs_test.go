@@ -95,7 +95,7 @@ func TestRefsRefused(t *testing.T) {
 	levels := func(n int) string {
 		def := `true`
 		for range 15 {
-			def = `{"properties":{"n":` + def + `,` + repeatJoin(24, func(j int) string { return fmt.Sprintf(`"s%d":true`, j) }) + `}}`
+			def = `{"properties":{"n":` + def + `,` + repeatJoin(64, func(j int) string { return fmt.Sprintf(`"s%d":true`, j) }) + `}}`
 		}
 		return `{"definitions":{"big":` + def + `},"properties":{` + repeatJoin(n, func(i int) string {
 			return fmt.Sprintf(`"r%d":{"$ref":"#/definitions/big%s"}`, i, strings.Repeat("/properties/n", i))

@@ -151,10 +151,7 @@ func Compile(raw []byte) (*Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	entries, err := acquireECMA(sc.ecma)
-	if err != nil {
-		return nil, &ScanError{Detail: "the schema cannot be compiled: " + err.Error()}
-	}
+	entries := acquireECMA(sc.ecma, sc.ecmaRE)
 	s, err := compileScreened(doc, sc)
 	if err != nil {
 		releaseECMA(entries)

@@ -9,21 +9,25 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/dlclark/regexp2/v2"
 )
 
 // Caps on caller schemas, checked by the screening before any library call.
-// The measurements behind them are in docs/structured-output.md.
+// Fitted to the SchemaStore catalogue (issue 33): the largest hermetic
+// draft-07 schema the oracle accepts fits each, with room; the measurements
+// behind them are in docs/structured-output.md.
 const (
-	MaxSubschemas     = 1024      // schemas in one document, boolean ones and the root included
-	MaxSubschemaDepth = 16        // schemas nested inside one another below the root
-	MaxBranches       = 64        // entries of one allOf / anyOf / oneOf
-	MaxPatterns       = 128       // pattern keywords plus patternProperties keys
-	MaxPatternTotal   = 16384     // compiled program instructions of all patterns together
-	MaxPatternBytes   = 256       // source length of one pattern
-	MaxPatternInsts   = 512       // compiled RE2 program size of one pattern (regexp/syntax instructions)
-	MaxEnumEntries    = 1024      // entries of one enum
-	MaxNames          = 512       // entries of one required or dependencies array (the library's duplicate check is quadratic)
-	MaxLiteralBytes   = 16 << 10  // compact JSON size of one const / enum / default / examples value
+	MaxSubschemas     = 4096      // schemas in one document, boolean ones and the root included (catalogue: 3,310)
+	MaxSubschemaDepth = 16        // schemas nested inside one another below the root (catalogue: 13)
+	MaxBranches       = 64        // entries of one allOf / anyOf / oneOf (catalogue: 48)
+	MaxPatterns       = 256       // pattern keywords plus patternProperties keys (catalogue: 127)
+	MaxPatternTotal   = 16384     // compiled program instructions of all patterns together (catalogue: 2,882)
+	MaxPatternBytes   = 1024      // source length of one pattern (catalogue: 650)
+	MaxPatternInsts   = 1024      // compiled RE2 program size of one pattern, regexp/syntax instructions (catalogue: 683)
+	MaxEnumEntries    = 2048      // entries of one enum (catalogue: 1,772)
+	MaxNames          = 512       // entries of one required or dependencies array (the library's duplicate check is quadratic; catalogue: 39)
+	MaxLiteralBytes   = 64 << 10  // compact JSON size of one const / enum / default / examples value (catalogue: 19,025)
 	maxCount          = 1<<31 - 1 // count keywords above this are clamped (values are far smaller)
 )
 
@@ -202,7 +206,8 @@ type screened struct {
 	targets   map[string]bool // pointers named by a "$ref"
 	detached  []string        // schemas reached only by a "$ref" (under an unknown keyword)
 	warnings  []Warning
-	ecma      []string // sources of the patterns only the ECMAScript engine runs (ecma.go)
+	ecma      []string                   // sources of the patterns only the ECMAScript engine runs (ecma.go)
+	ecmaRE    map[string]*regexp2.Regexp // and their compiled form
 }
 
 type screener struct {
@@ -222,7 +227,7 @@ type screener struct {
 	detached   []string
 	refs       []refSite
 	warnings   []Warning
-	ecma       map[string]bool
+	ecma       map[string]*regexp2.Regexp
 }
 
 // screen checks a decoded schema document: the keyword allowlist at schema
@@ -233,7 +238,7 @@ func screen(doc any) (*screened, error) {
 	s := &screener{insts: map[string]int{}, positions: map[string]any{}, inplace: map[string][]string{},
 		refEdge: map[string]string{}, targets: map[string]bool{}, depth: map[string]int{},
 		bases: map[string]*url.URL{}, resources: map[string]string{docBase.String(): ""}, anchors: map[string]string{},
-		ecma: map[string]bool{}}
+		ecma: map[string]*regexp2.Regexp{}}
 	if root, ok := doc.(map[string]any); ok {
 		s.dialect, _ = dialectOf(root["$schema"])
 	}
@@ -244,7 +249,7 @@ func screen(doc any) (*screened, error) {
 		return nil, err
 	}
 	return &screened{insts: s.insts, dialect: s.dialect, refs: s.refs, positions: s.positions, targets: s.targets,
-		detached: s.detached, warnings: s.warnings, ecma: sortedSet(s.ecma)}, nil
+		detached: s.detached, warnings: s.warnings, ecma: sortedKeysOf(s.ecma), ecmaRE: s.ecma}, nil
 }
 
 // dialectOf reads a "$schema" value: Draft-07 when absent.
@@ -828,18 +833,19 @@ func (s *screener) ecmaPattern(src, ptr string, key bool, re2 error) error {
 	if errors.As(re2, &se) {
 		construct = fmt.Sprintf("%s `%s`", se.Code, se.Expr)
 	}
-	if _, err := compileECMA(src); err != nil {
+	re, err := compileECMA(src)
+	if err != nil {
 		return fail(ptr, "pattern is neither ECMAScript nor RE2 syntax: %v (RE2: %s)", err, construct)
 	}
 	if key {
 		return fail(ptr, "a patternProperties key must be a pattern RE2 can run (the validator matches property names with it); "+
 			"this one has %s, which chatd runs with an ECMAScript engine in \"pattern\" only", construct)
 	}
-	s.ecma[src] = true
+	s.ecma[src] = re
 	return nil
 }
 
-func sortedSet(m map[string]bool) []string {
+func sortedKeysOf[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
