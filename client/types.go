@@ -351,7 +351,25 @@ const (
 type CreateChatResponse struct {
 	Chat     Chat          `json:"chat"`
 	Messages []ChatMessage `json:"messages"`
+	// Warnings list what the response_format schema holds that chatd
+	// admitted but does not check; absent when there is nothing.
+	Warnings []SchemaWarning `json:"warnings,omitempty"`
 }
+
+// SchemaWarning is one thing in a response_format schema that chatd
+// admitted but does not check: an unknown keyword or format (an
+// annotation, as the JSON Schema specification says), or a keyword beside
+// a Draft-07 "$ref", which Draft-07 ignores. A typo is visible here.
+type SchemaWarning struct {
+	// Location is the JSON Pointer of the keyword in the schema.
+	Location string `json:"location"`
+	Keyword  string `json:"keyword"`
+	Message  string `json:"message"`
+}
+
+// MaxSchemaWarnings bounds the warnings listed for one schema: the first
+// ones, in document order.
+const MaxSchemaWarnings = 32
 
 // SendMessageRequest is the body of POST /api/v1/chats/{chat}/messages.
 type SendMessageRequest struct {
@@ -386,6 +404,8 @@ type EditMessageResponse struct {
 	// cancellation receipts of discarded requests, then the replacement.
 	Messages          []ChatMessage `json:"messages"`
 	DeletedMessageIDs []int64       `json:"deleted_message_ids"`
+	// Warnings: as CreateChatResponse.Warnings, for a format the edit set.
+	Warnings []SchemaWarning `json:"warnings,omitempty"`
 }
 
 // DeleteQueuedResponse answers DELETE /api/v1/chats/{chat}/queue/{queued}.
@@ -412,6 +432,8 @@ type SendMessageResponse struct {
 	Message       *ChatMessage   `json:"message,omitempty"`
 	QueuedMessage *QueuedMessage `json:"queued_message,omitempty"`
 	Queued        bool           `json:"queued"`
+	// Warnings: as CreateChatResponse.Warnings.
+	Warnings []SchemaWarning `json:"warnings,omitempty"`
 }
 
 // ListChatsResponse answers GET /api/v1/chats.

@@ -121,6 +121,7 @@ func (s *Server) createChat(w http.ResponseWriter, r *http.Request) error {
 			if err != nil {
 				return 0, nil, err
 			}
+			out.Warnings = schemaWarnings(p.Request)
 			body, err := encodeJSON(out)
 			return http.StatusCreated, body, err
 		}
@@ -151,6 +152,7 @@ func (s *Server) createChat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	out.Warnings = schemaWarnings(p.Request)
 	w.Header().Set("Location", "/api/v1/chats/"+chat.ID.String())
 	writeJSON(w, http.StatusCreated, out)
 	return nil
@@ -182,6 +184,24 @@ func (s *Server) admitFormat(raw json.RawMessage) (*store.RequestSpec, error) {
 		return nil, nil
 	}
 	return &store.RequestSpec{Name: f.Name, Description: f.Description, Schema: f.Schema}, nil
+}
+
+// schemaWarnings lists what an admitted request's schema holds that chatd
+// does not check (validate.Warning), for the create/send/edit response.
+// The compiled schema is the one admission just cached.
+func schemaWarnings(spec *store.RequestSpec) []client.SchemaWarning {
+	if spec == nil {
+		return nil
+	}
+	s, err := validate.CompileCached(spec.Schema)
+	if err != nil {
+		return nil
+	}
+	var out []client.SchemaWarning
+	for _, w := range s.Warnings {
+		out = append(out, client.SchemaWarning{Location: w.Location, Keyword: w.Keyword, Message: w.Message})
+	}
+	return out
 }
 
 // textField checks a string stored in a text column: at most max bytes,
@@ -278,6 +298,7 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) error {
 			if err != nil {
 				return 0, nil, err
 			}
+			out.Warnings = schemaWarnings(spec)
 			body, err := encodeJSON(out)
 			return http.StatusOK, body, err
 		}
@@ -301,6 +322,7 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	out.Warnings = schemaWarnings(spec)
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

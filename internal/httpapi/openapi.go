@@ -42,7 +42,7 @@ var publicTypes = []any{
 	client.ToolResultsResponse{}, client.Health{}, client.StreamTicket{}, client.Usage{},
 	client.MessagePartEvent{}, client.PreviewReset{}, client.QueueEvent{}, client.ActionRequired{}, client.StreamError{},
 	client.StructuredOutputPartial{},
-	client.Attempt{}, client.AttemptError{},
+	client.Attempt{}, client.AttemptError{}, client.SchemaWarning{},
 }
 
 // typeDocs describe each component schema (keyed by Go type name).
@@ -56,6 +56,7 @@ var typeDocs = map[string]string{
 	"StructuredOutputError":  "Why a structured request failed or was cancelled.",
 	"Attempt":                "One rejected attempt at a structured request's result (a finalization the server refused), with why.",
 	"AttemptError":           "One reason an attempt was rejected.",
+	"SchemaWarning":          "Something in a response_format schema that chatd admitted but does not check: an unknown keyword or format (an annotation, as JSON Schema says), or a keyword beside a Draft-07 `$ref` (which Draft-07 ignores).",
 	"QueuedMessage":          "A message waiting for the running turn to finish.",
 	"ResponseFormat":         "Asks for structured output (`json_schema`) or ordinary text (`text`).",
 	"JSONSchemaFormat":       "Names and describes the output schema of a structured request.",
@@ -183,6 +184,10 @@ var fieldDocs = map[string]map[string]any{
 		"the cancellation receipts, then the replacement."},
 	"EditMessageResponse.deleted_message_ids":   {"description": "The client-visible messages the edit discarded."},
 	"DeleteQueuedResponse.messages":             {"description": "The `cancelled` receipt of a structured queued message; empty otherwise."},
+	"CreateChatResponse.warnings":               {"maxItems": client.MaxSchemaWarnings, "description": "What the response_format schema holds that chatd admitted but does not check (the first 32, in document order); absent when there is nothing."},
+	"SendMessageResponse.warnings":              {"maxItems": client.MaxSchemaWarnings, "description": "As CreateChatResponse.warnings."},
+	"EditMessageResponse.warnings":              {"maxItems": client.MaxSchemaWarnings, "description": "As CreateChatResponse.warnings, for a format the edit set (none when it kept or cleared the format)."},
+	"SchemaWarning.location":                    {"description": "The JSON Pointer of the keyword in the schema (`\"\"` is the root)."},
 	"ToolResultsRequest.results":                {"minItems": 1, "maxItems": 128},
 	"ToolResult.output":                         {"description": "Any JSON value, at most 256 KiB."},
 	"ToolResult.is_error":                       {"description": "The tool failed; `output` explains why."},

@@ -57,7 +57,7 @@ func (g *schemaGen) unions() {
 		q := maps.Clone(sp["queued"].(map[string]any))
 		q["enum"] = []bool{queued}
 		return map[string]any{"type": "object", "description": doc, "required": []string{"queued", field},
-			"properties": map[string]any{"queued": q, field: sp[field]}}
+			"properties": map[string]any{"queued": q, field: sp[field], "warnings": sp["warnings"]}}
 	}
 	g.components["SendMessageTaken"] = shape(false, "message", "The chat was idle: the message is in history and its turn started.")
 	g.components["SendMessageQueued"] = shape(true, "queued_message", "The chat was busy: the message waits at the end of the queue.")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/testenv"
+	"github.com/chatd/chatd/internal/validate"
 )
 
 // TestSchemaAdmission posts chats whose response_format schema must be
@@ -145,5 +146,67 @@ func TestLargeSchemaAdmitted(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("%d-byte schema: %v", len(schema), err)
+	}
+}
+
+// TestSchemaWarningsInResponses (issue 33): what a schema holds that chatd
+// admits but does not check (an unknown keyword or format, a keyword
+// beside a Draft-07 $ref) is listed in the create, send and edit
+// responses, replays included; a schema without any lists nothing.
+func TestSchemaWarningsInResponses(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.Options{NoRunner: true})
+	c := env.Client("alice")
+	format := func(schema string) *client.ResponseFormat {
+		return &client.ResponseFormat{Type: "json_schema", JSONSchema: &client.JSONSchemaFormat{Name: "r", Schema: json.RawMessage(schema)}}
+	}
+	const schema = `{"type":"object","abcIsValidColor":true,"definitions":{"s":{"type":"string"}},` +
+		`"properties":{"a":{"$ref":"#/definitions/s","maxLength":3},"d":{"type":"string","format":"duration"},"p":{"type":"string","format":"password"}}}`
+	want := []client.SchemaWarning{
+		{Location: "/abcIsValidColor", Keyword: "abcIsValidColor"},
+		{Location: "/properties/a/maxLength", Keyword: "maxLength"},
+		{Location: "/properties/d/format", Keyword: "format"},
+	}
+	check := func(what string, got []client.SchemaWarning) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Fatalf("%s: warnings %+v", what, got)
+		}
+		for i := range want {
+			if got[i].Location != want[i].Location || got[i].Keyword != want[i].Keyword || got[i].Message == "" {
+				t.Errorf("%s: warning %d is %+v, want %+v", what, i, got[i], want[i])
+			}
+		}
+	}
+	ctx := client.WithIdempotencyKey(t.Context(), "warn-create")
+	created, err := c.CreateChat(ctx, client.CreateChatRequest{Content: []client.MessagePart{client.TextPart("Go.")}, ResponseFormat: format(schema)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("create", created.Warnings)
+	replayed, err := c.CreateChat(ctx, client.CreateChatRequest{Content: []client.MessagePart{client.TextPart("Go.")}, ResponseFormat: format(schema)})
+	if err != nil || replayed.Chat.ID != created.Chat.ID {
+		t.Fatalf("replay: %v", err)
+	}
+	check("create replayed", replayed.Warnings)
+	if !strings.Contains(created.Warnings[1].Message, `beside "$ref" is ignored`) {
+		t.Errorf("message %q", created.Warnings[1].Message)
+	}
+	sent, err := c.SendMessage(t.Context(), created.Chat.ID, client.SendMessageRequest{Content: []client.MessagePart{client.TextPart("Again.")}, ResponseFormat: format(schema)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("send", sent.Warnings)
+	edited, err := c.EditMessage(t.Context(), created.Chat.ID, created.Messages[0].ID, client.EditMessageRequest{Content: []client.MessagePart{client.TextPart("Edited.")}, ResponseFormat: format(schema)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("edit", edited.Warnings)
+	clean, err := c.CreateChat(t.Context(), client.CreateChatRequest{Content: []client.MessagePart{client.TextPart("Go.")}, ResponseFormat: format(`{"type":"object","x-order":1,"markdownDescription":"m"}`)})
+	if err != nil || clean.Warnings != nil {
+		t.Fatalf("clean schema: %+v %v", clean.Warnings, err)
+	}
+	if client.MaxSchemaWarnings != validate.MaxWarnings {
+		t.Errorf("client.MaxSchemaWarnings %d, validate.MaxWarnings %d", client.MaxSchemaWarnings, validate.MaxWarnings)
 	}
 }

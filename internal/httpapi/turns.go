@@ -217,6 +217,7 @@ func (s *Server) editMessage(w http.ResponseWriter, r *http.Request) error {
 	if out.Message, err = toMessage(res.Message); err != nil {
 		return err
 	}
+	out.Warnings = schemaWarnings(p.Request)
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

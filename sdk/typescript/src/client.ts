@@ -21,6 +21,8 @@ export type Usage = Schemas["Usage"];
 /** A rejected attempt at a structured result, with why (error.attempts, and the lookup's attempts). */
 export type Attempt = Schemas["Attempt"];
 export type AttemptError = Schemas["AttemptError"];
+/** Something in a response_format schema that chatd admitted but does not check (create/send/edit `warnings`). */
+export type SchemaWarning = Schemas["SchemaWarning"];
 
 export interface ClientOptions {
   /** The server, e.g. http://127.0.0.1:8080. */

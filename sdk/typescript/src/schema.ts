@@ -461,6 +461,8 @@ export interface components {
         CreateChatResponse: {
             chat: components["schemas"]["Chat"];
             messages: components["schemas"]["ChatMessage"][];
+            /** @description What the response_format schema holds that chatd admitted but does not check (the first 32, in document order); absent when there is nothing. */
+            warnings?: components["schemas"]["SchemaWarning"][];
         };
         /** @description The deleted queued message and its cancellation receipt, if it was structured. */
         DeleteQueuedResponse: {
@@ -494,6 +496,8 @@ export interface components {
             message: components["schemas"]["ChatMessage"];
             /** @description Every client-visible row the edit inserted, in id order: the cancellation receipts, then the replacement. */
             messages: components["schemas"]["ChatMessage"][];
+            /** @description As CreateChatResponse.warnings, for a format the edit set (none when it kept or cleared the format). */
+            warnings?: components["schemas"]["SchemaWarning"][];
         };
         /** @description The body of every error response. */
         Error: {
@@ -607,6 +611,13 @@ export interface components {
             /** @enum {string} */
             type: "text" | "json_schema";
         };
+        /** @description Something in a response_format schema that chatd admitted but does not check: an unknown keyword or format (an annotation, as JSON Schema says), or a keyword beside a Draft-07 `$ref` (which Draft-07 ignores). */
+        SchemaWarning: {
+            keyword: string;
+            /** @description The JSON Pointer of the keyword in the schema (`""` is the root). */
+            location: string;
+            message: string;
+        };
         /** @description The chat was busy: the message waits at the end of the queue. */
         SendMessageQueued: {
             /**
@@ -615,6 +626,8 @@ export interface components {
              */
             queued: true;
             queued_message: components["schemas"]["QueuedMessage"];
+            /** @description As CreateChatResponse.warnings. */
+            warnings?: components["schemas"]["SchemaWarning"][];
         };
         /** @description The body of POST /api/v1/chats/{chat}/messages. */
         SendMessageRequest: {
@@ -640,6 +653,8 @@ export interface components {
              * @enum {boolean}
              */
             queued: false;
+            /** @description As CreateChatResponse.warnings. */
+            warnings?: components["schemas"]["SchemaWarning"][];
         };
         /** @description A source the model cites. */
         SourcePart: {
