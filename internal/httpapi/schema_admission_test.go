@@ -49,7 +49,7 @@ func TestSchemaAdmission(t *testing.T) {
 	for range 17 {
 		deep = `{"not":` + deep + `}`
 	}
-	branches := `{"anyOf":[` + strings.TrimSuffix(strings.Repeat(`{},`, 65), ",") + `]}`
+	branches := `{"anyOf":[` + strings.TrimSuffix(strings.Repeat(`{},`, 129), ",") + `]}`
 	cases := []struct{ name, schema, location string }{
 		{"ref at the root", `{"$ref":"#/definitions/a"}`, "/$ref:"},
 		{"file ref", `{"type":"object","properties":{"a":{"$ref":"file:///etc/passwd"}}}`, "/properties/a/$ref:"},

@@ -5,7 +5,6 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/xeipuuv/gojsonschema"
 )
@@ -845,16 +844,15 @@ func isFormat(name, s string) (ok bool) {
 // ecmaMatch runs an ECMAScript pattern (ecma.go) and charges what it
 // took, twice: the library runs it again. Backtracking makes its cost
 // depend on the pattern and the input in ways no formula bounds, so it is
-// measured (wall time: an over-charge on a loaded machine). A match that
-// overruns its deadline or its backtracking stack puts the value over the
-// budget (ok false).
+// measured, in the CPU time of the thread that ran it (threadCPU). A match
+// that overruns its deadline or its backtracking stack puts the value over
+// the budget (ok false).
 func (e *estimate) ecmaMatch(p *ecmaEntry, s string) (matched, ok bool) {
 	if e.over {
 		return false, false
 	}
-	start := time.Now()
-	matched, err := p.re.MatchString(s)
-	took := float64(time.Since(start))
+	var err error
+	took := float64(threadCPU(func() { matched, err = p.re.MatchString(s) }))
 	e.add(2*(took+coef.matchFixedNs), 2*(ecmaFixedB+ecmaRuneB*float64(len(s))))
 	if err != nil {
 		e.over = true

@@ -35,10 +35,12 @@ import (
 // ecmaFormat prefixes the format name standing for an ECMAScript pattern.
 const ecmaFormat = "\x00ecma\x00"
 
-// ecmaMatchTimeout bounds one ECMAScript match: the whole budget. The
-// estimator charges each match's measured time (twice: its own run and the
-// library's), so a value whose matches take longer is refused.
-const ecmaMatchTimeout = time.Duration(BudgetTime)
+// ecmaMatchTimeout bounds one ECMAScript match in wall time: twice the
+// budget, so that a loaded machine's stretched wall clock does not cut a
+// match short that fits the budget; the estimator charges each match's CPU
+// time (twice: its own run and the library's), so a value whose matches
+// take longer than the budget is refused anyway.
+const ecmaMatchTimeout = 2 * time.Duration(BudgetTime)
 
 // ecmaStackSlots bounds the backtracking stack of one match (8 bytes a
 // slot): a match needing more fails, and the value is refused as too

@@ -116,7 +116,7 @@ func TestHermetic(t *testing.T) {
 				t.Fatal(err)
 			}
 			_ = metaCheck(doc)
-			adapt(doc)
+			adapt(doc, doc, "", nil)
 			compiled, err := compileDoc(doc)
 			if err == nil {
 				for _, v := range values {

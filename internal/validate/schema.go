@@ -100,7 +100,7 @@ func warmUp() {
 	if err != nil {
 		return
 	}
-	adapt(doc)
+	adapt(doc, doc, "", nil)
 	s, err := compileDoc(doc)
 	if err != nil {
 		return
@@ -172,7 +172,7 @@ func compileScreened(doc any, sc *screened) (*Schema, error) {
 			}
 			return nil, err
 		}
-		adapt(d.node)
+		adapt(d.node, doc, d.ptr, sc.targets)
 	}
 	compiled, err := compileDoc(doc)
 	if err != nil {

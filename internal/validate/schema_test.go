@@ -15,7 +15,7 @@ func TestWarmUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	adapt(doc)
+	adapt(doc, doc, "", nil)
 	s, err := compileDoc(doc)
 	if err != nil {
 		t.Fatal(err)

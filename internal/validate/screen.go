@@ -20,7 +20,7 @@ import (
 const (
 	MaxSubschemas     = 4096      // schemas in one document, boolean ones and the root included (catalogue: 3,310)
 	MaxSubschemaDepth = 16        // schemas nested inside one another below the root (catalogue: 13)
-	MaxBranches       = 64        // entries of one allOf / anyOf / oneOf (catalogue: 48)
+	MaxBranches       = 128       // entries of one allOf / anyOf / oneOf (catalogue: 125)
 	MaxPatterns       = 256       // pattern keywords plus patternProperties keys (catalogue: 127)
 	MaxPatternTotal   = 16384     // compiled program instructions of all patterns together (catalogue: 2,882)
 	MaxPatternBytes   = 1024      // source length of one pattern (catalogue: 650)

@@ -340,7 +340,7 @@ func TestScreenImpliesMetaAndCompile(t *testing.T) {
 		if err := metaCheck(doc); err != nil {
 			t.Errorf("%s: meta: %v", name, err)
 		}
-		adapt(doc)
+		adapt(doc, doc, "", nil)
 		if _, err := compileDoc(doc); err != nil {
 			t.Errorf("%s: compile: %v", name, err)
 		}

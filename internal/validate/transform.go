@@ -2,6 +2,7 @@ package validate
 
 import (
 	"encoding/json"
+	"net/url"
 	"strconv"
 	"strings"
 )
@@ -22,14 +23,39 @@ import (
 //     library parses; values above 2^31-1 are clamped (nothing is that big).
 //   - -0 in const and enum becomes 0: the library compares through
 //     float64 and encoding/json, which prints -0 and 0 differently.
+//   - a discriminated oneOf/anyOf (discriminate) is dispatched on its
+//     discriminator instead of trying every branch.
 //
-// None of this touches a process-global registry.
-func adapt(node any) {
+// None of this touches a process-global registry. root is the whole
+// document, in which references are looked up, ptr the node's pointer in
+// it, and targets the pointers references name (a union holding one is
+// not rewritten: its pointer must hold).
+func adapt(node, root any, ptr string, targets map[string]bool) {
+	a := adapter{root: root, targets: map[string]bool{}}
+	for t := range targets {
+		for i := len(t); i > 0; i = strings.LastIndexByte(t[:i], '/') {
+			a.targets[t[:i]] = true
+		}
+	}
+	a.node(node, ptr)
+}
+
+type adapter struct {
+	root    any
+	targets map[string]bool // the pointers references name, and every pointer above them
+}
+
+func (a adapter) node(node any, ptr string) {
 	obj, ok := node.(map[string]any)
 	if !ok {
 		return
 	}
-	eachSubschema(obj, adapt)
+	eachSubschemaAt(obj, ptr, a.node)
+	for _, kw := range []string{"oneOf", "anyOf"} {
+		if !a.targets[ptr+"/"+kw] {
+			a.discriminate(obj, kw)
+		}
+	}
 	for k, v := range obj {
 		switch keywords[k] {
 		case kwCount:
@@ -100,33 +126,6 @@ var numericFormats = map[string]func() map[string]any{
 
 func integerRange(lo, hi string) map[string]any {
 	return map[string]any{"type": "integer", "minimum": json.Number(lo), "maximum": json.Number(hi)}
-}
-
-// eachSubschema calls f on every schema directly inside a screened schema
-// object: the values of its schema keywords, definitions included.
-func eachSubschema(obj map[string]any, f func(any)) {
-	for k, v := range obj {
-		switch keywords[k] {
-		case kwSchema:
-			f(v)
-		case kwItems, kwSchemaArray:
-			if arr, ok := v.([]any); ok {
-				for _, sub := range arr {
-					f(sub)
-				}
-			} else {
-				f(v)
-			}
-		case kwProperties, kwPatternProperties, kwDependencies, kwDefinitions:
-			if m, ok := v.(map[string]any); ok {
-				for _, sub := range m {
-					if _, isArr := sub.([]any); !isArr {
-						f(sub)
-					}
-				}
-			}
-		}
-	}
 }
 
 // prepare turns a screened document (references already canonical) into
@@ -284,7 +283,9 @@ func asString(v any) string {
 	return s
 }
 
-// eachSubschemaAt is eachSubschema with each schema's pointer.
+// eachSubschemaAt calls f on every schema directly inside a screened
+// schema object, with its pointer: the values of its schema keywords,
+// definitions included.
 func eachSubschemaAt(obj map[string]any, ptr string, f func(any, string)) {
 	for k, v := range obj {
 		kp := ptr + "/" + escapePointer(k)
@@ -362,4 +363,116 @@ func isNegZero(lit string) bool {
 		}
 	}
 	return true
+}
+
+// discriminate rewrites a oneOf or anyOf whose branches are told apart by
+// one property, as catalogue and generated schemas write unions
+// ({"properties": {"type": {"const": "http"}, ...}} in every branch, each
+// with its own values): the library evaluates every branch of a oneOf
+// (and every failing one of an anyOf), creating all their errors, which
+// made a 19 KB catalogue value cost it 100 ms and 35 MiB. For an object
+// whose discriminator P holds a value of branch k, every other branch
+// fails on P, so the union holds exactly when branch k does; so
+//
+//	{"oneOf": [B1, ..., Bn]}
+//
+// becomes allOf entries {"if": D_i, "then": B_i}, where D_i is "an object
+// whose P is one of branch i's values", and {"if": D_any, "else":
+// {"oneOf": [B1, ..., Bn]}}: whatever no D_i selects (not an object, P
+// absent or of no branch) gets the union as written, with its verdict and
+// errors. The values must be strings (compared exactly, as the library
+// does), sets of different branches disjoint, and there must be at least
+// three branches.
+func (a adapter) discriminate(obj map[string]any, kw string) {
+	branches, _ := obj[kw].([]any)
+	if len(branches) < 3 {
+		return
+	}
+	prop, sets := a.discriminator(branches)
+	if prop == "" {
+		return
+	}
+	dispatch := func(values []any) map[string]any {
+		return map[string]any{"type": "object", "required": []any{prop},
+			"properties": map[string]any{prop: map[string]any{"enum": values}}}
+	}
+	all, _ := obj["allOf"].([]any)
+	var union []any
+	for i, b := range branches {
+		all = append(all, map[string]any{"if": dispatch(sets[i]), "then": b})
+		union = append(union, sets[i]...)
+	}
+	all = append(all, map[string]any{"if": dispatch(union), "else": map[string]any{kw: branches}})
+	obj["allOf"] = all
+	delete(obj, kw)
+}
+
+// discriminator finds a property every branch constrains to a "const" or
+// "enum" of strings, the branches' values pairwise disjoint.
+func (a adapter) discriminator(branches []any) (string, [][]any) {
+	props := make([]map[string]any, len(branches))
+	for i, b := range branches {
+		if props[i] = a.properties(b); props[i] == nil {
+			return "", nil
+		}
+	}
+	for _, p := range sortedKeys(props[0]) {
+		owner := map[string]bool{}
+		sets := make([][]any, len(branches))
+		for i := range branches {
+			sets[i] = stringValues(props[i][p])
+			for _, v := range sets[i] {
+				if owner[v.(string)] {
+					sets[i] = nil
+					break
+				}
+				owner[v.(string)] = true
+			}
+			if sets[i] == nil {
+				break
+			}
+		}
+		if sets[len(sets)-1] != nil {
+			return p, sets
+		}
+	}
+	return "", nil
+}
+
+// properties returns the "properties" of a branch, following one "$ref".
+func (a adapter) properties(b any) map[string]any {
+	m, _ := b.(map[string]any)
+	if ref, ok := m["$ref"].(string); ok {
+		u, err := url.Parse(ref)
+		if err != nil {
+			return nil
+		}
+		t, _ := lookup(a.root, u.Fragment)
+		if m, _ = t.(map[string]any); m != nil && m["$ref"] != nil {
+			return nil
+		}
+	}
+	props, _ := m["properties"].(map[string]any)
+	return props
+}
+
+// stringValues reads a property schema's "const" or "enum" when every
+// value is a string (nil otherwise).
+func stringValues(s any) []any {
+	m, _ := s.(map[string]any)
+	var vals []any
+	if c, ok := m["const"]; ok {
+		vals = []any{c}
+	} else if e, ok := m["enum"].([]any); ok {
+		vals = e
+	}
+	for _, v := range vals {
+		if _, ok := v.(string); !ok {
+			return nil
+		}
+	}
+	if len(vals) == 0 {
+		return nil
+	}
+	return vals
 }
