@@ -32,7 +32,7 @@ const MaxNumberLen = 400
 // ValueLimits below are copies for callers (the runner derives the
 // finalizer's limits from them), and changing those changes nothing here.
 var (
-	schemaLimits = Limits{MaxBytes: 512 << 10, MaxDepth: 64, MaxNodes: 16384, MaxKeyBytes: 256, MaxNumberLen: MaxNumberLen}
+	schemaLimits = Limits{MaxBytes: 512 << 10, MaxDepth: 64, MaxNodes: 16384, MaxKeyBytes: MaxPatternBytes, MaxNumberLen: MaxNumberLen}
 	valueLimits  = Limits{MaxBytes: 256 << 10, MaxDepth: 32, MaxNodes: 16384, MaxKeyBytes: 256, MaxNumberLen: MaxNumberLen}
 )
 
