@@ -2,6 +2,7 @@ package validate
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -194,5 +195,26 @@ func TestDiscriminatedUnions(t *testing.T) {
 		if doc.(map[string]any)["oneOf"] == nil {
 			t.Errorf("%s: dispatched", schema)
 		}
+	}
+}
+
+// TestToolSchemaLeavesOutUnknownKeywords: what the provider receives keeps
+// the keywords and annotations a provider knows, and leaves out unknown
+// keywords and x-*/editor annotations, whose data may look like schemas
+// ("$ref" included); a schema a reference names inside one stays, at its
+// pointer. Gemini's schema conversion (internal/provider) took such data
+// for references (FuzzGeminiSchema: {"":{"0":{"$ref":""}}}).
+func TestToolSchemaLeavesOutUnknownKeywords(t *testing.T) {
+	t.Parallel()
+	got, err := ToolSchema([]byte(`{"type":"object","description":"d","":{"0":{"$ref":""}},"x-meta":{"$ref":"#"},`+
+		`"defaultSnippets":[{"body":{"$ref":"#"}}],"deprecated":{"$ref":"#"},"abcDefs":{"s":{"type":"string","x-a":1},"other":{"$ref":"#"}},`+
+		`"properties":{"s":{"$ref":"#/abcDefs/s","title":"S","nullable":true}}}`), "/properties/output")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(got)
+	const want = `{"abcDefs":{"s":{"type":"string"}},"description":"d","properties":{"s":{"$ref":"#/properties/output/abcDefs/s","nullable":true,"title":"S"}},"type":"object"}`
+	if string(b) != want {
+		t.Errorf("got  %s\nwant %s", b, want)
 	}
 }

@@ -218,8 +218,10 @@ func sortedPositions(m map[string]any) []string {
 // canonical pointer under at, so that it resolves inside what the provider
 // receives, and the identifiers ($id at every schema, the root's id,
 // $anchor) and $schema, which would change how references resolve or mean
-// nothing below a root, are dropped. Everything else is kept as the caller
-// wrote it; numbers are json.Number.
+// nothing below a root, are dropped, and so are unknown keywords and x-* and
+// editor annotations (providerDrops; a skeleton stays where a reference
+// names a schema inside one). Everything else is kept as the caller wrote
+// it; numbers are json.Number.
 func ToolSchema(raw []byte, at string) (map[string]any, error) {
 	doc, err := Decode(raw, schemaLimits)
 	if err != nil {
@@ -237,14 +239,78 @@ func ToolSchema(raw []byte, at string) (map[string]any, error) {
 		r.node["$ref"] = canonicalRef(at + r.target)
 	}
 	delete(root, "id")
-	for _, node := range sc.positions {
-		if obj, ok := node.(map[string]any); ok {
-			delete(obj, "$id")
-			delete(obj, "$schema")
-			if sc.dialect == draft2020 {
-				delete(obj, "$anchor")
+	needed := withAncestors(sc.targets)
+	for ptr, node := range sc.positions {
+		obj, ok := node.(map[string]any)
+		if !ok {
+			continue
+		}
+		delete(obj, "$id")
+		delete(obj, "$schema")
+		if sc.dialect == draft2020 {
+			delete(obj, "$anchor")
+		}
+		for k, v := range obj {
+			if !providerDrops(k, v, ptr, sc.dialect) {
+				continue
+			}
+			if kp := ptr + "/" + escapePointer(k); needed[kp] {
+				obj[k] = skeleton(v, kp, needed, sc.positions)
+			} else {
+				delete(obj, k)
 			}
 		}
 	}
 	return root, nil
+}
+
+// providerDrops reports whether a key at a schema position is left out of
+// what the provider receives: unknown keywords, x-* and editor annotations
+// (and a "deprecated" that is not a boolean) mean nothing to a provider's
+// schema handling, and may hold data shaped like schemas, "$ref" included,
+// which a provider could take for references.
+func providerDrops(k string, v any, ptr string, d dialect) bool {
+	kind, known := kindAt(k, ptr, d)
+	_, isBool := v.(bool)
+	return !known || kind == kwAnnotation || (k == "deprecated" && !isBool)
+}
+
+// skeleton keeps of a dropped value only the way to the schemas references
+// name (true in place of array entries that lead nowhere, so that indexes
+// hold); the schemas themselves are kept as they are.
+func skeleton(v any, ptr string, needed map[string]bool, positions map[string]any) any {
+	if _, ok := positions[ptr]; ok {
+		return v
+	}
+	switch t := v.(type) {
+	case map[string]any:
+		out := map[string]any{}
+		for k, e := range t {
+			if kp := ptr + "/" + escapePointer(k); needed[kp] {
+				out[k] = skeleton(e, kp, needed, positions)
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = true
+			if ip := ptr + "/" + strconv.Itoa(i); needed[ip] {
+				out[i] = skeleton(e, ip, needed, positions)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// withAncestors returns the pointers given and every pointer above them.
+func withAncestors(ptrs map[string]bool) map[string]bool {
+	out := map[string]bool{}
+	for t := range ptrs {
+		for i := len(t); i > 0; i = strings.LastIndexByte(t[:i], '/') {
+			out[t[:i]] = true
+		}
+	}
+	return out
 }
