@@ -614,6 +614,8 @@ func publicParts(parts []jsonb.Part) ([]client.MessagePart, *jsonb.Outcome) {
 			continue
 		case jsonb.PartHookContext:
 			continue
+		case jsonb.PartHookNotice:
+			p.Type = jsonb.PartText // a control row an earlier release wrote
 		}
 		out = append(out, client.MessagePart{
 			Type: string(p.Type), Text: p.Text, ToolCallID: p.ToolCallID, ToolName: p.ToolName,

@@ -104,8 +104,8 @@ var fieldDocs = map[string]map[string]any{
 	"DynamicTool.description": {"description": "At most 1024 bytes."},
 	"DynamicTool.input_schema": {"type": "object", "additionalProperties": true, "description": "A JSON Schema object for the tool's arguments, " +
 		"at most 256 KiB and 64 levels deep."},
-	"MessagePart.type": {"description": "One of `text`, `reasoning`, `tool-call`, `tool-result`, `file`, `source`, " +
-		"`hook-notice`; ignore types you do not know."},
+	"MessagePart.type": {"description": "One of `text`, `reasoning`, `tool-call`, `tool-result`, `file`, `source`; " +
+		"ignore types you do not know."},
 	"MessagePart.args":   {"description": "Arguments of a `tool-call` part (any JSON value)."},
 	"MessagePart.result": {"description": "Output of a `tool-result` part (any JSON value)."},
 	"ChatMessage.role":   {"enum": []client.Role{client.RoleUser, client.RoleAssistant, client.RoleTool}},

@@ -236,7 +236,7 @@ func TestOpenAPIDocument(t *testing.T) {
 	// Every part type the server stores as visible has its shape; a
 	// send's answer narrows on queued.
 	mapping := schemas["MessagePart"].(map[string]any)["discriminator"].(map[string]any)["mapping"].(map[string]any)
-	for _, typ := range []string{"text", "reasoning", "tool-call", "tool-result", "file", "source", "hook-notice"} {
+	for _, typ := range []string{"text", "reasoning", "tool-call", "tool-result", "file", "source"} {
 		if mapping[typ] == nil {
 			t.Errorf("MessagePart has no shape for %q", typ)
 		}

@@ -23,7 +23,6 @@ var partKinds = []struct {
 		[]string{"tool_call_id", "tool_name", "result", "is_error", "provider_executed"}, nil},
 	{"FilePart", "file", "A file the model produced.", []string{"media_type", "name", "data"}, nil},
 	{"SourcePart", "source", "A source the model cites.", []string{"source_id", "url", "title"}, nil},
-	{"HookNoticePart", "hook-notice", "What a stop hook said about a candidate value.", []string{"text"}, nil},
 }
 
 // unions replaces the reflected MessagePart and SendMessageResponse

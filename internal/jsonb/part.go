@@ -16,7 +16,8 @@ const (
 	PartSource     PartType = "source"
 	// PartHookContext is model-only context added by a stop hook.
 	PartHookContext PartType = "hook-context"
-	// PartHookNotice is the client-visible text of a control row.
+	// PartHookNotice is how releases before control rows became text
+	// stored a stop hook's notice; clients are shown it as text.
 	PartHookNotice PartType = "hook-notice"
 	// PartSummary is a model-only compaction summary of earlier history.
 	PartSummary PartType = "summary"

@@ -43,10 +43,12 @@ func (a *action) finishWithCandidate(ctx context.Context) (bool, error) {
 			if notice == "" {
 				notice = defaultHookNotice
 			}
+			// The notice is plain text: a client that knows only the
+			// documented part types shows it as a message.
 			return a.commit(ctx, store.Commit{
 				Messages: []store.NewMessage{
 					{Role: client.RoleAssistant, Kind: store.KindControl, Visibility: store.VisibleUser, RequestID: a.requestID(),
-						Parts: []jsonb.Part{{Type: jsonb.PartHookNotice, Text: notice}}},
+						Parts: []jsonb.Part{jsonb.Text(notice)}},
 					{Role: client.RoleUser, Visibility: store.VisibleModel, RequestID: a.requestID(),
 						Parts: []jsonb.Part{{Type: jsonb.PartHookContext, Text: d.ModelContext}}},
 				},

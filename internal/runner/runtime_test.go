@@ -261,12 +261,17 @@ func TestHookContinuesOnceAcrossARestart(t *testing.T) {
 		calls[1].Continuations != 1 {
 		t.Fatalf("A receipts %d, hook calls %+v", aReceipts, calls)
 	}
-	// The control row is client-visible; the model-only context is not.
+	// The control row is client-visible, as text (a client that knows only
+	// the documented part types reads it); the model-only context is not.
 	h, _ := env2.Client("alice").ListMessages(t.Context(), chat, 0, 0)
 	notices := 0
+	documented := map[string]bool{"text": true, "reasoning": true, "tool-call": true, "tool-result": true, "file": true, "source": true}
 	for _, m := range h.Messages {
 		for _, p := range m.Content {
-			if p.Type == "hook-notice" && p.Text == "Checking again." {
+			if !documented[p.Type] {
+				t.Fatalf("part type %q is not one api.md documents: %+v", p.Type, m)
+			}
+			if p.Type == "text" && p.Text == "Checking again." {
 				notices++
 			}
 			if strings.Contains(p.Text, "Double-check") {

@@ -522,15 +522,6 @@ export interface components {
         Health: {
             status: string;
         };
-        /** @description What a stop hook said about a candidate value. */
-        HookNoticePart: {
-            text?: string;
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "hook-notice";
-        };
         /** @description Names and describes the output schema of a structured request. */
         JSONSchemaFormat: {
             /** @description At most 1024 UTF-8 bytes. */
@@ -555,7 +546,7 @@ export interface components {
             queued_messages: components["schemas"]["QueuedMessage"][];
         };
         /** @description One element of a message's content. Input messages take text parts only (`type` and `text`). Discriminated by `type`; ignore part types you do not know. */
-        MessagePart: components["schemas"]["TextPart"] | components["schemas"]["ReasoningPart"] | components["schemas"]["ToolCallPart"] | components["schemas"]["ToolResultPart"] | components["schemas"]["FilePart"] | components["schemas"]["SourcePart"] | components["schemas"]["HookNoticePart"];
+        MessagePart: components["schemas"]["TextPart"] | components["schemas"]["ReasoningPart"] | components["schemas"]["ToolCallPart"] | components["schemas"]["ToolResultPart"] | components["schemas"]["FilePart"] | components["schemas"]["SourcePart"];
         /** @description Stream event `message_part`: a preview fragment of the step being generated. Not a result. */
         MessagePartEvent: {
             /** Format: int64 */
