@@ -11,7 +11,7 @@ import (
 
 // feeds share one database read per chat change among all the streams of
 // that chat on this server. A feed reads the rows changed above its own
-// watermark (under the chat's share lock) and hands the result to every
+// watermark (one snapshot, no lock: store.ReadStream) and hands the result to every
 // subscribed stream; each stream keeps only rows above its own watermark,
 // so a message event is sent once per revision however the reads line up.
 type feeds struct {

@@ -411,7 +411,8 @@ type History struct {
 }
 
 // ListMessages returns client-visible messages with id > afterID, and the
-// queue, read in one snapshot under the chat's share lock.
+// queue, read in one read-only repeatable-read snapshot (no lock: see
+// ReadStream).
 func (s *Store) ListMessages(ctx context.Context, owner, chatID uuid.UUID, afterID int64, limit int32) (History, error) {
 	var h History
 	err := pgx.BeginTxFunc(withPurpose(ctx, "list_messages"), s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
