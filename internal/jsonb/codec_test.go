@@ -3,7 +3,9 @@ package jsonb
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -396,5 +398,32 @@ func TestFastPathAllocatesNothingExtra(t *testing.T) {
 	plain, _ := json.Marshal(parts)
 	if !bytes.Equal(out, plain) {
 		t.Errorf("clean parts are not stored as json.Marshal stores them")
+	}
+}
+
+// docs/codec.md's field table lists every row of the field table with its
+// policy, and nothing else: the page is how people learn which fields are
+// encoded, so it must not drift from the code.
+func TestCodecDocFieldTable(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../../docs/codec.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `([A-Za-z.]+)` \\| [^|]+ \\| \\**(safe|encode|reject)\\b")
+	documented := map[string]string{}
+	for _, m := range row.FindAllStringSubmatch(string(doc), -1) {
+		documented[m[1]] = m[2]
+	}
+	for _, f := range fields {
+		if got, ok := documented[f.name]; !ok {
+			t.Errorf("docs/codec.md's field table has no row for %s (%s)", f.name, f.policy)
+		} else if got != f.policy.String() {
+			t.Errorf("docs/codec.md says %s is %s; codec.go says %s", f.name, got, f.policy)
+		}
+		delete(documented, f.name)
+	}
+	for name := range documented {
+		t.Errorf("docs/codec.md's field table lists %s, which codec.go does not have", name)
 	}
 }
