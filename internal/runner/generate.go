@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"charm.land/fantasy"
+	"github.com/google/uuid"
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/jsonb"
@@ -160,6 +161,9 @@ func (a *action) stream(ctx context.Context, p *call, attempt int32) (res stepRe
 			d.RequestID = a.turn.Request.RequestID
 		}
 		a.opts.Preview.Delta(chatID, d)
+		if d.RequestID != uuid.Nil && d.Text != "" {
+			a.opts.TestSignals.FinalizerFragment.Wait(silentCtx)
+		}
 	})
 	silence.Stop()
 	if res.Err != nil && errors.Is(context.Cause(silentCtx), errProviderSilent) && stepCtx.Err() == nil {

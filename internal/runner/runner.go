@@ -25,6 +25,7 @@ import (
 	"github.com/chatd/chatd/internal/notify"
 	"github.com/chatd/chatd/internal/provider"
 	"github.com/chatd/chatd/internal/store"
+	"github.com/chatd/chatd/internal/testsignal"
 	"github.com/chatd/chatd/internal/tools"
 )
 
@@ -85,6 +86,23 @@ type Options struct {
 	Logger       *slog.Logger
 	// Metrics, when set, receives the runner's metrics (see metrics.go).
 	Metrics *prometheus.Registry
+	// TestSignals are points tests hold; nil in production.
+	TestSignals *TestSignals
+}
+
+// TestSignals are the points of a worker's pass that a test can hold
+// (internal/testsignal) to race an interrupt, an edit or a restart against
+// it deterministically. Production leaves them zero.
+type TestSignals struct {
+	// FinalizerFragment holds a step once it has relayed a fragment of a
+	// finalizer call's arguments; the step's end (an interrupt cuts it)
+	// lets it go.
+	FinalizerFragment testsignal.Barrier
+	// BeforePublish holds a commit that writes a succeeded receipt, its
+	// value validated (and vetted by the stop hooks), before it is applied.
+	BeforePublish testsignal.Barrier
+	// AfterPublish holds the worker once such a commit returned.
+	AfterPublish testsignal.Barrier
 }
 
 func (o *Options) defaults() {
@@ -134,6 +152,9 @@ func (o *Options) defaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.TestSignals == nil {
+		o.TestSignals = &TestSignals{}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -137,9 +138,16 @@ func (a *action) commit(ctx context.Context, c store.Commit) (bool, error) {
 	if chat := a.turn.Chat; (c.End == store.EndTurn || c.End == store.EndError) && chat.SpawnState == store.SpawnAwaited {
 		c.SpawnParent = chat.ParentChatID // its outcome goes to the parent in this commit
 	}
+	publishes := slices.ContainsFunc(c.Outcomes, func(o store.Outcome) bool { return o.Status == client.OutputSucceeded })
+	if publishes {
+		a.opts.TestSignals.BeforePublish.Wait(ctx)
+	}
 	res, err := a.store.Apply(ctx, c)
 	if err != nil {
 		return false, err
+	}
+	if publishes {
+		a.opts.TestSignals.AfterPublish.Wait(ctx)
 	}
 	a.yield = res.Yield
 	if c.CountAttempt {
