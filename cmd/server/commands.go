@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -284,6 +285,7 @@ func ensureMigrated(ctx context.Context, d *database, force bool, logger *slog.L
 func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newFlags("migrate", "chatd migrate up|down|status [flags]", stderr)
 	db := addDatabaseFlags(f)
+	force := f.Bool("force", "CHATD_MIGRATE_FORCE", false, "migrate down: revert even while structured requests are pending (they may never get their receipts)")
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		if err := f.Parse(args); err != nil {
 			return err
@@ -313,12 +315,13 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return err
 		}
 		defer func() { _ = m.Close() }()
-		return migrateVerb(ctx, m, verb, stdout)
+		return migrateVerb(ctx, m, store.New(pool), verb, *force, stdout)
 	})
 }
 
-// migrateVerb runs up, down or status and prints what it did.
-func migrateVerb(ctx context.Context, m *migrate.Migrator, verb string, stdout io.Writer) error {
+// migrateVerb runs up, down or status and prints what it did; down only
+// once no structured request is pending, unless forced.
+func migrateVerb(ctx context.Context, m *migrate.Migrator, st *store.Store, verb string, force bool, stdout io.Writer) error {
 	switch verb {
 	case "up":
 		res, err := m.Up(ctx)
@@ -333,6 +336,11 @@ func migrateVerb(ctx context.Context, m *migrate.Migrator, verb string, stdout i
 		}
 		fmt.Fprintln(stdout, "trigger files applied")
 	case "down":
+		if !force {
+			if err := downDrained(ctx, m, st); err != nil {
+				return err
+			}
+		}
 		r, err := m.Down(ctx)
 		if err != nil {
 			return err
@@ -496,5 +504,29 @@ func aliasWorkers(f *flags, maxRunning *int, workers int, logger *slog.Logger) e
 	}
 	logger.Warn("--workers (CHATD_WORKERS) is deprecated: use --max-running (CHATD_MAX_RUNNING)", slog.Int("max_running", workers))
 	*maxRunning = workers
+	return nil
+}
+
+// downDrained refuses to revert a migration while structured requests are
+// pending: the binary rolled back to would have to finish them on a schema
+// its successor wrote them for, and a rollback drains accepted work first
+// (docs/operations.md, Rolling back).
+func downDrained(ctx context.Context, m *migrate.Migrator, st *store.Store) error {
+	migrations, _, err := m.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(migrations, func(s migrate.Status) bool { return s.Applied }) {
+		return nil // nothing to revert, and no table to count in
+	}
+	n, err := st.PendingRequests(ctx)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		return &exitError{code: 3, err: fmt.Errorf("migrate down: %d structured requests are still pending; start every replica "+
+			"without the chat-structured-output experiment and wait until none is (chatd_structured_requests_pending is 0), "+
+			"see docs/operations.md \"Rolling back\"; --force reverts anyway", n)}
+	}
 	return nil
 }

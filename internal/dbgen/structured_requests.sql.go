@@ -14,6 +14,19 @@ import (
 	"github.com/google/uuid"
 )
 
+const requestCountPending = `-- name: RequestCountPending :one
+SELECT count(*)::bigint FROM structured_requests WHERE status = 'pending'
+`
+
+// Structured requests not finished, queued ones included: a migration is
+// reverted only once there are none (docs/operations.md, Rolling back).
+func (q *Queries) RequestCountPending(ctx context.Context, db DBTX) (int64, error) {
+	row := db.QueryRow(ctx, requestCountPending)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const requestFinishIfPending = `-- name: RequestFinishIfPending :one
 UPDATE structured_requests
 SET status = $1,

@@ -451,6 +451,13 @@ func (s *Store) GetRequest(ctx context.Context, owner, requestID uuid.UUID) (Req
 	return requestStateFrom(row), nil
 }
 
+// PendingRequests counts the structured requests not finished yet, queued
+// ones included, on every replica.
+func (s *Store) PendingRequests(ctx context.Context) (int64, error) {
+	n, err := s.q.RequestCountPending(ctx, s.pool)
+	return n, mapError(err)
+}
+
 // RequestCompaction asks for the chat's older history to be summarised at
 // the start of its next step (or of its next turn, if it is idle).
 func (s *Store) RequestCompaction(ctx context.Context, owner, chatID uuid.UUID) (Chat, error) {

@@ -85,3 +85,8 @@ WHERE r.status = 'pending' AND r.request_id = (
 -- A spawned child's request: the one it was created with, or the one an
 -- edit of its message replaced it with (the API admits no other in a child).
 SELECT * FROM structured_requests WHERE chat_id = @chat_id ORDER BY created_at DESC, request_id DESC LIMIT 1;
+
+-- name: RequestCountPending :one
+-- Structured requests not finished, queued ones included: a migration is
+-- reverted only once there are none (docs/operations.md, Rolling back).
+SELECT count(*)::bigint FROM structured_requests WHERE status = 'pending';
