@@ -170,6 +170,7 @@ func (anthropicFormat) parse(body []byte) (Request, error) {
 					"Each `tool_use` block must have a corresponding `tool_result` block in the next message.", i-1, strings.Join(prevToolUses, ", "))
 			}
 			msg := Message{Role: "assistant", Raw: raw}
+			var serverUses []string // server_tool_use ids still without their result
 			for j, bl := range blocks {
 				switch bl.Type {
 				case "text":
@@ -187,9 +188,27 @@ func (anthropicFormat) parse(body []byte) (Request, error) {
 					}
 					prevToolUses = append(prevToolUses, bl.ID)
 					msg.ToolCalls = append(msg.ToolCalls, MessageToolCall{ID: bl.ID, Name: bl.Name, Arguments: string(bl.Input)})
+				case "server_tool_use":
+					// A tool Anthropic ran (web search): its result block
+					// must follow in the same message.
+					if !strings.HasPrefix(bl.ID, "srvtoolu_") || bl.Name == "" {
+						return Request{}, fmt.Errorf("messages.%d.content.%d.id: server_tool_use needs a srvtoolu_ id and a name", i, j)
+					}
+					serverUses = append(serverUses, bl.ID)
+				case "web_search_tool_result":
+					k := slices.Index(serverUses, bl.ToolUseID)
+					if k < 0 {
+						return Request{}, fmt.Errorf("messages.%d.content.%d: unexpected `tool_use_id` found in `web_search_tool_result` blocks: %s. "+
+							"Each `web_search_tool_result` block must have a corresponding `server_tool_use` block before it.", i, j, bl.ToolUseID)
+					}
+					serverUses = slices.Delete(serverUses, k, k+1)
 				default:
 					return Request{}, fmt.Errorf("messages.%d.content.%d.type: unexpected block type %q in an assistant message", i, j, bl.Type)
 				}
+			}
+			if len(serverUses) > 0 {
+				return Request{}, fmt.Errorf("messages.%d: `web_search` tool use with id `%s` was found without a corresponding "+
+					"`web_search_tool_result` block", i, serverUses[0])
 			}
 			// With thinking on, the assistant turn that the request continues
 			// (tool calls answered by the final user message) must start

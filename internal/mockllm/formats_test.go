@@ -306,3 +306,29 @@ func TestNamedScriptsAndFormats(t *testing.T) {
 		}
 	}
 }
+
+// A replayed server tool use (web search) must be followed by its result in
+// the same assistant message, as the Anthropic API requires.
+func TestAnthropicServerToolReplay(t *testing.T) {
+	t.Parallel()
+	const use = `{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{"query":"q"}}`
+	const result = `{"type":"web_search_tool_result","tool_use_id":"srvtoolu_1","content":[]}`
+	for _, tc := range []struct {
+		name, assistant, wantErr string
+	}{
+		{"paired", use + `,` + result + `,{"type":"text","text":"found"}`, ""},
+		{"no result", use + `,{"type":"text","text":"found"}`, "`web_search` tool use with id `srvtoolu_1` was found without a corresponding `web_search_tool_result` block"},
+		{"result first", result + `,` + use, "unexpected `tool_use_id` found in `web_search_tool_result` blocks: srvtoolu_1"},
+		{"not a server id", `{"type":"server_tool_use","id":"toolu_1","name":"web_search","input":{}}`, "needs a srvtoolu_ id"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			body := `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"search"},{"role":"assistant","content":[` +
+				tc.assistant + `]},{"role":"user","content":"go on"}]}`
+			_, err := anthropicFormat{}.parse([]byte(body))
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("error %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}

@@ -99,7 +99,8 @@ func messagePart(role client.Role, p jsonb.Part) fantasy.MessagePart {
 		if p.IsError {
 			out = fantasy.ToolResultOutputContentError{Error: errorText(text)}
 		}
-		return fantasy.ToolResultPart{ToolCallID: p.ToolCallID, Output: out, ProviderExecuted: p.ProviderExecuted}
+		return fantasy.ToolResultPart{ToolCallID: p.ToolCallID, Output: out, ProviderExecuted: p.ProviderExecuted,
+			ProviderOptions: options(p.ProviderMetadata)}
 	}
 	return nil
 }

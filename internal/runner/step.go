@@ -226,11 +226,30 @@ func streamStep(ctx context.Context, lm fantasy.LanguageModel, call fantasy.Call
 			switch {
 			case c != nil && c.oversized || len(input) > maxToolInputBytes:
 				p.Args, p.ArgsRejected = json.RawMessage(`{}`), argsOversized
+			case part.ProviderExecuted && input == "":
+				// The provider ran it and sent no input (Responses'
+				// web_search_call): nothing to screen, nothing to run.
+				p.Args = json.RawMessage(`{}`)
 			case !json.Valid([]byte(input)):
 				p.Args, p.ArgsRejected = json.RawMessage(`{}`), argsNotJSON
 			default:
 				p.Args = json.RawMessage(input)
 			}
+			if _, fits := budget.take(part.ID+part.ToolCallName+string(p.ProviderMetadata), false); !fits {
+				res.Capped = true
+				break
+			}
+			res.Parts = append(res.Parts, p)
+		case fantasy.StreamPartTypeToolResult:
+			// The result of a provider-executed tool (web search): kept
+			// with the step, its provider data for the replay, which the
+			// provider requires next to the call (Anthropic refuses a
+			// server_tool_use without its web_search_tool_result).
+			if !part.ProviderExecuted {
+				break
+			}
+			p := jsonb.Part{Type: jsonb.PartToolResult, ToolCallID: part.ID, ToolName: part.ToolCallName, ProviderExecuted: true,
+				ProviderMetadata: metadata(part.ProviderMetadata)}
 			if _, fits := budget.take(part.ID+part.ToolCallName+string(p.ProviderMetadata), false); !fits {
 				res.Capped = true
 				break
