@@ -3,10 +3,13 @@ package httpapi
 import (
 	"context"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/chatd/chatd/internal/store"
 )
 
 // feeds share one database read per chat change among all the streams of
@@ -94,6 +97,8 @@ func (fd *feed) run(ctx context.Context, s *Server) {
 	defer sub.Close()
 	resync := time.NewTicker(streamResync)
 	defer resync.Stop()
+	var retry readRetry // a failed read is tried again soon, not at the resync
+	defer retry.stop()
 	// Registered before the first read (the kick of the first join): the
 	// chat's changes are announced only to registered followers. Until a
 	// registration succeeds the feed still reads at each resync.
@@ -123,31 +128,93 @@ func (fd *feed) run(ctx context.Context, s *Server) {
 			}
 		case <-fd.wake:
 		case <-resync.C:
+		case <-retry.c:
 		}
-		fd.read(ctx, s)
+		if fd.read(ctx, s) {
+			retry.stop()
+		} else {
+			retry.arm()
+		}
 	}
 }
 
-func (fd *feed) read(ctx context.Context, s *Server) {
+// read reads the changes after the feed's watermark and hands them out;
+// false when the read failed (the watermark stays: nothing is skipped).
+func (fd *feed) read(ctx context.Context, s *Server) bool {
 	fd.mu.Lock()
 	from := fd.watermark
 	fd.mu.Unlock()
 	// Not cancelled mid-flight (a cancelled query costs the connection):
 	// the last stream leaving stops the feed after this read.
-	rd, err := s.store.ReadStream(context.WithoutCancel(ctx), fd.owner, fd.chatID, from, 0, false)
+	rd, err := s.readStream(context.WithoutCancel(ctx), fd.owner, StreamQuery{ChatID: fd.chatID, Watermark: from, Feed: true}, 0)
 	if err != nil {
 		if isNotFound(err) {
 			// The chat is gone: hand out an empty read with the chat's id
 			// unset so streams end.
 			fd.broadcast(&rendered{}, from)
+			return true
 		}
-		return // transient: the next wake-up or resync reads again
+		return false // transient (the database restarts): read again soon
 	}
-	if rd.Chat.SnapshotVersion <= from {
-		return
+	if rd.Chat.SnapshotVersion > from {
+		fd.broadcast(render(rd), rd.Chat.SnapshotVersion)
 	}
-	fd.broadcast(render(rd), rd.Chat.SnapshotVersion)
+	return true
 }
+
+// readStream makes one read of a chat stream (store.ReadStream), through
+// TestSignals.StreamRead when a test set it.
+func (s *Server) readStream(ctx context.Context, owner uuid.UUID, q StreamQuery, afterID int64) (store.StreamRead, error) {
+	read := func(ctx context.Context) (store.StreamRead, error) {
+		return s.store.ReadStream(ctx, owner, q.ChatID, q.Watermark, afterID, q.Full)
+	}
+	if s.signals != nil && s.signals.StreamRead != nil {
+		return s.signals.StreamRead(ctx, q, read)
+	}
+	return read(ctx)
+}
+
+// Retry delays of a failed stream read: from readRetryBase, doubling, at
+// most readRetryMax plus a quarter of jitter. A stream therefore catches up
+// within about half a second of the database answering again instead of
+// at the next change or resync (10 s), and the feeds of many chats do not
+// retry in step.
+const (
+	readRetryBase = 25 * time.Millisecond
+	readRetryMax  = 400 * time.Millisecond
+)
+
+// readRetry times the next attempt of a failed read. c is nil while no
+// retry is due, so a select on it waits for the other cases.
+type readRetry struct {
+	t *time.Timer
+	c <-chan time.Time
+	n int // failures in a row
+}
+
+// arm schedules the next attempt after one more failure.
+func (r *readRetry) arm() {
+	d := min(readRetryBase<<min(r.n, 8), readRetryMax)
+	d += rand.N(d/4 + 1)
+	r.n++
+	if r.t == nil {
+		r.t = time.NewTimer(d)
+	} else {
+		r.t.Reset(d)
+	}
+	r.c = r.t.C
+}
+
+// stop forgets the failures: the last read succeeded.
+func (r *readRetry) stop() {
+	r.n, r.c = 0, nil
+	if r.t != nil {
+		r.t.Stop()
+	}
+}
+
+// due reports whether a failed read still has to be made again.
+func (r *readRetry) due() bool { return r.c != nil }
 
 // broadcast hands one rendered read to every stream of the feed.
 func (fd *feed) broadcast(rd *rendered, watermark int64) {

@@ -5,6 +5,7 @@
 package httpapi
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"maps"
@@ -80,6 +81,25 @@ type Options struct {
 	// one is free, a new chat is claimed for it in its admission and
 	// handed over. Nil: chats are announced to every replica (chatd_work).
 	Slots *handoff.Slots[store.Turn]
+	// TestSignals are points tests fault; nil in production.
+	TestSignals *TestSignals
+}
+
+// TestSignals are the API's points that tests fault or hold. Production
+// leaves them nil.
+type TestSignals struct {
+	// StreamRead, when set, makes every read of a chat stream (its first,
+	// its own catch-ups and its feed's) by calling read or not: tests fail
+	// reads, or hold them, wrapping the real one.
+	StreamRead func(ctx context.Context, q StreamQuery, read func(context.Context) (store.StreamRead, error)) (store.StreamRead, error)
+}
+
+// StreamQuery says which read of a stream TestSignals.StreamRead wraps.
+type StreamQuery struct {
+	ChatID    uuid.UUID
+	Watermark int64
+	Full      bool // the stream's first read (the history after after_id)
+	Feed      bool // the chat's shared feed, not one stream
 }
 
 // Defaults of Options.
@@ -136,6 +156,7 @@ type Server struct {
 	userStreams  map[uuid.UUID]int // open streams by user, for MaxStreamsPerUser
 	shutdown     chan struct{}
 	shutdownOnce sync.Once
+	signals      *TestSignals
 
 	metrics      http.Handler // promhttp over Options.Metrics
 	httpRequests *prometheus.CounterVec
@@ -169,7 +190,7 @@ func New(o Options) *Server {
 	s := &Server{store: o.Store, models: o.Models, hub: o.Hub, experiments: o.Experiments,
 		serverTools: map[string]bool{}, mcp: o.MCP, maxBody: o.MaxBodyBytes, bodyTimeout: o.BodyReadTimeout, maxStreams: o.MaxStreamsPerUser,
 		userStreams: map[uuid.UUID]int{}, log: o.Logger, accessLevel: o.AccessLogLevel, corsOrigins: o.CORSOrigins, mux: http.NewServeMux(),
-		observe: o.Observe, shutdown: make(chan struct{})}
+		observe: o.Observe, shutdown: make(chan struct{}), signals: o.TestSignals}
 	s.spawnAgents, s.slots = o.SpawnAgents, o.Slots
 	s.maxRunnable = max(o.MaxRunnablePerUser, 0)
 	if o.SpawnAgents {

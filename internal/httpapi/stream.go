@@ -202,7 +202,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 
 	// The stream's reads are not cancelled mid-flight when the client
 	// leaves (a cancelled query costs the connection).
-	first, err := s.store.ReadStream(context.WithoutCancel(ctx), owner, chatID, 0, cur.msg, true)
+	first, err := s.readStream(context.WithoutCancel(ctx), owner, StreamQuery{ChatID: chatID, Full: true}, cur.msg)
 	if err != nil {
 		return err // 404 and friends, before any byte is written
 	}
@@ -218,17 +218,23 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 	defer s.feeds.leave(fd, sub)
 
 	// ownRead reads for this stream alone: after joining a feed that had
-	// moved on, or after missing some of its reads.
+	// moved on, or after missing some of its reads. Until one succeeds the
+	// stream is behind (retry.due): the feed's reads may start above what
+	// it missed, so they are not applied, and the read is tried again soon.
+	var retry readRetry
+	defer retry.stop()
 	ownRead := func() error {
-		rd, err := s.store.ReadStream(context.WithoutCancel(ctx), owner, chatID, st.watermark, 0, false)
+		rd, err := s.readStream(context.WithoutCancel(ctx), owner, StreamQuery{ChatID: chatID, Watermark: st.watermark}, 0)
 		if isNotFound(err) {
 			_ = out.event("error", client.StreamError{Message: "The chat no longer exists."})
 			_ = out.flush()
 			return err
 		}
 		if err != nil {
-			return nil //nolint:nilerr // transient: the feed reads again on the next change
+			retry.arm()
+			return nil //nolint:nilerr // transient (the database restarts): read again soon
 		}
+		retry.stop()
 		return s.apply(out, st, render(rd), false)
 	}
 	if behind && (ownRead() != nil || out.flush() != nil) {
@@ -256,10 +262,17 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 			if st.partials.fire(out, st) != nil || out.flush() != nil {
 				return nil
 			}
+		case <-retry.c:
+			if ownRead() != nil || out.flush() != nil {
+				return nil
+			}
 		case rd := <-sub.ch:
-			if sub.takeLost() {
+			if sub.takeLost() || retry.due() {
 				if ownRead() != nil {
 					return nil
+				}
+				if retry.due() {
+					continue // still behind: rd could skip what the stream missed
 				}
 			}
 			if rd.Chat.ID == uuid.Nil {

@@ -104,6 +104,8 @@ type Options struct {
 	// Metrics, Wake and Render are set here).
 	Webhooks       []webhooks.Config
 	WebhookOptions webhooks.Options
+	// APISignals are the API's test signals (fault a stream's reads).
+	APISignals *httpapi.TestSignals
 }
 
 // apiKeyEnv names the (private) variable holding Options.APIKey.
@@ -272,7 +274,7 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 	e.Server = httpapi.New(httpapi.Options{Store: e.Store, Models: e.Models, Hub: e.Hub, Experiments: exp, ServerTools: toolNames, MCP: o.MCP,
 		SpawnAgents: o.Spawn != nil, Slots: slots,
 		Logger: e.Logger, Metrics: e.Metrics, CORSOrigins: o.CORSOrigins, MaxStreamsPerUser: o.MaxStreamsPerUser,
-		MaxRunnablePerUser: o.MaxRunnablePerUser, Observe: HTTPObserver()})
+		MaxRunnablePerUser: o.MaxRunnablePerUser, Observe: HTTPObserver(), TestSignals: o.APISignals})
 	e.API = httptest.NewServer(e.Server)
 	e.stops = append(e.stops, func() {
 		e.Server.Shutdown()
