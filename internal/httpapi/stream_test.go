@@ -461,6 +461,15 @@ func TestStreamLeavingDoesNotCancelItsRead(t *testing.T) {
 	s := collect(t, c.Stream(sctx, chat.Chat.ID, 0))
 	s.until(t, "the first status", isStatus(client.StatusRunning))
 
+	// The test watches from a connection of its own: the pool would hand the
+	// read's connection, once back, to a query watching that very connection,
+	// which then sees itself active.
+	watch, err := env.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Release()
+
 	// The feed's next read waits behind a lock on chat_messages.
 	hold, err := env.Pool.Begin(ctx)
 	if err != nil {
@@ -476,7 +485,7 @@ func TestStreamLeavingDoesNotCancelItsRead(t *testing.T) {
 	var pid int32
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		err := env.Pool.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database()
+		err := watch.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database()
 			AND wait_event_type = 'Lock' AND query LIKE '%MessageListChangedForStream%'`).Scan(&pid)
 		if err == nil {
 			break
@@ -504,7 +513,7 @@ func TestStreamLeavingDoesNotCancelItsRead(t *testing.T) {
 	// The read finishes and its backend is idle in the pool, not gone.
 	for {
 		var state string
-		err := env.Pool.QueryRow(ctx, `SELECT state FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&state)
+		err := watch.QueryRow(ctx, `SELECT state FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&state)
 		if errors.Is(err, pgx.ErrNoRows) {
 			t.Fatal("the read's connection was closed: its query was cancelled")
 		}
