@@ -3,6 +3,7 @@ package notify_test
 import (
 	"context"
 	"errors"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -43,6 +44,23 @@ func TestProbe(t *testing.T) {
 	unreachable.Database = "chatd_no_such_database"
 	if err := notify.Probe(ctx, pool, unreachable, 5*time.Second); err == nil || errors.Is(err, notify.ErrNotDelivered) {
 		t.Fatalf("a listener that cannot connect: %v, want the connection's error", err)
+	}
+}
+
+// TestProbeSlowConnect: the probe's wait is for the notification, not for
+// its own connection: on a loaded machine a connect slower than the wait
+// is not a pooler that drops notifications.
+func TestProbeSlowConnect(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	slow := pool.Config().ConnConfig.Copy()
+	dial := slow.DialFunc
+	slow.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		time.Sleep(time.Second) // a connect on a loaded machine, not synchronisation
+		return dial(ctx, network, addr)
+	}
+	if err := notify.Probe(t.Context(), pool, slow, 300*time.Millisecond); err != nil {
+		t.Fatalf("a slow connect to the same database: %v", err)
 	}
 }
 
