@@ -87,18 +87,21 @@ crash-long: pg-deps
 	CHATD_CRASH_KILLS=$(CRASH_KILLS) CHATD_STORM_OPS=$(STORM_OPS) CHATD_HOSTILE_KILLS=$(HOSTILE_KILLS) CHATD_CRASH_SEED=$(CRASH_SEED) \
 	  go test -race -count=1 -timeout 4h -v -run '^(TestKillRestart|TestStorm|TestHostileModelStorm)$$' ./internal/crashtest/
 
-## generate: sqlc's code (internal/dbgen) and sql/schema.sql, the pg_dump
-## of a migrated database (sql/dump_test.go).
+## generate: sqlc's code (internal/dbgen), sql/schema.sql, the pg_dump
+## of a migrated database (sql/dump_test.go), and docs/flags.md, the flag
+## reference (cmd/server/flagdoc_test.go).
 generate: pg-deps
 	go tool sqlc generate
 	CHATD_SCHEMA_DUMP=write go test -count=1 -run '^TestSchemaDump$$' ./sql/
+	CHATD_FLAG_DOC=write go test -count=1 -run '^TestFlagReference$$' ./cmd/server/
 
-## check-generated: fails when the committed sqlc output or sql/schema.sql is
-## stale, or when sqlc vet's rules (sqlc.yaml) refuse a query.
+## check-generated: fails when the committed sqlc output, sql/schema.sql or
+## docs/flags.md is stale, or when sqlc vet's rules (sqlc.yaml) refuse a query.
 check-generated: pg-deps
 	go tool sqlc diff
 	go tool sqlc vet
 	go test -count=1 -run '^TestSchemaDump$$' ./sql/
+	go test -count=1 -run '^TestFlagReference$$' ./cmd/server/
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }

@@ -14,12 +14,17 @@ import (
 	"github.com/chatd/chatd/internal/migrate"
 )
 
+// checkFlags defines the flags of chatd check.
+func checkFlags(stderr io.Writer) (*flags, databaseFlags) {
+	f := newFlags("check", "chatd check [flags]", stderr)
+	return f, addToolDatabaseFlags(f, stderr)
+}
+
 // cmdCheck runs the invariant checks of sql/check.sql and prints every
 // violation. Exit status: 0 clean, 1 violations (or the checks could not
 // run), 2 usage errors.
 func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newFlags("check", "chatd check [flags]", stderr)
-	db := addToolDatabaseFlags(f, stderr)
+	f, db := checkFlags(stderr)
 	if err := f.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err

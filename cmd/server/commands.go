@@ -33,43 +33,80 @@ import (
 	"github.com/chatd/chatd/internal/webhooks"
 )
 
-func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
+// serverArgs are the flags of chatd server.
+type serverArgs struct {
+	listen            *string
+	db                databaseFlags
+	configPath        *string
+	experiments       *string
+	doMigrate         *bool
+	maxRunning        *int
+	workers           *int
+	maxRunningPerUser *int
+	dbMaxConns        *int
+	maxSteps          *int
+	lease             *time.Duration
+	drain             *time.Duration
+	silence           *time.Duration
+	serverToolTimeout *time.Duration
+	providerAttempts  *int
+	toolTimeout       *time.Duration
+	logFormat         *string
+	logLevel          *string
+	corsOrigins       *string
+	accessLevel       *string
+	withConsole       *bool
+	bodyTimeout       *time.Duration
+	maxRunnable       *int
+	maxStreams        *int
+	debugListen       *string
+}
+
+// serverFlags defines the flags of chatd server: the one source of its
+// --help and of the reference in docs/operations.md (TestFlagReference).
+func serverFlags(stderr io.Writer) (*flags, *serverArgs) {
 	f := newFlags("server", "chatd server [flags]", stderr)
-	listen := f.String("listen", "CHATD_LISTEN", "127.0.0.1:8080", "HTTP listen address")
-	db := addDatabaseFlags(f)
-	configPath := f.String("config", "CHATD_CONFIG", "", "JSON config file with providers and models")
-	experiments := f.String("experiments", "CHATD_EXPERIMENTS", "", "comma-separated experiments to enable (chat-structured-output)")
-	doMigrate := f.Bool("migrate", "CHATD_MIGRATE", false, "apply pending migrations at start-up (always done for the local cluster)")
-	maxRunning := f.Int("max-running", "CHATD_MAX_RUNNING", runner.DefaultMaxRunning, "chats this process runs at once (0: none, an API-only replica); a chat waiting on its model holds no database connection")
-	workers := f.Int("workers", "CHATD_WORKERS", 0, "deprecated: the old name of --max-running")
-	maxRunningPerUser := f.Int("max-running-per-user", "CHATD_MAX_RUNNING_PER_USER", 0, "optional cap on one user's running chats across all replicas (0: none); the rest wait, runnable")
-	dbMaxConns := f.Int("db-max-conns", "CHATD_DB_MAX_CONNS", defaultDBMaxConns, "database connections this process keeps at most (its pool), whatever --max-running is")
-	maxSteps := f.Int("max-steps", "CHATD_MAX_STEPS", 25, "provider steps allowed per turn")
-	lease := f.Duration("lease", "CHATD_LEASE", 30*time.Second, "how long a worker's claim on a chat lasts without renewal")
-	drain := f.Duration("drain-timeout", "CHATD_DRAIN_TIMEOUT", 15*time.Second, "on shutdown, how long in-flight steps may finish before they are cut off and their chats released")
-	silence := f.Duration("provider-silence-timeout", "CHATD_PROVIDER_SILENCE_TIMEOUT", 5*time.Minute, "cut off and retry a provider step that sends nothing for this long")
-	serverToolTimeout := f.Duration("server-tool-timeout", "CHATD_SERVER_TOOL_TIMEOUT", 30*time.Second, "how long one server tool call (read_file, list_files) may run before it is answered with an error")
-	providerAttempts := f.Int("provider-attempts", "CHATD_PROVIDER_ATTEMPTS", 5, "provider attempts per step: transient failures (unreachable, 429, 5xx, cut streams) are retried with backoff until then")
-	toolTimeout := f.Duration("tool-result-timeout", "CHATD_TOOL_RESULT_TIMEOUT", 10*time.Minute, "how long a turn waits for client tool results before answering the calls with errors")
-	logFormat := f.String("log-format", "CHATD_LOG_FORMAT", "json", "log format: json or text")
-	logLevel := f.String("log-level", "CHATD_LOG_LEVEL", "info", "log level: debug, info, warn, error")
-	corsOrigins := f.String("cors-origins", "CHATD_CORS_ORIGINS", "", "comma-separated browser origins allowed to call the API (scheme://host[:port], or *); empty: CORS off")
-	accessLevel := f.String("access-log-level", "CHATD_ACCESS_LOG_LEVEL", "info", "level of the per-request access lines: debug, info, warn, error")
-	withConsole := f.Bool("console", "CHATD_CONSOLE", false, "serve the web console at /console/ (a client of the public API; sign in with an API token)")
-	bodyTimeout := f.Duration("body-read-timeout", "CHATD_BODY_READ_TIMEOUT", httpapi.DefaultBodyReadTimeout, "how long a request body may take to arrive before the request is answered 408")
-	maxRunnable := f.Int("max-runnable-per-user", "CHATD_MAX_RUNNABLE_PER_USER", httpapi.DefaultMaxRunnablePerUser, "runnable chats (running, or waiting for a slot) one user may have across all replicas; a create or send that would start one more is answered 429 (-1: no limit)")
-	maxStreams := f.Int("max-streams-per-user", "CHATD_MAX_STREAMS_PER_USER", httpapi.DefaultMaxStreamsPerUser, "event streams (chat streams and watches) one user may have open on this process; one more is answered 429 (-1: no limit)")
-	debugListen := f.String("debug-listen", "CHATD_DEBUG_LISTEN", "", "serve Go's profiler (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; off when empty. Keep it private: profiles reveal the process's internals")
+	return f, &serverArgs{
+		listen:            f.String("listen", "CHATD_LISTEN", "127.0.0.1:8080", "HTTP listen address (0.0.0.0:8080 to serve other hosts)"),
+		db:                addDatabaseFlags(f),
+		configPath:        f.String("config", "CHATD_CONFIG", "", "JSON config file: providers, models, the default model, hooks, workspace, MCP servers, webhooks (docs/providers.md)"),
+		experiments:       f.String("experiments", "CHATD_EXPERIMENTS", "", "comma-separated experiments to enable; chat-structured-output admits structured requests"),
+		doMigrate:         f.Bool("migrate", "CHATD_MIGRATE", false, "apply pending migrations at start-up (always done for the local cluster)"),
+		maxRunning:        f.Int("max-running", "CHATD_MAX_RUNNING", runner.DefaultMaxRunning, "chats this process runs at once (0: none, an API-only replica); a chat waiting on its model holds no database connection, and a tenth is kept for users with nothing running (docs/runtime.md)"),
+		workers:           f.Int("workers", "CHATD_WORKERS", 0, "deprecated: the old name of --max-running"),
+		maxRunningPerUser: f.Int("max-running-per-user", "CHATD_MAX_RUNNING_PER_USER", 0, "optional cap on one user's running chats across all replicas (0: none); the rest wait, runnable"),
+		dbMaxConns:        f.Int("db-max-conns", "CHATD_DB_MAX_CONNS", defaultDBMaxConns, "database connections this process keeps at most (its pool), whatever --max-running is"),
+		maxSteps:          f.Int("max-steps", "CHATD_MAX_STEPS", 25, "provider steps allowed per turn"),
+		lease:             f.Duration("lease", "CHATD_LEASE", 30*time.Second, "how long a worker's claim on a chat lasts without renewal (another replica takes over after it)"),
+		drain:             f.Duration("drain-timeout", "CHATD_DRAIN_TIMEOUT", 15*time.Second, "on SIGTERM, SIGINT or SIGHUP, how long in-flight steps may finish before they are cut off and their chats released"),
+		silence:           f.Duration("provider-silence-timeout", "CHATD_PROVIDER_SILENCE_TIMEOUT", 5*time.Minute, "cut off and retry a provider step that sends nothing for this long"),
+		serverToolTimeout: f.Duration("server-tool-timeout", "CHATD_SERVER_TOOL_TIMEOUT", 30*time.Second, "how long one server tool call (read_file, list_files) may run before it is answered with an error"),
+		providerAttempts:  f.Int("provider-attempts", "CHATD_PROVIDER_ATTEMPTS", 5, "provider attempts per step: transient failures (unreachable, 429, 5xx, cut or stalled streams) are retried with backoff until then (docs/runtime.md#provider-errors)"),
+		toolTimeout:       f.Duration("tool-result-timeout", "CHATD_TOOL_RESULT_TIMEOUT", 10*time.Minute, "how long a turn waits for client tool results before answering the calls with errors"),
+		logFormat:         f.String("log-format", "CHATD_LOG_FORMAT", "json", "log format: json or text"),
+		logLevel:          f.String("log-level", "CHATD_LOG_LEVEL", "info", "log level: debug, info, warn, error"),
+		corsOrigins:       f.String("cors-origins", "CHATD_CORS_ORIGINS", "", "comma-separated browser origins allowed to call the API (scheme://host[:port], or *); empty: CORS off (docs/api.md#browsers)"),
+		accessLevel:       f.String("access-log-level", "CHATD_ACCESS_LOG_LEVEL", "info", "level of the one access line per request: debug, info, warn, error (make run sets debug)"),
+		withConsole:       f.Bool("console", "CHATD_CONSOLE", false, "serve the web console at /console/ and redirect / to it (a client of the public API, so any replica serves it; sign in with an API token; docs/console.md)"),
+		bodyTimeout:       f.Duration("body-read-timeout", "CHATD_BODY_READ_TIMEOUT", httpapi.DefaultBodyReadTimeout, "how long a request body may take to arrive; a stalled body is answered 408 and its connection closed. Headers must arrive within 10s and an idle keep-alive connection is closed after 2m; there is no overall read or write timeout, which would cut event streams"),
+		maxRunnable:       f.Int("max-runnable-per-user", "CHATD_MAX_RUNNABLE_PER_USER", httpapi.DefaultMaxRunnablePerUser, "runnable chats (running, or waiting for a slot) one user may have across all replicas; a create or send that would start one more is answered 429 (-1: no limit)"),
+		maxStreams:        f.Int("max-streams-per-user", "CHATD_MAX_STREAMS_PER_USER", httpapi.DefaultMaxStreamsPerUser, "event streams (chat streams and watches together) one user may have open on this process; one more is answered 429 with Retry-After (-1: no limit). Per process: behind a load balancer a user may hold this many on each replica"),
+		debugListen:       f.String("debug-listen", "CHATD_DEBUG_LISTEN", "", "serve Go's profiler (/debug/pprof/) on this address, e.g. 127.0.0.1:6060, never on the API's listener; off when empty. Keep it private: profiles reveal the process's internals"),
+	}
+}
+
+func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
+	f, a := serverFlags(stderr)
 	if err := f.Parse(args); err != nil {
 		return err
 	}
 	if f.NArg() > 0 {
 		return fmt.Errorf("server: unexpected argument %q", f.Arg(0))
 	}
-	if err := db.validate(); err != nil {
+	if err := a.db.validate(); err != nil {
 		return err
 	}
-	logger, err := newLogger(stderr, *logFormat, *logLevel)
+	logger, err := newLogger(stderr, *a.logFormat, *a.logLevel)
 	if err != nil {
 		return err
 	}
@@ -77,52 +114,52 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	if gcTuned {
 		logger.Debug("garbage collector target set", slog.Int("gc_percent", serverGCPercent))
 	}
-	origins, err := httpapi.ParseOrigins(*corsOrigins)
+	origins, err := httpapi.ParseOrigins(*a.corsOrigins)
 	if err != nil {
 		return fmt.Errorf("--cors-origins: %w", err)
 	}
 	var accessLogLevel slog.Level
-	if err := accessLogLevel.UnmarshalText([]byte(*accessLevel)); err != nil {
+	if err := accessLogLevel.UnmarshalText([]byte(*a.accessLevel)); err != nil {
 		return fmt.Errorf("--access-log-level: %w", err)
 	}
-	if err := aliasWorkers(f, maxRunning, *workers, logger); err != nil {
+	if err := aliasWorkers(f, a.maxRunning, *a.workers, logger); err != nil {
 		return err
 	}
-	if *maxRunning < 0 || *maxRunning > maxMaxRunning {
+	if *a.maxRunning < 0 || *a.maxRunning > maxMaxRunning {
 		return fmt.Errorf("--max-running must be from 0 to %d", maxMaxRunning)
 	}
-	if *maxRunningPerUser < 0 {
+	if *a.maxRunningPerUser < 0 {
 		return errors.New("--max-running-per-user must be 0 (no cap) or positive")
 	}
-	if *dbMaxConns < 2 || *dbMaxConns > 10000 {
+	if *a.dbMaxConns < 2 || *a.dbMaxConns > 10000 {
 		return errors.New("--db-max-conns must be from 2 to 10000")
 	}
-	if *lease < time.Second || *drain <= 0 || *toolTimeout <= 0 || *silence <= 0 || *serverToolTimeout <= 0 {
+	if *a.lease < time.Second || *a.drain <= 0 || *a.toolTimeout <= 0 || *a.silence <= 0 || *a.serverToolTimeout <= 0 {
 		return errors.New("--lease must be at least 1s; --drain-timeout, --tool-result-timeout, --server-tool-timeout and --provider-silence-timeout must be positive")
 	}
-	if *bodyTimeout <= 0 {
+	if *a.bodyTimeout <= 0 {
 		return errors.New("--body-read-timeout must be positive")
 	}
-	if *maxRunnable == 0 || *maxRunnable < -1 {
+	if *a.maxRunnable == 0 || *a.maxRunnable < -1 {
 		return errors.New("--max-runnable-per-user must be positive, or -1 for no limit")
 	}
-	if *maxStreams == 0 || *maxStreams < -1 {
+	if *a.maxStreams == 0 || *a.maxStreams < -1 {
 		return errors.New("--max-streams-per-user must be positive, or -1 for no limit")
 	}
-	if *providerAttempts < 1 || *providerAttempts > 100 {
+	if *a.providerAttempts < 1 || *a.providerAttempts > 100 {
 		return errors.New("--provider-attempts must be from 1 to 100")
 	}
 
 	cfg := &config.Config{}
-	if *configPath != "" {
-		if cfg, err = config.Load(*configPath); err != nil {
+	if *a.configPath != "" {
+		if cfg, err = config.Load(*a.configPath); err != nil {
 			return err
 		}
 	} else {
 		logger.Warn("no --config given: no models are configured, so chats cannot be created")
 	}
 	exp := map[string]bool{}
-	for _, e := range strings.Split(*experiments, ",") {
+	for _, e := range strings.Split(*a.experiments, ",") {
 		if e = strings.TrimSpace(e); e != "" {
 			if e != httpapi.ExperimentStructuredOutput {
 				return fmt.Errorf("--experiments: unknown experiment %q (known: %s)", e, httpapi.ExperimentStructuredOutput)
@@ -131,12 +168,12 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 	}
 
-	d, err := openDatabase(ctx, db, int32(*dbMaxConns), logger)
+	d, err := openDatabase(ctx, a.db, int32(*a.dbMaxConns), logger)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	if err := ensureMigrated(ctx, d, *doMigrate, logger); err != nil {
+	if err := ensureMigrated(ctx, d, *a.doMigrate, logger); err != nil {
 		return err
 	}
 
@@ -163,7 +200,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	hub.ListenOn(d.listen)
 	st.Tell(hub.ID(), hub)
 	relay := notify.NewRelay(d.pool, hub, logger)
-	models := provider.NewRegistry(cfg, provider.Options{Logger: logger, Calls: *maxRunning, Metrics: reg})
+	models := provider.NewRegistry(cfg, provider.Options{Logger: logger, Calls: *a.maxRunning, Metrics: reg})
 	// MCP servers: stdio children are started here and stopped (their
 	// whole process group) when the server returns, after the runner.
 	mcps := mcp.New(cfg.MCPServers, mcp.Options{Logger: logger, Metrics: reg, Reserved: []string{runner.FinalizerName}})
@@ -179,7 +216,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	slots := handoff.New[store.Turn]()
 	api := httpapi.New(httpapi.Options{Store: st, Models: models, Hub: hub, Experiments: exp, ServerTools: toolNames, MCP: mcps, SpawnAgents: spawn != nil, Slots: slots,
 		Logger: logger, AccessLogLevel: accessLogLevel, CORSOrigins: origins, Metrics: reg,
-		BodyReadTimeout: *bodyTimeout, MaxStreamsPerUser: *maxStreams, MaxRunnablePerUser: *maxRunnable})
+		BodyReadTimeout: *a.bodyTimeout, MaxStreamsPerUser: *a.maxStreams, MaxRunnablePerUser: *a.maxRunnable})
 	deliverer, err := webhooks.New(st, cfg.Webhooks, webhooks.Options{Logger: logger, Metrics: reg, Wake: hub.Finished(),
 		Render: func(rs store.RequestState) (any, error) { return httpapi.RenderResult(rs) }})
 	if err != nil {
@@ -190,18 +227,18 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := st.SyncWebhooks(ctx, deliverer.Subscriptions()); err != nil {
 		return fmt.Errorf("install webhook subscriptions: %w", err)
 	}
-	run := runner.New(st, models, hub, runner.Options{MaxRunning: *maxRunning, MaxRunningPerUser: *maxRunningPerUser, MaxSteps: *maxSteps,
+	run := runner.New(st, models, hub, runner.Options{MaxRunning: *a.maxRunning, MaxRunningPerUser: *a.maxRunningPerUser, MaxSteps: *a.maxSteps,
 		Tools: serverTools, MCP: mcps, Spawn: spawn, Slots: slots,
-		Lease: *lease, DrainTimeout: *drain, ActionTimeout: *toolTimeout, SilenceTimeout: *silence,
-		ServerToolTimeout: *serverToolTimeout, MaxAttempts: *providerAttempts,
+		Lease: *a.lease, DrainTimeout: *a.drain, ActionTimeout: *a.toolTimeout, SilenceTimeout: *a.silence,
+		ServerToolTimeout: *a.serverToolTimeout, MaxAttempts: *a.providerAttempts,
 		Hooks: stopHooks, CompactionThreshold: cfg.CompactionThreshold, Preview: relay, Logger: logger, Metrics: reg})
 
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := net.Listen("tcp", *a.listen)
 	if err != nil {
 		return err
 	}
-	if *debugListen != "" {
-		dbg, err := serveDebug(*debugListen, logger)
+	if *a.debugListen != "" {
+		dbg, err := serveDebug(*a.debugListen, logger)
 		if err != nil {
 			ln.Close()
 			return err
@@ -209,7 +246,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 		defer func() { _ = dbg.Close() }()
 	}
 	var handler http.Handler = api
-	if *withConsole {
+	if *a.withConsole {
 		handler = console.Mount(api)
 	}
 	srv := httpapi.NewHTTPServer(handler)
@@ -221,7 +258,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	wg.Go(func() { relay.Run(bg) })
 	runCtx, stopRunner := context.WithCancel(bg)
 	wg.Go(func() { deliverer.Run(runCtx) })
-	if *maxRunning > 0 {
+	if *a.maxRunning > 0 {
 		wg.Go(func() { run.Run(runCtx) })
 		if gcTuned {
 			wg.Go(func() { adaptGC(bg, slots.Used) })
@@ -230,8 +267,8 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
-	logger.Info("chatd listening", slog.String("addr", "http://"+ln.Addr().String()), slog.Int("max_running", *maxRunning), slog.Int("db_max_conns", *dbMaxConns),
-		slog.Bool("structured_output", exp[httpapi.ExperimentStructuredOutput]), slog.Bool("console", *withConsole), slog.Bool("local_database", d.local))
+	logger.Info("chatd listening", slog.String("addr", "http://"+ln.Addr().String()), slog.Int("max_running", *a.maxRunning), slog.Int("db_max_conns", *a.dbMaxConns),
+		slog.Bool("structured_output", exp[httpapi.ExperimentStructuredOutput]), slog.Bool("console", *a.withConsole), slog.Bool("local_database", d.local))
 
 	select {
 	case <-ctx.Done():
@@ -282,10 +319,16 @@ func ensureMigrated(ctx context.Context, d *database, force bool, logger *slog.L
 	})
 }
 
-func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// migrateFlags defines the flags of chatd migrate.
+func migrateFlags(stderr io.Writer) (*flags, databaseFlags, *bool) {
 	f := newFlags("migrate", "chatd migrate up|down|status [flags]", stderr)
 	db := addDatabaseFlags(f)
 	force := f.Bool("force", "CHATD_MIGRATE_FORCE", false, "migrate down: revert even while structured requests are pending (they may never get their receipts)")
+	return f, db, force
+}
+
+func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, db, force := migrateFlags(stderr)
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		if err := f.Parse(args); err != nil {
 			return err
@@ -376,22 +419,28 @@ func migrateVerb(ctx context.Context, m *migrate.Migrator, st *store.Store, verb
 	return nil
 }
 
-func cmdToken(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	const synopsis = "chatd token create --user NAME [--expires-in DURATION] | list [--user NAME] | revoke TOKEN_ID [flags]"
-	verb := ""
-	if len(args) > 0 {
-		verb = args[0]
-	}
-	f := newFlags("token", synopsis, stderr)
-	var userName *string
-	var expiresIn *time.Duration
+// tokenFlags defines the flags of chatd token VERB but the database's:
+// create's --user and --expires-in, list's --user (nil when VERB has none).
+func tokenFlags(verb string, stderr io.Writer) (f *flags, userName *string, expiresIn *time.Duration) {
+	f = newFlags("token", "chatd token create --user NAME [--expires-in DURATION] | list [--user NAME] | revoke TOKEN_ID [flags]", stderr)
 	switch verb {
 	case "create":
 		userName = f.String("user", "CHATD_USER", "", "user name (created if it does not exist)")
 		expiresIn = f.Duration("expires-in", "CHATD_TOKEN_EXPIRES_IN", 0, "the token stops working this long from now, e.g. 720h (0: never)")
 	case "list":
 		userName = f.String("user", "CHATD_USER", "", "list only this user's tokens")
-	case "revoke":
+	}
+	return f, userName, expiresIn
+}
+
+func cmdToken(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	verb := ""
+	if len(args) > 0 {
+		verb = args[0]
+	}
+	f, userName, expiresIn := tokenFlags(verb, stderr)
+	switch verb {
+	case "create", "list", "revoke":
 	case "-h", "--help":
 		f.Usage()
 		return flag.ErrHelp

@@ -128,6 +128,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 type flags struct {
 	*flag.FlagSet
 	envErrs []error
+	// docs are the flags in the order defined, for the reference
+	// (docs/flags.md); --help prints the same help texts.
+	docs []flagDoc
+}
+
+// flagDoc is one flag as the reference documents it.
+type flagDoc struct {
+	name, env, help string
 }
 
 func newFlags(name, synopsis string, stderr io.Writer) *flags {
@@ -141,8 +149,10 @@ func newFlags(name, synopsis string, stderr io.Writer) *flags {
 	return f
 }
 
-// fromEnv sets the flag just defined from its environment variable.
-func (f *flags) fromEnv(name, env string) {
+// fromEnv records the flag just defined and sets it from its environment
+// variable.
+func (f *flags) fromEnv(name, env, help string) {
+	f.docs = append(f.docs, flagDoc{name: name, env: env, help: help})
 	if v, ok := os.LookupEnv(env); ok {
 		if err := f.FlagSet.Set(name, v); err != nil {
 			f.envErrs = append(f.envErrs, fmt.Errorf("%s=%q: %w", env, v, err))
@@ -161,25 +171,25 @@ func (f *flags) Parse(args []string) error {
 
 func (f *flags) String(name, env, def, help string) *string {
 	p := f.FlagSet.String(name, def, help+" (env "+env+")")
-	f.fromEnv(name, env)
+	f.fromEnv(name, env, help)
 	return p
 }
 
 func (f *flags) Int(name, env string, def int, help string) *int {
 	p := f.FlagSet.Int(name, def, help+" (env "+env+")")
-	f.fromEnv(name, env)
+	f.fromEnv(name, env, help)
 	return p
 }
 
 func (f *flags) Duration(name, env string, def time.Duration, help string) *time.Duration {
 	p := f.FlagSet.Duration(name, def, help+" (env "+env+")")
-	f.fromEnv(name, env)
+	f.fromEnv(name, env, help)
 	return p
 }
 
 func (f *flags) Bool(name, env string, def bool, help string) *bool {
 	p := f.FlagSet.Bool(name, def, help+" (env "+env+")")
-	f.fromEnv(name, env)
+	f.fromEnv(name, env, help)
 	return p
 }
 
@@ -225,11 +235,12 @@ func addToolDatabaseFlags(f *flags, stderr io.Writer) databaseFlags {
 func addDatabaseFlags(f *flags) databaseFlags {
 	return databaseFlags{
 		url: f.String("database-url", "CHATD_DATABASE_URL", "",
-			"PostgreSQL URL; when empty, chatd runs its own PostgreSQL under --data-dir"),
+			"PostgreSQL URL; when empty, chatd runs its own PostgreSQL under --data-dir. One that does not parse stops the command at once (password redacted)"),
 		direct: f.String("direct-database-url", "CHATD_DIRECT_DATABASE_URL", "",
 			"a session connection to the same database, not through a pooler: set it when --database-url is a transaction pooler "+
-				"(PgBouncer pool_mode=transaction). The notification listener and migrations use it; the pool then uses no prepared statements"),
-		dataDir: f.String("data-dir", "CHATD_DATA_DIR", ".chatd", "directory for the local PostgreSQL cluster"),
+				"(PgBouncer pool_mode=transaction). The notification listener and migrations use it; the pool then uses no prepared statements. "+
+				"Needs --database-url (docs/operations.md#pgbouncer)"),
+		dataDir: f.String("data-dir", "CHATD_DATA_DIR", ".chatd", "directory for the local PostgreSQL cluster (as root, when the postgres account cannot enter it, under /var/lib/chatd/)"),
 	}
 }
 
