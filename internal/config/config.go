@@ -63,11 +63,14 @@ type SpawnAgent struct {
 
 // Provider is one LLM endpoint. The API key is read from the environment
 // variable named by APIKeyEnv, never from the file, and never logged.
+// NoAPIKey says that the endpoint needs none (a local server): requests go
+// without a key, and nothing is logged about it.
 type Provider struct {
 	Name      string            `json:"name"`
 	Type      string            `json:"type"`
 	BaseURL   string            `json:"base_url,omitempty"`
 	APIKeyEnv string            `json:"api_key_env,omitempty"`
+	NoAPIKey  bool              `json:"no_api_key,omitempty"`
 	Headers   map[string]string `json:"headers,omitempty"`
 	// MaxConcurrency bounds this process's calls in flight to the
 	// provider (0: no bound); calls beyond wait their turn in order.
@@ -159,6 +162,9 @@ func (c *Config) check() error {
 			return fmt.Errorf("config: provider %q is defined twice", p.Name)
 		}
 		providers[p.Name] = true
+		if p.NoAPIKey && p.APIKeyEnv != "" {
+			return fmt.Errorf("config: provider %q: no_api_key and api_key_env exclude each other: remove one", p.Name)
+		}
 		if p.MaxConcurrency < 0 || p.RequestsPerMinute < 0 || p.RequestsPerMinute > 600_000 {
 			return fmt.Errorf("config: provider %q: max_concurrency and requests_per_minute are 0 (no bound) or positive "+
 				"(requests_per_minute at most 600000)", p.Name)

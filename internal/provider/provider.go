@@ -216,7 +216,12 @@ func (r *Registry) Redact(s string) string {
 const minRedactLen = 6
 
 func (r *Registry) apiKey(pc config.Provider) string {
+	if pc.NoAPIKey {
+		return ""
+	}
 	if pc.APIKeyEnv == "" {
+		r.opts.Logger.Warn("provider has no api_key_env: its requests go without a key (say \"no_api_key\": true when none is needed)",
+			slog.String("provider", pc.Name))
 		return ""
 	}
 	key := r.opts.Getenv(pc.APIKeyEnv)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -295,5 +296,44 @@ func TestKeysOnlyFromTheConfiguredVariable(t *testing.T) {
 	}
 	if len(seen) != 5 {
 		t.Errorf("requests %v", seen)
+	}
+}
+
+// TestExampleConfigNeedsNoKey: the example config (make run's) builds every
+// model without a warning, its local providers saying no_api_key; a
+// provider that names no key variable and does not say so is warned about,
+// and no_api_key with api_key_env is refused.
+func TestExampleConfigNeedsNoKey(t *testing.T) {
+	t.Parallel()
+	warnings := func(cfg *config.Config) string {
+		var log strings.Builder
+		logger := slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		r := NewRegistry(cfg, Options{Logger: logger, Getenv: func(string) string { return "" }})
+		for _, m := range cfg.Models {
+			if _, err := r.Model(t.Context(), m.ID); err != nil {
+				t.Fatalf("model %s: %v", m.ID, err)
+			}
+		}
+		return log.String()
+	}
+	cfg, err := config.Load("../../examples/chatd.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := warnings(cfg); w != "" {
+		t.Fatalf("examples/chatd.json warns:\n%s", w)
+	}
+	cfg, err = config.Parse([]byte(`{"providers":[{"name":"local","type":"openai-compatible","base_url":"http://127.0.0.1:1/v1"}],
+		"models":[{"id":"m","provider":"local","model":"m"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := warnings(cfg); !strings.Contains(w, "no_api_key") {
+		t.Fatalf("no api_key_env and no no_api_key: %q", w)
+	}
+	_, err = config.Parse([]byte(`{"providers":[{"name":"local","type":"openai-compatible","base_url":"http://127.0.0.1:1/v1",
+		"api_key_env":"K","no_api_key":true}]}`))
+	if err == nil || !strings.Contains(err.Error(), "no_api_key") {
+		t.Fatalf("no_api_key with api_key_env: %v", err)
 	}
 }
