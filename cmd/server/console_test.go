@@ -48,6 +48,16 @@ func TestConsoleFlag(t *testing.T) {
 			if !on && (code != 404 || !strings.HasPrefix(typ, "application/json")) {
 				t.Fatalf("no --console: GET /console/ = %d %s", code, typ)
 			}
+			// The root: the console with --console, nothing without.
+			noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+			resp, err := noRedirect.Get(base + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if on && (resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "/console/") || !on && resp.StatusCode != 404 {
+				t.Fatalf("--console %v: GET / = %d, Location %q", on, resp.StatusCode, resp.Header.Get("Location"))
+			}
 			if code, _, _ := get("/readyz"); code != 200 {
 				t.Fatalf("GET /readyz = %d", code)
 			}

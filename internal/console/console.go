@@ -46,11 +46,14 @@ func Handler() http.Handler {
 	})
 }
 
-// Mount serves the console under Prefix and everything else with api.
+// Mount serves the console under Prefix and everything else with api; the
+// root, which the API does not serve, redirects (302: it is the console
+// only while the server runs with it) to the console.
 func Mount(api http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(Prefix, Handler())
 	mux.Handle("GET /console", http.RedirectHandler(Prefix, http.StatusMovedPermanently))
+	mux.Handle("GET /{$}", http.RedirectHandler(Prefix, http.StatusFound))
 	mux.Handle("/", api)
 	return mux
 }

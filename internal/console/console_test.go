@@ -25,6 +25,10 @@ func TestHandler(t *testing.T) {
 		{"GET", "/console/app.js", 200, "text/javascript", "import"},
 		{"GET", "/console/style.css", 200, "text/css", "prefers-color-scheme"},
 		{"GET", "/console", 301, "", ""},
+		{"GET", "/", 302, "", ""},
+		{"HEAD", "/", 302, "", ""},
+		{"POST", "/", 200, "", "api /"},
+		{"GET", "/?x=1", 302, "", ""},
 		{"GET", "/console/nothing.js", 404, "", ""},
 		{"POST", "/console/", 405, "", ""},
 		{"GET", "/api/v1/chats", 200, "", "api /api/v1/chats"},
@@ -39,6 +43,9 @@ func TestHandler(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != tc.status || !strings.HasPrefix(resp.Header.Get("Content-Type"), tc.typ) || !strings.Contains(string(b), tc.body) {
 			t.Errorf("%s %s: %d %s\n%s", tc.method, tc.path, resp.StatusCode, resp.Header.Get("Content-Type"), b)
+		}
+		if loc := resp.Header.Get("Location"); resp.StatusCode == 302 && loc != Prefix {
+			t.Errorf("%s %s: Location %q, want %s", tc.method, tc.path, loc, Prefix)
 		}
 		if strings.HasPrefix(tc.path, "/console/") && resp.StatusCode == 200 {
 			if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || resp.Header.Get("Referrer-Policy") != "no-referrer" {
