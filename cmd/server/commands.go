@@ -267,6 +267,19 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
+	if isTerminal(stderr) {
+		b := banner{base: "http://" + ln.Addr().String(), self: "chatd", console: *a.withConsole, cfg: cfg}
+		if strings.Contains(os.Args[0], "/") {
+			b.self = os.Args[0] // bin/chatd, as make run starts it
+		}
+		switch {
+		case *a.db.url != "":
+			b.dbFlag = " --database-url URL"
+		case *a.db.dataDir != f.Lookup("data-dir").DefValue:
+			b.dbFlag = " --data-dir " + *a.db.dataDir
+		}
+		b.write(stderr)
+	}
 	logger.Info("chatd listening", slog.String("addr", "http://"+ln.Addr().String()), slog.Int("max_running", *a.maxRunning), slog.Int("db_max_conns", *a.dbMaxConns),
 		slog.Bool("structured_output", exp[httpapi.ExperimentStructuredOutput]), slog.Bool("console", *a.withConsole), slog.Bool("local_database", d.local))
 
