@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -64,10 +65,18 @@ func TestWalkthrough(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dataDir) })
 	_ = os.Chmod(dataDir, 0o755)
+	// make run's config, examples/chatd.json, with the mock where this
+	// test's mockllm listens.
+	example, err := os.ReadFile("../../examples/chatd.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const exampleMock = "http://127.0.0.1:9999"
+	if !bytes.Contains(example, []byte(exampleMock)) {
+		t.Fatalf("examples/chatd.json does not call mockllm at %s", exampleMock)
+	}
 	configPath := filepath.Join(dataDir, "chatd.json")
-	cfg := fmt.Sprintf(`{"providers":[{"name":"local","type":"openai-compatible","base_url":%q,"api_key_env":"LOCAL_KEY"}],
-		"models":[{"id":"local/mock","provider":"local","model":"mock-1"}],"default_model":"local/mock"}`, mock.URL+"/v1")
-	if err := os.WriteFile(configPath, []byte(cfg), 0o644); err != nil {
+	if err := os.WriteFile(configPath, bytes.ReplaceAll(example, []byte(exampleMock), []byte(mock.URL)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	addr := freeAddr(t)
@@ -95,6 +104,11 @@ func TestWalkthrough(t *testing.T) {
 	// Terminal 3, exactly as the README has it, with bin/chatd and examples/
 	// where the reader has them.
 	out := runWalkthrough(t, base, dataDir)
+	t.Logf("the walkthrough printed:\n%s", out)
+	// What it printed is what the README says it prints.
+	if err := matchReadmeOutput(readmeWalkthroughOutput(t), out); err != nil {
+		t.Fatalf("the walkthrough's output differs from the README's: %v", err)
+	}
 	l := strings.Split(strings.TrimSpace(out), "\n")
 	var res client.StructuredOutputResult
 	if len(l) != 3 || json.Unmarshal([]byte(l[2]), &res) != nil || res.Status != client.OutputSucceeded ||
@@ -184,6 +198,88 @@ func runWalkthrough(t *testing.T, base, dataDir string) string {
 		t.Fatalf("the walkthrough failed: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
 	return stdout.String()
+}
+
+// readmeWalkthroughOutput is the README's text block after the walkthrough
+// block: what the walkthrough prints.
+func readmeWalkthroughOutput(t *testing.T) string {
+	t.Helper()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(readme), "<!-- walkthrough")
+	_, rest, _ = strings.Cut(rest, "```sh\n")
+	_, rest, _ = strings.Cut(rest, "```")
+	_, block, ok := strings.Cut(rest, "```text\n")
+	if !ok {
+		t.Fatal("README.md: no text block after the walkthrough block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	return block
+}
+
+// Placeholders of the README's examples: an id shortened to its first
+// characters ("4b0c…"), any JSON string ("…"), any number (a bare …).
+var (
+	readmeID     = regexp.MustCompile(`[0-9a-f]{4}…`)
+	readmeString = regexp.MustCompile(`"…"`)
+	readmeNumber = regexp.MustCompile(`…`)
+)
+
+// matchReadmeOutput checks got line by line against the README's text,
+// each of whose placeholders stands for an id, a string or a number; the
+// same shortened id stands for the same id throughout.
+func matchReadmeOutput(readme, got string) error {
+	want := strings.Split(strings.TrimRight(readme, "\n"), "\n")
+	lines := strings.Split(strings.TrimRight(got, "\n"), "\n")
+	if len(lines) != len(want) {
+		return fmt.Errorf("%d lines, the README shows %d:\n%s", len(lines), len(want), got)
+	}
+	ids := map[string]string{}
+	for i, w := range want {
+		// Build the line's pattern: literal text between placeholders.
+		var pat strings.Builder
+		var names []string
+		pat.WriteString("^")
+		for w != "" {
+			loc := readmeID.FindStringIndex(w)
+			kind := "id"
+			if l := readmeString.FindStringIndex(w); l != nil && (loc == nil || l[0] < loc[0]) {
+				loc, kind = l, "string"
+			}
+			if l := readmeNumber.FindStringIndex(w); loc == nil && l != nil {
+				loc, kind = l, "number"
+			}
+			if loc == nil {
+				pat.WriteString(regexp.QuoteMeta(w))
+				break
+			}
+			pat.WriteString(regexp.QuoteMeta(w[:loc[0]]))
+			switch kind {
+			case "id":
+				pat.WriteString(`([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})`)
+				names = append(names, w[loc[0]:loc[1]])
+			case "string":
+				pat.WriteString(`"(?:[^"\\]|\\.)*"`)
+			case "number":
+				pat.WriteString(`[0-9]+`)
+			}
+			w = w[loc[1]:]
+		}
+		pat.WriteString("$")
+		m := regexp.MustCompile(pat.String()).FindStringSubmatch(lines[i])
+		if m == nil {
+			return fmt.Errorf("line %d is\n  %s\nthe README shows\n  %s", i+1, lines[i], want[i])
+		}
+		for j, name := range names {
+			if prev, ok := ids[name]; ok && prev != m[j+1] {
+				return fmt.Errorf("line %d: %s stands for %s and %s", i+1, name, prev, m[j+1])
+			}
+			ids[name] = m[j+1]
+		}
+	}
+	return nil
 }
 
 type syncWriter struct {
@@ -304,6 +400,26 @@ func TestCommandLine(t *testing.T) {
 		_, _, err := runCmd(ctx, tc.args...)
 		if exitCode(err) != tc.code || (tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want))) {
 			t.Errorf("chatd %v: exit %d err %v; want exit %d with %q", tc.args, exitCode(err), err, tc.code, tc.want)
+		}
+	}
+}
+
+// TestMatchReadmeOutput: the README's placeholders match ids, strings and
+// numbers, one shortened id stands for one id, and anything else differs.
+func TestMatchReadmeOutput(t *testing.T) {
+	t.Parallel()
+	const readme = "4b0c…\n{\"id\":\"4b0c…\",\"v\":\"…\",\"n\":…}\n"
+	const id, other = "10b47fa4-c121-4849-89d4-430fbadd84e5", "17a8c908-f9a8-40b8-92cd-4db90107d00f"
+	for got, ok := range map[string]bool{
+		id + "\n{\"id\":\"" + id + "\",\"v\":\"a \\\"b\\\"\",\"n\":12}\n":    true,
+		id + "\n{\"id\":\"" + other + "\",\"v\":\"a\",\"n\":12}\n":           false, // one placeholder, two ids
+		id + "\n{\"id\":\"" + id + "\",\"v\":\"a\",\"n\":12,\"usage\":{}}\n": false, // a field the README lacks
+		id + "\n{\"id\":\"" + id + "\",\"v\":\"a\",\"n\":12}\nextra\n":       false,
+		"4b0c\n{\"id\":\"" + id + "\",\"v\":\"a\",\"n\":12}\n":               false,
+		id + "\n{\"id\":\"" + id + "\",\"v\":\"a\",\"n\":\"12\"}\n":          false,
+	} {
+		if err := matchReadmeOutput(readme, got); (err == nil) != ok {
+			t.Errorf("match(%q) = %v, want ok %v", got, err, ok)
 		}
 	}
 }
