@@ -109,6 +109,12 @@ func TestWalkthrough(t *testing.T) {
 	if err := matchReadmeOutput(readmeWalkthroughOutput(t), out); err != nil {
 		t.Fatalf("the walkthrough's output differs from the README's: %v", err)
 	}
+	// docs/cli.md's session: its $ lines run, the rest is their output.
+	script, want := cliSession(t)
+	got := runScript(t, base, dataDir, "export CHATD_TOKEN=$(bin/chatd token create --user alice)\n"+script)
+	if err := matchReadmeOutput(want, got); err != nil {
+		t.Fatalf("docs/cli.md's session differs from what it prints: %v\nit printed:\n%s", err, got)
+	}
 	l := strings.Split(strings.TrimSpace(out), "\n")
 	var res client.StructuredOutputResult
 	if len(l) != 3 || json.Unmarshal([]byte(l[2]), &res) != nil || res.Status != client.OutputSucceeded ||
@@ -173,6 +179,38 @@ func runWalkthrough(t *testing.T, base, dataDir string) string {
 	if !strings.Contains(block, "bin/chatd chat new") {
 		t.Fatalf("the walkthrough block does not use the CLI:\n%s", block)
 	}
+	return runScript(t, base, dataDir, block)
+}
+
+// cliSession is docs/cli.md's example session (its last text block): the
+// commands of its $ lines, as a script, and the output it shows.
+func cliSession(t *testing.T) (script, output string) {
+	t.Helper()
+	doc, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := strings.Split(string(doc), "```text\n")
+	block, _, _ := strings.Cut(blocks[len(blocks)-1], "```")
+	var sh, out strings.Builder
+	for line := range strings.Lines(block) {
+		if cmd, ok := strings.CutPrefix(line, "$ "); ok {
+			sh.WriteString(cmd)
+		} else {
+			out.WriteString(line)
+		}
+	}
+	if !strings.Contains(sh.String(), "chatd chat tail") {
+		t.Fatalf("docs/cli.md: the last text block is not the session:\n%s", block)
+	}
+	return sh.String(), out.String()
+}
+
+// runScript runs script in bash in a directory laid out like the
+// repository (bin/chatd, examples/; chatd on the PATH), against the server
+// at base, and returns its standard output.
+func runScript(t *testing.T, base, dataDir, script string) string {
+	t.Helper()
 	bash, err := exec.LookPath("bash")
 	if err != nil {
 		t.Fatal(err)
@@ -189,13 +227,13 @@ func runWalkthrough(t *testing.T, base, dataDir string) string {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bash, "-euo", "pipefail", "-c", block)
+	cmd := exec.CommandContext(ctx, bash, "-euo", "pipefail", "-c", script)
 	cmd.Dir = dir
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "CHATD_URL=" + base, "CHATD_DATA_DIR=" + dataDir}
+	cmd.Env = []string{"PATH=" + filepath.Join(dir, "bin") + ":" + os.Getenv("PATH"), "HOME=" + dir, "CHATD_URL=" + base, "CHATD_DATA_DIR=" + dataDir}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("the walkthrough failed: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+		t.Fatalf("the script failed: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
 	return stdout.String()
 }
@@ -219,12 +257,14 @@ func readmeWalkthroughOutput(t *testing.T) string {
 	return block
 }
 
-// Placeholders of the README's examples: an id shortened to its first
-// characters ("4b0c…"), any JSON string ("…"), any number (a bare …).
+// Placeholders of the docs' examples: an id shortened to its first
+// characters ("4b0c…"), any JSON string ("…"), any number (a bare …), any
+// time of day (14:02:11).
 var (
 	readmeID     = regexp.MustCompile(`[0-9a-f]{4}…`)
 	readmeString = regexp.MustCompile(`"…"`)
 	readmeNumber = regexp.MustCompile(`…`)
+	readmeTime   = regexp.MustCompile(`\b[0-9]{2}:[0-9]{2}:[0-9]{2}\b`)
 )
 
 // matchReadmeOutput checks got line by line against the README's text,
@@ -248,7 +288,10 @@ func matchReadmeOutput(readme, got string) error {
 			if l := readmeString.FindStringIndex(w); l != nil && (loc == nil || l[0] < loc[0]) {
 				loc, kind = l, "string"
 			}
-			if l := readmeNumber.FindStringIndex(w); loc == nil && l != nil {
+			if l := readmeTime.FindStringIndex(w); l != nil && (loc == nil || l[0] < loc[0]) {
+				loc, kind = l, "time"
+			}
+			if l := readmeNumber.FindStringIndex(w); l != nil && (loc == nil || l[0] < loc[0]) {
 				loc, kind = l, "number"
 			}
 			if loc == nil {
@@ -262,6 +305,8 @@ func matchReadmeOutput(readme, got string) error {
 				names = append(names, w[loc[0]:loc[1]])
 			case "string":
 				pat.WriteString(`"(?:[^"\\]|\\.)*"`)
+			case "time":
+				pat.WriteString(`[0-9]{2}:[0-9]{2}:[0-9]{2}`)
 			case "number":
 				pat.WriteString(`[0-9]+`)
 			}
