@@ -12,9 +12,15 @@ all: build
 # The commit `chatd version` reports (the build has no VCS stamp: -buildvcs=false).
 COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 
+# Each build says what it builds first: the first one, on an empty build
+# cache, compiles every dependency for minutes and would otherwise be
+# silent; on a terminal, go build -v names each package as it compiles.
+BUILD_V = $$([ -t 1 ] && echo -v)
 build:
-	go build -ldflags '-X github.com/chatd/chatd/internal/cli.commit=$(COMMIT)' -o bin/chatd ./cmd/server
-	go build -o bin/mockllm ./cmd/mockllm
+	@echo "building bin/chatd (the first build takes ~5 min on 2 cores; later builds take seconds)"
+	@go build $(BUILD_V) -ldflags '-X github.com/chatd/chatd/internal/cli.commit=$(COMMIT)' -o bin/chatd ./cmd/server
+	@echo "building bin/mockllm"
+	@go build $(BUILD_V) -o bin/mockllm ./cmd/mockllm
 
 ## run: the server with its own local PostgreSQL, the example config (models
 ## served by mockllm on 127.0.0.1:9999) and structured output enabled; text

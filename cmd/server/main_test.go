@@ -468,3 +468,23 @@ func TestMatchReadmeOutput(t *testing.T) {
 		}
 	}
 }
+
+// TestMakeBuildSaysWhatItBuilds: make build (and so make run) announces
+// each build, with how long the first one takes, before it starts: on an
+// empty build cache the first takes minutes and would be silent.
+func TestMakeBuildSaysWhatItBuilds(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "build")
+	cmd.Dir = proctest.Root(t)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make build: %v\n%s", err, out)
+	}
+	// Not a terminal: no go build -v package list, only the announcements.
+	want := "building bin/chatd (the first build takes ~5 min on 2 cores; later builds take seconds)\nbuilding bin/mockllm\n"
+	if string(out) != want {
+		t.Fatalf("make build printed:\n%s\nwant:\n%s", out, want)
+	}
+}
