@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/console"
 	"github.com/chatd/chatd/internal/mockllm"
@@ -379,5 +381,99 @@ func TestConsolePartialValue(t *testing.T) {
 	}
 	if values < 3 || !reflect.DeepEqual(prev, want) {
 		t.Fatalf("%d values shown, the last %v", values, prev)
+	}
+}
+
+// TestConsoleStatusWords: a chat whose structured request failed reads as
+// failed, not as "waiting" (still working); a provider's failure shows
+// once on the page, not in the header, the receipt and an alert; a
+// running chat reads as running; and each receipt's time is inside its
+// card. Screenshots: docs/console.md's failed and running chats.
+func TestConsoleStatusWords(t *testing.T) {
+	t.Parallel()
+	script, err := mockllm.ParseScript([]byte(`{"rules": [
+		{"contains": "hold", "step": {"hold": true}},
+		{"contains": "broken:", "step": {"error": {"status": 400}}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Unscripted answers are invalid values: three rejections fail a request.
+	env := testenv.New(t, testenv.Options{Mock: mockllm.Options{Script: script, Mode: mockllm.ModeInvalid}})
+	srv := httptest.NewServer(console.Mount(env.Server))
+	t.Cleanup(func() {
+		env.Server.Shutdown()
+		srv.Close()
+	})
+	token := env.Token("alice")
+	api := client.New(srv.URL, token, nil)
+	schema := &client.ResponseFormat{Type: "json_schema", JSONSchema: &client.JSONSchemaFormat{Name: "report",
+		Schema: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"}},"required":["command"],"additionalProperties":false}`)}}
+	create := func(text string) string {
+		t.Helper()
+		res, err := api.CreateChat(t.Context(), client.CreateChatRequest{Content: []client.MessagePart{client.TextPart(text)}, ResponseFormat: schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Chat.ID.String()
+	}
+	invalid := create("invalid: report the test command.")
+	broken := create("broken: report the test command.")
+	held := create("hold: report the test command.")
+
+	const wait = 60 * time.Second
+	p := newTab(t, 1100, 800)
+	p.navigate(srv.URL + "/console/")
+	p.run(`sessionStorage.setItem("chatd.token", ` + jsString(token) + `)`)
+	open := func(chat string) {
+		t.Helper()
+		p.run(`location.hash = "#/chats/` + chat + `"`)
+		p.waitFor(`document.querySelector(".chat .conn")?.dataset.state === "live" && document.querySelector(".chat-head")?.dataset.status`, wait)
+	}
+	// Each receipt's time sits inside its card.
+	timeInCard := func() {
+		t.Helper()
+		var outside int
+		if err := p.eval(`[...document.querySelectorAll(".history .receipt-msg")].filter((li) => !li.querySelector(".receipt time, .receipt .receipt-time")).length`, &outside); err != nil {
+			t.Fatal(err)
+		}
+		if outside > 0 {
+			t.Errorf("%d receipts have their time outside their card", outside)
+		}
+	}
+
+	// Rejected three times: the chat is idle ("waiting") and reads failed.
+	open(invalid)
+	p.waitFor(`document.querySelector('.history .receipt[data-status="failed"]') && document.querySelector(".chat-head").dataset.status === "waiting"`, wait)
+	if word := p.text(".chat-head .badge"); word != "failed" {
+		t.Errorf("a chat whose request failed reads %q", word)
+	}
+	timeInCard()
+	t.Logf("screenshot %s", p.screenshot(t.ArtifactDir(), "14-failed-chat"))
+
+	// The provider refused: the failure shows once.
+	open(broken)
+	p.waitFor(`document.querySelector('.history .receipt[data-status="failed"]') && document.querySelector(".chat-head").dataset.status === "error"`, wait)
+	if word := p.text(".chat-head .badge"); word != "failed" {
+		t.Errorf("a chat whose provider failed reads %q", word)
+	}
+	var shown int
+	if err := p.eval(`document.body.innerText.split("provider_error").length - 1`, &shown); err != nil {
+		t.Fatal(err)
+	}
+	if shown != 1 {
+		t.Errorf("the provider's failure shows %d times:\n%s", shown, p.text("main"))
+	}
+	timeInCard()
+	t.Logf("screenshot %s", p.screenshot(t.ArtifactDir(), "15-provider-error"))
+
+	// Held by the mock: running.
+	open(held)
+	p.waitFor(`document.querySelector(".chat-head").dataset.status === "running" && document.querySelector(".history .r-user")`, wait)
+	if word := p.text(".chat-head .badge"); word != "running" {
+		t.Errorf("a running chat reads %q", word)
+	}
+	t.Logf("screenshot %s", p.screenshot(t.ArtifactDir(), "16-running-chat"))
+	if _, err := api.Interrupt(t.Context(), uuid.MustParse(held)); err != nil {
+		t.Fatal(err)
 	}
 }

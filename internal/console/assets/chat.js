@@ -22,17 +22,40 @@ export function chatView(id, signal) {
   const queue = h("section", { class: "queue", hidden: true });
   const interrupt = h("button", { type: "button", class: "danger", disabled: true, onclick: () => doInterrupt() }, "Interrupt");
 
+  // The latest message, when it is a receipt: how the last turn ended.
+  const lastReceipt = () => {
+    const last = [...st.messages.values()].reduce((a, m) => (!a || m.id > a.id ? m : a), null);
+    return last?.structured_output;
+  };
+  // The same failure as the chat's last error (the receipt already shows it).
+  const sameError = (e) => !!e && [lastReceipt()?.error, st.chat?.last_error].some((x) => x && x.code === e.code && x.message === e.message);
+
   const renderHead = () => {
     const c = st.chat;
     if (!c) return;
     const focused = head.contains(document.activeElement);
+    const receipt = lastReceipt();
+    // An idle chat whose last turn's request failed reads as failed.
+    const as = c.status === "waiting" && receipt?.status === "failed" ? "failed" : c.status;
+    const failure = c.status === "error" && c.last_error;
     head.replaceChildren(...[
-      h("div", { class: "title-row" }, h("h1", { tabindex: -1 }, c.title || "(untitled)"), badge(c.status), conn),
+      h("div", { class: "title-row" }, h("h1", { tabindex: -1 }, c.title || "(untitled)"), badge(c.status, as), conn),
       h("p", { class: "meta" }, c.model, " · ", c.mode, " · ", h("code", {}, c.id), " · updated ", time(c.updated_at)),
-      c.status === "error" && c.last_error ? h("p", { class: "error-line" }, h("code", {}, c.last_error.code || "error"), " ", c.last_error.message) : null].filter(Boolean));
+      // Each failure once: not here when the last receipt says it.
+      failure && !(receipt?.error && receipt.error.code === failure.code && receipt.error.message === failure.message)
+        ? h("p", { class: "error-line" }, h("code", {}, failure.code || "error"), " ", failure.message) : null].filter(Boolean));
     if (focused) head.querySelector("h1").focus();
     head.dataset.status = c.status;
     interrupt.disabled = !busy.has(c.status);
+  };
+
+  // The stream's error, unless the head or a receipt shows the same.
+  const renderAlert = () => {
+    const e = st.error;
+    if (!e) return;
+    const text = e.code ? `${e.code}: ${e.message}` : e.message;
+    if (!sameError(e)) alert.textContent = text;
+    else if (alert.textContent === text) alert.textContent = "";
   };
 
   const renderHistory = () => {
@@ -43,7 +66,7 @@ export function chatView(id, signal) {
 
   const messageItem = (m, receipts) => {
     if (m.structured_output) {
-      return h("li", { class: "msg receipt-msg", "data-id": m.id }, receiptCard(m.structured_output), h("p", { class: "meta" }, time(m.created_at)));
+      return h("li", { class: "msg receipt-msg", "data-id": m.id }, receiptCard(m.structured_output, { at: m.created_at }));
     }
     const req = m.structured_output_request_id;
     return h("li", { class: `msg r-${m.role}`, "data-id": m.id },
@@ -91,6 +114,8 @@ export function chatView(id, signal) {
         const fresh = !st.messages.has(d.id);
         st.messages.set(d.id, d);
         if (fresh && d.structured_output) announce(`Receipt ${d.structured_output.status} for request ${d.structured_output.request_id}.`);
+        renderHead();
+        renderAlert();
         return renderHistory();
       }
       case "message_part": return addPart(d);
@@ -101,7 +126,7 @@ export function chatView(id, signal) {
         st.statuses++;
         if (!busy.has(d.status)) { st.preview = null; renderPreview(); }
         if (d.pending_tool_calls) st.calls = d.pending_tool_calls;
-        renderHead(); return renderCalls();
+        renderHead(); renderAlert(); return renderCalls();
       case "queue": st.queue = d.queued_messages; return renderQueue();
       case "action_required": st.calls = d.tool_calls; return renderCalls();
       case "history_reset": // a reconnection starts again: the preview comes again too
@@ -109,7 +134,7 @@ export function chatView(id, signal) {
         st.preview = null;
         renderPreview();
         return renderHistory();
-      case "error": alert.textContent = d.code ? `${d.code}: ${d.message}` : d.message; return;
+      case "error": st.error = d; return renderAlert();
     }
   };
 

@@ -21,8 +21,20 @@ export function h(tag, attrs = {}, ...kids) {
   return el;
 }
 
-/** A status badge: the word itself, coloured by class. */
-export const badge = (status) => h("span", { class: `badge s-${status}` }, status.replace("_", " "));
+/**
+ * Words for a chat's statuses where the API's reads wrong to a person: an
+ * idle chat ("waiting" for the user) has finished its turn, and "error"
+ * is a turn that failed. Other statuses, and receipts', read as they are.
+ */
+const words = { waiting: "finished", error: "failed" };
+
+/**
+ * A status badge, coloured by class. `as` shows another status's word and
+ * colour (a finished chat whose last receipt failed reads "failed").
+ * @param {string} status
+ * @param {string} [as]
+ */
+export const badge = (status, as = status) => h("span", { class: `badge s-${as}`, "data-status": status }, (words[as] || as).replace("_", " "));
 
 /** Pretty JSON of a value, as the server sent it. */
 export const pretty = (v) => JSON.stringify(v, null, 2);
