@@ -30,6 +30,7 @@ import (
 	"github.com/chatd/chatd/internal/runner"
 	"github.com/chatd/chatd/internal/store"
 	"github.com/chatd/chatd/internal/tools"
+	"github.com/chatd/chatd/internal/tracing"
 	"github.com/chatd/chatd/internal/webhooks"
 )
 
@@ -168,6 +169,20 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 	}
 
+	// OpenTelemetry traces, from the standard OTEL_* variables (off when
+	// none configures an exporter); flushed at the end of the drain.
+	traces, err := tracing.Setup(ctx, os.Getenv)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := traces.Shutdown(fctx); err != nil {
+			logger.Warn("flushing traces failed", slog.String("error", err.Error()))
+		}
+	}()
+
 	d, err := openDatabase(ctx, a.db, int32(*a.dbMaxConns), logger)
 	if err != nil {
 		return err
@@ -281,7 +296,8 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 		b.write(stderr)
 	}
 	logger.Info("chatd listening", slog.String("addr", "http://"+ln.Addr().String()), slog.Int("max_running", *a.maxRunning), slog.Int("db_max_conns", *a.dbMaxConns),
-		slog.Bool("structured_output", exp[httpapi.ExperimentStructuredOutput]), slog.Bool("console", *a.withConsole), slog.Bool("local_database", d.local))
+		slog.Bool("structured_output", exp[httpapi.ExperimentStructuredOutput]), slog.Bool("console", *a.withConsole), slog.Bool("local_database", d.local),
+		slog.String("traces", traces.String()))
 
 	select {
 	case <-ctx.Done():

@@ -28,6 +28,7 @@ import (
 
 	"github.com/chatd/chatd/internal/cli"
 	"github.com/chatd/chatd/internal/httpapi"
+	"github.com/chatd/chatd/internal/tracing"
 )
 
 const usage = `chatd: a durable agent-chat backend on PostgreSQL.
@@ -252,9 +253,9 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: lvl}
 	switch strings.ToLower(format) {
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(tracing.LogHandler(slog.NewJSONHandler(w, opts))), nil
 	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		return slog.New(tracing.LogHandler(slog.NewTextHandler(w, opts))), nil
 	}
 	return nil, fmt.Errorf("--log-format must be json or text, not %q", format)
 }
