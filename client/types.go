@@ -466,6 +466,9 @@ type StructuredOutputResult struct {
 	// status: the repairs a succeeded request needed, or why a failed one
 	// failed (as its Error.Attempts).
 	Attempts []Attempt `json:"attempts,omitempty"`
+	// TraceID is the OpenTelemetry trace the request belongs to (its
+	// admission, turn and webhook deliveries), when the server traces.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // Error is the body of every error response.

@@ -147,6 +147,7 @@ CREATE TABLE public.structured_requests (
     attempts jsonb DEFAULT '[]'::jsonb NOT NULL,
     admitted_by uuid,
     finished_by uuid,
+    trace_parent text,
     CONSTRAINT structured_requests_attempts_list CHECK (((jsonb_typeof(attempts) = 'array'::text) AND (jsonb_array_length(attempts) <= rejections))),
     CONSTRAINT structured_requests_candidate_has_call CHECK (((candidate IS NULL) = (candidate_tool_call_id IS NULL))),
     CONSTRAINT structured_requests_check CHECK (((validation_rejections >= 0) AND (validation_rejections <= rejections))),
@@ -160,7 +161,8 @@ CREATE TABLE public.structured_requests (
     CONSTRAINT structured_requests_rejections_check CHECK (((rejections >= 0) AND (rejections <= 3))),
     CONSTRAINT structured_requests_schema_check CHECK ((jsonb_typeof(schema) = 'object'::text)),
     CONSTRAINT structured_requests_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text]))),
-    CONSTRAINT structured_requests_steps_check CHECK ((steps >= 0))
+    CONSTRAINT structured_requests_steps_check CHECK ((steps >= 0)),
+    CONSTRAINT structured_requests_trace_parent_form CHECK ((trace_parent ~ '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'::text))
 );
 
 CREATE FUNCTION public.chatd_finish_announced(r public.structured_requests) RETURNS boolean

@@ -35,6 +35,8 @@ type serverOpts struct {
 	Extra   []string
 	// Quiet: the caller reports the log on failure (see cluster.report).
 	Quiet bool
+	// Env are more environment variables (OTEL_*, for traces).
+	Env []string
 }
 
 // server is a running `chatd server` child process.
@@ -90,7 +92,7 @@ func startServer(t *testing.T, o serverOpts) *server {
 	s := &server{t: t, name: o.Name, LogPath: logPath, exited: make(chan struct{})}
 	s.log = newLogTee(logFile)
 	s.cmd = exec.Command(bin, args...)
-	s.cmd.Env = childEnv()
+	s.cmd.Env = append(childEnv(), o.Env...)
 	s.cmd.Stdout = s.log
 	s.cmd.Stderr = s.log
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

@@ -135,6 +135,7 @@ type StructuredRequest struct {
 	Attempts             json.RawMessage
 	AdmittedBy           uuid.NullUUID
 	FinishedBy           uuid.NullUUID
+	TraceParent          *string
 }
 
 type User struct {

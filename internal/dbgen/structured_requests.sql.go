@@ -38,7 +38,7 @@ SET status = $1,
     candidate = NULL,
     candidate_tool_call_id = NULL
 WHERE request_id = $3 AND status = 'pending'
-RETURNING request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at, attempts, admitted_by, finished_by
+RETURNING request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at, attempts, admitted_by, finished_by, trace_parent
 `
 
 type RequestFinishIfPendingParams struct {
@@ -84,12 +84,13 @@ func (q *Queries) RequestFinishIfPending(ctx context.Context, db DBTX, arg Reque
 		&i.Attempts,
 		&i.AdmittedBy,
 		&i.FinishedBy,
+		&i.TraceParent,
 	)
 	return i, err
 }
 
 const requestGet = `-- name: RequestGet :one
-SELECT request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at, attempts, admitted_by, finished_by FROM structured_requests WHERE request_id = $1
+SELECT request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at, attempts, admitted_by, finished_by, trace_parent FROM structured_requests WHERE request_id = $1
 `
 
 func (q *Queries) RequestGet(ctx context.Context, db DBTX, requestID uuid.UUID) (StructuredRequest, error) {
@@ -116,12 +117,13 @@ func (q *Queries) RequestGet(ctx context.Context, db DBTX, requestID uuid.UUID) 
 		&i.Attempts,
 		&i.AdmittedBy,
 		&i.FinishedBy,
+		&i.TraceParent,
 	)
 	return i, err
 }
 
 const requestGetForOwner = `-- name: RequestGetForOwner :one
-SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at, r.attempts, r.admitted_by, r.finished_by FROM structured_requests r JOIN chats c ON c.id = r.chat_id
+SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at, r.attempts, r.admitted_by, r.finished_by, r.trace_parent FROM structured_requests r JOIN chats c ON c.id = r.chat_id
 WHERE r.request_id = $1 AND c.owner_id = $2
 `
 
@@ -154,12 +156,13 @@ func (q *Queries) RequestGetForOwner(ctx context.Context, db DBTX, arg RequestGe
 		&i.Attempts,
 		&i.AdmittedBy,
 		&i.FinishedBy,
+		&i.TraceParent,
 	)
 	return i, err
 }
 
 const requestGetForOwnerWithReceipt = `-- name: RequestGetForOwnerWithReceipt :one
-SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at, r.attempts, r.admitted_by, r.finished_by, m.id AS receipt_id, coalesce(m.role, '')::text AS receipt_role, coalesce(m.kind, '')::text AS receipt_kind,
+SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at, r.attempts, r.admitted_by, r.finished_by, r.trace_parent, m.id AS receipt_id, coalesce(m.role, '')::text AS receipt_role, coalesce(m.kind, '')::text AS receipt_kind,
        m.content AS receipt_content, m.created_at AS receipt_created_at
 FROM structured_requests r
 JOIN chats c ON c.id = r.chat_id AND c.owner_id = $1
@@ -193,6 +196,7 @@ type RequestGetForOwnerWithReceiptRow struct {
 	Attempts             json.RawMessage
 	AdmittedBy           uuid.NullUUID
 	FinishedBy           uuid.NullUUID
+	TraceParent          *string
 	ReceiptID            *int64
 	ReceiptRole          string
 	ReceiptKind          string
@@ -226,6 +230,7 @@ func (q *Queries) RequestGetForOwnerWithReceipt(ctx context.Context, db DBTX, ar
 		&i.Attempts,
 		&i.AdmittedBy,
 		&i.FinishedBy,
+		&i.TraceParent,
 		&i.ReceiptID,
 		&i.ReceiptRole,
 		&i.ReceiptKind,
@@ -236,7 +241,7 @@ func (q *Queries) RequestGetForOwnerWithReceipt(ctx context.Context, db DBTX, ar
 }
 
 const requestGoverning = `-- name: RequestGoverning :many
-SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at, r.attempts, r.admitted_by, r.finished_by FROM structured_requests r
+SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at, r.attempts, r.admitted_by, r.finished_by, r.trace_parent FROM structured_requests r
 WHERE r.status = 'pending' AND r.request_id = (
     SELECT m.structured_request_id FROM chat_messages m
     WHERE m.chat_id = $1 AND NOT m.deleted AND m.kind = 'message' AND m.role = 'user' AND m.visibility IN ('user', 'both')
@@ -277,6 +282,7 @@ func (q *Queries) RequestGoverning(ctx context.Context, db DBTX, chatID uuid.UUI
 			&i.Attempts,
 			&i.AdmittedBy,
 			&i.FinishedBy,
+			&i.TraceParent,
 		); err != nil {
 			return nil, err
 		}
@@ -289,9 +295,9 @@ func (q *Queries) RequestGoverning(ctx context.Context, db DBTX, chatID uuid.UUI
 }
 
 const requestInsert = `-- name: RequestInsert :one
-INSERT INTO structured_requests (request_id, chat_id, name, description, schema, admitted_by)
-VALUES ($1, $2, $3, $4, $5, $6)
-RETURNING request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at, attempts, admitted_by, finished_by
+INSERT INTO structured_requests (request_id, chat_id, name, description, schema, admitted_by, trace_parent)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+RETURNING request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at, attempts, admitted_by, finished_by, trace_parent
 `
 
 type RequestInsertParams struct {
@@ -301,6 +307,7 @@ type RequestInsertParams struct {
 	Description string
 	Schema      json.RawMessage
 	AdmittedBy  uuid.NullUUID
+	TraceParent *string
 }
 
 func (q *Queries) RequestInsert(ctx context.Context, db DBTX, arg RequestInsertParams) (StructuredRequest, error) {
@@ -311,6 +318,7 @@ func (q *Queries) RequestInsert(ctx context.Context, db DBTX, arg RequestInsertP
 		arg.Description,
 		arg.Schema,
 		arg.AdmittedBy,
+		arg.TraceParent,
 	)
 	var i StructuredRequest
 	err := row.Scan(
@@ -334,12 +342,13 @@ func (q *Queries) RequestInsert(ctx context.Context, db DBTX, arg RequestInsertP
 		&i.Attempts,
 		&i.AdmittedBy,
 		&i.FinishedBy,
+		&i.TraceParent,
 	)
 	return i, err
 }
 
 const requestLatestOfChat = `-- name: RequestLatestOfChat :one
-SELECT request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at, attempts, admitted_by, finished_by FROM structured_requests WHERE chat_id = $1 ORDER BY created_at DESC, request_id DESC LIMIT 1
+SELECT request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at, attempts, admitted_by, finished_by, trace_parent FROM structured_requests WHERE chat_id = $1 ORDER BY created_at DESC, request_id DESC LIMIT 1
 `
 
 // A spawned child's request: the one it was created with, or the one an
@@ -368,12 +377,13 @@ func (q *Queries) RequestLatestOfChat(ctx context.Context, db DBTX, chatID uuid.
 		&i.Attempts,
 		&i.AdmittedBy,
 		&i.FinishedBy,
+		&i.TraceParent,
 	)
 	return i, err
 }
 
 const requestListPendingForChat = `-- name: RequestListPendingForChat :many
-SELECT request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at, attempts, admitted_by, finished_by FROM structured_requests WHERE chat_id = $1 AND status = 'pending' ORDER BY created_at, request_id
+SELECT request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at, attempts, admitted_by, finished_by, trace_parent FROM structured_requests WHERE chat_id = $1 AND status = 'pending' ORDER BY created_at, request_id
 `
 
 func (q *Queries) RequestListPendingForChat(ctx context.Context, db DBTX, chatID uuid.UUID) ([]StructuredRequest, error) {
@@ -406,6 +416,7 @@ func (q *Queries) RequestListPendingForChat(ctx context.Context, db DBTX, chatID
 			&i.Attempts,
 			&i.AdmittedBy,
 			&i.FinishedBy,
+			&i.TraceParent,
 		); err != nil {
 			return nil, err
 		}
@@ -418,7 +429,7 @@ func (q *Queries) RequestListPendingForChat(ctx context.Context, db DBTX, chatID
 }
 
 const requestListPendingFrom = `-- name: RequestListPendingFrom :many
-SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at, r.attempts, r.admitted_by, r.finished_by FROM structured_requests r
+SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at, r.attempts, r.admitted_by, r.finished_by, r.trace_parent FROM structured_requests r
 WHERE r.chat_id = $1 AND r.status = 'pending'
   AND (EXISTS (SELECT 1 FROM chat_messages m
                WHERE m.structured_request_id = r.request_id AND m.kind = 'message' AND m.role = 'user'
@@ -464,6 +475,7 @@ func (q *Queries) RequestListPendingFrom(ctx context.Context, db DBTX, arg Reque
 			&i.Attempts,
 			&i.AdmittedBy,
 			&i.FinishedBy,
+			&i.TraceParent,
 		); err != nil {
 			return nil, err
 		}
@@ -484,7 +496,7 @@ SET steps = steps + $1::integer,
     candidate = CASE WHEN $5::boolean THEN $6::jsonb ELSE candidate END,
     candidate_tool_call_id = CASE WHEN $5::boolean THEN $7::text ELSE candidate_tool_call_id END
 WHERE request_id = $8 AND status = 'pending'
-RETURNING structured_requests.request_id, structured_requests.chat_id, structured_requests.name, structured_requests.description, structured_requests.schema, structured_requests.status, structured_requests.rejections, structured_requests.validation_rejections, structured_requests.steps, structured_requests.candidate, structured_requests.candidate_tool_call_id, structured_requests.error_code, structured_requests.error_message, structured_requests.receipt_message_id, structured_requests.created_at, structured_requests.updated_at, structured_requests.finished_at, structured_requests.attempts, structured_requests.admitted_by, structured_requests.finished_by,
+RETURNING structured_requests.request_id, structured_requests.chat_id, structured_requests.name, structured_requests.description, structured_requests.schema, structured_requests.status, structured_requests.rejections, structured_requests.validation_rejections, structured_requests.steps, structured_requests.candidate, structured_requests.candidate_tool_call_id, structured_requests.error_code, structured_requests.error_message, structured_requests.receipt_message_id, structured_requests.created_at, structured_requests.updated_at, structured_requests.finished_at, structured_requests.attempts, structured_requests.admitted_by, structured_requests.finished_by, structured_requests.trace_parent,
     (CASE WHEN $9::boolean THEN chatd_request_usage($8) END)::jsonb AS usage
 `
 
@@ -545,6 +557,7 @@ func (q *Queries) RequestRecordProgressIfPending(ctx context.Context, db DBTX, a
 		&i.StructuredRequest.Attempts,
 		&i.StructuredRequest.AdmittedBy,
 		&i.StructuredRequest.FinishedBy,
+		&i.StructuredRequest.TraceParent,
 		&i.Usage,
 	)
 	return i, err

@@ -15,7 +15,7 @@ import (
 )
 
 const requestGetWithReceipt = `-- name: RequestGetWithReceipt :one
-SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at, r.attempts, r.admitted_by, r.finished_by, m.id AS receipt_id, coalesce(m.role, '')::text AS receipt_role, coalesce(m.kind, '')::text AS receipt_kind,
+SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at, r.attempts, r.admitted_by, r.finished_by, r.trace_parent, m.id AS receipt_id, coalesce(m.role, '')::text AS receipt_role, coalesce(m.kind, '')::text AS receipt_kind,
        m.content AS receipt_content, m.created_at AS receipt_created_at
 FROM structured_requests r
 LEFT JOIN chat_messages m ON m.id = r.receipt_message_id
@@ -43,6 +43,7 @@ type RequestGetWithReceiptRow struct {
 	Attempts             json.RawMessage
 	AdmittedBy           uuid.NullUUID
 	FinishedBy           uuid.NullUUID
+	TraceParent          *string
 	ReceiptID            *int64
 	ReceiptRole          string
 	ReceiptKind          string
@@ -75,6 +76,7 @@ func (q *Queries) RequestGetWithReceipt(ctx context.Context, db DBTX, requestID 
 		&i.Attempts,
 		&i.AdmittedBy,
 		&i.FinishedBy,
+		&i.TraceParent,
 		&i.ReceiptID,
 		&i.ReceiptRole,
 		&i.ReceiptKind,

@@ -16,6 +16,7 @@ import (
 	"github.com/chatd/chatd/internal/jsonb"
 	"github.com/chatd/chatd/internal/notify"
 	"github.com/chatd/chatd/internal/store"
+	"github.com/chatd/chatd/internal/tracing"
 	"github.com/chatd/chatd/internal/validate"
 )
 
@@ -712,7 +713,8 @@ func toQueued(row store.QueuedMessage) (client.QueuedMessage, error) {
 func RenderResult(st store.RequestState) (client.StructuredOutputResult, error) { return toResult(st) }
 
 func toResult(st store.RequestState) (client.StructuredOutputResult, error) {
-	out := client.StructuredOutputResult{RequestID: st.Request.RequestID, ChatID: st.Request.ChatID, Status: st.Request.Status}
+	out := client.StructuredOutputResult{RequestID: st.Request.RequestID, ChatID: st.Request.ChatID, Status: st.Request.Status,
+		TraceID: tracing.TraceID(st.Request.TraceParent)}
 	var err error
 	if out.Attempts, err = toAttempts(st.Request.Attempts); err != nil {
 		return out, err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/chatd/chatd/internal/prom"
 	"github.com/chatd/chatd/internal/store"
+	"github.com/chatd/chatd/internal/tracing"
 )
 
 // RequestIDHeader carries the request id: taken from the request when it is
@@ -121,6 +122,7 @@ func (s *Server) serveObserved(w http.ResponseWriter, r *http.Request, serve fun
 	}
 	w.Header().Set(RequestIDHeader, id)
 	info := &reqInfo{id: id}
+	r, span := tracing.StartHTTP(r) // the caller's traceparent, when sent, is its parent
 	r = r.WithContext(context.WithValue(r.Context(), infoKey, info))
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 
@@ -131,6 +133,7 @@ func (s *Server) serveObserved(w http.ResponseWriter, r *http.Request, serve fun
 	if pattern != "" {
 		_, route, _ = strings.Cut(pattern, " ")
 	}
+	tracing.EndHTTP(span, r.Method, route, rec.status)
 	status := strconv.Itoa(rec.status)
 	s.httpRequests.WithLabelValues(route, r.Method, status).Inc()
 	s.httpDuration.WithLabelValues(route, r.Method).Observe(took.Seconds())

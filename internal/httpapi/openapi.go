@@ -142,6 +142,9 @@ var fieldDocs = map[string]map[string]any{
 	"AttemptError.message": {"description": "A sentence for people, at most 512 bytes (a longer one is cut and ends with `…`); do not parse it."},
 	"StructuredOutputResult.attempts": {"description": "The request's rejected attempts so far, whatever its status: the repairs a " +
 		"`succeeded` request needed, or why a `failed` one failed (the same list as `error.attempts`). Absent when there were none."},
+	"StructuredOutputResult.trace_id": {"pattern": "^[0-9a-f]{32}$", "description": "The OpenTelemetry trace id of the request: " +
+		"the API call that admitted it (the caller's own trace when it sent a `traceparent`), its turn and its webhook deliveries " +
+		"(docs/operations.md#traces). Absent when the server does not trace, or did not when the request was admitted."},
 	"QueuedMessage.structured_output_request_id": {"description": "Set when the queued message asks for structured output."},
 	"ResponseFormat.type":                        {"enum": []string{"text", "json_schema"}},
 	"ResponseFormat.json_schema":                 {"description": "Required with `json_schema`, forbidden with `text`."},

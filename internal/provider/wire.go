@@ -48,6 +48,7 @@ type Observation struct {
 	seen     bool
 	terminal bool
 	finish   string
+	model    string // the answering model, as the first event naming it says
 	refusal  strings.Builder
 	usage    reported
 }
@@ -80,13 +81,16 @@ type Verdict struct {
 	// Reported says which token figures the provider's usage object
 	// carried (fantasy reports an absent figure as zero).
 	Reported Reported
+	// Model is the model the provider says answered ("" when it named
+	// none): gen_ai.response.model.
+	Model string
 }
 
 // Verdict interprets the observation.
 func (o *Observation) Verdict() Verdict {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	v := Verdict{Seen: o.seen, Raw: o.finish, Refusal: o.refusal.String(), Incomplete: o.seen && !o.terminal, Reported: o.usage}
+	v := Verdict{Seen: o.seen, Raw: o.finish, Refusal: o.refusal.String(), Incomplete: o.seen && !o.terminal, Reported: o.usage, Model: o.model}
 	v.Refused = v.Refusal != ""
 	switch o.api {
 	case apiChat:
@@ -295,8 +299,13 @@ func (s *sseParser) endLine() {
 // "delta" is a string on Responses and an object on Anthropic, so it stays
 // raw.
 type wireEvent struct {
-	Type    string `json:"type"`
-	Choices []struct {
+	Type string `json:"type"`
+	// Model is the model that answered: Chat Completions' chunks carry it
+	// at the top, Responses in response, Anthropic in message_start's
+	// message, Gemini as modelVersion.
+	Model        string `json:"model"`
+	ModelVersion string `json:"modelVersion"`
+	Choices      []struct {
 		FinishReason *string `json:"finish_reason"`
 		Delta        struct {
 			Refusal *string `json:"refusal"`
@@ -310,9 +319,11 @@ type wireEvent struct {
 			Reason string `json:"reason"`
 		} `json:"incomplete_details"`
 		Usage json.RawMessage `json:"usage"`
+		Model string          `json:"model"`
 	} `json:"response"`
 	Message *struct {
 		Usage json.RawMessage `json:"usage"`
+		Model string          `json:"model"`
 	} `json:"message"` // Anthropic message_start
 	Part *struct {
 		Type    string `json:"type"`
@@ -326,6 +337,21 @@ type wireEvent struct {
 	PromptFeedback *struct {
 		BlockReason string `json:"blockReason"`
 	} `json:"promptFeedback"`
+}
+
+// model is the answering model an event names, if any.
+func (ev *wireEvent) model() string {
+	switch {
+	case ev.Model != "":
+		return ev.Model
+	case ev.ModelVersion != "":
+		return ev.ModelVersion
+	case ev.Response != nil && ev.Response.Model != "":
+		return ev.Response.Model
+	case ev.Message != nil:
+		return ev.Message.Model
+	}
+	return ""
 }
 
 func (o *Observation) event(data []byte) {
@@ -343,6 +369,9 @@ func (o *Observation) event(data []byte) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.model == "" {
+		o.model = ev.model()
+	}
 	switch o.api {
 	case apiChat:
 		// fantasy takes the usage of the last chunk (a chunk without one

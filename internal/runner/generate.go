@@ -138,6 +138,8 @@ var errProviderSilent = errors.New("provider silent")
 // cut short because the chat changed or the worker stops (res.Parts holds
 // what it produced); otherwise res.Err is the provider's failure, if any.
 func (a *action) stream(ctx context.Context, p *call, attempt int32) (res stepResult, cut bool) {
+	ctx, span := a.startStep(ctx, p, attempt)
+	defer func() { a.endStep(span, res, cut) }()
 	stepCtx, cancelStep := context.WithCancelCause(ctx)
 	defer cancelStep(nil)
 	stopWatch := a.watch(stepCtx, cancelStep)
@@ -173,6 +175,7 @@ func (a *action) stream(ctx context.Context, p *call, attempt int32) (res stepRe
 	a.opts.Preview.Flush()
 	v := wire.Verdict()
 	res.correct(v)
+	res.Model = v.Model
 	if res.Err == nil {
 		res.Tokens = provider.StepUsage(res.Usage, v)
 		a.countTokens(res.Tokens)
@@ -330,10 +333,12 @@ func (a *action) providerError(ctx context.Context, attempt int32, err error) (b
 	a.log.Warn("provider error", slog.Int("attempt", int(attempt)), slog.Int("status", status),
 		slog.Bool("retryable", retryable), slog.Duration("retry_after", floor), slog.String("error", a.models.Redact(err.Error())))
 	if retryable && int(attempt) < a.opts.MaxAttempts {
+		wait := a.opts.backoff(attempt, floor)
+		retried(ctx, attempt, err, wait)
 		select {
 		case <-ctx.Done():
 			return false, ctx.Err()
-		case <-time.After(a.opts.backoff(attempt, floor)):
+		case <-time.After(wait):
 		}
 		return false, nil
 	}

@@ -353,6 +353,8 @@ func (r *Runner) runChat(ctx, hard context.Context, turn store.Turn) (yielded bo
 	if turn.Chat.Status == client.StatusRunning {
 		t.counted = counted{ok: true, history: turn.Chat.HistoryVersion, attempt: turn.Chat.GenerationAttempt}
 	}
+	spans := &turnSpan{worker: claimID, base: log}
+	defer spans.end()
 	misses := 0
 	for read := true; ; read = false {
 		if ctx.Err() != nil || chatCtx.Err() != nil {
@@ -373,7 +375,7 @@ func (r *Runner) runChat(ctx, hard context.Context, turn store.Turn) (yielded bo
 			}
 		}
 		t.yield = false
-		done, err := t.pass(chatCtx, turn)
+		done, err := t.pass(spans.enter(chatCtx, turn, t), turn)
 		if !errors.Is(err, store.ErrFenceMiss) {
 			misses = 0
 		}

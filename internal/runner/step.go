@@ -49,6 +49,8 @@ type stepResult struct {
 	// Capped says the step was cut off at the output caps below; it ended
 	// with finish reason length and what was complete by then.
 	Capped bool
+	// Model is the model the provider says answered (from the wire).
+	Model string
 }
 
 // Caps on what one provider step may stream. A call's arguments beyond

@@ -123,10 +123,13 @@ func (a *action) toolsCommit(ctx context.Context, step *parsed, calls []jsonb.Pa
 		for _, c := range calls {
 			tool, isServer := server[c.ToolName]
 			remote, isMCP := a.opts.MCP.Lookup(chat.Model, chat.MCPServers, c.ToolName)
+			answered := len(results)
+			ctx, span := startTool(ctx, c, executor(req, c, isServer, isMCP, dynamic[c.ToolName]))
 			switch {
 			case req != nil && c.ToolName == FinalizerName:
 				res, candidate, k, w := finalize(step, c, req)
 				results = append(results, res)
+				validated(span, k, w)
 				if candidate != nil {
 					progress.SetCandidate, progress.Candidate, progress.CandidateCallID = true, candidate, c.ToolCallID
 				} else {
@@ -150,12 +153,14 @@ func (a *action) toolsCommit(ctx context.Context, step *parsed, calls []jsonb.Pa
 			case isServer:
 				res, err := a.runServerTool(ctx, tool, c)
 				if err != nil {
+					span.End()
 					return store.Commit{}, "", err // stopping: nothing is committed, the call runs again
 				}
 				results = append(results, res)
 			case isMCP:
 				res, err := a.runMCPTool(ctx, step, remote, c)
 				if err != nil {
+					span.End()
 					return store.Commit{}, "", err // stopping, or the chat moved: nothing is committed
 				}
 				results = append(results, res)
@@ -163,6 +168,11 @@ func (a *action) toolsCommit(ctx context.Context, step *parsed, calls []jsonb.Pa
 				waiting = true // the client runs it
 			default:
 				results = append(results, errorResult(c, fmt.Sprintf("Unknown tool %q.", c.ToolName)))
+			}
+			if len(results) > answered {
+				endTool(span, results[len(results)-1])
+			} else {
+				span.End()
 			}
 		}
 	}

@@ -142,7 +142,9 @@ func (a *action) commit(ctx context.Context, c store.Commit) (bool, error) {
 	if publishes {
 		a.opts.TestSignals.BeforePublish.Wait(ctx)
 	}
-	res, err := a.store.Apply(ctx, c)
+	commitCtx, span := startCommit(ctx, c)
+	res, err := a.store.Apply(commitCtx, c)
+	endCommit(span, err)
 	if err != nil {
 		return false, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/dbgen"
 	"github.com/chatd/chatd/internal/jsonb"
+	"github.com/chatd/chatd/internal/tracing"
 )
 
 // RequestSpec is an admitted structured response format to persist.
@@ -176,8 +177,13 @@ func (s *Store) queueRequest(ctx context.Context, pl *pipeline, chatID uuid.UUID
 	if spec == nil {
 		return uuid.NullUUID{}
 	}
+	// The span of the admission (the API request, or the parent's turn
+	// for a spawned child) is the parent of the request's turn.
 	p := dbgen.RequestInsertParams{RequestID: uuid.New(), ChatID: chatID, Name: spec.Name, Description: spec.Description, Schema: spec.Schema,
 		AdmittedBy: s.process()}
+	if tp := tracing.Traceparent(ctx); tp != "" {
+		p.TraceParent = &tp
+	}
 	pipeOne(pl, func(db dbgen.DBTX) (dbgen.StructuredRequest, error) { return s.q.RequestInsert(ctx, db, p) },
 		func(_ dbgen.StructuredRequest, err error) error { return err })
 	return uuid.NullUUID{UUID: p.RequestID, Valid: true}
@@ -474,7 +480,7 @@ func requestStateFrom(row dbgen.RequestGetForOwnerWithReceiptRow) RequestState {
 		ValidationRejections: row.ValidationRejections, Steps: row.Steps, Candidate: row.Candidate,
 		CandidateToolCallID: row.CandidateToolCallID, ErrorCode: row.ErrorCode, ErrorMessage: row.ErrorMessage,
 		ReceiptMessageID: row.ReceiptMessageID, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt, FinishedAt: row.FinishedAt,
-		Attempts: row.Attempts, AdmittedBy: row.AdmittedBy})
+		Attempts: row.Attempts, AdmittedBy: row.AdmittedBy, TraceParent: row.TraceParent})
 	if row.ReceiptID != nil {
 		receipt := messageFrom(dbgen.ChatMessage{ID: *row.ReceiptID, ChatID: row.ChatID, Role: client.Role(row.ReceiptRole),
 			Kind: row.ReceiptKind, Visibility: string(VisibleUser), Content: row.ReceiptContent,

@@ -74,6 +74,8 @@ const (
 	RequestsReceiptMessageFk        Constraint = "structured_requests_receipt_message_fk"
 	// RequestsAttemptsList: attempts is a JSON list of at most rejections entries (migration 00009).
 	RequestsAttemptsList Constraint = "structured_requests_attempts_list"
+	// RequestsTraceParentForm: trace_parent is a W3C traceparent (migration 00015).
+	RequestsTraceParentForm Constraint = "structured_requests_trace_parent_form"
 
 	MessagesPkey                    Constraint = "chat_messages_pkey"
 	MessagesChatIDFkey              Constraint = "chat_messages_chat_id_fkey"

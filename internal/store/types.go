@@ -140,6 +140,9 @@ type Request struct {
 	// AdmittedBy is the process that admitted the request
 	// (Store.Tell); invalid when unknown.
 	AdmittedBy uuid.NullUUID
+	// TraceParent is the W3C trace context of the span that admitted the
+	// request ("" when tracing was off): its turn continues that trace.
+	TraceParent string
 }
 
 // User is an authenticated caller.
@@ -199,6 +202,7 @@ func requestFrom(r dbgen.StructuredRequest) Request {
 		Candidate: r.Candidate, CandidateToolCallID: r.CandidateToolCallID, ErrorCode: r.ErrorCode,
 		ErrorMessage: r.ErrorMessage, ReceiptMessageID: r.ReceiptMessageID, CreatedAt: r.CreatedAt,
 		UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt, Attempts: r.Attempts, AdmittedBy: r.AdmittedBy,
+		TraceParent: ptrOr(r.TraceParent),
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 
 	"github.com/chatd/chatd/internal/prom"
 	"github.com/chatd/chatd/internal/store"
+	"github.com/chatd/chatd/internal/tracing"
 )
 
 // Options shape a Deliverer; zero values take the defaults.
@@ -235,11 +236,14 @@ type Payload struct {
 
 // post sends one delivery; nil error means a 2xx answer. status is the
 // HTTP status, 0 when there was none.
-func (d *Deliverer) post(ctx context.Context, e endpoint, row store.Delivery) (int, error) {
+func (d *Deliverer) post(ctx context.Context, e endpoint, row store.Delivery) (status int, err error) {
 	st, err := d.st.RequestForDelivery(ctx, row.RequestID)
 	if err != nil {
 		return 0, fmt.Errorf("read receipt: %w", err)
 	}
+	// In the request's trace; the POST carries it (traceparent).
+	ctx, span := tracing.StartWebhook(tracing.Resume(ctx, st.Request.TraceParent), e.name, row.RequestID.String(), int(row.Attempt))
+	defer func() { tracing.EndWebhook(span, status, err) }()
 	data, err := d.o.Render(st)
 	if err != nil {
 		return 0, fmt.Errorf("render receipt: %w", err)
@@ -265,6 +269,7 @@ func (d *Deliverer) post(ctx context.Context, e endpoint, row store.Delivery) (i
 	req.Header.Set("webhook-id", id)
 	req.Header.Set("webhook-timestamp", ts)
 	req.Header.Set("webhook-signature", Sign(e.key, id, ts, body))
+	tracing.Inject(rctx, req.Header)
 	resp, err := d.client.Do(req)
 	if err != nil {
 		var uerr *url.Error

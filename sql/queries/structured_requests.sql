@@ -1,6 +1,6 @@
 -- name: RequestInsert :one
-INSERT INTO structured_requests (request_id, chat_id, name, description, schema, admitted_by)
-VALUES (@request_id, @chat_id, @name, @description, @schema, sqlc.narg(admitted_by))
+INSERT INTO structured_requests (request_id, chat_id, name, description, schema, admitted_by, trace_parent)
+VALUES (@request_id, @chat_id, @name, @description, @schema, sqlc.narg(admitted_by), sqlc.narg(trace_parent))
 RETURNING *;
 
 -- name: RequestGet :one

@@ -730,6 +730,8 @@ export interface components {
             request_id: string;
             /** @enum {string} */
             status: "pending" | "succeeded" | "failed" | "cancelled";
+            /** @description The OpenTelemetry trace id of the request: the API call that admitted it (the caller's own trace when it sent a `traceparent`), its turn and its webhook deliveries (docs/operations.md#traces). Absent when the server does not trace, or did not when the request was admitted. */
+            trace_id?: string;
             /** @description As StructuredOutput.usage: the receipt's sum, once terminal. */
             usage?: components["schemas"]["Usage"];
             /** @description As StructuredOutput.value: present exactly when `succeeded`, possibly JSON null. */
