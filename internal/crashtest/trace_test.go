@@ -310,3 +310,92 @@ func randHex(t *testing.T, n int) string {
 	}
 	return hex.EncodeToString(b)
 }
+
+// TestTraceContinuesAfterKill: the worker running a traced request's turn
+// is SIGKILLed during its provider call; another process takes the turn
+// over after the lease and finishes it. The trace of the request (its
+// client's) ends where the killed process stopped — none of its unended
+// spans is exported — and the turn that finishes is in the same trace, a
+// child of the admission's span, recorded by the process that took over.
+func TestTraceContinuesAfterKill(t *testing.T) {
+	t.Parallel()
+	db := dbtest.NewURL(t)
+	held := make(chan struct{}, 1)
+	mock := mockllm.New(mockllm.Options{
+		BeforeRespond: func(ctx context.Context, r *mockllm.Request) error {
+			if r.Header.Get(procHeader) != "b" {
+				return nil
+			}
+			select {
+			case held <- struct{}{}:
+			default:
+			}
+			<-ctx.Done() // never answered: b is killed
+			return ctx.Err()
+		},
+		StepFor: func(*mockllm.Request) (mockllm.Step, bool) {
+			return mockllm.Step{Value: json.RawMessage(`{"title":"t","count":1}`)}, true
+		},
+	})
+	mockSrv := httptest.NewServer(mock)
+	t.Cleanup(mockSrv.Close)
+	recv := &otlpReceiver{}
+	collector := httptest.NewServer(recv)
+	t.Cleanup(collector.Close)
+	env := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + collector.URL, "OTEL_BSP_SCHEDULE_DELAY=50"}
+
+	a := startServer(t, serverOpts{Name: "a", DB: db, Config: writeConfig(t, mockSrv.URL, "", "a"), Workers: 0, Env: env})
+	token := newToken(t, db, "alice")
+	b := startServer(t, serverOpts{Name: "b", DB: db, Config: writeConfig(t, mockSrv.URL, "", "b"), Workers: 1, Env: env})
+
+	traceID, clientSpan := randHex(t, 16), randHex(t, 8)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	c := client.New(a.URL, token, &http.Client{Timeout: 60 * time.Second,
+		Transport: withHeader{"traceparent", "00-" + traceID + "-" + clientSpan + "-01"}})
+	created, err := c.CreateChat(ctx, client.CreateChatRequest{Content: text("[c1 m1] Report."), ResponseFormat: structured()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-held:
+	case <-ctx.Done():
+		t.Fatal("b never called the provider")
+	}
+	b.kill()
+	startServer(t, serverOpts{Name: "c", DB: db, Config: writeConfig(t, mockSrv.URL, "", "c"), Workers: 1, Env: env})
+	res, err := c.WaitStructuredOutput(ctx, *created.Messages[0].StructuredOutputRequestID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != client.OutputSucceeded || res.TraceID != traceID {
+		t.Fatalf("result %+v, want succeeded in trace %s", res, traceID)
+	}
+
+	var server, turns, steps []recvSpan
+	poll(t, 30*time.Second, "the turn's spans", func() bool {
+		server, turns, steps = nil, nil, nil
+		for _, s := range recv.trace(traceID) {
+			switch s.Name {
+			case "POST /api/v1/chats":
+				server = append(server, s)
+			case "invoke_agent chatd":
+				turns = append(turns, s)
+			case "chat mock-1":
+				steps = append(steps, s)
+			}
+		}
+		return len(server) == 1 && len(turns) >= 1 && len(steps) >= 1
+	})
+	for _, s := range append(turns, steps...) {
+		if s.Instance == server[0].Instance {
+			t.Errorf("%s recorded by the admitting process", s.Name)
+		}
+	}
+	if len(turns) != 1 || hex.EncodeToString(turns[0].ParentSpanId) != hex.EncodeToString(server[0].SpanId) {
+		t.Fatalf("%d turn spans (parent %x), want one, the child of the admission's span %x", len(turns), turns[0].ParentSpanId, server[0].SpanId)
+	}
+	if len(steps) != 1 || hex.EncodeToString(steps[0].ParentSpanId) != hex.EncodeToString(turns[0].SpanId) {
+		t.Fatalf("%d step spans, want the surviving process's one, in its turn", len(steps))
+	}
+}

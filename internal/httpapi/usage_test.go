@@ -178,4 +178,19 @@ func tokenUsage(t *testing.T, typ string) {
 			t.Errorf("chatd_provider_tokens_total{kind=%q} = %v (present %v), want %d", kind, got, ok, *v)
 		}
 	}
+
+	// The GenAI conventions' client metrics: three chat operations of the
+	// mock model at its provider; input tokens are the whole prompt
+	// (cached ones included), one observation per step.
+	provider := map[string]string{config.TypeOpenAICompatible: "mock", config.TypeOpenAIChat: "openai", config.TypeOpenAI: "openai",
+		config.TypeAnthropic: "anthropic"}[typ]
+	op := []string{"gen_ai_operation_name", "chat", "gen_ai_provider_name", provider, "gen_ai_request_model", "mock-1"}
+	wantValue(t, m, 3, "gen_ai_client_operation_duration_seconds", append(op, "error_type", "")...)
+	prompt := *sum.InputTokens + *sum.CacheReadTokens
+	if sum.CacheWriteTokens != nil {
+		prompt += *sum.CacheWriteTokens
+	}
+	wantValue(t, m, 3, "gen_ai_client_token_usage_count", append(op, "gen_ai_token_type", "input")...)
+	wantValue(t, m, float64(prompt), "gen_ai_client_token_usage_sum", append(op, "gen_ai_token_type", "input")...)
+	wantValue(t, m, float64(*sum.OutputTokens), "gen_ai_client_token_usage_sum", append(op, "gen_ai_token_type", "output")...)
 }

@@ -182,6 +182,7 @@ func (a *action) stream(ctx context.Context, p *call, attempt int32) (res stepRe
 	}
 	cut = res.Err != nil && (errors.Is(context.Cause(stepCtx), errChatChanged) || ctx.Err() != nil)
 	a.observeCall("step", time.Since(start), res.Err, cut)
+	a.observeGenAI(p, time.Since(start), res, cut)
 	for _, w := range res.Warnings {
 		a.log.Warn("provider warning", slog.String("type", string(w.Type)), slog.String("setting", w.Setting),
 			slog.String("message", a.models.Redact(w.Message+" "+w.Details)))

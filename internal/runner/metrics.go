@@ -12,6 +12,7 @@ import (
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/prom"
+	"github.com/chatd/chatd/internal/tracing"
 )
 
 // Rejection kinds, the label of chatd_structured_rejections_total.
@@ -41,7 +42,16 @@ type runnerMetrics struct {
 	yields          *prometheus.CounterVec
 	tokens          *prometheus.CounterVec
 	claimWait       prometheus.Observer
+	// The GenAI semantic conventions' client metrics, in Prometheus form.
+	genaiDuration *prometheus.HistogramVec
+	genaiTokens   *prometheus.HistogramVec
 }
+
+// The GenAI conventions' explicit bucket boundaries.
+var (
+	genaiDurationBuckets = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
+	genaiTokenBuckets    = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864}
+)
 
 func (r *Runner) instrument(reg *prometheus.Registry) {
 	prom.GaugeFunc(reg, "chatd_workers", "Chats this process can run at once (--max-running).",
@@ -64,6 +74,14 @@ func (r *Runner) instrument(reg *prometheus.Registry) {
 	r.m.claimWait = prom.Histogram(reg, "chatd_claim_wait_seconds",
 		"From a chat's last visible change (it became runnable) to its claim by this process: the wait for a running "+
 			"slot. A chat handed over at its admission waited 0.", prom.LatencyBuckets).WithLabelValues()
+	r.m.genaiDuration = prom.Histogram(reg, "gen_ai_client_operation_duration_seconds",
+		"GenAI operation duration (OpenTelemetry GenAI semantic conventions): each provider step, from the request to the end "+
+			"of its stream; error_type is set on failures.", genaiDurationBuckets,
+		"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model", "gen_ai_response_model", "error_type")
+	r.m.genaiTokens = prom.Histogram(reg, "gen_ai_client_token_usage",
+		"Tokens used per GenAI operation (OpenTelemetry GenAI semantic conventions), by gen_ai_token_type input or output; "+
+			"a figure the provider did not report is not observed.", genaiTokenBuckets,
+		"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model", "gen_ai_response_model", "gen_ai_token_type")
 	r.m.yields = prom.Counter(reg, "chatd_fair_yields_total",
 		"Chats a busy worker handed back at a step boundary because another user's chat waited (fair claiming).")
 }
@@ -81,6 +99,48 @@ func (a *action) observeCall(call string, took time.Duration, err error, cancell
 		a.m.providerErrors.WithLabelValues(model, providerErrorType(err)).Inc()
 	}
 	a.m.providerLatency.WithLabelValues(model, call, outcome).Observe(took.Seconds())
+}
+
+// observeGenAI records a provider step in the GenAI client metrics; a
+// step cut short by an interrupt, edit or stop is not an operation that
+// ended, and is left out.
+func (a *action) observeGenAI(p *call, took time.Duration, res stepResult, cut bool) {
+	if cut {
+		return
+	}
+	labels := []string{tracing.OpChat, providerName(p.model.Provider), p.model.Config.Model, res.Model}
+	errType := ""
+	if res.Err != nil {
+		errType = providerErrorType(res.Err)
+	}
+	a.m.genaiDuration.WithLabelValues(append(labels, errType)...).Observe(took.Seconds())
+	if res.Err != nil {
+		return
+	}
+	if n := promptTokens(res.Tokens); n != nil {
+		a.m.genaiTokens.WithLabelValues(append(labels, "input")...).Observe(float64(*n))
+	}
+	if n := res.Tokens.OutputTokens; n != nil {
+		a.m.genaiTokens.WithLabelValues(append(labels, "output")...).Observe(float64(*n))
+	}
+}
+
+// promptTokens is gen_ai.usage.input_tokens: the whole prompt, the
+// tokens read from or written to the provider's cache included (chatd's
+// input_tokens counts only those that were neither); nil when the
+// provider reported none of them.
+func promptTokens(u client.Usage) *int64 {
+	var n int64
+	seen := false
+	for _, p := range []*int64{u.InputTokens, u.CacheReadTokens, u.CacheWriteTokens} {
+		if p != nil {
+			n, seen = n+*p, true
+		}
+	}
+	if !seen {
+		return nil
+	}
+	return &n
 }
 
 // countTokens adds a completed step's reported figures to

@@ -112,7 +112,7 @@ func (a *action) endStep(span trace.Span, res stepResult, cut bool) {
 	if res.Model != "" {
 		span.SetAttributes(tracing.ResponseModel.String(res.Model))
 	}
-	if n := res.Tokens.InputTokens; n != nil {
+	if n := promptTokens(res.Tokens); n != nil {
 		span.SetAttributes(tracing.InputTokens.Int64(*n))
 	}
 	if n := res.Tokens.OutputTokens; n != nil {
