@@ -57,6 +57,7 @@ type serverArgs struct {
 	corsOrigins       *string
 	accessLevel       *string
 	withConsole       *bool
+	traceURL          *string
 	bodyTimeout       *time.Duration
 	maxRunnable       *int
 	maxStreams        *int
@@ -89,6 +90,7 @@ func serverFlags(stderr io.Writer) (*flags, *serverArgs) {
 		corsOrigins:       f.String("cors-origins", "CHATD_CORS_ORIGINS", "", "comma-separated browser origins allowed to call the API (scheme://host[:port], or *); empty: CORS off (docs/api.md#browsers)"),
 		accessLevel:       f.String("access-log-level", "CHATD_ACCESS_LOG_LEVEL", "info", "level of the one access line per request: debug, info, warn, error (make run sets debug)"),
 		withConsole:       f.Bool("console", "CHATD_CONSOLE", false, "serve the web console at /console/ and redirect / to it (a client of the public API, so any replica serves it; sign in with an API token; docs/console.md)"),
+		traceURL:          f.String("trace-url-template", "CHATD_TRACE_URL_TEMPLATE", "", "the console links a request to its trace at this URL, {trace_id} standing for its trace id, e.g. https://jaeger.example/trace/{trace_id} (docs/operations.md#traces)"),
 		bodyTimeout:       f.Duration("body-read-timeout", "CHATD_BODY_READ_TIMEOUT", httpapi.DefaultBodyReadTimeout, "how long a request body may take to arrive; a stalled body is answered 408 and its connection closed. Headers must arrive within 10s and an idle keep-alive connection is closed after 2m; there is no overall read or write timeout, which would cut event streams"),
 		maxRunnable:       f.Int("max-runnable-per-user", "CHATD_MAX_RUNNABLE_PER_USER", httpapi.DefaultMaxRunnablePerUser, "runnable chats (running, or waiting for a slot) one user may have across all replicas; a create or send that would start one more is answered 429 (-1: no limit)"),
 		maxStreams:        f.Int("max-streams-per-user", "CHATD_MAX_STREAMS_PER_USER", httpapi.DefaultMaxStreamsPerUser, "event streams (chat streams and watches together) one user may have open on this process; one more is answered 429 with Retry-After (-1: no limit). Per process: behind a load balancer a user may hold this many on each replica"),
@@ -137,6 +139,9 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if *a.lease < time.Second || *a.drain <= 0 || *a.toolTimeout <= 0 || *a.silence <= 0 || *a.serverToolTimeout <= 0 {
 		return errors.New("--lease must be at least 1s; --drain-timeout, --tool-result-timeout, --server-tool-timeout and --provider-silence-timeout must be positive")
+	}
+	if err := console.ParseTraceURLTemplate(*a.traceURL); err != nil {
+		return fmt.Errorf("--trace-url-template: %w", err)
 	}
 	if *a.bodyTimeout <= 0 {
 		return errors.New("--body-read-timeout must be positive")
@@ -262,7 +267,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	var handler http.Handler = api
 	if *a.withConsole {
-		handler = console.Mount(api)
+		handler = console.MountWith(api, console.Config{TraceURLTemplate: *a.traceURL})
 	}
 	srv := httpapi.NewHTTPServer(handler)
 

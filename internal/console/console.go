@@ -7,8 +7,12 @@ package console
 
 import (
 	"embed"
+	"encoding/json"
+	"fmt"
 	"io/fs"
 	"net/http"
+	"net/url"
+	"strings"
 )
 
 // Prefix is the path the console is served under.
@@ -49,8 +53,39 @@ func Handler() http.Handler {
 // Mount serves the console under Prefix and everything else with api; the
 // root, which the API does not serve, redirects (302: it is the console
 // only while the server runs with it) to the console.
-func Mount(api http.Handler) http.Handler {
+func Mount(api http.Handler) http.Handler { return MountWith(api, Config{}) }
+
+// Config is what the server tells the console (GET /console/config.json).
+type Config struct {
+	// TraceURLTemplate, when set, links a request to its trace: an
+	// absolute http(s) URL in which {trace_id} stands for the request's
+	// trace id (--trace-url-template).
+	TraceURLTemplate string `json:"trace_url_template"`
+}
+
+// ParseTraceURLTemplate checks a trace URL template: empty (no links), or
+// an absolute http or https URL holding {trace_id}.
+func ParseTraceURLTemplate(s string) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(strings.ReplaceAll(s, "{trace_id}", "0"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || !strings.Contains(s, "{trace_id}") {
+		return fmt.Errorf("%q is not an http(s) URL holding {trace_id}, like https://jaeger.example/trace/{trace_id}", s)
+	}
+	return nil
+}
+
+// MountWith is Mount with the console's configuration.
+func MountWith(api http.Handler, cfg Config) http.Handler {
+	body, _ := json.Marshal(cfg)
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+Prefix+"config.json", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-cache")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		_, _ = w.Write(body)
+	})
 	mux.Handle(Prefix, Handler())
 	mux.Handle("GET /console", http.RedirectHandler(Prefix, http.StatusMovedPermanently))
 	mux.Handle("GET /{$}", http.RedirectHandler(Prefix, http.StatusFound))

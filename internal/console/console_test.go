@@ -78,3 +78,29 @@ func TestAssetsSelfContained(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The console reads the trace URL template from /console/config.json (empty
+// without one), and the server refuses a template that is no http(s) URL
+// holding {trace_id}.
+func TestTraceURLTemplate(t *testing.T) {
+	t.Parallel()
+	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) })
+	for tmpl, want := range map[string]string{
+		"": `{"trace_url_template":""}`,
+		"https://jaeger.example/trace/{trace_id}": `{"trace_url_template":"https://jaeger.example/trace/{trace_id}"}`,
+	} {
+		if err := ParseTraceURLTemplate(tmpl); err != nil {
+			t.Fatalf("%q: %v", tmpl, err)
+		}
+		rec := httptest.NewRecorder()
+		MountWith(api, Config{TraceURLTemplate: tmpl}).ServeHTTP(rec, httptest.NewRequest("GET", "/console/config.json", nil))
+		if rec.Code != 200 || rec.Header().Get("Content-Type") != "application/json" || rec.Body.String() != want {
+			t.Errorf("config.json with %q: %d %s", tmpl, rec.Code, rec.Body)
+		}
+	}
+	for _, bad := range []string{"https://jaeger.example/trace/", "javascript:alert({trace_id})", "/trace/{trace_id}", "ftp://h/{trace_id}"} {
+		if err := ParseTraceURLTemplate(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

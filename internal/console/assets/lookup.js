@@ -5,6 +5,7 @@ import { api, APIError } from "./api.js";
 import { h, field } from "./dom.js";
 import { receiptCard } from "./receipt.js";
 import { alertLine } from "./forms.js";
+import { config, traceURL } from "./config.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -39,7 +40,9 @@ export function lookupView(id, signal) {
         alert.textContent = e.message;
         return;
       }
+      const trace = traceURL((await config()).trace_url_template, res.trace_id);
       out.replaceChildren(...[receiptCard(res, { heading: res.status === "pending" ? "Request" : "Result", chatId: res.chat_id, messageId: res.receipt_message_id }),
+        trace ? h("p", { class: "meta" }, "trace ", h("a", { href: trace, class: "trace-link", target: "_blank", rel: "noopener noreferrer" }, h("code", {}, res.trace_id))) : null,
         res.status === "pending" ? h("p", { class: "muted" }, "Pending: waiting for its receipt…") : null].filter(Boolean));
       if (res.status !== "pending") return;
     }
