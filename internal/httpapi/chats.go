@@ -221,7 +221,9 @@ func textField(field, v string, max int) error {
 // maxInputParts bounds the parts of one input message.
 const maxInputParts = 64
 
-// inputParts checks client input: text parts only, at least one.
+// inputParts checks client input: text parts only, at least one, each
+// with some text that is not whitespace (providers refuse empty text, and
+// the turn would fail after admission). Every bad part is named.
 func inputParts(in []client.MessagePart) ([]jsonb.Part, error) {
 	if len(in) == 0 {
 		return nil, badField("content", "at least one content part is required")
@@ -229,18 +231,24 @@ func inputParts(in []client.MessagePart) ([]jsonb.Part, error) {
 	if len(in) > maxInputParts {
 		return nil, badField("content", fmt.Sprintf("at most %d parts", maxInputParts))
 	}
+	var bad []client.ValidationError
 	out := make([]jsonb.Part, 0, len(in))
 	for i, p := range in {
 		field := "content." + strconv.Itoa(i)
-		if p.Type != "text" {
-			return nil, badField(field+".type", `must be "text"`)
-		}
 		extra := p
 		extra.Type, extra.Text = "", ""
-		if !isZeroPart(extra) {
-			return nil, badField(field, "a text part has only type and text")
+		switch {
+		case p.Type != "text":
+			bad = append(bad, client.ValidationError{Field: field + ".type", Detail: `must be "text"`})
+		case !isZeroPart(extra):
+			bad = append(bad, client.ValidationError{Field: field, Detail: "a text part has only type and text"})
+		case strings.TrimSpace(p.Text) == "":
+			bad = append(bad, client.ValidationError{Field: field + ".text", Detail: "must contain text other than whitespace"})
 		}
 		out = append(out, jsonb.Text(p.Text))
+	}
+	if bad != nil {
+		return nil, badFields(bad)
 	}
 	return out, nil
 }

@@ -40,6 +40,16 @@ func badField(field, detail string) *apiError {
 		validations: []client.ValidationError{{Field: field, Detail: detail}}}
 }
 
+// maxValidations caps the validations of one response: the first ones
+// say enough, and a hostile body cannot make the answer large.
+const maxValidations = 20
+
+// badFields is a 400 naming every field at fault (the first
+// maxValidations of them, in order).
+func badFields(vs []client.ValidationError) *apiError {
+	return &apiError{status: http.StatusBadRequest, message: "Invalid request.", validations: vs[:min(len(vs), maxValidations)]}
+}
+
 func fromFieldError(fe *validate.FieldError) *apiError { return badField(fe.Field, fe.Detail) }
 
 var (

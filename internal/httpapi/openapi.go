@@ -50,7 +50,7 @@ var typeDocs = map[string]string{
 	"Chat":                   "A conversation owned by one user.",
 	"ToolCall":               "A pending call of a client-executed tool.",
 	"DynamicTool":            "A client-executed tool declared on a chat.",
-	"MessagePart":            "One element of a message's content. Input messages take text parts only (`type` and `text`).",
+	"MessagePart":            "One element of a message's content. Input messages take text parts only (`type` and `text`, with text that is not empty or only whitespace).",
 	"ChatMessage":            "A committed message. A receipt is an assistant message with `structured_output`.",
 	"StructuredOutput":       "The terminal outcome of a structured request, carried only by its receipt message.",
 	"StructuredOutputError":  "Why a structured request failed or was cancelled.",

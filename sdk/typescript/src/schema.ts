@@ -545,7 +545,7 @@ export interface components {
             messages: components["schemas"]["ChatMessage"][];
             queued_messages: components["schemas"]["QueuedMessage"][];
         };
-        /** @description One element of a message's content. Input messages take text parts only (`type` and `text`). Discriminated by `type`; ignore part types you do not know. */
+        /** @description One element of a message's content. Input messages take text parts only (`type` and `text`, with text that is not empty or only whitespace). Discriminated by `type`; ignore part types you do not know. */
         MessagePart: components["schemas"]["TextPart"] | components["schemas"]["ReasoningPart"] | components["schemas"]["ToolCallPart"] | components["schemas"]["ToolResultPart"] | components["schemas"]["FilePart"] | components["schemas"]["SourcePart"];
         /** @description Stream event `message_part`: a preview fragment of the step being generated. Not a result. */
         MessagePartEvent: {
