@@ -50,7 +50,13 @@ func badFields(vs []client.ValidationError) *apiError {
 	return &apiError{status: http.StatusBadRequest, message: "Invalid request.", validations: vs[:min(len(vs), maxValidations)]}
 }
 
-func fromFieldError(fe *validate.FieldError) *apiError { return badField(fe.Field, fe.Detail) }
+func fromFieldError(fe *validate.FieldError) *apiError {
+	var vs []client.ValidationError
+	for _, e := range fe.All() {
+		vs = append(vs, client.ValidationError{Field: e.Field, Detail: e.Detail})
+	}
+	return badFields(vs)
+}
 
 var (
 	errNotFound    = errorf(http.StatusNotFound, "Not found.")

@@ -18,10 +18,32 @@ type Format struct {
 	Compiled *Schema
 }
 
-// FieldError names the request field at fault.
+// FieldError names the request field at fault. A schema with several
+// problems gives one FieldError per problem: the first, and the rest in
+// More (at most MaxProblems in all, ordered by pointer).
 type FieldError struct {
-	Field  string `json:"field"`
-	Detail string `json:"detail"`
+	Field  string       `json:"field"`
+	Detail string       `json:"detail"`
+	More   []FieldError `json:"-"`
+}
+
+// All lists e and the errors in its More.
+func (e *FieldError) All() []FieldError {
+	return append([]FieldError{{Field: e.Field, Detail: e.Detail}}, e.More...)
+}
+
+// schemaError reports a schema's refusal against field, one FieldError
+// per problem.
+func schemaError(field string, err error) *FieldError {
+	ps := ProblemsOf(err)
+	if len(ps) == 0 {
+		return &FieldError{Field: field, Detail: err.Error()}
+	}
+	fe := &FieldError{Field: field, Detail: ps[0].Error()}
+	for _, p := range ps[1:] {
+		fe.More = append(fe.More, FieldError{Field: field, Detail: p.Error()})
+	}
+	return fe
 }
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Detail }
@@ -116,7 +138,7 @@ func ParseResponseFormat(raw json.RawMessage) (*Format, *FieldError) {
 	}
 	compiled, err := CompileCached(schema)
 	if err != nil {
-		return nil, &FieldError{Field: jf + ".schema", Detail: err.Error()}
+		return nil, schemaError(jf+".schema", err)
 	}
 	f.Schema = schema
 	f.Compiled = compiled
@@ -150,13 +172,13 @@ func envelopeError(raw []byte, err error) *FieldError {
 	if se.Pointer == "" && len(raw) > envelopeLimits.MaxBytes {
 		if schema := rawSchema(raw); len(schema) > schemaLimits.MaxBytes {
 			_, cerr := Compile(schema)
-			return &FieldError{Field: field + ".json_schema.schema", Detail: cerr.Error()}
+			return schemaError(field+".json_schema.schema", cerr)
 		}
 	}
 	if rest, in := strings.CutPrefix(se.Pointer, schemaPointer); in && (rest == "" || rest[0] == '/') {
 		if schema := rawSchema(raw); schema != nil {
 			if _, cerr := Compile(schema); cerr != nil {
-				return &FieldError{Field: field + ".json_schema.schema", Detail: cerr.Error()}
+				return schemaError(field+".json_schema.schema", cerr)
 			}
 		}
 		return &FieldError{Field: field + ".json_schema.schema", Detail: (&ScanError{Pointer: rest, Detail: se.Detail}).Error()}

@@ -51,6 +51,44 @@ type ScanError struct {
 
 func (e *ScanError) Error() string { return displayPointer(e.Pointer) + ": " + e.Detail }
 
+// MaxProblems bounds the refusals reported for one schema document: the
+// first ones the screening meets.
+const MaxProblems = 20
+
+// Problems are the refusals of one schema document when there are more
+// than one (Compile), ordered by pointer, at most MaxProblems. Its Error
+// is the first one's, with a count of the rest.
+type Problems []*ScanError
+
+func (p Problems) Error() string {
+	if len(p) == 1 {
+		return p[0].Error()
+	}
+	return fmt.Sprintf("%s (and %d more)", p[0].Error(), len(p)-1)
+}
+
+// Unwrap gives each refusal to errors.Is and errors.As.
+func (p Problems) Unwrap() []error {
+	out := make([]error, len(p))
+	for i, e := range p {
+		out[i] = e
+	}
+	return out
+}
+
+// ProblemsOf lists the refusals an admission error holds: every one of a
+// Problems, or the error itself. An error that is neither a *ScanError nor
+// Problems gives nil.
+func ProblemsOf(err error) []*ScanError {
+	switch e := err.(type) {
+	case Problems:
+		return e
+	case *ScanError:
+		return []*ScanError{e}
+	}
+	return nil
+}
+
 // displayPointer renders a JSON Pointer for people: the root, whose pointer
 // is the empty string, is shown as "(root)".
 func displayPointer(p string) string {

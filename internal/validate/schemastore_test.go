@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -107,8 +108,8 @@ func TestSchemaStore(t *testing.T) {
 		raw := compact(t, e.Schema)
 		s, err := Compile(raw)
 		if err != nil {
-			se, ok := err.(*ScanError)
-			if !ok || se.Detail == "" {
+			var se *ScanError // the first problem
+			if !errors.As(err, &se) || se.Detail == "" {
 				t.Errorf("%s: refused without a cause: %v", e.Name, err)
 				continue
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp/syntax"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -228,6 +229,8 @@ type screener struct {
 	refs       []refSite
 	warnings   []Warning
 	ecma       map[string]*regexp2.Regexp
+	problems   Problems // the refusals found so far (note)
+	stop       bool     // a cap was passed, or MaxProblems found: screening stops
 }
 
 // screen checks a decoded schema document: the keyword allowlist at schema
@@ -242,11 +245,19 @@ func screen(doc any) (*screened, error) {
 	if root, ok := doc.(map[string]any); ok {
 		s.dialect, _ = dialectOf(root["$schema"])
 	}
-	if err := s.schema(doc, "", 0, docBase); err != nil {
-		return nil, err
+	// A problem at one place of the document does not stop the walk: the
+	// others are reported with it (note). References are resolved in a
+	// document without problems only.
+	_ = s.schema(doc, "", 0, docBase)
+	if len(s.problems) == 0 {
+		_ = s.note(s.resolveRefs(doc))
 	}
-	if err := s.resolveRefs(doc); err != nil {
-		return nil, err
+	if len(s.problems) == 1 {
+		return nil, s.problems[0]
+	}
+	if len(s.problems) > 1 {
+		slices.SortStableFunc(s.problems, func(a, b *ScanError) int { return strings.Compare(a.Pointer, b.Pointer) })
+		return nil, s.problems
 	}
 	return &screened{insts: s.insts, dialect: s.dialect, refs: s.refs, positions: s.positions, targets: s.targets,
 		detached: s.detached, warnings: s.warnings, ecma: sortedKeysOf(s.ecma), ecmaRE: s.ecma}, nil
@@ -270,16 +281,46 @@ func fail(ptr, format string, args ...any) error {
 	return &ScanError{Pointer: ptr, Detail: fmt.Sprintf(format, args...)}
 }
 
+// note records a problem of the document and returns non-nil when
+// screening stops: once a cap was passed (limit) or MaxProblems are
+// recorded. A nil err is no problem.
+func (s *screener) note(err error) error {
+	if err == nil {
+		return nil
+	}
+	if s.stop {
+		return err
+	}
+	if se, ok := err.(*ScanError); ok {
+		s.problems = append(s.problems, se)
+	} else {
+		s.problems = append(s.problems, &ScanError{Detail: err.Error()})
+	}
+	if len(s.problems) >= MaxProblems {
+		s.stop = true
+		return err
+	}
+	return nil
+}
+
+// limit records the passing of a document-wide cap and stops the
+// screening: walking on would cost without saying more.
+func (s *screener) limit(ptr, format string, args ...any) error {
+	err := s.note(fail(ptr, format, args...))
+	s.stop = true
+	return err
+}
+
 func (s *screener) schema(node any, ptr string, depth int, base *url.URL) error {
 	if _, seen := s.positions[ptr]; seen {
 		return nil // a referenced schema under an unknown keyword, screened already
 	}
 	s.subschemas++
 	if s.subschemas > MaxSubschemas {
-		return fail(ptr, "more than %d schemas in one document", MaxSubschemas)
+		return s.limit(ptr, "more than %d schemas in one document", MaxSubschemas)
 	}
 	if depth > MaxSubschemaDepth {
-		return fail(ptr, "schemas nested more than %d deep", MaxSubschemaDepth)
+		return s.note(fail(ptr, "schemas nested more than %d deep", MaxSubschemaDepth))
 	}
 	s.positions[ptr] = node
 	s.depth[ptr] = depth
@@ -289,24 +330,27 @@ func (s *screener) schema(node any, ptr string, depth int, base *url.URL) error 
 	}
 	obj, ok := node.(map[string]any)
 	if !ok {
-		return fail(ptr, "a schema must be an object or a boolean, not %s", jsonTypeOf(node))
+		return s.note(fail(ptr, "a schema must be an object or a boolean, not %s", jsonTypeOf(node)))
 	}
 	keys := sortedKeys(obj)
 	_, hasRef := obj["$ref"]
 	ignored := hasRef && s.dialect == draft07 // Draft-07 ignores the siblings of $ref
 	base, err := s.identify(obj, ptr, base, ignored)
 	if err != nil {
-		return err
+		return s.note(err)
 	}
 	s.bases[ptr] = base
 	for _, k := range keys {
 		kp := ptr + "/" + escapePointer(k)
 		if s.dialect == draft2020 && unsupported2020[k] {
-			return fail(kp, "%q has no Draft-07 equivalent that the validator can check, so this 2020-12 document is refused", k)
+			if err := s.note(fail(kp, "%q has no Draft-07 equivalent that the validator can check, so this 2020-12 document is refused", k)); err != nil {
+				return err
+			}
+			continue
 		}
 		kind, known := s.kindAt(k, ptr)
 		if !known {
-			if err := s.unknownKeyword(k, kp); err != nil {
+			if err := s.note(s.unknownKeyword(k, kp)); err != nil {
 				return err
 			}
 			continue
@@ -320,14 +364,15 @@ func (s *screener) schema(node any, ptr string, depth int, base *url.URL) error 
 		if _, known := s.kindAt(k, ptr); !known {
 			continue
 		}
-		if err := s.keyword(obj, k, ptr, depth, base); err != nil {
+		// a nested schema's problems are noted already; its error stops
+		if err := s.note(s.keyword(obj, k, ptr, depth, base)); err != nil {
 			return err
 		}
 	}
-	if err := countOrder(obj, ptr, "minLength", "maxLength"); err != nil {
+	if err := s.note(countOrder(obj, ptr, "minLength", "maxLength")); err != nil {
 		return err
 	}
-	return countOrder(obj, ptr, "minProperties", "maxProperties")
+	return s.note(countOrder(obj, ptr, "minProperties", "maxProperties"))
 }
 
 func (s *screener) keyword(obj map[string]any, k, ptr string, depth int, base *url.URL) error {
@@ -515,7 +560,7 @@ func (s *screener) schemaArray(arr []any, kp string, depth int, branches bool, b
 func (s *screener) pattern(src, ptr string, key bool) error {
 	s.patterns++
 	if s.patterns > MaxPatterns {
-		return fail(ptr, "more than %d patterns (pattern keywords and patternProperties keys) in one schema", MaxPatterns)
+		return s.limit(ptr, "more than %d patterns (pattern keywords and patternProperties keys) in one schema", MaxPatterns)
 	}
 	if len(src) > MaxPatternBytes {
 		return fail(ptr, "pattern is %d bytes, more than the limit of %d", len(src), MaxPatternBytes)
@@ -531,7 +576,7 @@ func (s *screener) pattern(src, ptr string, key bool) error {
 		return fail(ptr, "pattern compiles to %d instructions, more than the limit of %d (counted repetitions such as .{1000} are expensive)", n, MaxPatternInsts)
 	}
 	if s.patInsts += n; s.patInsts > MaxPatternTotal {
-		return fail(ptr, "the patterns compile to more than %d instructions together", MaxPatternTotal)
+		return s.limit(ptr, "the patterns compile to more than %d instructions together", MaxPatternTotal)
 	}
 	s.insts[src] = n
 	return nil
