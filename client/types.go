@@ -320,6 +320,10 @@ type JSONSchemaFormat struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	Schema      json.RawMessage `json:"schema"`
+	// Strict is accepted as true for requests written for OpenAI's
+	// response_format, and changes nothing: chatd always validates the
+	// result against the whole schema. False is refused.
+	Strict bool `json:"strict,omitempty"`
 }
 
 // CreateChatRequest is the body of POST /api/v1/chats.

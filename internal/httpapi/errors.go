@@ -34,6 +34,28 @@ func errorf(status int, format string, args ...any) *apiError {
 	return &apiError{status: status, message: fmt.Sprintf(format, args...)}
 }
 
+// fieldHints say, for an unknown field a request written for another API
+// often carries, what chatd takes instead (keyed by dotted path).
+var fieldHints = map[string]string{
+	"messages": `chatd takes one message per request: send its parts as "content" ` +
+		`([{"type":"text","text":"…"}]); the chat keeps the history`,
+	"model":       `a chat's model is chosen when the chat is created`,
+	"system":      `the system prompt is "system_prompt", set when the chat is created`,
+	"tools":       `client-executed tools are "dynamic_tools", declared when the chat is created`,
+	"stream":      `answers are streamed by GET /api/v1/chats/{chat}/stream, not by this request`,
+	"strict":      `"strict" belongs in response_format.json_schema, and only true is accepted there (chatd always validates)`,
+	"json_schema": `"json_schema" belongs in response_format, beside "type":"json_schema"`,
+}
+
+// unknownField is the detail for an unknown member at path, with a hint
+// when one applies.
+func unknownField(path string) string {
+	if h, ok := fieldHints[path]; ok {
+		return "unknown field: " + h
+	}
+	return "unknown field"
+}
+
 // badField is a 400 naming the field at fault.
 func badField(field, detail string) *apiError {
 	return &apiError{status: http.StatusBadRequest, message: "Invalid request.",
@@ -361,7 +383,7 @@ func mismatchAt(v any, t reflect.Type, path string) (string, string, bool) {
 			// "content".
 			i := slices.IndexFunc(fields, func(f jsonField) bool { return f.name == k })
 			if i < 0 {
-				return join(k), "unknown field", true
+				return join(k), unknownField(join(k)), true
 			}
 			if f, d, bad := mismatchAt(obj[k], fields[i].typ, join(k)); bad {
 				return f, d, bad
@@ -438,7 +460,8 @@ func jsonError(err error) error {
 	}
 	msg := err.Error()
 	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
-		return badField(strings.Trim(f, `"`), "unknown field")
+		f = strings.Trim(f, `"`)
+		return badField(f, unknownField(f))
 	}
 	return badField("body", strings.TrimPrefix(msg, "json: "))
 }

@@ -150,6 +150,8 @@ var fieldDocs = map[string]map[string]any{
 	"ResponseFormat.json_schema":                 {"description": "Required with `json_schema`, forbidden with `text`."},
 	"JSONSchemaFormat.name":                      {"pattern": "^[A-Za-z0-9_-]{1,64}$"},
 	"JSONSchemaFormat.description":               {"description": "At most 1024 UTF-8 bytes."},
+	"JSONSchemaFormat.strict": {"enum": []any{true}, "description": "Accepted for requests written for OpenAI's response_format, " +
+		"and changes nothing: chatd always validates the result against the whole schema. `false` is refused (400)."},
 	"JSONSchemaFormat.schema": {"type": "object", "additionalProperties": true, "description": "An inline Draft-07 JSON Schema document (an object; " +
 		"the value it describes may be of any JSON type). Local references only ($ref to #… within the document, definitions, $defs); no unknown keywords; at most 256 KiB."},
 	"CreateChatRequest.model":           {"description": "A model id of the server; omitted: the server's default model."},

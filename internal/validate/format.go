@@ -107,8 +107,18 @@ func ParseResponseFormat(raw json.RawMessage) (*Format, *FieldError) {
 		return nil, &FieldError{Field: field + ".json_schema", Detail: "is required and must be an object"}
 	}
 	jf := field + ".json_schema"
-	if err := onlyKeys(js, jf, "name", "description", "schema"); err != nil {
+	if err := onlyKeys(js, jf, "name", "description", "schema", "strict"); err != nil {
 		return nil, err
+	}
+	// OpenAI's strict mode: chatd always validates the result against the
+	// whole schema, so true asks for nothing more, and false for something
+	// chatd does not do.
+	if v, has := js["strict"]; has && v != true {
+		detail := `must be true or absent: chatd always validates the result against the schema; remove "strict"`
+		if _, isBool := v.(bool); !isBool {
+			detail = `must be a boolean (true, or absent: chatd always validates the result against the schema)`
+		}
+		return nil, &FieldError{Field: jf + ".strict", Detail: detail}
 	}
 	name, ok := js["name"].(string)
 	if !ok || !nameRE.MatchString(name) {

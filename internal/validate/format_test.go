@@ -25,7 +25,9 @@ func TestParseResponseFormat(t *testing.T) {
 		{env(`{}`) + ` x`, "response_format", "unexpected data"},
 		{`{"type":"json_schema","json_schema":{"name":"r","name":"s","schema":{}}}`, "response_format.json_schema.name", "duplicate object key"},
 		{`{"type":"json_schema","json_schema":{"name":"bad name","schema":{}}}`, "response_format.json_schema.name", "must match"},
-		{`{"type":"json_schema","json_schema":{"name":"r","schema":{},"strict":true}}`, "response_format.json_schema.strict", "unknown field"},
+		{`{"type":"json_schema","json_schema":{"name":"r","schema":{},"strict":false}}`, "response_format.json_schema.strict", `always validates the result against the schema; remove "strict"`},
+		{`{"type":"json_schema","json_schema":{"name":"r","schema":{},"strict":1}}`, "response_format.json_schema.strict", "must be a boolean"},
+		{`{"type":"json_schema","json_schema":{"name":"r","schema":{},"extra":true}}`, "response_format.json_schema.extra", "unknown field"},
 		{`{"type":"xml"}`, "response_format.type", "must be"},
 	} {
 		f, fe := ParseResponseFormat([]byte(c.raw))
@@ -40,6 +42,11 @@ func TestParseResponseFormat(t *testing.T) {
 	f, fe := ParseResponseFormat([]byte(env(`{"type":"object","properties":{"$ref":{"const":{"$id":"x"}}}}`)))
 	if fe != nil || f == nil || f.Name != "r" || string(f.Schema) != `{"type":"object","properties":{"$ref":{"const":{"$id":"x"}}}}` {
 		t.Errorf("%+v %v", f, fe)
+	}
+	// OpenAI's strict: true is a no-op: chatd always validates.
+	if f, fe := ParseResponseFormat([]byte(`{"type":"json_schema","json_schema":{"name":"r","strict":true,"schema":{"type":"string"}}}`)); fe != nil || f == nil ||
+		string(f.Schema) != `{"type":"string"}` {
+		t.Errorf("strict true: %+v %v", f, fe)
 	}
 	for _, raw := range []string{``, `null`, ` null `, `{"type":"text"}`} {
 		if f, fe := ParseResponseFormat([]byte(raw)); f != nil || fe != nil {

@@ -531,6 +531,11 @@ export interface components {
             schema: {
                 [key: string]: unknown;
             };
+            /**
+             * @description Accepted for requests written for OpenAI's response_format, and changes nothing: chatd always validates the result against the whole schema. `false` is refused (400).
+             * @enum {boolean}
+             */
+            strict?: true;
         };
         /** @description The caller's chats. */
         ListChatsResponse: {
