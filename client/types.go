@@ -234,11 +234,13 @@ type StructuredOutput struct {
 // StructuredOutputError explains a failed or cancelled request.
 type StructuredOutputError struct {
 	Code ErrorCode `json:"code"`
-	// Message is the reason in one line; for validation_exhausted and
-	// not_produced it ends with the feedback the model got last.
+	// Message is the reason in one sentence, for people; for
+	// validation_exhausted and not_produced it says how many attempts were
+	// rejected and what the last did wrong.
 	Message string `json:"message"`
 	// Attempts are the request's rejected attempts, in order; set on a
-	// failed receipt that had any.
+	// failed receipt that had any. The lookup (StructuredOutputResult)
+	// lists them as its own Attempts instead, never here.
 	Attempts []Attempt `json:"attempts,omitempty"`
 }
 
@@ -468,7 +470,8 @@ type StructuredOutputResult struct {
 	Usage *Usage `json:"usage,omitempty"`
 	// Attempts are the request's rejected attempts so far, whatever its
 	// status: the repairs a succeeded request needed, or why a failed one
-	// failed (as its Error.Attempts).
+	// failed (the receipt's Error.Attempts, which the lookup's Error
+	// leaves out).
 	Attempts []Attempt `json:"attempts,omitempty"`
 	// TraceID is the OpenTelemetry trace the request belongs to (its
 	// admission, turn and webhook deliveries), when the server traces.

@@ -736,7 +736,14 @@ func toResult(st store.RequestState) (client.StructuredOutputResult, error) {
 	}
 	out.ReceiptMessageID = &st.Receipt.ID
 	if so := m.StructuredOutput; so != nil {
-		out.Value, out.Error, out.Usage = so.Value, so.Error, so.Usage
+		out.Value, out.Usage = so.Value, so.Usage
+		if so.Error != nil {
+			// The lookup lists the attempts once, as attempts (for any
+			// status); the receipt's error.attempts would repeat them.
+			e := *so.Error
+			e.Attempts = nil
+			out.Error = &e
+		}
 	}
 	return out, nil
 }

@@ -124,10 +124,12 @@ var fieldDocs = map[string]map[string]any{
 	"StructuredOutputPartial.value": {"description": "The parse of the arguments' prefix's `output` member: strings and " +
 		"containers closed where the prefix stops, a number, `true`, `false` or `null` only once complete, an object key only " +
 		"with its value. Each value of a call extends the previous one (strings grow, arrays and objects gain members)."},
-	"StructuredOutputError.message": {"description": "A short sentence; do not parse it. For `validation_exhausted` and `not_produced` it ends " +
-		"with the feedback the model got last (written for the model); `attempts` says the same for people and programs."},
-	"StructuredOutputError.attempts": {"description": "On a `failed` receipt: the request's rejected attempts, in order " +
-		"(at most 3, as many as it had). Absent when there were none."},
+	"StructuredOutputError.message": {"description": "A sentence for people; do not parse it. For `validation_exhausted` and `not_produced` it " +
+		"says how many attempts were rejected and the first error of the last (`3 attempts were rejected; the last: /command must be of type " +
+		"string, not integer.`); the attempts list every error."},
+	"StructuredOutputError.attempts": {"description": "On a `failed` receipt (a message): the request's rejected attempts, in order " +
+		"(at most 3, as many as it had). Absent when there were none, and always absent from the lookup's `error`, which lists them " +
+		"as its own `attempts`."},
 	"Attempt.attempt": {"minimum": 1, "description": "Numbers the request's rejected attempts from 1."},
 	"Attempt.reason":  {"enum": client.AttemptReasons(), "description": "What kind of rejection it was."},
 	"Attempt.errors": {"maxItems": client.AttemptMaxErrors, "description": "The first 20 errors: for `invalid_value`, the schema keywords " +
@@ -141,7 +143,8 @@ var fieldDocs = map[string]map[string]any{
 		"(`text_only`, `ineligible_step`, `invalid_batch`, `provider_tools`, `schema_unavailable`)."},
 	"AttemptError.message": {"description": "A sentence for people, at most 512 bytes (a longer one is cut and ends with `…`); do not parse it."},
 	"StructuredOutputResult.attempts": {"description": "The request's rejected attempts so far, whatever its status: the repairs a " +
-		"`succeeded` request needed, or why a `failed` one failed (the same list as `error.attempts`). Absent when there were none."},
+		"`succeeded` request needed, or why a `failed` one failed (the receipt's `error.attempts`; the lookup's `error` leaves them out). " +
+		"Absent when there were none."},
 	"StructuredOutputResult.trace_id": {"pattern": "^[0-9a-f]{32}$", "description": "The OpenTelemetry trace id of the request: " +
 		"the API call that admitted it (the caller's own trace when it sent a `traceparent`), its turn and its webhook deliveries " +
 		"(docs/operations.md#traces). Absent when the server does not trace, or did not when the request was admitted."},

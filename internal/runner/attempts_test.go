@@ -85,9 +85,11 @@ func mustJSON(t *testing.T, v any) string {
 }
 
 // TestAttemptsExhausted: three rejected attempts of different kinds, through
-// the HTTP API. The failed receipt lists them as error.attempts, the same on
-// the long poll, in the history and on the stream, while error.message
-// stays the model's feedback; after a restart all of it reads the same.
+// the HTTP API. The failed receipt lists them as error.attempts, the same in
+// the history and on the stream; the long poll lists them once, as its own
+// attempts. error.message is a sentence for users, not the model's feedback
+// (no instruction, no finalizer name); after a restart all of it reads the
+// same.
 func TestAttemptsExhausted(t *testing.T) {
 	t.Parallel()
 	script := &mockllm.Script{Steps: []mockllm.Step{
@@ -102,25 +104,28 @@ func TestAttemptsExhausted(t *testing.T) {
 	if res.Status != client.OutputFailed || res.Error == nil || res.Error.Code != client.CodeValidationExhausted {
 		t.Fatalf("result %+v", res)
 	}
-	if !strings.Contains(res.Error.Message, "Fix the value and call "+runner.FinalizerName+" again") {
-		t.Fatalf("error.message is not the model's feedback any more: %q", res.Error.Message)
+	const want = `3 attempts were rejected; the last: property "command" is required (and 2 more errors).`
+	if res.Error.Message != want || strings.Contains(res.Error.Message, runner.FinalizerName) || strings.Contains(res.Error.Message, "Fix") {
+		t.Fatalf("error.message %q, want %q", res.Error.Message, want)
 	}
-	att := res.Error.Attempts
+	if res.Error.Attempts != nil {
+		t.Fatalf("the lookup lists the attempts twice: error.attempts %+v", res.Error.Attempts)
+	}
+	att := res.Attempts
 	if len(att) != 3 {
-		t.Fatalf("error.attempts %+v, want 3", att)
+		t.Fatalf("attempts %+v, want 3", att)
 	}
 	checkAttempt(t, 0, att[0], client.AttemptInvalidValue, wantErr{"/command", "minLength"}, wantErr{"/count", "maximum"})
 	checkAttempt(t, 1, att[1], client.AttemptInvalidArguments, wantErr{"", "invalid_json"})
 	checkAttempt(t, 2, att[2], client.AttemptInvalidValue,
 		wantErr{"", "required"}, wantErr{"/count", "type"}, wantErr{"/extra", "additionalProperties"})
-	if !reflect.DeepEqual(res.Attempts, att) {
-		t.Fatalf("the lookup's attempts %+v differ from error.attempts %+v", res.Attempts, att)
-	}
 	settled(t, env, chat, req, client.OutputFailed, client.CodeValidationExhausted)
 
 	receipt := receiptOf(t, c, chat, req)
 	streamed := streamedReceipt(t, c, chat, req)
-	if !reflect.DeepEqual(receipt.StructuredOutput.Error, res.Error) || !reflect.DeepEqual(streamed, receipt) {
+	lookupError := *res.Error
+	lookupError.Attempts = att
+	if !reflect.DeepEqual(receipt.StructuredOutput.Error, &lookupError) || !reflect.DeepEqual(streamed, receipt) {
 		t.Fatalf("receipt %s\nstreamed %s\nlookup error %s", mustJSON(t, receipt), mustJSON(t, streamed), mustJSON(t, res.Error))
 	}
 	var stored int
@@ -184,10 +189,10 @@ func TestAttemptsNotProduced(t *testing.T) {
 	c := env.Client("alice")
 	_, req := create(t, c, attemptSchema)
 	res := wait(t, c, req)
-	if res.Status != client.OutputFailed || res.Error.Code != client.CodeNotProduced || len(res.Error.Attempts) != 3 {
+	if res.Status != client.OutputFailed || res.Error.Code != client.CodeNotProduced || len(res.Attempts) != 3 {
 		t.Fatalf("result %s", mustJSON(t, res))
 	}
-	for i, a := range res.Error.Attempts {
+	for i, a := range res.Attempts {
 		checkAttempt(t, i, a, client.AttemptTextOnly, wantErr{"", "text_only"})
 	}
 }
@@ -200,10 +205,10 @@ func TestAttemptsModeInvalid(t *testing.T) {
 	c := env.Client("alice")
 	_, req := create(t, c, attemptSchema)
 	res := wait(t, c, req)
-	if res.Status != client.OutputFailed || res.Error.Code != client.CodeValidationExhausted || len(res.Error.Attempts) != 3 {
+	if res.Status != client.OutputFailed || res.Error.Code != client.CodeValidationExhausted || len(res.Attempts) != 3 {
 		t.Fatalf("result %s", mustJSON(t, res))
 	}
-	for i, a := range res.Error.Attempts {
+	for i, a := range res.Attempts {
 		if a.Attempt != i+1 || a.Reason != client.AttemptInvalidValue || len(a.Errors) == 0 || a.ErrorsTotal < len(a.Errors) {
 			t.Fatalf("attempt %s", mustJSON(t, a))
 		}
@@ -248,11 +253,11 @@ func TestAttemptsCapped(t *testing.T) {
 	c := env.Client("alice")
 	chat, req := create(t, c, schema)
 	res := wait(t, c, req)
-	if res.Status != client.OutputFailed || len(res.Error.Attempts) != 3 {
+	if res.Status != client.OutputFailed || len(res.Attempts) != 3 {
 		t.Fatalf("result %s", mustJSON(t, res))
 	}
 	for _, i := range []int{0, 2} {
-		a := res.Error.Attempts[i]
+		a := res.Attempts[i]
 		if a.ErrorsTotal != 300 || !a.Truncated || len(a.Errors) != client.AttemptMaxErrors {
 			t.Fatalf("attempt %d: %d errors of %d, truncated %v", i+1, len(a.Errors), a.ErrorsTotal, a.Truncated)
 		}
@@ -262,7 +267,7 @@ func TestAttemptsCapped(t *testing.T) {
 			}
 		}
 	}
-	a := res.Error.Attempts[1]
+	a := res.Attempts[1]
 	if a.ErrorsTotal != 1 || a.Truncated || len(a.Errors) != 1 {
 		t.Fatalf("attempt 2: %s", mustJSON(t, a))
 	}

@@ -16,13 +16,14 @@ const MaxRejections = 3
 
 // reject counts one rejected finalization batch of req into p (validation:
 // the schema rejected a value) and, when that spends the budget, returns
-// the failure that ends the request; why says what the last batch did
-// wrong. This is the one place the budget is decided: text-only endings,
-// invalid arguments, values and batches all come here.
+// the failure that ends the request. This is the one place the budget is
+// decided: text-only endings, invalid arguments, values and batches all
+// come here.
 //
 // kind is the rejection's kind and att what it did wrong, recorded for
-// users as the request's next attempt (p.Attempt).
-func reject(req *store.Request, p *store.Progress, kind string, att attemptErrors, why string) *store.Outcome {
+// users as the request's next attempt (p.Attempt) and, when the request
+// fails, summed up in its message (failedAfter).
+func reject(req *store.Request, p *store.Progress, kind string, att attemptErrors) *store.Outcome {
 	p.Rejections++
 	if kind == rejectValue {
 		p.ValidationRejections++
@@ -33,7 +34,31 @@ func reject(req *store.Request, p *store.Progress, kind string, att attemptError
 	}
 	return &store.Outcome{RequestID: req.RequestID, Status: client.OutputFailed,
 		Code:    exhaustedCode(req.ValidationRejections + p.ValidationRejections),
-		Message: fmt.Sprintf("no valid result after %d attempts: %s", MaxRejections, why)}
+		Message: failedAfter(MaxRejections, att)}
+}
+
+// failedAfter words the failure of a request after n rejected attempts for
+// the people who read the receipt: how many, and the first thing the last
+// one did wrong. The model's feedback says what to do next, and names the
+// finalizer tool; users get neither (every attempt's errors are in the
+// receipt's error.attempts).
+func failedAfter(n int, last attemptErrors) string {
+	msg := fmt.Sprintf("%d attempts were rejected", n)
+	if len(last.errors) == 0 {
+		return msg + "."
+	}
+	e := last.errors[0]
+	what := capText(storable(strings.TrimSuffix(e.Message, ".")), maxAttemptMessageBytes)
+	if e.InstancePath != "" {
+		what = capText(storable(e.InstancePath), maxAttemptPathBytes) + " " + what
+	}
+	msg += "; the last: " + what
+	if more := max(last.total, len(last.errors)) - 1; more == 1 {
+		msg += " (and 1 more error)"
+	} else if more > 1 {
+		msg += fmt.Sprintf(" (and %d more errors)", more)
+	}
+	return msg + "."
 }
 
 // Caps of what an attempt records (docs/structured-output.md, "Rejected

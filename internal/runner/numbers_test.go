@@ -67,9 +67,9 @@ func TestNumberBeyondFloat64Refused(t *testing.T) {
 	if !strings.Contains(res.Error.Message, named) || !strings.Contains(res.Error.Message, "/output/n/1") {
 		t.Errorf("failure %q does not name the number and its path", res.Error.Message)
 	}
-	if len(res.Error.Attempts) != 3 || res.Error.Attempts[2].Errors[0].Keyword != "unstorable" ||
-		!strings.Contains(res.Error.Attempts[2].Errors[0].Message, named) {
-		t.Errorf("attempts %+v", res.Error.Attempts)
+	if len(res.Attempts) != 3 || res.Attempts[2].Errors[0].Keyword != "unstorable" ||
+		!strings.Contains(res.Attempts[2].Errors[0].Message, named) {
+		t.Errorf("attempts %+v", res.Attempts)
 	}
 	reqs := env.Mock.Requests()
 	if len(reqs) != 3 {

@@ -93,7 +93,7 @@ func (a *action) toolsCommit(ctx context.Context, step *parsed, calls []jsonb.Pa
 				"Call "+FinalizerName+" alone, in a message of its own."))
 		}
 		kind = rejectProviderTools
-		why = oneError("", rejectProviderTools, FinalizerName+" was called in a message that also ran provider-side tools")
+		why = oneError("", rejectProviderTools, "the result was submitted in a message that also ran provider-side tools")
 	case finalizers > 0 && len(calls) > 1:
 		// Invalid batch: nothing in it runs.
 		for _, c := range calls {
@@ -101,8 +101,8 @@ func (a *action) toolsCommit(ctx context.Context, step *parsed, calls []jsonb.Pa
 				"Run any other tools first, then call "+FinalizerName+" alone."))
 		}
 		kind = rejectBatch
-		why = oneError("", rejectBatch, fmt.Sprintf("%s was called beside other tool calls (%d calls, %d of them %s); it must be the only call of its message",
-			FinalizerName, len(calls), finalizers, FinalizerName))
+		why = oneError("", rejectBatch, fmt.Sprintf("the result was submitted beside other tool calls (%d calls, %d of them submissions); "+
+			"it must be the only call of its message", len(calls), finalizers))
 	default:
 		server := map[string]tools.Tool{}
 		for _, t := range a.opts.Tools {
@@ -183,7 +183,7 @@ func (a *action) toolsCommit(ctx context.Context, step *parsed, calls []jsonb.Pa
 	}
 	switch {
 	case kind != "":
-		if failed := reject(req, progress, kind, why, lastFeedback(results)); failed != nil {
+		if failed := reject(req, progress, kind, why); failed != nil {
 			commit.Outcomes, commit.End = []store.Outcome{*failed}, store.EndTurn
 		}
 	case waiting || children > 0:
@@ -425,19 +425,6 @@ func outputOf(args json.RawMessage) (json.RawMessage, string, error) {
 		return nil, codeArgumentsShape, fmt.Errorf(`the arguments must be exactly {"output": <value>}`)
 	}
 	return out, "", nil
-}
-
-func lastFeedback(results []jsonb.Part) string {
-	for i := len(results) - 1; i >= 0; i-- {
-		if results[i].IsError {
-			s := resultText(results[i].Result)
-			if len(s) > 1024 {
-				s = s[:1024] + "…"
-			}
-			return s
-		}
-	}
-	return "the model did not submit a value"
 }
 
 func ptrString(p *string) string {

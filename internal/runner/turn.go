@@ -211,8 +211,8 @@ func (a *action) textEnding() (store.Commit, string) {
 		return store.Commit{End: store.EndTurn}, ""
 	}
 	p := &store.Progress{RequestID: req.RequestID}
-	why := "the model ended its turn without calling " + FinalizerName
-	if failed := reject(req, p, rejectTextOnly, oneError("", rejectTextOnly, why), why); failed != nil {
+	why := "the model ended its turn with text, without submitting a result"
+	if failed := reject(req, p, rejectTextOnly, oneError("", rejectTextOnly, why)); failed != nil {
 		return store.Commit{Progress: p, Outcomes: []store.Outcome{*failed}, End: store.EndTurn}, rejectTextOnly
 	}
 	return store.Commit{

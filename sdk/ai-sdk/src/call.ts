@@ -287,10 +287,13 @@ export class Call {
 
 function receiptOf(r: StructuredOutputResult): StructuredOutput {
   if (r.status === "pending") throw new Error(`chatd: request ${r.request_id} is still pending`);
+  // The lookup lists a failed request's attempts as its own `attempts`;
+  // the receipt has them in `error.attempts`.
+  const error = r.error && r.status === "failed" && r.attempts?.length ? { ...r.error, attempts: r.attempts } : r.error;
   return {
     request_id: r.request_id,
     status: r.status,
-    ...(r.error ? { error: r.error } : {}),
+    ...(error ? { error } : {}),
     ...(r.usage ? { usage: r.usage } : {}),
     ...("value" in r ? { value: r.value } : {}),
   };

@@ -18,7 +18,7 @@ export type StructuredOutputResult = Schemas["StructuredOutputResult"];
 export type StructuredOutputError = Schemas["StructuredOutputError"];
 /** Tokens of provider steps by kind; null: the provider did not report that figure (not zero). */
 export type Usage = Schemas["Usage"];
-/** A rejected attempt at a structured result, with why (error.attempts, and the lookup's attempts). */
+/** A rejected attempt at a structured result, with why (a failed receipt's error.attempts, and the lookup's attempts). */
 export type Attempt = Schemas["Attempt"];
 export type AttemptError = Schemas["AttemptError"];
 /** Something in a response_format schema that chatd admitted but does not check (create/send/edit `warnings`). */

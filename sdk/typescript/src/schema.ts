@@ -693,11 +693,11 @@ export interface components {
         };
         /** @description Why a structured request failed or was cancelled. */
         StructuredOutputError: {
-            /** @description On a `failed` receipt: the request's rejected attempts, in order (at most 3, as many as it had). Absent when there were none. */
+            /** @description On a `failed` receipt (a message): the request's rejected attempts, in order (at most 3, as many as it had). Absent when there were none, and always absent from the lookup's `error`, which lists them as its own `attempts`. */
             attempts?: components["schemas"]["Attempt"][];
             /** @enum {string} */
             code: "validation_exhausted" | "not_produced" | "configuration_error" | "provider_error" | "refused" | "hook_failed" | "interrupted" | "queue_deleted" | "superseded";
-            /** @description A short sentence; do not parse it. For `validation_exhausted` and `not_produced` it ends with the feedback the model got last (written for the model); `attempts` says the same for people and programs. */
+            /** @description A sentence for people; do not parse it. For `validation_exhausted` and `not_produced` it says how many attempts were rejected and the first error of the last (`3 attempts were rejected; the last: /command must be of type string, not integer.`); the attempts list every error. */
             message: string;
         };
         /** @description Stream event `structured_output_partial`: the value the finalizer call's arguments show so far, while the model writes them. Never a result: it may still fail validation, and `preview_reset` voids it. */
@@ -721,7 +721,7 @@ export interface components {
         };
         /** @description The state of a structured request by its UUID. */
         StructuredOutputResult: {
-            /** @description The request's rejected attempts so far, whatever its status: the repairs a `succeeded` request needed, or why a `failed` one failed (the same list as `error.attempts`). Absent when there were none. */
+            /** @description The request's rejected attempts so far, whatever its status: the repairs a `succeeded` request needed, or why a `failed` one failed (the receipt's `error.attempts`; the lookup's `error` leaves them out). Absent when there were none. */
             attempts?: components["schemas"]["Attempt"][];
             /** Format: uuid */
             chat_id: string;
