@@ -15,9 +15,8 @@
 //
 // The model is the real mockllm binary started exactly as `make mockllm`
 // starts it, with the rules of examples/mockllm.json: a user message with
-// the word "hold" keeps its provider call waiting (a chat kept busy), and
-// one about "weather" is answered with a call of the client tool
-// get_weather.
+// "#hold" keeps its provider call waiting (a chat kept busy), and one with
+// "#weather" is answered with a call of the client tool get_weather.
 package docs_test
 
 import (

@@ -3,6 +3,8 @@ package mockllm
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -128,11 +130,100 @@ func TestExampleScript(t *testing.T) {
 	}
 	var hold, weather, sloppy bool
 	for _, r := range sc.Rules {
-		hold = hold || r.Contains == "hold" && r.Step.Hold
-		weather = weather || r.Contains == "weather" && r.Tool == "get_weather" && len(r.Step.ToolCalls) == 1
-		sloppy = sloppy || r.Contains == "sloppy" && r.Tool == "coder_structured_output" && string(r.Step.Value) == `{"command": ""}`
+		hold = hold || r.Contains == "#hold" && r.Step.Hold
+		weather = weather || r.Contains == "#weather" && r.Tool == "get_weather" && len(r.Step.ToolCalls) == 1
+		sloppy = sloppy || r.Contains == "#sloppy" && r.Tool == "coder_structured_output" && string(r.Step.Value) == `{"command": ""}`
 	}
 	if !hold || !weather || !sloppy {
 		t.Fatalf("examples/mockllm.json lacks the hold, weather or sloppy rule: %+v", sc.Rules)
+	}
+}
+
+// records is a slog.Handler that passes each record on.
+type records chan slog.Record
+
+func (records) Enabled(context.Context, slog.Level) bool { return true }
+func (h records) Handle(_ context.Context, r slog.Record) error {
+	h <- r
+	return nil
+}
+func (h records) WithAttrs([]slog.Attr) slog.Handler { return withAttrs{h, nil} }
+func (h records) WithGroup(string) slog.Handler      { return h }
+
+// withAttrs keeps a logger's attributes on its records.
+type withAttrs struct {
+	h     records
+	attrs []slog.Attr
+}
+
+func (w withAttrs) Enabled(context.Context, slog.Level) bool { return true }
+func (w withAttrs) Handle(ctx context.Context, r slog.Record) error {
+	r.AddAttrs(w.attrs...)
+	return w.h.Handle(ctx, r)
+}
+func (w withAttrs) WithAttrs(as []slog.Attr) slog.Handler {
+	return withAttrs{w.h, append(append([]slog.Attr(nil), w.attrs...), as...)}
+}
+func (w withAttrs) WithGroup(string) slog.Handler { return w }
+
+// TestExampleScriptDirectives: the example script's rules answer only their
+// directive (#hold, #weather, #sloppy), not a message that merely contains
+// the word ("household" was held for minutes), and a held request is
+// logged, naming the rule.
+func TestExampleScriptDirectives(t *testing.T) {
+	t.Parallel()
+	sc, err := LoadScript(filepath.Join("..", "..", "examples", "mockllm.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logged := make(records, 64)
+	s, hs := startServer(t, Options{Script: sc, Logger: slog.New(logged)})
+	t.Cleanup(s.Release)
+	weatherTool := toolJSON("get_weather", `{"type":"object"}`)
+	for _, text := range []string{"Sort the household chores.", "Hold on, what is the weather like?", "A sloppy answer will do."} {
+		// A held request would wait until the test's end: give up sooner.
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, "POST", hs.URL+"/v1/chat/completions", strings.NewReader(chatBody(false, text, weatherTool)))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			cancel()
+			t.Errorf("%q: %v (held?)", text, err)
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		cancel()
+		if got, calls := answer(t, body); got != "mockllm: "+text || len(calls) != 0 {
+			t.Errorf("%q: answered %q %v, want the echo", text, got, calls)
+		}
+	}
+	if _, calls := answer(t, mustPost(t, hs.URL, chatBody(false, "#weather in Florence?", weatherTool))); len(calls) != 1 {
+		t.Errorf("#weather: calls %v", calls)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, "POST", hs.URL+"/v1/chat/completions", strings.NewReader(chatBody(false, "#hold a long task")))
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	for r := range logged {
+		if !strings.HasPrefix(r.Message, "holding the request") {
+			continue
+		}
+		attrs := map[string]string{}
+		r.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
+		if attrs["rule"] != "0" || attrs["contains"] != "#hold" {
+			t.Errorf("held request logged with %v, want rule 0, #hold", attrs)
+		}
+		break
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Error("a held request was answered")
 	}
 }

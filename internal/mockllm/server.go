@@ -288,15 +288,19 @@ func (s *Server) scriptFor(req *Request) (string, *Script) {
 	return "", s.opts.Script
 }
 
+// ruleStep is the step index nextStep gives rule 0; rule i is ruleStep-i.
+const ruleStep = -2
+
 // nextStep takes the step of the named script's first matching rule, or its
-// next step; index is -1 for an unscripted answer and -2 for a rule.
+// next step; index is -1 for an unscripted answer and ruleStep-i for
+// rule i.
 func (s *Server) nextStep(name string, sc *Script, req *Request) (st Step, index int) {
 	if sc == nil {
 		return Step{}, -1
 	}
-	for _, r := range sc.Rules {
+	for i, r := range sc.Rules {
 		if r.matches(req) {
-			return r.Step, -2
+			return r.Step, ruleStep - i
 		}
 	}
 	s.mu.Lock()
@@ -379,9 +383,14 @@ func (s *Server) serve(f wireFormat, w http.ResponseWriter, r *http.Request) {
 	if !chosen {
 		st, index = s.nextStep(name, sc, &req)
 	}
-	log = log.With("script_step", index, "step_for", chosen)
+	if index <= ruleStep {
+		log = log.With("rule", ruleStep-index, "contains", sc.Rules[ruleStep-index].Contains)
+	} else {
+		log = log.With("script_step", index)
+	}
+	log = log.With("step_for", chosen)
 	if st.Hold {
-		log.Info("holding the request")
+		log.Info("holding the request until the client goes away or mockllm stops")
 		select {
 		case <-s.released:
 		case <-ctx.Done():
