@@ -30,6 +30,7 @@ type StreamEvent struct {
 	Action       *ActionRequired
 	PreviewReset *PreviewReset
 	Partial      *StructuredOutputPartial
+	Retry        *ProviderRetry // provider_retry events
 	Error        *StreamError
 	Data         json.RawMessage
 }
@@ -208,6 +209,9 @@ func (s *Stream) decode(name, id, data string) (StreamEvent, error) {
 	case EventStructuredOutputPartial:
 		ev.Partial = &StructuredOutputPartial{}
 		target = ev.Partial
+	case EventProviderRetry:
+		ev.Retry = &ProviderRetry{}
+		target = ev.Retry
 	case EventError:
 		ev.Error = &StreamError{}
 		target = ev.Error

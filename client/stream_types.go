@@ -19,6 +19,9 @@ const (
 	// EventStructuredOutputPartial previews the value of a finalizer call
 	// while the model writes it.
 	EventStructuredOutputPartial = "structured_output_partial"
+	// EventProviderRetry says the running turn's provider call failed
+	// and will be made again (its data is a ProviderRetry).
+	EventProviderRetry = "provider_retry"
 	// EventChat is sent by the watch stream (GET /api/v1/chats/watch).
 	EventChat = "chat"
 )

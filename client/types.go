@@ -143,8 +143,26 @@ type Chat struct {
 	PendingToolCalls []ToolCall `json:"pending_tool_calls,omitempty"`
 	// LastError says why the last turn failed while the chat is in error.
 	LastError *StreamError `json:"last_error,omitempty"`
-	CreatedAt time.Time    `json:"created_at"`
-	UpdatedAt time.Time    `json:"updated_at"`
+	// ProviderRetry is set while the running turn waits to call its model
+	// provider again after a failed call; cleared once a step is
+	// committed or the turn ends.
+	ProviderRetry *ProviderRetry `json:"provider_retry,omitempty"`
+	CreatedAt     time.Time      `json:"created_at"`
+	UpdatedAt     time.Time      `json:"updated_at"`
+}
+
+// ProviderRetry is a provider call that failed and will be made again: the
+// chat's provider_retry field and the stream's provider_retry event.
+type ProviderRetry struct {
+	// Attempt is the attempt that failed, from 1; MaxAttempts the last one
+	// chatd makes before the turn fails.
+	Attempt     int `json:"attempt"`
+	MaxAttempts int `json:"max_attempts"`
+	// NextTryAt is when the next attempt starts.
+	NextTryAt time.Time `json:"next_try_at"`
+	// LastError says why the attempt failed, in chatd's words (never the
+	// provider's body).
+	LastError string `json:"last_error"`
 }
 
 // ToolCall is a pending call of a client-executed tool.
@@ -476,6 +494,9 @@ type StructuredOutputResult struct {
 	// TraceID is the OpenTelemetry trace the request belongs to (its
 	// admission, turn and webhook deliveries), when the server traces.
 	TraceID string `json:"trace_id,omitempty"`
+	// ProviderRetry is the chat's provider retry while the request is
+	// pending (Chat.ProviderRetry).
+	ProviderRetry *ProviderRetry `json:"provider_retry,omitempty"`
 }
 
 // Error is the body of every error response.

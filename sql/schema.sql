@@ -54,6 +54,13 @@ BEGIN
             USING ERRCODE = 'check_violation', CONSTRAINT = 'chats_history_version_forward';
     END IF;
 
+    -- A provider retry is waited out within one step: once the history
+    -- moves (the step was committed) or the status does (the turn ended,
+    -- failed or is interrupted), it is over.
+    IF NEW.history_version <> OLD.history_version OR NEW.status <> OLD.status THEN
+        NEW.provider_retry := NULL;
+    END IF;
+
     -- What changed: anything but the lease (and the columns this trigger
     -- owns) is a change; a change of anything but a worker's bookkeeping
     -- (owner, lease, attempt counter) is one a client can see. Setting
@@ -538,6 +545,7 @@ CREATE TABLE public.chats (
     spawn_message_id bigint,
     spawn_tool_call_id text,
     spawn_state text,
+    provider_retry jsonb,
     CONSTRAINT chats_child_has_parent CHECK (((mode <> 'child'::text) OR (parent_chat_id IS NOT NULL))),
     CONSTRAINT chats_deadline_only_requires_action CHECK (((status = 'requires_action'::text) OR (requires_action_deadline IS NULL))),
     CONSTRAINT chats_dynamic_tools_check CHECK ((jsonb_typeof(dynamic_tools) = 'array'::text)),

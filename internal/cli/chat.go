@@ -101,7 +101,7 @@ func chatNew(ctx context.Context, args []string, io IO) error {
 	if len(res.Messages) > 0 {
 		requestID = res.Messages[0].StructuredOutputRequestID
 	}
-	return afterSend(ctx, c, res.Chat.ID, requestID, *wait, io.Stdout, 0)
+	return afterSend(ctx, c, res.Chat.ID, requestID, *wait, io.Stdout, io.Stderr, 0)
 }
 
 func chatSend(ctx context.Context, args []string, io IO) error {
@@ -148,18 +148,27 @@ func chatSend(ctx context.Context, args []string, io IO) error {
 	if requestID == nil && *wait && res.QueuedMessage != nil {
 		return usageError("--wait without --schema waits for an idle chat's reply; the message was queued")
 	}
-	return afterSend(ctx, c, chat, requestID, *wait, io.Stdout, after)
+	return afterSend(ctx, c, chat, requestID, *wait, io.Stdout, io.Stderr, after)
 }
 
 // afterSend prints the request id of a structured message and, with wait,
 // its result (or the reply to an ordinary message after message id after).
-func afterSend(ctx context.Context, c *client.Client, chat uuid.UUID, requestID *uuid.UUID, wait bool, out io.Writer, after int64) error {
+// While it waits, provider retries are said on errOut.
+func afterSend(ctx context.Context, c *client.Client, chat uuid.UUID, requestID *uuid.UUID, wait bool, out, errOut io.Writer, after int64) error {
 	if requestID != nil {
 		fmt.Fprintln(out, *requestID)
 		if !wait {
 			return nil
 		}
+		watchCtx, stopWatch := context.WithCancel(ctx)
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			sayRetries(watchCtx, c, chat, after, errOut)
+		}()
 		res, err := c.WaitStructuredOutput(ctx, *requestID)
+		stopWatch()
+		<-watched
 		if err != nil {
 			return err
 		}
@@ -168,12 +177,36 @@ func afterSend(ctx context.Context, c *client.Client, chat uuid.UUID, requestID 
 	if !wait {
 		return nil
 	}
-	return waitReply(ctx, c, chat, after, out)
+	return waitReply(ctx, c, chat, after, out, errOut)
+}
+
+// sayRetries follows the chat and says each provider retry on errOut until
+// ctx ends (the stream's own failures end it quietly: the wait reports).
+func sayRetries(ctx context.Context, c *client.Client, chat uuid.UUID, after int64, errOut io.Writer) {
+	s := c.Stream(ctx, chat, after)
+	defer s.Close()
+	for {
+		ev, err := s.Next()
+		if err != nil {
+			return
+		}
+		if ev.Retry != nil {
+			sayRetry(ev.Retry, errOut)
+		}
+	}
+}
+
+// sayRetry tells the user that the model provider failed and is tried
+// again: chatd waits it out, so without this line the wait looks stuck.
+func sayRetry(r *client.ProviderRetry, errOut io.Writer) {
+	in := time.Until(r.NextTryAt).Round(100 * time.Millisecond)
+	fmt.Fprintf(errOut, "chatd: attempt %d of %d to call the model failed: %s; retrying in %s\n",
+		r.Attempt, r.MaxAttempts, r.LastError, max(in, 0))
 }
 
 // waitReply follows the chat until its turn ends and prints the assistant
 // text it produced.
-func waitReply(ctx context.Context, c *client.Client, chat uuid.UUID, after int64, out io.Writer) error {
+func waitReply(ctx context.Context, c *client.Client, chat uuid.UUID, after int64, out, errOut io.Writer) error {
 	s := c.Stream(ctx, chat, after)
 	defer s.Close()
 	var reply []string
@@ -183,6 +216,8 @@ func waitReply(ctx context.Context, c *client.Client, chat uuid.UUID, after int6
 			return err
 		}
 		switch {
+		case ev.Retry != nil:
+			sayRetry(ev.Retry, errOut)
 		case ev.Message != nil && ev.Message.Role == client.RoleAssistant:
 			for _, p := range ev.Message.Content {
 				if p.Type == "text" && p.Text != "" {

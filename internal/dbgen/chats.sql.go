@@ -53,7 +53,7 @@ WHERE chats.id = $4 AND chats.status IN ('running', 'interrupting')
     WHERE o.owner_id = chats.owner_id AND o.status IN ('running', 'interrupting')
       AND o.worker_id IS NOT NULL AND o.lease_expires_at >= now()
   ) < $5::int)
-RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state, provider_retry
 `
 
 type ChatClaimByIDParams struct {
@@ -108,6 +108,7 @@ func (q *Queries) ChatClaimByID(ctx context.Context, db DBTX, arg ChatClaimByIDP
 		&i.SpawnMessageID,
 		&i.SpawnToolCallID,
 		&i.SpawnState,
+		&i.ProviderRetry,
 	)
 	return i, err
 }
@@ -146,7 +147,7 @@ WHERE id = (
     LIMIT 1
     FOR UPDATE OF c SKIP LOCKED
 )
-RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state, provider_retry
 `
 
 type ChatClaimNextParams struct {
@@ -196,6 +197,7 @@ func (q *Queries) ChatClaimNext(ctx context.Context, db DBTX, arg ChatClaimNextP
 		&i.SpawnMessageID,
 		&i.SpawnToolCallID,
 		&i.SpawnState,
+		&i.ProviderRetry,
 	)
 	return i, err
 }
@@ -212,7 +214,7 @@ func (q *Queries) ChatClearCompactionRequest(ctx context.Context, db DBTX, id uu
 const chatCountAttempt = `-- name: ChatCountAttempt :one
 UPDATE chats SET generation_attempt = generation_attempt + 1
 WHERE id = $1
-RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state, provider_retry
 `
 
 // The end of a commit that keeps a turn going: the next provider attempt
@@ -247,6 +249,7 @@ func (q *Queries) ChatCountAttempt(ctx context.Context, db DBTX, id uuid.UUID) (
 		&i.SpawnMessageID,
 		&i.SpawnToolCallID,
 		&i.SpawnState,
+		&i.ProviderRetry,
 	)
 	return i, err
 }
@@ -320,7 +323,7 @@ SET status = $1,
     last_error = $2,
     requires_action_deadline = NULL
 WHERE chats.id = $3 AND NOT EXISTS (SELECT 1 FROM chat_queued_messages q WHERE q.chat_id = $3)
-RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state, provider_retry
 `
 
 type ChatEndTurnIfQueueEmptyParams struct {
@@ -364,12 +367,13 @@ func (q *Queries) ChatEndTurnIfQueueEmpty(ctx context.Context, db DBTX, arg Chat
 		&i.SpawnMessageID,
 		&i.SpawnToolCallID,
 		&i.SpawnState,
+		&i.ProviderRetry,
 	)
 	return i, err
 }
 
 const chatGet = `-- name: ChatGet :one
-SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state FROM chats WHERE id = $1
+SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state, provider_retry FROM chats WHERE id = $1
 `
 
 func (q *Queries) ChatGet(ctx context.Context, db DBTX, id uuid.UUID) (Chat, error) {
@@ -402,12 +406,13 @@ func (q *Queries) ChatGet(ctx context.Context, db DBTX, id uuid.UUID) (Chat, err
 		&i.SpawnMessageID,
 		&i.SpawnToolCallID,
 		&i.SpawnState,
+		&i.ProviderRetry,
 	)
 	return i, err
 }
 
 const chatGetForOwner = `-- name: ChatGetForOwner :one
-SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state FROM chats WHERE id = $1 AND owner_id = $2
+SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state, provider_retry FROM chats WHERE id = $1 AND owner_id = $2
 `
 
 type ChatGetForOwnerParams struct {
@@ -445,6 +450,7 @@ func (q *Queries) ChatGetForOwner(ctx context.Context, db DBTX, arg ChatGetForOw
 		&i.SpawnMessageID,
 		&i.SpawnToolCallID,
 		&i.SpawnState,
+		&i.ProviderRetry,
 	)
 	return i, err
 }
@@ -455,7 +461,7 @@ INSERT INTO chats (id, owner_id, parent_chat_id, title, model, system_prompt, mo
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::text[], $10, $11,
         $12,
         CASE WHEN $12::uuid IS NOT NULL THEN now() + make_interval(secs => $13::float8) END)
-RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state, provider_retry
 `
 
 type ChatInsertParams struct {
@@ -522,6 +528,7 @@ func (q *Queries) ChatInsert(ctx context.Context, db DBTX, arg ChatInsertParams)
 		&i.SpawnMessageID,
 		&i.SpawnToolCallID,
 		&i.SpawnState,
+		&i.ProviderRetry,
 	)
 	return i, err
 }
@@ -532,7 +539,7 @@ INSERT INTO chats (owner_id, parent_chat_id, title, model, mode, mcp_servers, sp
 SELECT p.owner_id, p.id, $1, $2, 'child', p.mcp_servers, p.spawn_agents, p.spawn_depth + 1,
        $3, $4, 'awaited', 'running'
 FROM chats p WHERE p.id = $5
-RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state, provider_retry
 `
 
 type ChatInsertSpawnParams struct {
@@ -581,6 +588,7 @@ func (q *Queries) ChatInsertSpawn(ctx context.Context, db DBTX, arg ChatInsertSp
 		&i.SpawnMessageID,
 		&i.SpawnToolCallID,
 		&i.SpawnState,
+		&i.ProviderRetry,
 	)
 	return i, err
 }
@@ -640,7 +648,7 @@ func (q *Queries) ChatListExpiredActions(ctx context.Context, db DBTX, maxRows i
 }
 
 const chatListForOwner = `-- name: ChatListForOwner :many
-SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state FROM chats
+SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state, provider_retry FROM chats
 WHERE owner_id = $1
   AND ($2::uuid IS NULL OR parent_chat_id = $2::uuid)
   AND ($3::timestamptz IS NULL
@@ -700,6 +708,7 @@ func (q *Queries) ChatListForOwner(ctx context.Context, db DBTX, arg ChatListFor
 			&i.SpawnMessageID,
 			&i.SpawnToolCallID,
 			&i.SpawnState,
+			&i.ProviderRetry,
 		); err != nil {
 			return nil, err
 		}
@@ -728,7 +737,7 @@ func (q *Queries) ChatLock(ctx context.Context, db DBTX, id uuid.UUID) (uuid.UUI
 }
 
 const chatLockByID = `-- name: ChatLockByID :one
-SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state FROM chats WHERE id = $1 FOR UPDATE
+SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state, provider_retry FROM chats WHERE id = $1 FOR UPDATE
 `
 
 // A spawned child's ending commit locks its parent first: every transaction
@@ -764,12 +773,13 @@ func (q *Queries) ChatLockByID(ctx context.Context, db DBTX, id uuid.UUID) (Chat
 		&i.SpawnMessageID,
 		&i.SpawnToolCallID,
 		&i.SpawnState,
+		&i.ProviderRetry,
 	)
 	return i, err
 }
 
 const chatLockForOwner = `-- name: ChatLockForOwner :one
-SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state FROM chats WHERE id = $1 AND owner_id = $2 FOR UPDATE
+SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state, provider_retry FROM chats WHERE id = $1 AND owner_id = $2 FOR UPDATE
 `
 
 type ChatLockForOwnerParams struct {
@@ -809,12 +819,13 @@ func (q *Queries) ChatLockForOwner(ctx context.Context, db DBTX, arg ChatLockFor
 		&i.SpawnMessageID,
 		&i.SpawnToolCallID,
 		&i.SpawnState,
+		&i.ProviderRetry,
 	)
 	return i, err
 }
 
 const chatLockIfActionExpired = `-- name: ChatLockIfActionExpired :one
-SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state FROM chats
+SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state, provider_retry FROM chats
 WHERE id = $1 AND status = 'requires_action' AND requires_action_deadline < now()
 FOR UPDATE SKIP LOCKED
 `
@@ -849,12 +860,13 @@ func (q *Queries) ChatLockIfActionExpired(ctx context.Context, db DBTX, id uuid.
 		&i.SpawnMessageID,
 		&i.SpawnToolCallID,
 		&i.SpawnState,
+		&i.ProviderRetry,
 	)
 	return i, err
 }
 
 const chatLockIfOwned = `-- name: ChatLockIfOwned :one
-SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state FROM chats
+SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state, provider_retry FROM chats
 WHERE id = $1
   AND worker_id = $2
   AND history_version = $3
@@ -914,6 +926,7 @@ func (q *Queries) ChatLockIfOwned(ctx context.Context, db DBTX, arg ChatLockIfOw
 		&i.SpawnMessageID,
 		&i.SpawnToolCallID,
 		&i.SpawnState,
+		&i.ProviderRetry,
 	)
 	return i, err
 }
@@ -986,7 +999,7 @@ func (q *Queries) ChatRenewLeaseIfOwned(ctx context.Context, db DBTX, arg ChatRe
 const chatRequestCompaction = `-- name: ChatRequestCompaction :one
 UPDATE chats SET compaction_requested_at = now()
 WHERE id = $1 AND owner_id = $2
-RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state, provider_retry
 `
 
 type ChatRequestCompactionParams struct {
@@ -1024,6 +1037,7 @@ func (q *Queries) ChatRequestCompaction(ctx context.Context, db DBTX, arg ChatRe
 		&i.SpawnMessageID,
 		&i.SpawnToolCallID,
 		&i.SpawnState,
+		&i.ProviderRetry,
 	)
 	return i, err
 }
@@ -1061,10 +1075,37 @@ func (q *Queries) ChatRunnableWithin(ctx context.Context, db DBTX, arg ChatRunna
 	return column_1, err
 }
 
+const chatSetProviderRetryIfOwned = `-- name: ChatSetProviderRetryIfOwned :execrows
+UPDATE chats SET provider_retry = $1
+WHERE id = $2 AND worker_id = $3 AND history_version = $4 AND status = 'running'
+`
+
+type ChatSetProviderRetryIfOwnedParams struct {
+	ProviderRetry  json.RawMessage
+	ID             uuid.UUID
+	WorkerID       uuid.NullUUID
+	HistoryVersion int64
+}
+
+// Records the provider retry the owning worker waits out (00015); the
+// trigger clears it when the history or status moves.
+func (q *Queries) ChatSetProviderRetryIfOwned(ctx context.Context, db DBTX, arg ChatSetProviderRetryIfOwnedParams) (int64, error) {
+	result, err := db.Exec(ctx, chatSetProviderRetryIfOwned,
+		arg.ProviderRetry,
+		arg.ID,
+		arg.WorkerID,
+		arg.HistoryVersion,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const chatSetSettings = `-- name: ChatSetSettings :one
 UPDATE chats SET mode = $1, title = $2
 WHERE id = $3
-RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state, provider_retry
 `
 
 type ChatSetSettingsParams struct {
@@ -1103,13 +1144,14 @@ func (q *Queries) ChatSetSettings(ctx context.Context, db DBTX, arg ChatSetSetti
 		&i.SpawnMessageID,
 		&i.SpawnToolCallID,
 		&i.SpawnState,
+		&i.ProviderRetry,
 	)
 	return i, err
 }
 
 const chatSetSpawnDelivered = `-- name: ChatSetSpawnDelivered :one
 UPDATE chats SET spawn_state = 'delivered' WHERE id = $1 AND spawn_state = 'awaited'
-RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state, provider_retry
 `
 
 func (q *Queries) ChatSetSpawnDelivered(ctx context.Context, db DBTX, id uuid.UUID) (Chat, error) {
@@ -1142,6 +1184,7 @@ func (q *Queries) ChatSetSpawnDelivered(ctx context.Context, db DBTX, id uuid.UU
 		&i.SpawnMessageID,
 		&i.SpawnToolCallID,
 		&i.SpawnState,
+		&i.ProviderRetry,
 	)
 	return i, err
 }
@@ -1155,7 +1198,7 @@ SET status = $1,
     requires_action_deadline = CASE WHEN $1 = 'requires_action' AND $4::float8 > 0
         THEN now() + make_interval(secs => $4::float8) END
 WHERE id = $5
-RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state, provider_retry
 `
 
 type ChatSetStateParams struct {
@@ -1204,6 +1247,7 @@ func (q *Queries) ChatSetState(ctx context.Context, db DBTX, arg ChatSetStatePar
 		&i.SpawnMessageID,
 		&i.SpawnToolCallID,
 		&i.SpawnState,
+		&i.ProviderRetry,
 	)
 	return i, err
 }
@@ -1244,7 +1288,7 @@ SET status = 'running', worker_id = $1,
     generation_attempt = generation_attempt + 1,
     last_error = NULL, requires_action_deadline = NULL
 WHERE id = $3
-RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state
+RETURNING id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state, provider_retry
 `
 
 type ChatStartTurnForParams struct {
@@ -1287,6 +1331,7 @@ func (q *Queries) ChatStartTurnFor(ctx context.Context, db DBTX, arg ChatStartTu
 		&i.SpawnMessageID,
 		&i.SpawnToolCallID,
 		&i.SpawnState,
+		&i.ProviderRetry,
 	)
 	return i, err
 }

@@ -49,6 +49,7 @@ type Chat struct {
 	SpawnMessageID         *int64
 	SpawnToolCallID        *string
 	SpawnState             *string
+	ProviderRetry          json.RawMessage
 }
 
 type ChatFollower struct {

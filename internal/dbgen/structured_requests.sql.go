@@ -163,7 +163,8 @@ func (q *Queries) RequestGetForOwner(ctx context.Context, db DBTX, arg RequestGe
 
 const requestGetForOwnerWithReceipt = `-- name: RequestGetForOwnerWithReceipt :one
 SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at, r.attempts, r.admitted_by, r.finished_by, r.trace_parent, m.id AS receipt_id, coalesce(m.role, '')::text AS receipt_role, coalesce(m.kind, '')::text AS receipt_kind,
-       m.content AS receipt_content, m.created_at AS receipt_created_at
+       m.content AS receipt_content, m.created_at AS receipt_created_at,
+       (CASE WHEN r.status = 'pending' AND c.status IN ('running', 'interrupting') THEN c.provider_retry END)::jsonb AS provider_retry
 FROM structured_requests r
 JOIN chats c ON c.id = r.chat_id AND c.owner_id = $1
 LEFT JOIN chat_messages m ON m.id = r.receipt_message_id
@@ -202,10 +203,12 @@ type RequestGetForOwnerWithReceiptRow struct {
 	ReceiptKind          string
 	ReceiptContent       json.RawMessage
 	ReceiptCreatedAt     *time.Time
+	ProviderRetry        json.RawMessage
 }
 
 // A request of the owner's and, once it finished, its receipt, in one
-// snapshot (the long poll's read).
+// snapshot (the long poll's read), with the chat's provider retry while
+// the request is pending.
 func (q *Queries) RequestGetForOwnerWithReceipt(ctx context.Context, db DBTX, arg RequestGetForOwnerWithReceiptParams) (RequestGetForOwnerWithReceiptRow, error) {
 	row := db.QueryRow(ctx, requestGetForOwnerWithReceipt, arg.OwnerID, arg.RequestID)
 	var i RequestGetForOwnerWithReceiptRow
@@ -236,6 +239,7 @@ func (q *Queries) RequestGetForOwnerWithReceipt(ctx context.Context, db DBTX, ar
 		&i.ReceiptKind,
 		&i.ReceiptContent,
 		&i.ReceiptCreatedAt,
+		&i.ProviderRetry,
 	)
 	return i, err
 }

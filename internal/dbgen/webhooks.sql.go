@@ -16,7 +16,7 @@ import (
 
 const requestGetWithReceipt = `-- name: RequestGetWithReceipt :one
 SELECT r.request_id, r.chat_id, r.name, r.description, r.schema, r.status, r.rejections, r.validation_rejections, r.steps, r.candidate, r.candidate_tool_call_id, r.error_code, r.error_message, r.receipt_message_id, r.created_at, r.updated_at, r.finished_at, r.attempts, r.admitted_by, r.finished_by, r.trace_parent, m.id AS receipt_id, coalesce(m.role, '')::text AS receipt_role, coalesce(m.kind, '')::text AS receipt_kind,
-       m.content AS receipt_content, m.created_at AS receipt_created_at
+       m.content AS receipt_content, m.created_at AS receipt_created_at, NULL::jsonb AS provider_retry
 FROM structured_requests r
 LEFT JOIN chat_messages m ON m.id = r.receipt_message_id
 WHERE r.request_id = $1
@@ -49,9 +49,12 @@ type RequestGetWithReceiptRow struct {
 	ReceiptKind          string
 	ReceiptContent       json.RawMessage
 	ReceiptCreatedAt     *time.Time
+	ProviderRetry        json.RawMessage
 }
 
-// A request and its receipt, whoever owns it (the webhook payload).
+// A request and its receipt, whoever owns it (the webhook payload; a
+// finished request has no provider retry, the column is there for the
+// lookup's row type).
 func (q *Queries) RequestGetWithReceipt(ctx context.Context, db DBTX, requestID uuid.UUID) (RequestGetWithReceiptRow, error) {
 	row := db.QueryRow(ctx, requestGetWithReceipt, requestID)
 	var i RequestGetWithReceiptRow
@@ -82,6 +85,7 @@ func (q *Queries) RequestGetWithReceipt(ctx context.Context, db DBTX, requestID 
 		&i.ReceiptKind,
 		&i.ReceiptContent,
 		&i.ReceiptCreatedAt,
+		&i.ProviderRetry,
 	)
 	return i, err
 }

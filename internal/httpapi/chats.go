@@ -608,7 +608,21 @@ func toChat(c store.Chat) client.Chat {
 		e := chatError(c)
 		out.LastError = &e
 	}
+	out.ProviderRetry = providerRetry(c)
 	return out
+}
+
+// providerRetry is the chat's provider retry while its turn runs (nil
+// otherwise, or if the stored value cannot be read).
+func providerRetry(c store.Chat) *client.ProviderRetry {
+	if len(c.ProviderRetry) == 0 || (c.Status != client.StatusRunning && c.Status != client.StatusInterrupting) {
+		return nil
+	}
+	var r client.ProviderRetry
+	if json.Unmarshal(c.ProviderRetry, &r) != nil {
+		return nil
+	}
+	return &r
 }
 
 // publicParts drops internal parts and fields; a receipt's outcome is
@@ -726,6 +740,12 @@ func toResult(st store.RequestState) (client.StructuredOutputResult, error) {
 	var err error
 	if out.Attempts, err = toAttempts(st.Request.Attempts); err != nil {
 		return out, err
+	}
+	if len(st.ProviderRetry) > 0 {
+		var r client.ProviderRetry
+		if json.Unmarshal(st.ProviderRetry, &r) == nil {
+			out.ProviderRetry = &r
+		}
 	}
 	if st.Receipt == nil {
 		return out, nil

@@ -47,17 +47,19 @@ var publicTypes = []any{
 
 // typeDocs describe each component schema (keyed by Go type name).
 var typeDocs = map[string]string{
-	"Chat":                   "A conversation owned by one user.",
-	"ToolCall":               "A pending call of a client-executed tool.",
-	"DynamicTool":            "A client-executed tool declared on a chat.",
-	"MessagePart":            "One element of a message's content. Input messages take text parts only (`type` and `text`, with text that is not empty or only whitespace).",
-	"ChatMessage":            "A committed message. A receipt is an assistant message with `structured_output`.",
-	"StructuredOutput":       "The terminal outcome of a structured request, carried only by its receipt message.",
-	"StructuredOutputError":  "Why a structured request failed or was cancelled.",
-	"Attempt":                "One rejected attempt at a structured request's result (a finalization the server refused), with why.",
-	"AttemptError":           "One reason an attempt was rejected.",
-	"SchemaWarning":          "Something in a response_format schema that chatd admitted but does not check: an unknown keyword or format (an annotation, as JSON Schema says), or a keyword beside a Draft-07 `$ref` (which Draft-07 ignores).",
-	"QueuedMessage":          "A message waiting for the running turn to finish.",
+	"Chat":                  "A conversation owned by one user.",
+	"ToolCall":              "A pending call of a client-executed tool.",
+	"DynamicTool":           "A client-executed tool declared on a chat.",
+	"MessagePart":           "One element of a message's content. Input messages take text parts only (`type` and `text`, with text that is not empty or only whitespace).",
+	"ChatMessage":           "A committed message. A receipt is an assistant message with `structured_output`.",
+	"StructuredOutput":      "The terminal outcome of a structured request, carried only by its receipt message.",
+	"StructuredOutputError": "Why a structured request failed or was cancelled.",
+	"Attempt":               "One rejected attempt at a structured request's result (a finalization the server refused), with why.",
+	"AttemptError":          "One reason an attempt was rejected.",
+	"SchemaWarning":         "Something in a response_format schema that chatd admitted but does not check: an unknown keyword or format (an annotation, as JSON Schema says), or a keyword beside a Draft-07 `$ref` (which Draft-07 ignores).",
+	"QueuedMessage":         "A message waiting for the running turn to finish.",
+	"ProviderRetry": "A provider call of the running turn that failed and will be made again: the chat's and the lookup's " +
+		"`provider_retry`, and the stream's `provider_retry` event.",
 	"ResponseFormat":         "Asks for structured output (`json_schema`) or ordinary text (`text`).",
 	"JSONSchemaFormat":       "Names and describes the output schema of a structured request.",
 	"CreateChatRequest":      "The body of POST /api/v1/chats.",
@@ -241,7 +243,7 @@ var streamEvents = map[string][]sseEvent{
 	streamRoute: {{"message", client.ChatMessage{}}, {"message_part", client.MessagePartEvent{}}, {"status", client.Chat{}},
 		{"queue", client.QueueEvent{}}, {"action_required", client.ActionRequired{}}, {"history_reset", nil},
 		{"preview_reset", client.PreviewReset{}}, {"structured_output_partial", client.StructuredOutputPartial{}},
-		{"error", client.StreamError{}}},
+		{"provider_retry", client.ProviderRetry{}}, {"error", client.StreamError{}}},
 	"GET /api/v1/chats/watch": {{"chat", client.Chat{}}, {"error", client.StreamError{}}},
 }
 

@@ -158,6 +158,7 @@ type streamState struct {
 	queue     []byte // data of the queue event last sent (a feed's shared bytes: never written to)
 	action    int64  // history_version whose action_required was sent
 	errorSent int64  // history_version whose error was sent
+	retry     []byte // the chat's provider_retry last seen
 	partials  partials
 
 	// The preview (preview.go).
@@ -345,6 +346,14 @@ func (s *Server) apply(out *sse, st *streamState, rd *rendered, initial bool) er
 		st.status = c.Status
 		if err := out.send("status", 0, rd.status); err != nil {
 			return err
+		}
+	}
+	if !bytes.Equal(c.ProviderRetry, st.retry) {
+		st.retry = c.ProviderRetry
+		if r := providerRetry(c); r != nil {
+			if err := out.event("provider_retry", r); err != nil {
+				return err
+			}
 		}
 	}
 	if c.Status == client.StatusRequiresAction && st.action != c.HistoryVersion {

@@ -314,6 +314,22 @@ func join(step, next store.Commit) store.Commit {
 	return out
 }
 
+// announceRetry records on the chat that the provider call of attempt
+// failed with msg and is made again after delay, so that clients can say
+// so (the chat's provider_retry, the stream's provider_retry event). It is
+// one guarded UPDATE per retry; a failure to record it is logged and does
+// not stop the retry.
+func (a *action) announceRetry(ctx context.Context, attempt int32, delay time.Duration, msg string) {
+	retry, err := json.Marshal(client.ProviderRetry{Attempt: int(attempt), MaxAttempts: a.opts.MaxAttempts,
+		NextTryAt: time.Now().Add(delay).UTC(), LastError: msg})
+	if err == nil {
+		err = a.store.SetProviderRetry(ctx, a.fence, retry)
+	}
+	if err != nil && ctx.Err() == nil {
+		a.log.Warn("provider retry not recorded", slog.String("error", err.Error()))
+	}
+}
+
 // providerError retries transient failures with backoff within the attempt
 // budget, waiting at least what the provider's Retry-After asks, and ends
 // the turn on terminal ones. The stored message is chatd's own sentence for
@@ -333,23 +349,25 @@ func (a *action) providerError(ctx context.Context, attempt int32, err error) (b
 	}
 	a.log.Warn("provider error", slog.Int("attempt", int(attempt)), slog.Int("status", status),
 		slog.Bool("retryable", retryable), slog.Duration("retry_after", floor), slog.String("error", a.models.Redact(err.Error())))
+	msg, hint := providerFailure(status), ""
+	if unreachable != "" {
+		msg, hint = unreachable, localHint(err)
+	}
 	if retryable && int(attempt) < a.opts.MaxAttempts {
-		wait := a.opts.backoff(attempt, floor)
-		retried(ctx, attempt, err, wait)
+		delay := a.opts.backoff(attempt, floor)
+		retried(ctx, attempt, err, delay)
+		a.announceRetry(ctx, attempt, delay, msg+hint)
 		select {
 		case <-ctx.Done():
 			return false, ctx.Err()
-		case <-time.After(wait):
+		case <-time.After(delay):
 		}
 		return false, nil
-	}
-	msg := providerFailure(status)
-	if unreachable != "" {
-		msg = unreachable
 	}
 	if retryable {
 		msg += fmt.Sprintf(" after %d attempts", attempt)
 	}
+	msg += hint
 	a.fence.Attempt = &attempt
 	return a.fail(ctx, client.CodeProviderError, msg, store.EndError)
 }

@@ -311,7 +311,9 @@ func TestUnreachableProviderReceiptSaysWhy(t *testing.T) {
 	res := wait(t, c, req)
 	// The host is the configured one (the transport's detour is invisible).
 	u, _ := url.Parse(env.MockURL)
-	want := "the model provider at " + u.Host + " could not be reached: connection refused after 3 attempts"
+	// ...and, the address being local, asks whether the provider runs.
+	want := "the model provider at " + u.Host + " could not be reached: connection refused after 3 attempts" +
+		"; it is a local address: is the provider running? (for the example configuration: make mockllm)"
 	if res.Status != client.OutputFailed || res.Error.Code != client.CodeProviderError || res.Error.Message != want {
 		t.Fatalf("result %+v %+v, want message %q", res, res.Error, want)
 	}

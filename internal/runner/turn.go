@@ -363,6 +363,31 @@ func transportFailure(err error) string {
 	return fmt.Sprintf("the model provider at %s could not be reached: %s", host, reason)
 }
 
+// localHint is what a failure to reach a provider at a local address adds:
+// such a provider is a process the user starts (mockllm, a local model
+// server), most likely not started. "" for any other error.
+func localHint(err error) string {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return ""
+	}
+	u, perr := url.Parse(ue.URL)
+	if perr != nil || !localHost(u.Hostname()) {
+		return ""
+	}
+	return "; it is a local address: is the provider running? (for the example configuration: make mockllm)"
+}
+
+// localHost reports whether h names this machine: localhost or a loopback
+// address.
+func localHost(h string) bool {
+	if strings.EqualFold(h, "localhost") || strings.HasSuffix(strings.ToLower(h), ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(h, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
 // providerFailure is the sanitized sentence for a failed provider call.
 func providerFailure(status int) string {
 	switch status {

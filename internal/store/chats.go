@@ -445,6 +445,9 @@ func (s *Store) ListMessages(ctx context.Context, owner, chatID uuid.UUID, after
 type RequestState struct {
 	Request Request
 	Receipt *Message
+	// ProviderRetry is the chat's provider retry (Chat.ProviderRetry)
+	// while the request is pending and its turn runs.
+	ProviderRetry json.RawMessage
 }
 
 // GetRequest returns the owner's structured request and its receipt, read
@@ -474,7 +477,7 @@ func (s *Store) RequestCompaction(ctx context.Context, owner, chatID uuid.UUID) 
 // requestStateFrom is a request with its receipt, as the lookup (and the
 // webhook payload, whose row has the same columns) reads it.
 func requestStateFrom(row dbgen.RequestGetForOwnerWithReceiptRow) RequestState {
-	var st RequestState
+	st := RequestState{ProviderRetry: row.ProviderRetry}
 	st.Request = requestFrom(dbgen.StructuredRequest{RequestID: row.RequestID, ChatID: row.ChatID, Name: row.Name,
 		Description: row.Description, Schema: row.Schema, Status: row.Status, Rejections: row.Rejections,
 		ValidationRejections: row.ValidationRejections, Steps: row.Steps, Candidate: row.Candidate,

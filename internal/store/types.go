@@ -46,7 +46,10 @@ type Chat struct {
 	HistoryVersion    int64
 	GenerationAttempt int32
 	// LastError is {"code","message"} while the chat is in error.
-	LastError              json.RawMessage
+	LastError json.RawMessage
+	// ProviderRetry is a client.ProviderRetry while the worker waits to
+	// call the provider again (00016).
+	ProviderRetry          json.RawMessage
 	RequiresActionDeadline *time.Time
 	CompactionRequestedAt  *time.Time
 	CreatedAt              time.Time
@@ -169,7 +172,7 @@ func chatFrom(c dbgen.Chat) Chat {
 		SystemPrompt: c.SystemPrompt, Mode: c.Mode, DynamicTools: c.DynamicTools, MCPServers: c.McpServers, Status: c.Status,
 		WorkerID: c.WorkerID, LeaseExpiresAt: c.LeaseExpiresAt, SnapshotVersion: c.SnapshotVersion,
 		HistoryVersion: c.HistoryVersion, GenerationAttempt: c.GenerationAttempt, LastError: c.LastError,
-		RequiresActionDeadline: c.RequiresActionDeadline, CompactionRequestedAt: c.CompactionRequestedAt,
+		ProviderRetry: c.ProviderRetry, RequiresActionDeadline: c.RequiresActionDeadline, CompactionRequestedAt: c.CompactionRequestedAt,
 		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
 		SpawnAgents: c.SpawnAgents, SpawnDepth: c.SpawnDepth, SpawnMessageID: c.SpawnMessageID,
 		SpawnToolCallID: c.SpawnToolCallID, SpawnState: SpawnState(ptrOr(c.SpawnState)),

@@ -204,6 +204,18 @@ func (s *Store) RecordAttempt(ctx context.Context, f Fence) (int32, error) {
 	return row.GenerationAttempt, err
 }
 
+// SetProviderRetry records, behind f, the provider retry the worker waits
+// out (a client.ProviderRetry as JSON). ErrFenceMiss: the chat moved.
+func (s *Store) SetProviderRetry(ctx context.Context, f Fence, retry json.RawMessage) error {
+	n, err := s.q.ChatSetProviderRetryIfOwned(ctx, s.pool, dbgen.ChatSetProviderRetryIfOwnedParams{
+		ID: f.ChatID, WorkerID: uuid.NullUUID{UUID: f.WorkerID, Valid: true}, HistoryVersion: f.HistoryVersion, ProviderRetry: retry,
+	})
+	if err == nil && n == 0 {
+		return ErrFenceMiss
+	}
+	return err
+}
+
 // StartMCPCall journals an MCP call of the step messageID before it is
 // sent, behind f, and returns how many times it has been sent, this time
 // included: above 1, an earlier send's result was never committed (its

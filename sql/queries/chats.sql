@@ -280,3 +280,9 @@ UPDATE chats SET compaction_requested_at = NULL WHERE id = @id;
 -- The end of an admission that made a chat runnable: refuses it when the
 -- owner has more than max runnable chats (sql/triggers/060_limits.sql).
 SELECT chatd_runnable_within(@owner_id::uuid, @max::int)::boolean;
+
+-- name: ChatSetProviderRetryIfOwned :execrows
+-- Records the provider retry the owning worker waits out (00015); the
+-- trigger clears it when the history or status moves.
+UPDATE chats SET provider_retry = @provider_retry
+WHERE id = @id AND worker_id = @worker_id AND history_version = @history_version AND status = 'running';

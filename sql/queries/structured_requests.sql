@@ -62,9 +62,11 @@ SELECT * FROM structured_requests WHERE chat_id = @chat_id AND status = 'pending
 
 -- name: RequestGetForOwnerWithReceipt :one
 -- A request of the owner's and, once it finished, its receipt, in one
--- snapshot (the long poll's read).
+-- snapshot (the long poll's read), with the chat's provider retry while
+-- the request is pending.
 SELECT r.*, m.id AS receipt_id, coalesce(m.role, '')::text AS receipt_role, coalesce(m.kind, '')::text AS receipt_kind,
-       m.content AS receipt_content, m.created_at AS receipt_created_at
+       m.content AS receipt_content, m.created_at AS receipt_created_at,
+       (CASE WHEN r.status = 'pending' AND c.status IN ('running', 'interrupting') THEN c.provider_retry END)::jsonb AS provider_retry
 FROM structured_requests r
 JOIN chats c ON c.id = r.chat_id AND c.owner_id = @owner_id
 LEFT JOIN chat_messages m ON m.id = r.receipt_message_id

@@ -57,9 +57,11 @@ WHERE request_id = @request_id AND endpoint = @endpoint AND state = 'pending' AN
 RETURNING state;
 
 -- name: RequestGetWithReceipt :one
--- A request and its receipt, whoever owns it (the webhook payload).
+-- A request and its receipt, whoever owns it (the webhook payload; a
+-- finished request has no provider retry, the column is there for the
+-- lookup's row type).
 SELECT r.*, m.id AS receipt_id, coalesce(m.role, '')::text AS receipt_role, coalesce(m.kind, '')::text AS receipt_kind,
-       m.content AS receipt_content, m.created_at AS receipt_created_at
+       m.content AS receipt_content, m.created_at AS receipt_created_at, NULL::jsonb AS provider_retry
 FROM structured_requests r
 LEFT JOIN chat_messages m ON m.id = r.receipt_message_id
 WHERE r.request_id = @request_id;

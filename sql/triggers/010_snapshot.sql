@@ -85,6 +85,13 @@ BEGIN
             USING ERRCODE = 'check_violation', CONSTRAINT = 'chats_history_version_forward';
     END IF;
 
+    -- A provider retry is waited out within one step: once the history
+    -- moves (the step was committed) or the status does (the turn ended,
+    -- failed or is interrupted), it is over.
+    IF NEW.history_version <> OLD.history_version OR NEW.status <> OLD.status THEN
+        NEW.provider_retry := NULL;
+    END IF;
+
     -- What changed: anything but the lease (and the columns this trigger
     -- owns) is a change; a change of anything but a worker's bookkeeping
     -- (owner, lease, attempt counter) is one a client can see. Setting

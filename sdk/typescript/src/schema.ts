@@ -397,6 +397,7 @@ export interface components {
             parent_tool_call_id?: string;
             /** @description Only while `status` is `requires_action`: the calls to answer with POST .../tool-results. */
             pending_tool_calls?: components["schemas"]["ToolCall"][];
+            provider_retry?: components["schemas"]["ProviderRetry"];
             /** @description The chat may spawn child chats with the spawn_agent tool (its children inherit this). */
             spawn_agents?: boolean;
             /**
@@ -572,6 +573,16 @@ export interface components {
             /** Format: int64 */
             history_version: number;
         };
+        /** @description A provider call of the running turn that failed and will be made again: the chat's and the lookup's `provider_retry`, and the stream's `provider_retry` event. */
+        ProviderRetry: {
+            /** Format: int32 */
+            attempt: number;
+            last_error: string;
+            /** Format: int32 */
+            max_attempts: number;
+            /** Format: date-time */
+            next_try_at: string;
+        };
         /** @description Stream event `queue`: the whole queue after a change. */
         QueueEvent: {
             queued_messages: components["schemas"]["QueuedMessage"][];
@@ -726,6 +737,7 @@ export interface components {
             /** Format: uuid */
             chat_id: string;
             error?: components["schemas"]["StructuredOutputError"];
+            provider_retry?: components["schemas"]["ProviderRetry"];
             /**
              * Format: int64
              * @description The receipt message, once terminal.
@@ -2122,6 +2134,10 @@ export interface operations {
                         data: components["schemas"]["StructuredOutputPartial"];
                         /** @enum {string} */
                         event: "structured_output_partial";
+                    } | {
+                        data: components["schemas"]["ProviderRetry"];
+                        /** @enum {string} */
+                        event: "provider_retry";
                     } | {
                         data: components["schemas"]["StreamError"];
                         /** @enum {string} */
