@@ -120,7 +120,7 @@ export async function watchChats(signal, onChat, onState) {
   }
 }
 
-const streamEvents = ["message", "message_part", "status", "queue", "action_required", "history_reset", "preview_reset", "structured_output_partial"];
+const streamEvents = ["message", "message_part", "status", "queue", "action_required", "history_reset", "preview_reset", "structured_output_partial", "provider_retry"];
 
 /**
  * Follows a chat's stream with EventSource and single-use stream tickets

@@ -43,7 +43,11 @@ export function chatView(id, signal) {
       h("p", { class: "meta" }, c.model, " · ", c.mode, " · ", h("code", {}, c.id), " · updated ", time(c.updated_at)),
       // Each failure once: not here when the last receipt says it.
       failure && !(receipt?.error && receipt.error.code === failure.code && receipt.error.message === failure.message)
-        ? h("p", { class: "error-line" }, h("code", {}, failure.code || "error"), " ", failure.message) : null].filter(Boolean));
+        ? h("p", { class: "error-line" }, h("code", {}, failure.code || "error"), " ", failure.message) : null,
+      // chatd waits to call the model provider again (docs/streams.md).
+      busy.has(c.status) && c.provider_retry ? h("p", { class: "retry-line", role: "status" }, "Retrying the model provider: attempt ",
+        String(c.provider_retry.attempt), " of ", String(c.provider_retry.max_attempts), " failed (", c.provider_retry.last_error,
+        "); next try at ", time(c.provider_retry.next_try_at), ".") : null].filter(Boolean));
     if (focused) head.querySelector("h1").focus();
     head.dataset.status = c.status;
     interrupt.disabled = !busy.has(c.status);
@@ -111,6 +115,7 @@ export function chatView(id, signal) {
   const onEvent = (name, d) => {
     switch (name) {
       case "message": {
+        if (d.role === "assistant") endRetry();
         const fresh = !st.messages.has(d.id);
         st.messages.set(d.id, d);
         if (fresh && d.structured_output) announce(`Receipt ${d.structured_output.status} for request ${d.structured_output.request_id}.`);
@@ -118,7 +123,8 @@ export function chatView(id, signal) {
         renderAlert();
         return renderHistory();
       }
-      case "message_part": return addPart(d);
+      case "message_part": endRetry(); return addPart(d);
+      case "provider_retry": if (st.chat) { st.chat.provider_retry = d; renderHead(); } return;
       case "structured_output_partial": return addPartial(d);
       case "preview_reset": st.preview = null; return renderPreview();
       case "status":
@@ -136,6 +142,14 @@ export function chatView(id, signal) {
         return renderHistory();
       case "error": st.error = d; return renderAlert();
     }
+  };
+
+  // A step's fragment or message means the provider answered: the retry
+  // is over (the chat's provider_retry is cleared without a status event).
+  const endRetry = () => {
+    if (!st.chat?.provider_retry) return;
+    st.chat.provider_retry = undefined;
+    renderHead();
   };
 
   const previewOf = (d) => {
