@@ -18,6 +18,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/chatd/chatd/internal/store"
 )
 
 // Event says a chat changed. Snapshot is the chat's new snapshot_version,
@@ -112,6 +114,7 @@ const (
 // Hub owns the listening connection.
 type Hub struct {
 	pool      *pgxpool.Pool
+	store     *store.Store    // the follower registry's statements (registry.go)
 	listenCfg *pgx.ConnConfig // the listener's connection; nil: the pool's
 	logger    *slog.Logger
 
@@ -148,7 +151,7 @@ func New(pool *pgxpool.Pool, logger *slog.Logger) *Hub {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	h := &Hub{
-		pool: pool, logger: logger,
+		pool: pool, store: store.New(pool), logger: logger,
 		deltas: map[uuid.UUID]map[*DeltaSub]struct{}{},
 		work:   make(chan uuid.UUID, workBacklog), ready: make(chan struct{}), finish: make(chan struct{}, 1),
 		followed: map[uuid.UUID]time.Time{}, announceKick: make(chan struct{}, 1),

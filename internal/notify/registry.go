@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/chatd/chatd/internal/store"
 )
 
 // The follower registry (table chat_followers). A change of a chat is
@@ -28,7 +30,7 @@ const (
 
 // followKey is what a process follows: one chat of owner, or with chat
 // uuid.Nil every chat of owner (a watch).
-type followKey struct{ owner, chat uuid.UUID }
+type followKey = store.FollowKey
 
 type following struct {
 	n     int           // followers in this process
@@ -36,21 +38,12 @@ type following struct {
 	err   error
 }
 
-// registerSQL registers a follower under the owner's follow lock, taken
-// exclusively: it waits for the writers that checked for followers without
-// seeing this one to commit. One statement, so one transaction that holds
-// the lock until the row is committed.
-const registerSQL = `WITH follow_lock AS (SELECT pg_advisory_xact_lock(17, hashtext($1::uuid::text)))
-INSERT INTO chat_followers (owner_id, chat_id, hub_id)
-SELECT $1, $2, $3 FROM follow_lock
-ON CONFLICT (owner_id, chat_id, hub_id) DO UPDATE SET seen_at = now()`
-
 // Follow registers this process as a follower of owner's chat (of all of
 // owner's chats when chat is uuid.Nil) and returns once that is committed:
 // a read made after it misses no announced change. A caller subscribes,
 // follows, then reads. unfollow ends the follow.
 func (h *Hub) Follow(ctx context.Context, owner, chat uuid.UUID) (unfollow func(), err error) {
-	k := followKey{owner, chat}
+	k := followKey{Owner: owner, Chat: chat}
 	h.mu.Lock()
 	f := h.following[k]
 	first := f == nil
@@ -92,10 +85,11 @@ func (h *Hub) unfollow(k followKey, f *following) {
 	}
 }
 
+// register registers k under the owner's follow lock, taken exclusively
+// (ChatFollowerRegister): it waits for the writers that checked for
+// followers without seeing this one to commit.
 func (h *Hub) register(ctx context.Context, k followKey) error {
-	// Not cancelled mid-flight: pgx would drop the connection.
-	_, err := h.pool.Exec(context.WithoutCancel(ctx), registerSQL, k.owner, k.chat, h.id)
-	return err
+	return h.store.FollowerRegister(ctx, h.id, k)
 }
 
 // runRegistry refreshes this process's rows and sweeps stale ones until ctx
@@ -108,7 +102,7 @@ func (h *Hub) runRegistry(ctx context.Context) {
 		case <-ctx.Done():
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			if _, err := h.pool.Exec(dctx, `DELETE FROM chat_followers WHERE hub_id = $1`, h.id); err != nil {
+			if err := h.store.FollowerForget(dctx, h.id); err != nil {
 				h.logger.Debug("unregistering followers failed", slog.String("error", err.Error()))
 			}
 			return
@@ -126,40 +120,24 @@ func (h *Hub) runRegistry(ctx context.Context) {
 // again, and its followers re-read: announcements may have been skipped.
 func (h *Hub) refreshRegistry(ctx context.Context) error {
 	h.mu.Lock()
-	var owners, chats []uuid.UUID
+	var keys []followKey
 	for k, f := range h.following {
 		select {
 		case <-f.ready:
 			if f.err == nil {
-				owners, chats = append(owners, k.owner), append(chats, k.chat)
+				keys = append(keys, k)
 			}
 		default: // being registered
 		}
 	}
 	h.mu.Unlock()
-	if len(owners) > 0 {
-		rows, err := h.pool.Query(ctx, `UPDATE chat_followers f SET seen_at = now()
-FROM unnest($2::uuid[], $3::uuid[]) AS k(owner_id, chat_id)
-WHERE f.hub_id = $1 AND f.owner_id = k.owner_id AND f.chat_id = k.chat_id
-RETURNING f.owner_id, f.chat_id`, h.id, owners, chats)
+	if len(keys) > 0 {
+		kept, err := h.store.FollowerRefresh(ctx, h.id, keys)
 		if err != nil {
 			return err
 		}
-		kept := map[followKey]bool{}
-		var k followKey
-		for rows.Next() {
-			if err := rows.Scan(&k.owner, &k.chat); err != nil {
-				rows.Close()
-				return err
-			}
-			kept[k] = true
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		for i := range owners {
-			if k := (followKey{owners[i], chats[i]}); !kept[k] {
+		for _, k := range keys {
+			if !kept[k] {
 				if err := h.register(ctx, k); err != nil {
 					return err
 				}
@@ -167,15 +145,14 @@ RETURNING f.owner_id, f.chat_id`, h.id, owners, chats)
 			}
 		}
 	}
-	_, err := h.pool.Exec(ctx, `DELETE FROM chat_followers WHERE seen_at < now() - make_interval(secs => $1)`, registryTTL.Seconds())
-	return err
+	return h.store.FollowerSweep(ctx, registryTTL)
 }
 
 // resyncKey tells the subscribers of what k follows to re-read.
 func (h *Hub) resyncKey(k followKey) {
-	kind, key := subChat, k.chat
-	if k.chat == uuid.Nil {
-		kind, key = subOwner, k.owner
+	kind, key := subChat, k.Chat
+	if k.Chat == uuid.Nil {
+		kind, key = subOwner, k.Owner
 	}
 	for _, s := range h.subsOf(kind, key) {
 		s.deliver(Event{ChatID: s.key, Snapshot: -1})
