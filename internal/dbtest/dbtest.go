@@ -116,10 +116,10 @@ func buildTemplate(ctx context.Context, admin string) (string, error) {
 		return "", fmt.Errorf("connect to the test server: %w", err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(72707353)"); err != nil {
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", chatdsql.LockTestTemplate); err != nil {
 		return "", err
 	}
-	defer conn.Exec(context.Background(), "SELECT pg_advisory_unlock(72707353)") //nolint:errcheck
+	defer conn.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", chatdsql.LockTestTemplate) //nolint:errcheck
 	var exists bool
 	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
 		return "", err

@@ -106,8 +106,8 @@ FOR UPDATE;
 -- them claim the chat: the others wait here for the first one's claim to
 -- commit and then find the chat taken without touching its row (an UPDATE
 -- that waits for a row lock is assigned a transaction id first: a writing
--- rollback). An advisory lock needs no transaction id. Keys are the
--- (class, object) form, class 16, apart from single-key advisory locks.
+-- rollback). An advisory lock needs no transaction id. Class 16 is
+-- sql.LockClassClaim (sql/locks.go).
 SELECT pg_advisory_xact_lock(16, hashtext(sqlc.arg(id)::uuid::text));
 
 -- name: ChatClaimByID :one

@@ -3,13 +3,14 @@
 -- registered in chat_followers, on any replica.
 --
 -- Exactness: a follower registers under the owner's follow lock held
--- exclusively (the statement in internal/notify/registry.go), then reads.
+-- exclusively (ChatFollowerRegister, sql/queries/chat_followers.sql),
+-- then reads.
 -- This function takes the same lock shared, then checks with a snapshot
 -- taken after the lock (VOLATILE, READ COMMITTED: every writer of chats).
 -- Either the registration committed first and the check sees it, or the
 -- registration waits for this transaction to end and the follower's first
 -- read sees its change. Writers do not wait for one another (shared).
--- Keys are the (class, object) form, class 17 (16 is ChatClaimLock's).
+-- Class 17 is sql.LockClassFollow (sql/locks.go).
 CREATE OR REPLACE FUNCTION chatd_followed(p_owner uuid, p_chat uuid) RETURNS boolean
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
