@@ -181,13 +181,7 @@ func turnTransactionBudget(t *testing.T, noHandoff bool, claims int64) {
 		t.Errorf("admit: %+v in %d turns, want 1 round trip per turn", st, turns)
 	}
 	for purpose, want := range map[string]int64{"admit": turns, "claim": claims * turns, "worker_commit": turns} {
-		st := got[purpose]
-		if purpose == "claim" {
-			// An idle worker's poll claims too (finding nothing, writing
-			// nothing), once per period.
-			st.Commits = max(want, st.Commits-idlePolls(elapsed, 2))
-		}
-		if st.Commits != want || st.Rollbacks != 0 {
+		if st := got[purpose]; st.Commits != want || st.Rollbacks != 0 {
 			t.Errorf("%s: %+v, want %d commits", purpose, st, want)
 		}
 		delete(got, purpose)
@@ -199,13 +193,18 @@ func turnTransactionBudget(t *testing.T, noHandoff bool, claims int64) {
 		t.Errorf("long poll reads: %+v, want none", st)
 	}
 	// Work on a timer, not per turn: the overdue-call scan once per idle
-	// poll, a token lookup once per cache lifetime.
+	// poll, a token lookup once per cache lifetime, and each idle worker's
+	// poll claims (claim_next, finding nothing, writing nothing).
 	for purpose, every := range map[string]time.Duration{"ChatListExpiredActions": 5 * time.Second, "TokenAuthenticate": store.TokenCacheTTL} {
 		if st := got[purpose]; st.Commits > int64(elapsed/every)+1 {
 			t.Errorf("%s: %+v in %s, want at most one per %s", purpose, st, elapsed, every)
 		}
 		delete(got, purpose)
 	}
+	if st := got["claim_next"]; st.Commits > idlePolls(elapsed, 2) || st.Rollbacks != 0 {
+		t.Errorf("claim_next: %+v in %s, want at most one per idle worker and poll", st, elapsed)
+	}
+	delete(got, "claim_next")
 	for purpose, st := range got {
 		t.Errorf("%s: %+v transactions no turn should cost", purpose, st)
 	}
@@ -281,7 +280,7 @@ func TestTurnTransactionBudgetWithWebhooks(t *testing.T) {
 	delivered(warm)
 	settle(t, txs, warm, "worker_commit", "webhook_done")
 
-	before, xid0, start := txs.Snapshot(), nextXID(t, admin), time.Now()
+	before, xid0 := txs.Snapshot(), nextXID(t, admin)
 	for range turns {
 		turn()
 	}
@@ -290,8 +289,7 @@ func TestTurnTransactionBudgetWithWebhooks(t *testing.T) {
 	settle(t, txs, warm+turns, "worker_commit", "webhook_done")
 	got := store.Sub(txs.Snapshot(), before)
 
-	// Handed over, no turn claims (an idle worker's poll may, writing nothing).
-	got["claim"] = store.TxStat{Commits: max(0, got["claim"].Commits-idlePolls(time.Since(start), 2))}
+	// Handed over, no turn claims (an idle worker's poll may: claim_next).
 	for purpose, want := range map[string]int64{"admit": turns, "claim": 0, "worker_commit": turns,
 		"webhook_read": turns, "webhook_done": turns} {
 		if st := got[purpose]; st.Commits != want || st.Rollbacks != 0 {
@@ -358,6 +356,7 @@ func TestNoConnectionChurn(t *testing.T) {
 // replicaRun is what one run of replicaTurns measured.
 type replicaRun struct {
 	writes  int64                   // transaction ids assigned during the measured turns
+	follows int64                   // long polls that followed the chat (found the turn pending) then
 	commits int64                   // the database's commits over the whole run, set-up included
 	timed   int64                   // chatd's commits over the whole run not made by a turn (timers)
 	chatd   map[string]store.TxStat // chatd's own transactions during the measured turns
@@ -403,14 +402,26 @@ func replicaTurns(t *testing.T, cluster *pglocal.Cluster, admin *pgx.Conn, repli
 			t.Fatalf("result %+v", res)
 		}
 	}
+	// Announced, every replica claims every turn once, the losers perhaps
+	// after the receipt: wait for those claims, so that each is counted
+	// with its own turn.
+	claimed := func(turns int) {
+		if noHandoff {
+			settleClaims(t, txs, int64(replicas*turns))
+		}
+	}
 	for i := range warm {
 		turn(i)
 	}
+	claimed(warm)
 	before, xid0 := txs.Snapshot(), nextXID(t, admin)
 	for i := range turns {
 		turn(i)
 	}
-	run := replicaRun{writes: nextXID(t, admin) - xid0, chatd: store.Sub(txs.Snapshot(), before)}
+	writes := nextXID(t, admin) - xid0
+	claimed(warm + turns)
+	run := replicaRun{writes: writes, chatd: store.Sub(txs.Snapshot(), before)}
+	run.follows = run.chatd["ChatFollowerRegister"].Commits
 	for _, env := range envs {
 		env.Stop()
 	}
@@ -418,7 +429,7 @@ func replicaTurns(t *testing.T, cluster *pglocal.Cluster, admin *pgx.Conn, repli
 	run.commits = committed(t, admin) - commits0
 	for p, st := range txs.Snapshot() {
 		// Handed over, a turn claims nothing: claims are the idle poll's.
-		if !turnPurposes[p] || (p == "claim" && !noHandoff) {
+		if !turnPurposes[p] {
 			run.timed += st.Commits
 		}
 	}
@@ -439,8 +450,9 @@ func replicaTurns(t *testing.T, cluster *pglocal.Cluster, admin *pgx.Conn, repli
 // notifies nothing when handed over and long-polled where it was admitted
 // (the finish is told in-process: chatd_finish_announced), and its
 // admission's chatd_work when announced, plus the finish when the other
-// replica's worker won the claim. A long poll on the other replica follows
-// the chat first (one more write, and a read after it), and the finish is
+// replica's worker won the claim. A long poll on the other replica that
+// finds the turn pending follows the chat (one more write, and a read
+// after it), and the finish is
 // announced and read, where one replica's long poll is answered without a
 // read (the commit's own data).
 func TestReplicaTransactionBudget(t *testing.T) {
@@ -472,23 +484,30 @@ func replicaTransactionBudget(t *testing.T, noHandoff, elsewhere bool, claims in
 		one, two, long, oneRun.writes, twoRun.writes, twoRun.chatd)
 
 	for n, run := range map[int]replicaRun{1: oneRun, 2: twoRun} {
-		writes := 2 + claims
-		if n > 1 && elsewhere {
-			writes++ // the long poll follows the chat
+		// A long poll on the other replica follows the chat (a write) when
+		// its first read finds the turn pending, which a loaded machine
+		// does not always let it; where the turn was admitted, it never
+		// follows.
+		if n == 1 || !elsewhere {
+			if run.follows != 0 {
+				t.Errorf("%d replica(s): %d follows, want none", n, run.follows)
+			}
+		} else if run.follows > long {
+			t.Errorf("%d replica(s): %d follows in %d turns, want at most one each", n, run.follows, long)
 		}
-		if run.writes != writes*long {
-			t.Errorf("%d replica(s): %d writing transactions in %d turns, want exactly %d per turn (%v)", n, run.writes, long, writes, run.chatd)
+		if want := (2+claims)*long + run.follows; run.writes != want {
+			t.Errorf("%d replica(s): %d writing transactions in %d turns with %d follows, want exactly %d per turn and one per follow (%v)",
+				n, run.writes, long, run.follows, 2+claims, run.chatd)
 		}
 		if st := run.chatd["admit"]; st.Commits != long || st.Rollbacks != 0 {
 			t.Errorf("%d replica(s): admit: %+v, want %d commits", n, st, long)
 		}
 		// Announced, each replica's woken worker claims the chat once: the
 		// loser's transaction, which found it taken, wrote nothing and is
-		// rolled back. Handed over, nobody claims.
-		// (Handed over, the writes above show that no claim took a chat:
-		// an idle worker's poll may claim, finding nothing.)
-		if st := run.chatd["claim"]; (claims > 0 && st.Commits != claims*long) || st.Rollbacks > claims*int64(n-1)*long {
-			t.Errorf("%d replica(s): claim: %+v, want %d commits and at most %d rollbacks", n, st, claims*long, claims*int64(n-1)*long)
+		// rolled back. Handed over, nobody claims (an idle worker's poll
+		// may, finding nothing: claim_next).
+		if st := run.chatd["claim"]; st.Commits != claims*long || st.Rollbacks != claims*int64(n-1)*long {
+			t.Errorf("%d replica(s): claim: %+v, want %d commits and %d rollbacks", n, st, claims*long, claims*int64(n-1)*long)
 		}
 	}
 	// What the second replica may add per turn, and a margin for what a
@@ -526,7 +545,7 @@ func TestFollowUpHandOff(t *testing.T) {
 			t.Fatalf("first turn: %+v", res)
 		}
 		const turns = 5
-		before, start := txs.Snapshot(), time.Now()
+		before := txs.Snapshot()
 		for range turns {
 			sent, err := c.SendMessage(t.Context(), chat, client.SendMessageRequest{
 				Content: []client.MessagePart{client.TextPart("Again.")}, ResponseFormat: structured(reportSchema)})
@@ -538,7 +557,7 @@ func TestFollowUpHandOff(t *testing.T) {
 			}
 		}
 		got := store.Sub(txs.Snapshot(), before)
-		if st := got["claim"]; st.Commits < claims*turns || st.Commits > claims*turns+idlePolls(time.Since(start), 2) {
+		if st := got["claim"]; st.Commits != claims*turns || st.Rollbacks != 0 {
 			t.Errorf("claims: %+v, want %d commits in %d turns (%v)", st, claims*turns, turns, got)
 		}
 		if st := got["send"]; st.Commits != turns {
@@ -583,6 +602,23 @@ func settle(t *testing.T, txs *store.TxCounter, n int64, purposes ...string) {
 				t.Fatalf("%d of %d %s commits counted", txs.Snapshot()[purpose].Commits, n, purpose)
 			case <-time.After(time.Millisecond):
 			}
+		}
+	}
+}
+
+// settleClaims waits until chatd counted n claims of named chats, committed
+// or rolled back.
+func settleClaims(t *testing.T, txs *store.TxCounter, n int64) {
+	t.Helper()
+	for {
+		st := txs.Snapshot()["claim"]
+		if st.Commits+st.Rollbacks >= n {
+			return
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("%d of %d claims counted", st.Commits+st.Rollbacks, n)
+		case <-time.After(time.Millisecond):
 		}
 	}
 }

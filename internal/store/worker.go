@@ -67,7 +67,11 @@ func (s *Store) Claim(ctx context.Context, worker uuid.UUID, lease time.Duration
 func (s *Store) ClaimTurn(ctx context.Context, p ClaimParams) (Claim, error) {
 	var out Claim
 	opts := pgx.TxOptions{BeginQuery: "begin; set local synchronous_commit = off"}
-	err := pgx.BeginTxFunc(withPurpose(ctx, "claim"), s.pool, opts, func(tx pgx.Tx) error {
+	purpose := "claim" // a wake-up's, naming the chat
+	if p.Chat == uuid.Nil {
+		purpose = "claim_next" // the idle poll's, a chain's, a reconnect's
+	}
+	err := pgx.BeginTxFunc(withPurpose(ctx, purpose), s.pool, opts, func(tx pgx.Tx) error {
 		out = Claim{}
 		worker, lease := uuid.NullUUID{UUID: p.Worker, Valid: true}, p.Lease.Seconds()
 		var c dbgen.Chat
