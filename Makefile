@@ -5,7 +5,7 @@ export GOFLAGS := -buildvcs=false
 # package: internal/crashtest takes 2–9 minutes alone and over 12 on a loaded machine.
 TEST_FLAGS ?= -race -count=1 -timeout 25m
 
-.PHONY: js-deps generate-sdk all build run mockllm test test-short bench bench-all fuzz crash-long generate check-generated vet lint pg-deps pgbouncer-deps mcp-deps clean
+.PHONY: js-deps generate-sdk all build run mockllm test test-flaky test-short bench bench-all fuzz crash-long generate check-generated vet lint pg-deps pgbouncer-deps mcp-deps clean
 
 all: build
 
@@ -46,6 +46,18 @@ test: pg-deps pgbouncer-deps mcp-deps js-deps
 	go test $(TEST_FLAGS) ./...
 	@# Allocation bounds and timings cannot be measured under -race: run those tests without it.
 	go test -count=1 -run '^(TestFastPathAllocatesNothingExtra|TestEstimatorBoundsAllocation|TestRealisticValuesAccepted)$$' ./internal/jsonb/ ./internal/validate/
+
+## test-flaky: each package's tests FLAKY_COUNT (20) times under -race
+## while a busy loop per core loads the machine, to make a flaky test fail
+## here rather than once in CI. PKG (default ./...) and RUN narrow it, e.g.
+## make test-flaky PKG=./internal/runner/ RUN=TestMCP.
+FLAKY_COUNT ?= 20
+PKG ?= ./...
+RUN ?= .
+test-flaky: pg-deps pgbouncer-deps mcp-deps
+	@burners=(); for _ in $$(seq $$(nproc)); do (while :; do :; done) & burners+=($$!); done; \
+	  trap 'kill $${burners[*]}' EXIT; \
+	  go test -race -count=$(FLAKY_COUNT) -run '$(RUN)' -timeout 90m $(PKG)
 
 ## bench: the end-to-end benchmark (a throwaway PostgreSQL, chatd, mockllm,
 ## N concurrent structured turns, pgbench for the database's ceiling; see
