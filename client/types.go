@@ -7,6 +7,11 @@ import (
 	"github.com/google/uuid"
 )
 
+// FinalizerName is the server-owned tool through which a structured request
+// is answered: offered to the model, refused as a client tool's or an MCP
+// server's name, and never answered by a client.
+const FinalizerName = "coder_structured_output"
+
 // ChatStatus is where a chat is in its life: the value of Chat.Status, of
 // the chats.status column and of the runner's decisions alike.
 type ChatStatus string

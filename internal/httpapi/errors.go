@@ -150,7 +150,7 @@ func toolResultsError(e *store.ToolResultsError) *apiError {
 	case store.ResultDuplicate:
 		return badField(field, fmt.Sprintf("duplicate result for %q", e.ToolCallID))
 	case store.ResultForFinalizer:
-		return badField(field, fmt.Sprintf("%q is a call of the server-owned %s tool; clients cannot answer it", e.ToolCallID, FinalizerName))
+		return badField(field, fmt.Sprintf("%q is a call of the server-owned %s tool; clients cannot answer it", e.ToolCallID, client.FinalizerName))
 	case store.ResultForChild:
 		return badField(field, fmt.Sprintf("%q is a %s call: its spawned child chat answers it, clients cannot", e.ToolCallID, store.SpawnTool))
 	case store.ResultMissing:

@@ -16,9 +16,6 @@ import (
 	"github.com/chatd/chatd/internal/validate"
 )
 
-// FinalizerName is the server-owned tool of structured requests.
-const FinalizerName = "coder_structured_output"
-
 const (
 	maxDynamicTools       = 64
 	maxToolDescription    = 1024
@@ -113,8 +110,8 @@ func (s *Server) checkStructured(spec *store.RequestSpec, mode client.ChatMode, 
 	var tools []client.DynamicTool
 	_ = json.Unmarshal(dynamicTools, &tools)
 	for _, t := range tools {
-		if t.Name == FinalizerName {
-			return badField("response_format", "the chat declares a client tool named "+FinalizerName+
+		if t.Name == client.FinalizerName {
+			return badField("response_format", "the chat declares a client tool named "+client.FinalizerName+
 				", which structured output reserves for its finalizer")
 		}
 	}
@@ -300,7 +297,7 @@ func (s *Server) toolResults(w http.ResponseWriter, r *http.Request) error {
 		}
 		results = append(results, store.ToolResult{ToolCallID: *res.ToolCallID, Output: res.Output, IsError: res.IsError})
 	}
-	c, msg, err := s.store.SubmitToolResults(r.Context(), currentUser(r).ID, chatID, results, FinalizerName)
+	c, msg, err := s.store.SubmitToolResults(r.Context(), currentUser(r).ID, chatID, results, client.FinalizerName)
 	var tre *store.ToolResultsError
 	if errors.As(err, &tre) {
 		return toolResultsError(tre)

@@ -16,9 +16,8 @@ import (
 	"github.com/chatd/chatd/internal/validate"
 )
 
-// FinalizerName is the server-owned tool through which a structured request
-// is answered.
-const FinalizerName = "coder_structured_output"
+// FinalizerName is client.FinalizerName, the runner's most used word.
+const FinalizerName = client.FinalizerName
 
 // finalizerOutput is the finalizer's one parameter, holding the value.
 const finalizerOutput = "output"
