@@ -52,6 +52,19 @@ const (
 	OpPlanMode
 )
 
+// String is the operation's name, as logs and StateError.Error print it.
+func (o Operation) String() string {
+	switch o {
+	case OpInterrupt:
+		return "interrupt"
+	case OpSubmitToolResults:
+		return "submit_tool_results"
+	case OpPlanMode:
+		return "plan_mode"
+	}
+	return fmt.Sprintf("operation(%d)", int(o))
+}
+
 // StateError is an ErrConflict: the chat's status (or, for plan mode, its
 // mode) does not allow the operation. The API words it for clients.
 type StateError struct {
@@ -61,7 +74,7 @@ type StateError struct {
 }
 
 func (e *StateError) Error() string {
-	return fmt.Sprintf("operation %d not allowed: chat is %s (%s)", e.Op, e.Status, e.Mode)
+	return fmt.Sprintf("%s not allowed: chat is %s (%s)", e.Op, e.Status, e.Mode)
 }
 func (e *StateError) Unwrap() error { return ErrConflict }
 
