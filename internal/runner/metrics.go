@@ -15,15 +15,16 @@ import (
 	"github.com/chatd/chatd/internal/tracing"
 )
 
-// Rejection kinds, the label of chatd_structured_rejections_total.
+// Rejection kinds, the label of chatd_structured_rejections_total: the
+// reasons of client.Attempt, whose constants are their one home.
 const (
-	rejectTextOnly      = "text_only"          // the step ended with text, no finalizer call
-	rejectArguments     = "invalid_arguments"  // unsafe, malformed or not {"output": v}
-	rejectIneligible    = "ineligible_step"    // the step ended by length, filter, ...
-	rejectValue         = "invalid_value"      // the value failed the schema
-	rejectBatch         = "invalid_batch"      // the finalizer beside other calls, or twice
-	rejectProviderTools = "provider_tools"     // the finalizer beside provider-executed tools
-	rejectUnusable      = "schema_unavailable" // the stored schema could not be compiled
+	rejectTextOnly      = string(client.AttemptTextOnly)          // the step ended with text, no finalizer call
+	rejectArguments     = string(client.AttemptInvalidArguments)  // unsafe, malformed or not {"output": v}
+	rejectIneligible    = string(client.AttemptIneligibleStep)    // the step ended by length, filter, ...
+	rejectValue         = string(client.AttemptInvalidValue)      // the value failed the schema
+	rejectBatch         = string(client.AttemptInvalidBatch)      // the finalizer beside other calls, or twice
+	rejectProviderTools = string(client.AttemptProviderTools)     // the finalizer beside provider-executed tools
+	rejectUnusable      = string(client.AttemptSchemaUnavailable) // the stored schema could not be compiled
 )
 
 // Outcomes of a provider call, the label of chatd_provider_call_duration_seconds.
