@@ -42,14 +42,6 @@ func infoFrom(ctx context.Context) *reqInfo {
 	return info
 }
 
-// RequestID returns the id of the HTTP request ctx belongs to, or "".
-func RequestID(ctx context.Context) string {
-	if info := infoFrom(ctx); info != nil {
-		return info.id
-	}
-	return ""
-}
-
 // noteChat records the chat a request is about, for its log lines.
 func noteChat(r *http.Request, id uuid.UUID) {
 	if info := infoFrom(r.Context()); info != nil {

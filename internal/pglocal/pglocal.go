@@ -418,14 +418,6 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	return nil
 }
 
-// Exited is closed when a postmaster started by this Cluster exits.
-func (c *Cluster) Exited() <-chan struct{} {
-	if c.exited == nil {
-		return nil
-	}
-	return c.exited
-}
-
 func tail(path string, n int) string {
 	f, err := os.Open(path)
 	if err != nil {

@@ -1,7 +1,6 @@
 package prom
 
 import (
-	"fmt"
 	"io"
 	"maps"
 	"math"
@@ -152,9 +151,6 @@ func (s *Scrape) Quantile(name string, q float64, labels ...string) (float64, bo
 	}
 	return prevBound, true
 }
-
-// String names a family's samples for error messages.
-func (s *Scrape) String() string { return fmt.Sprintf("%d families", len(s.Families)) }
 
 // Gather reads reg's families directly, as a scrape would (for tests).
 func Gather(reg prometheus.Gatherer) (*Scrape, error) {

@@ -121,9 +121,6 @@ func (d *Deliverer) Subscriptions() map[string][]string {
 	return out
 }
 
-// Lease is how long a claimed delivery is withheld from other workers.
-func (d *Deliverer) Lease() time.Duration { return d.lease }
-
 // Run delivers until ctx ends. POSTs in flight then finish (each is
 // bounded by its endpoint's timeout) and are recorded; database statements
 // are never cancelled mid-flight.
