@@ -43,7 +43,7 @@
 //     calls and read streams at once; then every request a client saw has
 //     exactly one receipt and a terminal lookup, and the checker is clean.
 //   - TestHostileModelStorm: TestKillRestart's servers, kills and drivers
-//     (three users), with a model that mixes issue 14's hostile output into
+//     (three users), with a model that mixes hostile output (hostileKinds) into
 //     random steps: numbers jsonb cannot store in server, client and
 //     finalizer tool arguments, duplicate tool-call ids in a step,
 //     read_file on a FIFO, numbers jsonb expands, more text than a step

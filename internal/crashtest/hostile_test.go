@@ -40,7 +40,7 @@ func hostileCall(id, name, args string) mockllm.ToolCall {
 	return mockllm.ToolCall{ID: id, Name: name, Arguments: args}
 }
 
-// hostileKinds are issue 14's kinds of hostile model output: numbers jsonb
+// hostileKinds are the kinds of hostile model output: numbers jsonb
 // cannot store in a server tool's, a client tool's or the finalizer's
 // arguments (item 1), duplicate tool-call ids within a step, across two
 // server calls, two client calls or one of each (item 2; the same id in
@@ -123,7 +123,7 @@ func hostileStep(seed uint64) (stepFor func(*mockllm.Request) (mockllm.Step, boo
 		}
 }
 
-// TestHostileModelStorm is issue 14's hostile-model storm: a model mixing
+// TestHostileModelStorm is the hostile-model storm: a model mixing
 // every kind of hostile output (hostileStep) into random steps of many
 // chats of three users, while two servers are SIGKILLed at seeded points
 // and restarted. Afterwards every structured request has exactly one

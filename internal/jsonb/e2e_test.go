@@ -268,7 +268,7 @@ func TestEndToEndToolResultThroughStore(t *testing.T) {
 
 // TestEndToEndToolResultThroughAPI: a client submits a tool result with NUL
 // in a key and a value and a lone surrogate through POST .../tool-results;
-// it is stored and comes back over REST as seed 003 specifies.
+// it is stored and comes back over REST as docs/codec.md says.
 func TestEndToEndToolResultThroughAPI(t *testing.T) {
 	t.Parallel()
 	script := &mockllm.Script{Steps: []mockllm.Step{

@@ -527,7 +527,7 @@ func TestPersistRegressions(t *testing.T) {
 	}
 }
 
-// TestGeminiSignatureBytes is seed 003's Gemini regression with a real
+// TestGeminiSignatureBytes is a Gemini regression with a real
 // binary signature (protobuf bytes, not UTF-8): fantasy's
 // ReasoningMetadata holds it as a string, and its own JSON already
 // replaces the bytes with U+FFFD, upstream of this codec; the provider

@@ -22,21 +22,24 @@ const (
 	storableMaxKeys = 1 << 16
 )
 
-// Storable checks that raw JSON (tool arguments from a model, a tool result
-// from a client) can be stored as jsonb exactly and cheaply, before anything
-// is written: one value, no trailing data, no duplicate object keys (jsonb
-// keeps the last, so the stored call would not be the one the model made),
-// no number beyond the range of a 64-bit float (1e400; 1e-400, which is
-// not zero but rounds to it) or longer than MaxNumberLen as written or in
-// the plain decimal notation jsonb stores (jsonb refuses numbers out of
-// numeric's range with SQLSTATE 22003, the step could never commit, and
-// 1e100000 would be stored as 100001 digits; every float64 written with up
-// to 17 significant digits is at most 343 characters in that notation),
-// no zero with an exponent beyond ±MaxZeroExp, and no nesting deeper than
-// MaxRawDepth (PostgreSQL's parser recurses). Strings are the codec's
-// business: U+0000, lone surrogates and invalid UTF-8 are encoded by
-// MarshalParts, not refused here. The error says what is wrong and where,
-// without quoting more than the offending literal's first characters.
+// Storable checks, before anything is written, that raw JSON (a model's
+// tool arguments, a client's tool result) can be stored as jsonb exactly
+// and cheaply. It refuses:
+//   - anything but one value, and trailing data;
+//   - duplicate object keys: jsonb keeps the last one, so the stored call
+//     would not be the one the model made;
+//   - a number beyond float64's range (1e400, or 1e-400, which rounds to
+//     zero): jsonb refuses some of these (SQLSTATE 22003), and a step that
+//     holds one could never commit;
+//   - a number longer than MaxNumberLen as written or in the plain decimal
+//     notation jsonb stores (1e100000 would become 100001 digits; a
+//     float64 with 17 significant digits needs at most 343);
+//   - a zero with an exponent beyond ±MaxZeroExp;
+//   - nesting deeper than MaxRawDepth (PostgreSQL's parser recurses).
+//
+// Strings are the codec's business: MarshalParts encodes U+0000, lone
+// surrogates and invalid UTF-8. The error says what is wrong and where,
+// quoting at most the start of the offending literal.
 func Storable(raw []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()

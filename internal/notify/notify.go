@@ -276,11 +276,11 @@ func (h *Hub) publish(e Event) {
 // (store.Tell).
 func (h *Hub) ID() uuid.UUID { return h.id }
 
-// TellFinished delivers, in this process, the finish of a request that
-// this process committed: what a chatd_request notification would deliver
-// (the finish of a request this process admitted is not announced when
-// nobody follows its chat), with state, the request as the commit left it
-// (Event.Value). The hub is wired with store.Tell(h.ID(), h).
+// TellFinished delivers the finish of a request this process committed to
+// the process's own long polls, with state, the request as the commit left
+// it (Event.Value). It stands in for the chatd_request notification, which
+// is not sent when this process admitted the request and nobody follows
+// its chat. The hub is wired with store.Tell(h.ID(), h).
 func (h *Hub) TellFinished(request uuid.UUID, state any) {
 	h.forget(request)
 	for _, s := range h.subsOf(subRequest, request) {

@@ -138,9 +138,8 @@ func TestGeneratorFixturesEndToEnd(t *testing.T) {
 // TestNumberNotationMatchesPostgreSQL: the validator admits a number
 // exactly when it is within float64's range and PostgreSQL's jsonb renders
 // it in at most validate.MaxNumberLen characters, and what jsonb returns
-// is the same number and passes the scan again (issue 14.4: a number
-// admitted at the door must survive being stored and read back; issue 33:
-// every float64 is admitted).
+// is the same number and passes the scan again: a number admitted at the
+// door survives being stored and read back, and every float64 is admitted.
 func TestNumberNotationMatchesPostgreSQL(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.New(t)

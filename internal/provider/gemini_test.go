@@ -61,7 +61,7 @@ func geminiModelCalls(t *testing.T, body []byte) [][]geminiCall {
 	return out
 }
 
-// TestGeminiSignaturesAcrossRestart is issue 38's acceptance, through the
+// TestGeminiSignaturesAcrossRestart checks Gemini's signatures through the
 // HTTP API on PostgreSQL with mockllm speaking Gemini (which, like the
 // API, refuses a function call of the current turn without its thought
 // signature, and a signature it did not issue): a structured turn with

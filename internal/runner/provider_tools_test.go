@@ -108,7 +108,7 @@ func (r *recordedFirst) RoundTrip(req *http.Request) (*http.Response, error) {
 
 const finalizerArgs = `{"output":{"command":"make web"}}`
 
-// Seed 000 §5.2.3: a message that ran a provider-executed tool (web search,
+// A message that ran a provider-executed tool (web search,
 // which cannot be undone) and also called the finalizer has its candidate
 // refused; a separate finalization step follows, and the replay of the
 // searching step carries the search's result (Anthropic refuses a

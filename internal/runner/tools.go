@@ -357,15 +357,13 @@ const (
 	argsUnacceptable = "the arguments are not acceptable JSON"
 )
 
-// screenArgs checks every tool call's raw argument bytes before the step is
-// committed, as seed 000 §5 asks for the finalizer: unsafe bytes are
-// replaced by the placeholder {} and a server-only marker (never stored,
-// never run, answered with a short error). A finalizer call of a structured
-// request gets the validator's strict scan (JSONB would erase duplicate keys
-// and cannot hold every number or escape of a value); every other call gets
+// screenArgs checks every tool call's raw arguments before the step is
+// committed. Arguments that fail are replaced by {} and a reason
+// (ArgsRejected): the call is never run, only answered with an error.
+// A structured request's finalizer call gets the validator's strict scan,
+// since jsonb would erase duplicate keys; every other call gets
 // jsonb.Storable, which refuses what PostgreSQL could not store exactly
-// (numbers out of range would make the step uncommittable forever) and
-// leaves strings to the codec.
+// (such a step could never commit).
 func screenArgs(parts []jsonb.Part, structured bool) {
 	for i, p := range parts {
 		if p.Type != jsonb.PartToolCall || p.ArgsRejected != "" {
