@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/chatd/chatd/internal/notify"
 	"github.com/chatd/chatd/internal/store"
 )
 
@@ -121,7 +122,7 @@ func (fd *feed) run(ctx context.Context, s *Server) {
 		case <-sub.C():
 			ev, _ := sub.Next()
 			fd.mu.Lock()
-			stale := ev.Snapshot > 0 && ev.Snapshot <= fd.watermark
+			stale := ev.Snapshot > notify.SnapshotDeleted && ev.Snapshot <= fd.watermark
 			fd.mu.Unlock()
 			if stale {
 				continue

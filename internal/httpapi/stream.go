@@ -445,7 +445,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		case <-sub.C():
 			ev, _ := sub.Next()
-			if ev.Snapshot == -1 { // resync: re-read everything
+			if ev.Snapshot == notify.SnapshotResync { // re-read everything
 				cs, err := s.allChats(ctx, owner)
 				if err != nil {
 					continue

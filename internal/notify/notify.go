@@ -10,8 +10,6 @@ package notify
 import (
 	"context"
 	"log/slog"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -23,8 +21,8 @@ import (
 )
 
 // Event says a chat changed. Snapshot is the chat's new snapshot_version,
-// 0 when the chat was deleted, and -1 for "re-read: notifications may have
-// been lost".
+// SnapshotDeleted when the chat was deleted, and SnapshotResync for
+// "re-read: notifications may have been lost".
 type Event struct {
 	ChatID   uuid.UUID
 	Snapshot int64
@@ -319,7 +317,7 @@ func (h *Hub) resyncAll() {
 	}
 	h.mu.Unlock()
 	for _, s := range targets {
-		s.deliver(Event{ChatID: s.key, Snapshot: -1})
+		s.deliver(Event{ChatID: s.key, Snapshot: SnapshotResync})
 	}
 	h.wake(uuid.Nil)
 	h.noteFinished()
@@ -386,7 +384,7 @@ func (h *Hub) listen(ctx context.Context, connected func()) error {
 			id, _ := uuid.Parse(n.Payload) // an empty payload (older triggers): look for work
 			h.wake(id)
 		case "chatd_chat":
-			if e, ok := parse(n.Payload); ok {
+			if e, ok := parseChatPayload(n.Payload); ok {
 				h.publish(e)
 			}
 		case "chatd_request":
@@ -401,18 +399,4 @@ func (h *Hub) listen(ctx context.Context, connected func()) error {
 			h.noteFollowed(n.Payload)
 		}
 	}
-}
-
-func parse(payload string) (Event, bool) {
-	f := strings.Fields(payload)
-	if len(f) != 3 {
-		return Event{}, false
-	}
-	id, err1 := uuid.Parse(f[0])
-	snap, err2 := strconv.ParseInt(f[1], 10, 64)
-	owner, err3 := uuid.Parse(f[2])
-	if err1 != nil || err2 != nil || err3 != nil {
-		return Event{}, false
-	}
-	return Event{ChatID: id, Snapshot: snap, OwnerID: owner}, true
 }

@@ -155,6 +155,6 @@ func (h *Hub) resyncKey(k followKey) {
 		kind, key = subOwner, k.Owner
 	}
 	for _, s := range h.subsOf(kind, key) {
-		s.deliver(Event{ChatID: s.key, Snapshot: -1})
+		s.deliver(Event{ChatID: s.key, Snapshot: SnapshotResync})
 	}
 }

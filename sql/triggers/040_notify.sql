@@ -8,7 +8,8 @@
 --                  a watch: chat_followers, 005_followers.sql) may need it;
 --                  snapshot_version 0 means the chat was deleted (always
 --                  sent). Sent by chatd_chats_before_insert/_update
---                  (010_snapshot.sql), which know what changed.
+--                  (010_snapshot.sql), which know what changed; read by
+--                  internal/notify/payload.go, the one codec of it.
 --   chatd_work     payload "<chat_id>", when a chat is runnable and has no
 --                  owner (workers); sent by the same triggers.
 --   chatd_request  payload "<request_id>", when a structured request
