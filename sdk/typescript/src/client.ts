@@ -1,7 +1,9 @@
 import type { components } from "./schema.js";
 import { ChatdError, errorOf, sleep, type ErrorBody } from "./errors.js";
 import { readStream, type StreamEvent, type StreamOptions, type WatchEvent } from "./sse.js";
-import { partials, type PartialEvent } from "./partials.js";
+import { partials, type PartialEvent, type Parser } from "./partials.js";
+
+export type { Parser } from "./partials.js";
 
 export { ChatdError, type ErrorBody };
 
@@ -44,11 +46,6 @@ export interface CallOptions {
 export interface WriteOptions extends CallOptions {
   /** Idempotency-Key of a create or send; default: a fresh UUID per call, reused by its retries. */
   idempotencyKey?: string;
-}
-
-/** Anything with a parse method, such as a zod schema. */
-export interface Parser<T> {
-  parse(value: unknown): T;
 }
 
 /** A terminal structured result; value is typed by the parser given. */

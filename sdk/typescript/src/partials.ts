@@ -1,6 +1,10 @@
 import type { components } from "./schema.js";
 import type { StreamEvent } from "./sse.js";
-import type { Parser } from "./client.js";
+
+/** Anything with a parse method, such as a zod schema. */
+export interface Parser<T> {
+  parse(value: unknown): T;
+}
 
 type S = components["schemas"];
 
