@@ -13,6 +13,8 @@ export type StreamEvent =
   | { type: "action_required"; data: S["ActionRequired"] }
   | { type: "history_reset"; data: Record<string, never> }
   | { type: "preview_reset"; data: S["PreviewReset"] }
+  /** A provider call of the running turn failed and will be made again: attempt, next try, last error. */
+  | { type: "provider_retry"; data: S["ProviderRetry"] }
   /** The value the finalizer call shows so far while the model writes it: a preview, never a result (see `partials`). */
   | { type: "structured_output_partial"; data: S["StructuredOutputPartial"] }
   /** The server's own error event: a failed turn, the chat is gone, or the stream's token was revoked or expired. Not a transport error. */
@@ -60,7 +62,7 @@ interface Init {
 }
 
 // The event names decoded as typed events: those of StreamEvent and WatchEvent.
-const known = new Set(["message", "message_part", "status", "queue", "action_required", "history_reset", "preview_reset", "structured_output_partial", "error", "chat"]);
+const known = new Set(["message", "message_part", "status", "queue", "action_required", "history_reset", "preview_reset", "provider_retry", "structured_output_partial", "error", "chat"]);
 
 /**
  * Reads a Server-Sent Events stream with fetch (so it sends the
