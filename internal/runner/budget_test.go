@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -138,10 +139,24 @@ func turnTransactionBudget(t *testing.T, noHandoff bool, claims int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The provider takes a moment, so that the long poll waits (and its
-	// wake-up is counted) in every turn.
-	env := testenv.OnPool(t, pool, testenv.Options{Mock: mockllm.Options{Latency: 50 * time.Millisecond},
+	// The provider answers once the long poll has subscribed, so that the
+	// poll waits (and its wake-up is counted) in every turn: a poll that
+	// came after the finish would have to read, and on a loaded machine a
+	// fixed model latency did not always keep it ahead.
+	var live atomic.Pointer[testenv.Env]
+	polled := func(ctx context.Context, _ *mockllm.Request) error {
+		for live.Load().Hub.Subscribers() == 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Millisecond): // polling the hub's subscriber count
+			}
+		}
+		return nil
+	}
+	env := testenv.OnPool(t, pool, testenv.Options{Mock: mockllm.Options{BeforeRespond: polled},
 		Runner: runner.Options{MaxRunning: 2}, NoHandoff: noHandoff})
+	live.Store(env)
 	c := env.Client("alice")
 	turn := func() {
 		_, req := create(t, c, reportSchema)
