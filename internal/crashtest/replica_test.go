@@ -33,21 +33,7 @@ func TestStreamAcrossProcesses(t *testing.T) {
 				return ctx.Err()
 			}
 		},
-		StepFor: func(r *mockllm.Request) (mockllm.Step, bool) {
-			steps := 0
-			for _, m := range r.Messages {
-				if m.Role == "assistant" {
-					steps++
-				}
-			}
-			switch steps {
-			case 0:
-				return mockllm.Step{Text: "Let me look.", ToolCalls: []mockllm.ToolCall{{Name: "read_file", Arguments: `{"path":"notes.txt"}`}}}, true
-			case 1:
-				return mockllm.Step{Invalid: true}, true
-			}
-			return mockllm.Step{Value: json.RawMessage(`{"title":"make test","count":1,"tags":["ci"]}`)}, true
-		},
+		StepFor: readRepairAnswer(`{"title":"make test","count":1,"tags":["ci"]}`),
 	})
 	mockSrv := httptest.NewServer(mock)
 	t.Cleanup(mockSrv.Close)
@@ -120,5 +106,25 @@ func TestStreamAcrossProcesses(t *testing.T) {
 	}
 	if stream.Reconnects != 0 {
 		t.Logf("the stream reconnected %d times", stream.Reconnects)
+	}
+}
+
+// readRepairAnswer scripts a turn: a step that reads notes.txt, an invalid
+// value (one repair), then value.
+func readRepairAnswer(value string) func(*mockllm.Request) (mockllm.Step, bool) {
+	return func(r *mockllm.Request) (mockllm.Step, bool) {
+		steps := 0
+		for _, m := range r.Messages {
+			if m.Role == "assistant" {
+				steps++
+			}
+		}
+		switch steps {
+		case 0:
+			return mockllm.Step{Text: "Let me look.", ToolCalls: []mockllm.ToolCall{{Name: "read_file", Arguments: `{"path":"notes.txt"}`}}}, true
+		case 1:
+			return mockllm.Step{Invalid: true}, true
+		}
+		return mockllm.Step{Value: json.RawMessage(value)}, true
 	}
 }

@@ -131,21 +131,7 @@ func traceAcrossReplicas(t *testing.T, capture bool) {
 	db := dbtest.NewURL(t)
 	const value = `{"title":"make test","count":1,"tags":["ci"]}`
 	mock := mockllm.New(mockllm.Options{
-		StepFor: func(r *mockllm.Request) (mockllm.Step, bool) {
-			steps := 0
-			for _, m := range r.Messages {
-				if m.Role == "assistant" {
-					steps++
-				}
-			}
-			switch steps {
-			case 0:
-				return mockllm.Step{Text: "Let me look.", ToolCalls: []mockllm.ToolCall{{Name: "read_file", Arguments: `{"path":"notes.txt"}`}}}, true
-			case 1:
-				return mockllm.Step{Invalid: true}, true
-			}
-			return mockllm.Step{Value: json.RawMessage(value)}, true
-		},
+		StepFor: readRepairAnswer(value),
 	})
 	mockSrv := httptest.NewServer(mock)
 	t.Cleanup(mockSrv.Close)
@@ -171,11 +157,9 @@ func traceAcrossReplicas(t *testing.T, capture bool) {
 	startServer(t, serverOpts{Name: "b", DB: db, Config: cfgB, Workers: 1, Env: env})
 
 	// The client's own span: the parent of A's server span.
-	traceID, clientSpan := randHex(t, 16), randHex(t, 8)
+	c, traceID, clientSpan := tracedClient(t, a.URL, token)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	c := client.New(a.URL, token, &http.Client{Timeout: 60 * time.Second,
-		Transport: withHeader{"traceparent", "00-" + traceID + "-" + clientSpan + "-01"}})
 	created, err := c.CreateChat(ctx, client.CreateChatRequest{Content: text("[c1 m1] Report."), ResponseFormat: structured()})
 	if err != nil {
 		t.Fatal(err)
@@ -302,6 +286,15 @@ func traceAcrossReplicas(t *testing.T, capture bool) {
 	}
 }
 
+// tracedClient is a client whose every request carries a traceparent of a
+// new trace: the trace id and the client's span id.
+func tracedClient(t *testing.T, url, token string) (c *client.Client, traceID, clientSpan string) {
+	traceID, clientSpan = randHex(t, 16), randHex(t, 8)
+	c = client.New(url, token, &http.Client{Timeout: 60 * time.Second,
+		Transport: withHeader{"traceparent", "00-" + traceID + "-" + clientSpan + "-01"}})
+	return c, traceID, clientSpan
+}
+
 func randHex(t *testing.T, n int) string {
 	t.Helper()
 	b := make([]byte, n)
@@ -348,11 +341,9 @@ func TestTraceContinuesAfterKill(t *testing.T) {
 	token := newToken(t, db, "alice")
 	b := startServer(t, serverOpts{Name: "b", DB: db, Config: writeConfig(t, mockSrv.URL, "", "b"), Workers: 1, Env: env})
 
-	traceID, clientSpan := randHex(t, 16), randHex(t, 8)
+	c, traceID, _ := tracedClient(t, a.URL, token)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	c := client.New(a.URL, token, &http.Client{Timeout: 60 * time.Second,
-		Transport: withHeader{"traceparent", "00-" + traceID + "-" + clientSpan + "-01"}})
 	created, err := c.CreateChat(ctx, client.CreateChatRequest{Content: text("[c1 m1] Report."), ResponseFormat: structured()})
 	if err != nil {
 		t.Fatal(err)
