@@ -74,6 +74,8 @@ func parse(args []string, stderr io.Writer) (bench.Options, error) {
 	pgClients := fs.String("pgbench-clients", "", "comma list of pgbench client counts (default: --clients, none with a latency); the first is the ceiling")
 	fs.DurationVar(&o.PgbenchDuration, "pgbench-duration", 10*time.Second, "length of each pgbench run")
 	fs.BoolVar(&o.Fast, "fast", false, "run PostgreSQL with fsync and synchronous_commit off")
+	fs.StringVar(&o.OTLPSink, "otlp-sink", "", "serve an OTLP/HTTP trace sink on this address (e.g. 127.0.0.1:4318) for a traced chatd to export to; "+
+		"the report counts the spans it received")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the work directory (cluster, chatd and mockllm logs)")
 	fs.BoolVar(&o.Statements, "statements", true, "load pg_stat_statements (when installed) and report the statements per turn")
 	o.Settings = map[string]string{}

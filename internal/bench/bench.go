@@ -56,6 +56,11 @@ type Options struct {
 	// every round runs both, in alternating order, each on a database of its
 	// own in the same cluster, so that the machine's load affects both.
 	Baseline string
+	// OTLPSink, when set, is an address to serve an OTLP/HTTP trace sink
+	// on for the run, for a traced chatd under test to export to
+	// (OTEL_EXPORTER_OTLP_ENDPOINT=http://OTLPSink); the report counts
+	// the spans it received.
+	OTLPSink string
 	// Replicas is how many chatd processes share the database; the clients
 	// are spread over them (default 1).
 	Replicas int
@@ -263,6 +268,8 @@ type Result struct {
 	// Rounds are the first build's rounds (its pgbench figures are the
 	// round's).
 	Rounds []Round
+	// Sink is the OTLP sink the run served (Options.OTLPSink), or nil.
+	Sink *OTLPSink
 }
 
 // Run runs the benchmark.
@@ -280,6 +287,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if _, err := os.Stat(bin); err != nil {
 			return nil, fmt.Errorf("%w (run make build first)", err)
 		}
+	}
+	if o.OTLPSink != "" {
+		stop, err := serveSink(o.OTLPSink, res)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
 	}
 	binDir, err := pglocal.FindBinaries()
 	if err != nil {

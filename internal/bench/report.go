@@ -107,6 +107,9 @@ func (r *Result) Report(w io.Writer) {
 		fmt.Fprintf(w, "%d rounds of %s after a %s warm-up; medians over the rounds\n", o.Rounds, window, o.Warmup)
 	}
 	fmt.Fprintf(w, "machine: %s, %d cores, %.1f GiB, %s\n", r.Machine.CPU, r.Machine.Cores, r.Machine.MemoryGB, r.Machine.GoOS)
+	if r.Sink != nil {
+		fmt.Fprintf(w, "OTLP sink on %s: %d spans received in %d exports\n", o.OTLPSink, r.Sink.Spans(), r.Sink.Requests())
+	}
 	keys := make([]string, 0, len(r.Settings))
 	for k := range r.Settings {
 		keys = append(keys, k)
