@@ -14,7 +14,7 @@ import (
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/jsonb"
-	"github.com/chatd/chatd/internal/notify"
+	"github.com/chatd/chatd/internal/longpoll"
 	"github.com/chatd/chatd/internal/store"
 	"github.com/chatd/chatd/internal/tracing"
 	"github.com/chatd/chatd/internal/validate"
@@ -490,42 +490,15 @@ func (s *Server) getStructuredOutput(w http.ResponseWriter, r *http.Request) err
 		}
 		wait = min(wait, maxWait)
 	}
-	owner := currentUser(r).ID
-	var sub *notify.Sub
-	if wait > 0 {
-		// Subscribed before the read, so that a finish committed in
-		// between is not missed. The wake-up is the request's own finish
-		// (chatd_request), not every change of its chat.
-		sub = s.hub.SubscribeRequest(id)
-		defer sub.Close()
-	}
-	var st store.RequestState
-	read := true // st was read; false: the hub knows it is pending, unread
-	if chat, ok := s.hub.Pending(id, owner); wait > 0 && ok {
-		// Admitted by this process and not finished: its finish is told
-		// or announced to sub. Nothing to read before it, or the deadline.
-		st.Request.ChatID, st.Request.Status, read = chat, client.OutputPending, false
-	} else if st, err = s.store.GetRequest(r.Context(), owner, id); err != nil {
+	poll, err := longpoll.Poller{Hub: s.hub, Store: s.store}.Open(r.Context(), currentUser(r).ID, id, wait)
+	if err != nil {
 		return err
 	}
-	noteChat(r, st.Request.ChatID)
-	if read && st.Request.Status == client.OutputPending && wait > 0 && st.Request.AdmittedBy.Valid && st.Request.AdmittedBy.UUID != s.hub.ID() {
-		// Another process admitted the request: its finish is announced
-		// only if someone follows the chat (sql/triggers/030_requests.sql).
-		// Follow, then read again.
-		unfollow, err := s.hub.Follow(r.Context(), owner, st.Request.ChatID)
-		if err != nil {
-			return err
-		}
-		defer unfollow()
-		if st, err = s.store.GetRequest(r.Context(), owner, id); err != nil {
-			return err
-		}
-	}
-	if st.Request.Status == client.OutputPending && wait > 0 {
-		if st, err = s.awaitFinish(r, sub, owner, id, wait, st, read); err != nil {
-			return err
-		}
+	defer poll.Close()
+	noteChat(r, poll.ChatID())
+	st, err := poll.Wait(r.Context())
+	if err != nil {
+		return err
 	}
 	out, err := toResult(st)
 	if err != nil {
@@ -533,40 +506,6 @@ func (s *Server) getStructuredOutput(w http.ResponseWriter, r *http.Request) err
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
-}
-
-// awaitFinish waits until the pending request st finishes, or wait passes,
-// and returns it as it stands then; read says whether st was read (false:
-// only the hub's word that it is pending).
-func (s *Server) awaitFinish(r *http.Request, sub *notify.Sub, owner, id uuid.UUID, wait time.Duration,
-	st store.RequestState, read bool) (store.RequestState, error) {
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	for st.Request.Status == client.OutputPending {
-		select {
-		case <-sub.C():
-			// A finish committed by this process comes with the request
-			// as the commit left it: no read then.
-			if e, ok := sub.Next(); ok {
-				if fin, ok := e.Value.(store.RequestState); ok {
-					return fin, nil
-				}
-			}
-		case <-deadline.C:
-			if read {
-				return st, nil
-			}
-			return s.store.GetRequest(r.Context(), owner, id) // as it stands now
-		case <-r.Context().Done():
-			return st, r.Context().Err()
-		}
-		var err error
-		if st, err = s.store.GetRequest(r.Context(), owner, id); err != nil {
-			return st, err
-		}
-		read = true
-	}
-	return st, nil
 }
 
 func pathUUID(r *http.Request, name string) (uuid.UUID, error) {

@@ -2,7 +2,8 @@
 // connection LISTENs on the channels the triggers in sql/triggers/040_notify.sql
 // write to, and subscribers (streams, long polls, workers) wait on Go
 // channels. A notification is a hint to re-read, never the data itself (a
-// finish this process committed is told with its data: TellFinished); after
+// finish this process committed is told with its data: TellFinished,
+// RequestFinished); after
 // a reconnect every subscriber is told to re-read, since notifications sent
 // while disconnected are lost.
 package notify
@@ -27,16 +28,11 @@ type Event struct {
 	ChatID   uuid.UUID
 	Snapshot int64
 	OwnerID  uuid.UUID
-	// Value, on an event of a request's subscription told in-process
-	// (TellFinished), is the request as its finishing commit left it (a
-	// store.RequestState): the data, not a hint, so the waiter need not
-	// read it again. Nil otherwise.
-	Value any
 }
 
-// Sub receives events for one chat, for all chats of one owner, or for one
-// structured request. Events coalesce: a slow reader sees the latest, never
-// a backlog.
+// Sub receives events for one chat, or for all chats of one owner (a
+// structured request's finish has its own: RequestSub). Events coalesce: a
+// slow reader sees the latest, never a backlog.
 type Sub struct {
 	hub   *Hub
 	key   uuid.UUID
@@ -104,9 +100,8 @@ func (s *Sub) Close() { s.hub.unsubscribe(s) }
 type subKind int
 
 const (
-	subChat    subKind = iota // a chat id: chatd_chat
-	subOwner                  // a user id: chatd_chat of their chats
-	subRequest                // a structured request id: chatd_request
+	subChat  subKind = iota // a chat id: chatd_chat
+	subOwner                // a user id: chatd_chat of their chats
 )
 
 // Hub owns the listening connection.
@@ -116,12 +111,13 @@ type Hub struct {
 	listenCfg *pgx.ConnConfig // the listener's connection; nil: the pool's
 	logger    *slog.Logger
 
-	mu     sync.Mutex
-	subs   [3]map[uuid.UUID]map[*Sub]struct{} // by subKind, then key
-	deltas map[uuid.UUID]map[*DeltaSub]struct{}
-	work   chan uuid.UUID // wake-ups for workers, one receive each (Work)
-	finish chan struct{}  // some request finished (Finished)
-	ready  chan struct{}  // closed once the first LISTEN is in place
+	mu       sync.Mutex
+	subs     [2]map[uuid.UUID]map[*Sub]struct{}     // by subKind, then key
+	requests map[uuid.UUID]map[*RequestSub]struct{} // by request id (request.go)
+	deltas   map[uuid.UUID]map[*DeltaSub]struct{}
+	work     chan uuid.UUID // wake-ups for workers, one receive each (Work)
+	finish   chan struct{}  // some request finished (Finished)
+	ready    chan struct{}  // closed once the first LISTEN is in place
 
 	id        uuid.UUID                // this process's rows in chat_followers (registry.go)
 	following map[followKey]*following // what this process's streams and watches follow
@@ -150,8 +146,8 @@ func New(pool *pgxpool.Pool, logger *slog.Logger) *Hub {
 	}
 	h := &Hub{
 		pool: pool, store: store.New(pool), logger: logger,
-		deltas: map[uuid.UUID]map[*DeltaSub]struct{}{},
-		work:   make(chan uuid.UUID, workBacklog), ready: make(chan struct{}), finish: make(chan struct{}, 1),
+		deltas: map[uuid.UUID]map[*DeltaSub]struct{}{}, requests: map[uuid.UUID]map[*RequestSub]struct{}{},
+		work: make(chan uuid.UUID, workBacklog), ready: make(chan struct{}), finish: make(chan struct{}, 1),
 		followed: map[uuid.UUID]time.Time{}, announceKick: make(chan struct{}, 1),
 		id: uuid.New(), following: map[followKey]*following{}, admitted: map[uuid.UUID]admission{},
 		admittedFor: admittedFor, sweepAt: 1024,
@@ -178,11 +174,6 @@ func (h *Hub) Subscribe(chatID uuid.UUID) *Sub { return h.subscribe(chatID, subC
 // SubscribeOwner delivers events for every chat of one owner (who must be
 // followed: Follow with uuid.Nil).
 func (h *Hub) SubscribeOwner(owner uuid.UUID) *Sub { return h.subscribe(owner, subOwner) }
-
-// SubscribeRequest delivers an event when a structured request finished
-// (its ChatID is the request id; Snapshot is -1 after a reconnect, when the
-// finish may have been missed).
-func (h *Hub) SubscribeRequest(requestID uuid.UUID) *Sub { return h.subscribe(requestID, subRequest) }
 
 func (h *Hub) subscribe(key uuid.UUID, kind subKind) *Sub {
 	s := &Sub{hub: h, key: key, kind: kind, ch: make(chan struct{}, 1)}
@@ -229,7 +220,7 @@ func (h *Hub) noteFinished() {
 	}
 }
 
-// Subscribers counts chat and owner subscriptions (for metrics).
+// Subscribers counts chat, owner and request subscriptions (for metrics).
 func (h *Hub) Subscribers() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -238,6 +229,9 @@ func (h *Hub) Subscribers() int {
 		for _, m := range byKey {
 			n += len(m)
 		}
+	}
+	for _, m := range h.requests {
+		n += len(m)
 	}
 	return n
 }
@@ -274,19 +268,6 @@ func (h *Hub) publish(e Event) {
 // (store.Tell).
 func (h *Hub) ID() uuid.UUID { return h.id }
 
-// TellFinished delivers the finish of a request this process committed to
-// the process's own long polls, with state, the request as the commit left
-// it (Event.Value). It stands in for the chatd_request notification, which
-// is not sent when this process admitted the request and nobody follows
-// its chat. The hub is wired with store.Tell(h.ID(), h).
-func (h *Hub) TellFinished(request uuid.UUID, state any) {
-	h.forget(request)
-	for _, s := range h.subsOf(subRequest, request) {
-		s.deliver(Event{ChatID: request, Value: state})
-	}
-	h.noteFinished()
-}
-
 // TellChanged delivers, in this process, a change of a chat that a worker
 // of this process committed: what chatd_chat would deliver (a worker's own
 // commit is announced only to the chat's followers).
@@ -295,13 +276,6 @@ func (h *Hub) TellChanged(chat, owner uuid.UUID, snapshot int64) {
 		r.committed(chat) // the step's preview is in the commit now
 	}
 	h.publish(Event{ChatID: chat, Snapshot: snapshot, OwnerID: owner})
-}
-
-func (h *Hub) publishRequest(id uuid.UUID) {
-	h.forget(id)
-	for _, s := range h.subsOf(subRequest, id) {
-		s.deliver(Event{ChatID: id})
-	}
 }
 
 // resyncAll tells every subscriber and worker to re-read.
@@ -319,6 +293,7 @@ func (h *Hub) resyncAll() {
 	for _, s := range targets {
 		s.deliver(Event{ChatID: s.key, Snapshot: SnapshotResync})
 	}
+	h.resyncRequests()
 	h.wake(uuid.Nil)
 	h.noteFinished()
 }

@@ -7,8 +7,10 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/dbtest"
 	"github.com/chatd/chatd/internal/notify"
+	"github.com/chatd/chatd/internal/store"
 )
 
 // TestWatchCallsOnEvents: Watch calls its func for an event already waiting
@@ -16,21 +18,21 @@ import (
 func TestWatchCallsOnEvents(t *testing.T) {
 	t.Parallel()
 	hub := notify.New(nil, nil) // nothing here reads the database
-	req := uuid.New()
-	s := hub.SubscribeRequest(req)
+	chat, owner := uuid.New(), uuid.New()
+	s := hub.Subscribe(chat)
 	defer s.Close()
-	hub.TellFinished(req, "waiting")
+	hub.TellChanged(chat, owner, 1)
 	var calls atomic.Int64
 	unwatch := s.Watch(func() { calls.Add(1) })
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("%d calls for the event waiting when Watch began, want 1", n)
 	}
-	hub.TellFinished(req, "next")
+	hub.TellChanged(chat, owner, 2)
 	if n := calls.Load(); n != 2 {
 		t.Fatalf("%d calls after the next event, want 2", n)
 	}
 	unwatch()
-	hub.TellFinished(req, "unwatched")
+	hub.TellChanged(chat, owner, 3)
 	if n := calls.Load(); n != 2 {
 		t.Fatalf("%d calls after unwatch, want 2", n)
 	}
@@ -39,8 +41,32 @@ func TestWatchCallsOnEvents(t *testing.T) {
 	default:
 		t.Fatal("C did not fire")
 	}
-	if e, ok := s.Next(); !ok || e.Value != "unwatched" {
+	if e, ok := s.Next(); !ok || e.Snapshot != 3 {
 		t.Fatalf("Next: %+v %v", e, ok)
+	}
+}
+
+// TestRequestSubKeepsTheToldFinish: a finish told with the request as its
+// commit left it is kept over an announcement of the same finish that
+// arrives before the subscriber looks, so the subscriber need not read.
+func TestRequestSubKeepsTheToldFinish(t *testing.T) {
+	t.Parallel()
+	hub := notify.New(nil, nil) // nothing here reads the database
+	req := uuid.New()
+	s := hub.SubscribeRequest(req)
+	defer s.Close()
+	hub.PublishRequest(req)
+	if e, ok := s.Next(); !ok || e.RequestID != req || e.State != nil || e.Resync {
+		t.Fatalf("announced: %+v %v, want the request's finish without its state", e, ok)
+	}
+	hub.TellFinished(store.RequestState{Request: store.Request{RequestID: req, Status: client.OutputSucceeded}})
+	hub.PublishRequest(req)
+	<-s.C()
+	if e, ok := s.Next(); !ok || e.State == nil || e.State.Request.Status != client.OutputSucceeded {
+		t.Fatalf("told, then announced: %+v %v, want the told state", e, ok)
+	}
+	if e, ok := s.Next(); ok {
+		t.Fatalf("a second event %+v after the coalesced one", e)
 	}
 }
 
@@ -87,7 +113,7 @@ func TestAdmittedUntilFinished(t *testing.T) {
 	if _, ok := hub.Pending(failed, owner); ok {
 		t.Error("pending after the admission failed")
 	}
-	hub.TellFinished(told, nil)
+	hub.TellFinished(store.RequestState{Request: store.Request{RequestID: told}})
 	if _, ok := hub.Pending(told, owner); ok {
 		t.Error("pending after its finish was told")
 	}
@@ -112,7 +138,7 @@ func TestAdmittedUntilFinished(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-resync.C()
-	if e, _ := resync.Next(); e.Snapshot != -1 {
+	if e, _ := resync.Next(); !e.Resync || e.RequestID != lost {
 		t.Fatalf("event %+v, want the resync", e)
 	}
 	if _, ok := hub.Pending(lost, owner); ok {

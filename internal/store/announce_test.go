@@ -20,16 +20,16 @@ import (
 // told collects what a store tells its process (store.Tell).
 type told struct {
 	mu     sync.Mutex
-	states map[uuid.UUID]any
+	states map[uuid.UUID]store.RequestState
 }
 
-func (t *told) TellFinished(id uuid.UUID, state any) {
+func (t *told) TellFinished(state store.RequestState) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.states == nil {
-		t.states = map[uuid.UUID]any{}
+		t.states = map[uuid.UUID]store.RequestState{}
 	}
-	t.states[id] = state
+	t.states[state.Request.RequestID] = state
 }
 
 func (t *told) TellChanged(uuid.UUID, uuid.UUID, int64) {}
@@ -43,7 +43,7 @@ func (t *told) has(id uuid.UUID) bool {
 	return ok
 }
 
-func (t *told) state(id uuid.UUID) any {
+func (t *told) state(id uuid.UUID) store.RequestState {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.states[id]
@@ -143,11 +143,10 @@ func TestFinishAnnouncedOnlyWhenAnotherProcessMayWait(t *testing.T) {
 
 // sameAsRead: the state told in-process is what a read of the request
 // after the commit returns (the long poll answers with it instead).
-func sameAsRead(t *testing.T, s *store.Store, owner, req uuid.UUID, state any) {
+func sameAsRead(t *testing.T, s *store.Store, owner, req uuid.UUID, fin store.RequestState) {
 	t.Helper()
-	fin, ok := state.(store.RequestState)
-	if !ok || fin.Receipt == nil {
-		t.Fatalf("told %#v, want a store.RequestState with its receipt", state)
+	if fin.Receipt == nil {
+		t.Fatalf("told %#v, want the request with its receipt", fin)
 	}
 	read, err := s.GetRequest(t.Context(), owner, req)
 	if err != nil {

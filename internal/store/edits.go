@@ -147,7 +147,7 @@ func (s *Store) EditMessage(ctx context.Context, p EditParams) (EditResult, erro
 		return s.setState(ctx, tx, &res.Chat, dbgen.ChatSetStateParams{ID: chat.ID, Status: client.StatusRunning, KeepOwner: keep})
 	})
 	if err == nil {
-		s.countFinished(done)
+		s.finishedCommitted(done)
 	}
 	return res, err
 }
@@ -175,7 +175,7 @@ func (s *Store) DeleteQueued(ctx context.Context, owner, chatID uuid.UUID, queue
 		return err
 	})
 	if err == nil {
-		s.countFinished(done)
+		s.finishedCommitted(done)
 	}
 	return queuedFrom(q), receipts, err
 }

@@ -17,17 +17,8 @@ func (s *Store) Instrument(reg *prometheus.Registry) {
 			"(error_code is empty for succeeded).", "status", "error_code")
 }
 
-// countFinished tells this process (Tell) and counts the requests
-// a committed transaction finished.
+// countFinished counts the requests a committed transaction finished.
 func (s *Store) countFinished(done []finished) {
-	if len(done) == 0 {
-		return
-	}
-	if s.tell != nil {
-		for _, f := range done {
-			s.tell.TellFinished(f.RequestID, f.state)
-		}
-	}
 	if s.finished == nil {
 		return
 	}

@@ -101,14 +101,14 @@ func New(pool *pgxpool.Pool) *Store {
 // Teller hears, in this process and after the commit, what this store's
 // commits do not announce to it (notify.Hub implements it).
 type Teller interface {
-	// TellFinished: a structured request a commit finished, with state,
-	// the RequestState the commit left (its ledger row and receipt), for
+	// TellFinished: a commit finished a structured request, and state is
+	// the request as the commit left it (its ledger row and receipt), for
 	// this process's long polls to answer without reading it again. A
 	// finish of a request this process admitted, while nobody follows its
 	// chat, is not announced on chatd_request
 	// (sql/triggers/030_requests.sql): this wakes the process's long polls
 	// and webhook deliverer.
-	TellFinished(request uuid.UUID, state any)
+	TellFinished(state RequestState)
 	// TellChanged: a worker's own commit changed the chat; it is announced
 	// only to the chat's followers (ChatLockIfOwned), not to this process's
 	// other subscribers of the chat.
@@ -138,6 +138,24 @@ func (s *Store) admitting(request uuid.NullUUID, owner, chat uuid.UUID) (done fu
 		if err != nil {
 			failed()
 		}
+	}
+}
+
+// finishedCommitted follows a committed transaction that finished
+// requests: this process's long polls are told, then the finishes counted.
+func (s *Store) finishedCommitted(done []finished) {
+	s.tellFinished(done)
+	s.countFinished(done)
+}
+
+// tellFinished tells this process (Tell) of the requests a committed
+// transaction finished.
+func (s *Store) tellFinished(done []finished) {
+	if s.tell == nil {
+		return
+	}
+	for _, f := range done {
+		s.tell.TellFinished(f.state)
 	}
 }
 

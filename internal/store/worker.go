@@ -521,7 +521,7 @@ func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
 		return nil
 	})
 	if err == nil {
-		s.countFinished(done)
+		s.finishedCommitted(done)
 		if s.tell != nil {
 			s.tell.TellChanged(out.Chat.ID, out.Chat.OwnerID, out.Chat.SnapshotVersion)
 		}
