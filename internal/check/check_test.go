@@ -98,12 +98,12 @@ func (f *fixture) finish(chatID, req uuid.UUID) int64 {
 	if err != nil || c.ID != chatID {
 		f.t.Fatalf("claim: %v (%s)", err, c.ID)
 	}
-	res, err := f.st.Apply(ctx, store.Commit{
-		Fence:    store.Fence{ChatID: chatID, WorkerID: worker, HistoryVersion: c.HistoryVersion},
+	commit := store.FinishTurn(store.Ending{
 		Messages: []store.NewMessage{{Role: client.RoleAssistant, Parts: []jsonb.Part{jsonb.Text("done")}, RequestID: uuid.NullUUID{UUID: req, Valid: true}}},
 		Outcomes: []store.Outcome{{RequestID: req, Status: client.OutputSucceeded, Value: json.RawMessage(`{"a":1}`)}},
-		End:      store.EndTurn,
 	})
+	commit.Fence = store.Fence{ChatID: chatID, WorkerID: worker, HistoryVersion: c.HistoryVersion}
+	res, err := f.st.Apply(ctx, commit)
 	if err != nil {
 		f.t.Fatal(err)
 	}

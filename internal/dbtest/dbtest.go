@@ -20,6 +20,7 @@ import (
 	"net/url"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -180,11 +181,35 @@ func withDatabase(rawURL, name string) string {
 // template, drops it when the test ends, and returns its URL.
 func NewURL(t testing.TB) string {
 	t.Helper()
-	ctx := context.Background()
-	admin, tpl, err := setup(ctx)
+	admin, tpl, err := setup(context.Background())
 	if err != nil {
 		t.Fatalf("dbtest: %v", err)
 	}
+	return clone(t, admin, tpl)
+}
+
+// CloneURL creates a database of the test's own as a copy of the test
+// database at rawURL, which nothing may be connected to (close its pools
+// first), drops it when the test ends, and returns its URL: two copies of
+// one state, for comparing two ways of changing it.
+func CloneURL(t testing.TB, rawURL string) string {
+	t.Helper()
+	admin, _, err := setup(context.Background())
+	if err != nil {
+		t.Fatalf("dbtest: %v", err)
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatalf("dbtest: bad database URL: %v", err)
+	}
+	return clone(t, admin, strings.TrimPrefix(u.Path, "/"))
+}
+
+// clone creates a database from the template tpl, dropped when the test
+// ends, and returns its URL.
+func clone(t testing.TB, admin, tpl string) string {
+	t.Helper()
+	ctx := context.Background()
 	name := fmt.Sprintf("chatd_t_%s_%d", runID, clonesSeq.Add(1))
 	conn, err := pgx.Connect(ctx, admin)
 	if err != nil {

@@ -235,14 +235,14 @@ func TestEndToEndToolResultThroughStore(t *testing.T) {
 	}
 	const result = `{"out\u0000put":"x\u0000y","nested":[{"\u0000":"\u0000"}],"lone":"\udc00","s":"\ue000"}`
 	const wantResult = `{"out\u0000put":"x\u0000y","nested":[{"\u0000":"\u0000"}],"lone":"\ufffd","s":"\ue000"}`
-	_, err = env.Store.Apply(ctx, store.Commit{
-		Fence: store.Fence{ChatID: chat.ID, WorkerID: worker, HistoryVersion: chat.HistoryVersion},
+	commit := store.FinishTurn(store.Ending{
 		Messages: []store.NewMessage{
 			{Role: client.RoleAssistant, Parts: []jsonb.Part{{Type: jsonb.PartToolCall, ToolCallID: "call\x00", ToolName: "run", Args: json.RawMessage(`{"k\u0000":"v"}`)}}},
 			{Role: client.RoleTool, Parts: []jsonb.Part{{Type: jsonb.PartToolResult, ToolCallID: "call\x00", ToolName: "run", Result: json.RawMessage(result)}}},
 		},
-		End: store.EndTurn,
 	})
+	commit.Fence = store.Fence{ChatID: chat.ID, WorkerID: worker, HistoryVersion: chat.HistoryVersion}
+	_, err = env.Store.Apply(ctx, commit)
 	if err != nil {
 		t.Fatalf("commit tool results with NUL: %v", err)
 	}

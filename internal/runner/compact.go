@@ -45,7 +45,7 @@ func (a *action) maybeCompact(ctx context.Context, model *provider.Model, system
 	}
 	if boundary <= 0 {
 		if requested { // nothing before the current turn: the request is done
-			done, err := a.commit(ctx, store.Commit{ClearCompaction: true, CountAttempt: true})
+			done, err := a.commit(ctx, store.Continue(store.Continuation{ClearCompaction: true, CountAttempt: true}))
 			return done, true, err
 		}
 		return false, false, nil
@@ -64,7 +64,7 @@ func (a *action) maybeCompact(ctx context.Context, model *provider.Model, system
 		if requested {
 			// Give up on this request rather than retrying forever; the
 			// turn goes on with the full history.
-			done, err := a.commit(ctx, store.Commit{ClearCompaction: true, CountAttempt: true})
+			done, err := a.commit(ctx, store.Continue(store.Continuation{ClearCompaction: true, CountAttempt: true}))
 			return done, true, err
 		}
 		return false, false, nil
@@ -74,13 +74,13 @@ func (a *action) maybeCompact(ctx context.Context, model *provider.Model, system
 		summary = "(The earlier conversation could not be summarised.)"
 	}
 	a.log.Info("compacted history", slog.Int("messages", boundary), slog.Bool("requested", requested))
-	done, err = a.commit(ctx, store.Commit{
+	done, err = a.commit(ctx, store.Continue(store.Continuation{
 		CompressBefore:  a.msgs[boundary].row.ID,
 		ClearCompaction: requested,
 		Messages: []store.NewMessage{{Role: client.RoleUser, Visibility: store.VisibleModel,
 			Parts: []jsonb.Part{{Type: jsonb.PartSummary, Text: "Summary of the earlier conversation:\n" + summary}}}},
 		CountAttempt: true, // the step the compaction delayed comes next
-	})
+	}))
 	return done, true, err
 }
 

@@ -45,7 +45,7 @@ func (a *action) finishWithCandidate(ctx context.Context) (bool, error) {
 			}
 			// The notice is plain text: a client that knows only the
 			// documented part types shows it as a message.
-			return a.commit(ctx, store.Commit{
+			return a.commit(ctx, store.Continue(store.Continuation{
 				Messages: []store.NewMessage{
 					{Role: client.RoleAssistant, Kind: store.KindControl, Visibility: store.VisibleUser, RequestID: a.requestID(),
 						Parts: []jsonb.Part{jsonb.Text(notice)}},
@@ -54,11 +54,10 @@ func (a *action) finishWithCandidate(ctx context.Context) (bool, error) {
 				},
 				Progress:     &store.Progress{RequestID: req.RequestID, SetCandidate: true},
 				CountAttempt: true, // the model must finalize again
-			})
+			}))
 		}
 	}
-	return a.commit(ctx, store.Commit{
+	return a.commit(ctx, store.FinishTurn(store.Ending{
 		Outcomes: []store.Outcome{{RequestID: req.RequestID, Status: client.OutputSucceeded, Value: req.Candidate}},
-		End:      store.EndTurn,
-	})
+	}))
 }

@@ -273,7 +273,7 @@ func (a *action) commitStep(ctx context.Context, attempt int32, res stepResult) 
 	if len(step.Parts) == 0 {
 		step.Parts = []jsonb.Part{} // an empty answer is still a (text-only) ending
 	}
-	c := store.Commit{Messages: []store.NewMessage{step}}
+	c := store.Continue(store.Continuation{Messages: []store.NewMessage{step}}) // the next pass runs its calls
 	if req != nil {
 		c.Progress = &store.Progress{RequestID: req.RequestID, Steps: 1}
 	}

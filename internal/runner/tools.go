@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -58,152 +59,197 @@ func onlyFinalizer(req *store.Request, calls []jsonb.Part) bool {
 // and, without stop hooks, its receipt. An error means the worker stops
 // (a server tool was cut off): nothing is to be committed.
 func (a *action) toolsCommit(ctx context.Context, step *parsed, calls []jsonb.Part) (store.Commit, string, error) {
-	req := a.turn.Request
-	var results []jsonb.Part
-	progress := (*store.Progress)(nil)
-	if req != nil {
-		progress = &store.Progress{RequestID: req.RequestID}
+	ans := &answers{}
+	if req := a.turn.Request; req != nil {
+		ans.progress = &store.Progress{RequestID: req.RequestID}
 	}
-	kind := "" // of the batch's rejection, if any
+	if !a.refuseBatch(ans, step, calls) {
+		if err := a.runCalls(ctx, ans, step, calls); err != nil {
+			return store.Commit{}, "", err
+		}
+	}
+	return a.answerCommit(ans), ans.kind, nil
+}
 
+// answers are what a step's calls came to, for the commit that answers
+// them.
+type answers struct {
+	results  []jsonb.Part
+	progress *store.Progress // of the structured request, if any
+	kind     string          // of the batch's rejection, if any
+	why      attemptErrors   // of the batch's rejection
+	spawns   []store.Spawn
+	children int  // calls a spawned child answers
+	waiting  bool // calls a client runs
+}
+
+// refuseBatch answers every call with an error, running none, when a
+// structured request's finalizer is not alone in its batch.
+func (a *action) refuseBatch(ans *answers, step *parsed, calls []jsonb.Part) bool {
 	finalizers := 0
-	if req != nil {
+	if a.turn.Request != nil {
 		for _, c := range calls {
 			if c.ToolName == FinalizerName {
 				finalizers++
 			}
 		}
 	}
-	providerRan := false
-	for _, p := range step.parts {
-		if p.Type == jsonb.PartToolCall && p.ProviderExecuted {
-			providerRan = true
-		}
-	}
-	waiting := false
-	var spawns []store.Spawn
-	children := 0         // calls a spawned child answers
-	var why attemptErrors // of the batch's rejection
+	var msg string
 	switch {
-	case finalizers > 0 && providerRan:
+	case finalizers > 0 && providerRan(step):
 		// Provider-side tools of this batch already ran and cannot be
 		// undone: its candidate is refused and a separate step asked for.
-		for _, c := range calls {
-			results = append(results, errorResult(c, "Not run: this message also used provider-side tools. "+
-				"Call "+FinalizerName+" alone, in a message of its own."))
-		}
-		kind = rejectProviderTools
-		why = oneError("", rejectProviderTools, "the result was submitted in a message that also ran provider-side tools")
+		msg = "Not run: this message also used provider-side tools. Call " + FinalizerName + " alone, in a message of its own."
+		ans.kind = rejectProviderTools
+		ans.why = oneError("", rejectProviderTools, "the result was submitted in a message that also ran provider-side tools")
 	case finalizers > 0 && len(calls) > 1:
-		// Invalid batch: nothing in it runs.
-		for _, c := range calls {
-			results = append(results, errorResult(c, "Not run: "+FinalizerName+" must be the only tool call in its message. "+
-				"Run any other tools first, then call "+FinalizerName+" alone."))
-		}
-		kind = rejectBatch
-		why = oneError("", rejectBatch, fmt.Sprintf("the result was submitted beside other tool calls (%d calls, %d of them submissions); "+
+		msg = "Not run: " + FinalizerName + " must be the only tool call in its message. " +
+			"Run any other tools first, then call " + FinalizerName + " alone."
+		ans.kind = rejectBatch
+		ans.why = oneError("", rejectBatch, fmt.Sprintf("the result was submitted beside other tool calls (%d calls, %d of them submissions); "+
 			"it must be the only call of its message", len(calls), finalizers))
 	default:
-		server := map[string]tools.Tool{}
-		for _, t := range a.opts.Tools {
-			server[t.Name] = t
-		}
-		chat := a.turn.Chat
-		dynamic := dynamicNames(chat)
-		var counts *store.SpawnCounts
-		for _, c := range calls {
-			if c.ToolName == SpawnToolName && a.spawnOffered() && counts == nil {
-				n, err := a.store.SpawnCounts(ctx, chat.ID, a.turnStart(), step.row.ID)
-				if err != nil {
-					return store.Commit{}, "", err
-				}
-				counts = &n
-			}
-		}
-		for _, c := range calls {
-			tool, isServer := server[c.ToolName]
-			remote, isMCP := a.opts.MCP.Lookup(chat.Model, chat.MCPServers, c.ToolName)
-			answered := len(results)
-			ctx, span := startTool(ctx, c, executor(req, c, isServer, isMCP, dynamic[c.ToolName]))
-			switch {
-			case req != nil && c.ToolName == FinalizerName:
-				res, candidate, k, w := finalize(step, c, req)
-				results = append(results, res)
-				validated(span, k, w)
-				if candidate != nil {
-					progress.SetCandidate, progress.Candidate, progress.CandidateCallID = true, candidate, c.ToolCallID
-				} else {
-					kind, why = k, w
-				}
-			case c.ArgsRejected != "":
-				// Screened out before storage: the placeholder is never
-				// run, nor sent to a client.
-				results = append(results, errorResult(c, "Not run: "+c.ArgsRejected+"."))
-			case c.ToolName == SpawnToolName && a.spawnOffered():
-				res, sp, awaited := a.spawnCall(step, c, counts)
-				switch {
-				case res != nil:
-					results = append(results, *res)
-				case sp != nil:
-					spawns = append(spawns, *sp)
-					children++
-				case awaited:
-					children++
-				}
-			case isServer:
-				res, err := a.runServerTool(ctx, tool, c)
-				if err != nil {
-					span.End()
-					return store.Commit{}, "", err // stopping: nothing is committed, the call runs again
-				}
-				results = append(results, res)
-			case isMCP:
-				res, err := a.runMCPTool(ctx, step, remote, c)
-				if err != nil {
-					span.End()
-					return store.Commit{}, "", err // stopping, or the chat moved: nothing is committed
-				}
-				results = append(results, res)
-			case dynamic[c.ToolName]:
-				waiting = true // the client runs it
-			default:
-				results = append(results, errorResult(c, fmt.Sprintf("Unknown tool %q.", c.ToolName)))
-			}
-			if len(results) > answered {
-				endTool(span, results[len(results)-1])
-			} else {
-				span.End()
-			}
+		return false
+	}
+	for _, c := range calls {
+		ans.results = append(ans.results, errorResult(c, msg))
+	}
+	return true
+}
+
+// providerRan reports whether the provider ran tools of step itself.
+func providerRan(step *parsed) bool {
+	for _, p := range step.parts {
+		if p.Type == jsonb.PartToolCall && p.ProviderExecuted {
+			return true
 		}
 	}
+	return false
+}
 
-	commit := store.Commit{Progress: progress, Spawns: spawns}
-	if len(results) > 0 {
-		commit.Messages = []store.NewMessage{{Role: client.RoleTool, Parts: results, RequestID: a.requestID()}}
+// toolbox is where a step's calls find their tools.
+type toolbox struct {
+	server  map[string]tools.Tool
+	dynamic map[string]bool    // the chat's client tools
+	counts  *store.SpawnCounts // read once, when a call spawns
+}
+
+// runCalls runs the calls of step, each traced as a tool execution.
+func (a *action) runCalls(ctx context.Context, ans *answers, step *parsed, calls []jsonb.Part) error {
+	box := toolbox{server: map[string]tools.Tool{}, dynamic: dynamicNames(a.turn.Chat)}
+	for _, t := range a.opts.Tools {
+		box.server[t.Name] = t
+	}
+	if a.spawnOffered() && slices.ContainsFunc(calls, func(c jsonb.Part) bool { return c.ToolName == SpawnToolName }) {
+		n, err := a.store.SpawnCounts(ctx, a.turn.Chat.ID, a.turnStart(), step.row.ID)
+		if err != nil {
+			return err
+		}
+		box.counts = &n
+	}
+	for _, c := range calls {
+		if err := a.runCall(ctx, ans, &box, step, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runCall runs one call, or leaves it to a client or a spawned child.
+func (a *action) runCall(ctx context.Context, ans *answers, box *toolbox, step *parsed, c jsonb.Part) error {
+	req := a.turn.Request
+	tool, isServer := box.server[c.ToolName]
+	remote, isMCP := a.opts.MCP.Lookup(a.turn.Chat.Model, a.turn.Chat.MCPServers, c.ToolName)
+	answered := len(ans.results)
+	ctx, span := startTool(ctx, c, executor(req, c, isServer, isMCP, box.dynamic[c.ToolName]))
+	switch {
+	case req != nil && c.ToolName == FinalizerName:
+		res, candidate, k, w := finalize(step, c, req)
+		ans.results = append(ans.results, res)
+		validated(span, k, w)
+		if candidate != nil {
+			ans.progress.SetCandidate, ans.progress.Candidate, ans.progress.CandidateCallID = true, candidate, c.ToolCallID
+		} else {
+			ans.kind, ans.why = k, w
+		}
+	case c.ArgsRejected != "":
+		// Screened out before storage: the placeholder is never run, nor
+		// sent to a client.
+		ans.results = append(ans.results, errorResult(c, "Not run: "+c.ArgsRejected+"."))
+	case c.ToolName == SpawnToolName && a.spawnOffered():
+		a.spawnAnswer(ans, step, c, box.counts)
+	case isServer:
+		res, err := a.runServerTool(ctx, tool, c)
+		if err != nil {
+			span.End()
+			return err // stopping: nothing is committed, the call runs again
+		}
+		ans.results = append(ans.results, res)
+	case isMCP:
+		res, err := a.runMCPTool(ctx, step, remote, c)
+		if err != nil {
+			span.End()
+			return err // stopping, or the chat moved: nothing is committed
+		}
+		ans.results = append(ans.results, res)
+	case box.dynamic[c.ToolName]:
+		ans.waiting = true // the client runs it
+	default:
+		ans.results = append(ans.results, errorResult(c, fmt.Sprintf("Unknown tool %q.", c.ToolName)))
+	}
+	if len(ans.results) > answered {
+		endTool(span, ans.results[len(ans.results)-1])
+	} else {
+		span.End()
+	}
+	return nil
+}
+
+// spawnAnswer answers a spawn_agent call at once (refused), or with the
+// child it spawns or already spawned.
+func (a *action) spawnAnswer(ans *answers, step *parsed, c jsonb.Part, counts *store.SpawnCounts) {
+	res, sp, awaited := a.spawnCall(step, c, counts)
+	switch {
+	case res != nil:
+		ans.results = append(ans.results, *res)
+	case sp != nil:
+		ans.spawns = append(ans.spawns, *sp)
+		ans.children++
+	case awaited:
+		ans.children++
+	}
+}
+
+// answerCommit is the commit of the calls' answers, ending as they say.
+func (a *action) answerCommit(ans *answers) store.Commit {
+	req, progress := a.turn.Request, ans.progress
+	var msgs []store.NewMessage
+	if len(ans.results) > 0 {
+		msgs = []store.NewMessage{{Role: client.RoleTool, Parts: ans.results, RequestID: a.requestID()}}
 	}
 	switch {
-	case kind != "":
-		if failed := reject(req, progress, kind, why); failed != nil {
-			commit.Outcomes, commit.End = []store.Outcome{*failed}, store.EndTurn
+	case ans.kind != "":
+		if failed := reject(req, progress, ans.kind, ans.why); failed != nil {
+			return store.FinishTurn(store.Ending{Messages: msgs, Progress: progress, Outcomes: []store.Outcome{*failed}})
 		}
-	case waiting || children > 0:
+	case ans.waiting || ans.children > 0:
 		// The client runs its tools; spawned children answer theirs when
-		// their turns end (store.Commit.SpawnParent).
-		commit.End, commit.ActionTimeout = store.EndRequiresAction, a.opts.ActionTimeout
-		commit.OnlyChildren = !waiting
+		// their turns end (store.Commit.ToParent).
+		return store.AwaitTools(store.Awaiting{Messages: msgs, Progress: progress, Spawns: ans.spawns,
+			Timeout: a.opts.ActionTimeout, OnlyChildren: !ans.waiting})
 	case progress != nil && progress.SetCandidate && !a.opts.Hooks.Enabled():
 		// No stop hook can vet or replace the candidate, so the next pass
 		// would only publish it: commit the receipt (and end the turn) in
 		// this transaction instead, behind the same fence. An interrupt or
 		// an edit that comes later finds the request finished, exactly as
 		// if it had come after that next pass.
-		commit.Outcomes = []store.Outcome{{RequestID: req.RequestID, Status: client.OutputSucceeded, Value: progress.Candidate}}
-		commit.End = store.EndTurn
+		return store.FinishTurn(store.Ending{Messages: msgs, Progress: progress,
+			Outcomes: []store.Outcome{{RequestID: req.RequestID, Status: client.OutputSucceeded, Value: progress.Candidate}}})
 	}
 	// The turn goes on with a provider step unless a candidate waits for
 	// the stop hooks: count its attempt in this commit.
-	commit.CountAttempt = commit.End == store.EndNone && (progress == nil || !progress.SetCandidate)
-	return commit, kind, nil
+	return store.Continue(store.Continuation{Messages: msgs, Progress: progress,
+		CountAttempt: progress == nil || !progress.SetCandidate})
 }
 
 // runServerTool runs a server tool within ServerToolTimeout; its failure is

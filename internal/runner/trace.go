@@ -195,11 +195,11 @@ func validated(span trace.Span, kind string, why attemptErrors) {
 
 // startCommit starts the span of a commit that writes receipts.
 func startCommit(ctx context.Context, c store.Commit) (context.Context, trace.Span) {
-	if len(c.Outcomes) == 0 || !tracing.Enabled() {
+	if len(c.Outcomes()) == 0 || !tracing.Enabled() {
 		return ctx, trace.SpanFromContext(context.Background())
 	}
 	ctx, span := tracing.Start(ctx, "chatd.receipt.commit")
-	for _, o := range c.Outcomes {
+	for _, o := range c.Outcomes() {
 		span.AddEvent("chatd.receipt", trace.WithAttributes(tracing.RequestID.String(o.RequestID.String()),
 			attribute.String("chatd.request.status", string(o.Status)), attribute.String("chatd.error.code", string(o.Code))))
 	}

@@ -103,7 +103,7 @@ func (t *turnRunner) pass(ctx context.Context, turn store.Turn) (bool, error) {
 	}
 	if a.steps() >= a.opts.MaxSteps {
 		if req == nil {
-			return a.commit(ctx, store.Commit{End: store.EndTurn})
+			return a.commit(ctx, store.FinishTurn(store.Ending{}))
 		}
 		return a.fail(ctx, exhaustedCode(req.ValidationRejections),
 			fmt.Sprintf("no valid result within the limit of %d steps", a.opts.MaxSteps), store.EndTurn)
@@ -134,11 +134,13 @@ type action struct {
 // longer ours (finished, waiting for the client).
 func (a *action) commit(ctx context.Context, c store.Commit) (bool, error) {
 	c.Fence = a.fence
-	c.Fair = c.End == store.EndNone && a.busy != nil && a.busy()
-	if chat := a.turn.Chat; (c.End == store.EndTurn || c.End == store.EndError) && chat.SpawnState == store.SpawnAwaited {
-		c.SpawnParent = chat.ParentChatID // its outcome goes to the parent in this commit
+	if c.End() == store.EndNone && a.busy != nil && a.busy() {
+		c = c.Fair()
 	}
-	publishes := slices.ContainsFunc(c.Outcomes, func(o store.Outcome) bool { return o.Status == client.OutputSucceeded })
+	if chat := a.turn.Chat; chat.SpawnState == store.SpawnAwaited {
+		c = c.ToParent(chat.ParentChatID) // an ending commit's outcome goes to the parent in it
+	}
+	publishes := slices.ContainsFunc(c.Outcomes(), func(o store.Outcome) bool { return o.Status == client.OutputSucceeded })
 	if publishes {
 		a.opts.TestSignals.BeforePublish.Wait(ctx)
 	}
@@ -152,7 +154,7 @@ func (a *action) commit(ctx context.Context, c store.Commit) (bool, error) {
 		a.opts.TestSignals.AfterPublish.Wait(ctx)
 	}
 	a.yield = res.Yield
-	if c.CountAttempt {
+	if c.CountsAttempt() {
 		a.counted = counted{ok: true, history: res.Chat.HistoryVersion, attempt: res.Chat.GenerationAttempt}
 	}
 	mine := res.Chat.WorkerID.Valid && res.Chat.WorkerID.UUID == a.worker
@@ -189,14 +191,14 @@ func (a *action) steps() int {
 // fail ends the turn: a failed receipt for the governing request (if any)
 // and the given end.
 func (a *action) fail(ctx context.Context, code client.ErrorCode, message string, end store.End, extra ...store.NewMessage) (bool, error) {
-	c := store.Commit{Messages: extra, End: end}
+	e := store.Ending{Messages: extra}
 	if req := a.turn.Request; req != nil {
-		c.Outcomes = []store.Outcome{{RequestID: req.RequestID, Status: client.OutputFailed, Code: code, Message: message}}
+		e.Outcomes = []store.Outcome{{RequestID: req.RequestID, Status: client.OutputFailed, Code: code, Message: message}}
 	}
 	if end == store.EndError {
-		c.LastError, _ = json.Marshal(client.StreamError{Code: code, Message: message})
+		return a.commit(ctx, store.FailTurn(e, client.StreamError{Code: code, Message: message}))
 	}
-	return a.commit(ctx, c)
+	return a.commit(ctx, store.FinishTurn(e))
 }
 
 const textOnlyFeedback = "You ended your turn without calling " + FinalizerName + ". This request is complete only when you call " +
@@ -208,19 +210,19 @@ const textOnlyFeedback = "You ended your turn without calling " + FinalizerName 
 func (a *action) textEnding() (store.Commit, string) {
 	req := a.turn.Request
 	if req == nil {
-		return store.Commit{End: store.EndTurn}, ""
+		return store.FinishTurn(store.Ending{}), ""
 	}
 	p := &store.Progress{RequestID: req.RequestID}
 	why := "the model ended its turn with text, without submitting a result"
 	if failed := reject(req, p, rejectTextOnly, oneError("", rejectTextOnly, why)); failed != nil {
-		return store.Commit{Progress: p, Outcomes: []store.Outcome{*failed}, End: store.EndTurn}, rejectTextOnly
+		return store.FinishTurn(store.Ending{Progress: p, Outcomes: []store.Outcome{*failed}}), rejectTextOnly
 	}
-	return store.Commit{
+	return store.Continue(store.Continuation{
 		Messages: []store.NewMessage{{Role: client.RoleUser, Visibility: store.VisibleModel, Parts: []jsonb.Part{{Type: jsonb.PartHookContext, Text: textOnlyFeedback}},
 			RequestID: a.requestID()}},
 		Progress:     p,
 		CountAttempt: true, // the model is asked again
-	}, rejectTextOnly
+	}), rejectTextOnly
 }
 
 // countRejection counts a rejection of kind once its commit succeeded.
@@ -251,13 +253,13 @@ func (a *action) finishInterruption(ctx context.Context) (bool, error) {
 		}
 		msgs = append(msgs, store.NewMessage{Role: client.RoleTool, Parts: results, RequestID: a.requestID()})
 	}
-	c := store.Commit{Messages: msgs, End: store.EndTurn}
+	e := store.Ending{Messages: msgs}
 	a.fence.Statuses = []client.ChatStatus{client.StatusInterrupting}
 	if req := a.turn.Request; req != nil {
-		c.Outcomes = []store.Outcome{{RequestID: req.RequestID, Status: client.OutputCancelled, Code: client.CodeInterrupted,
+		e.Outcomes = []store.Outcome{{RequestID: req.RequestID, Status: client.OutputCancelled, Code: client.CodeInterrupted,
 			Message: "the turn was interrupted"}}
 	}
-	return a.commit(ctx, c)
+	return a.commit(ctx, store.FinishTurn(e))
 }
 
 func lastAssistant(msgs []parsed) *parsed {

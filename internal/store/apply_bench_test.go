@@ -23,8 +23,7 @@ func finalizerCommit(f store.Fence, req uuid.UUID, attempt int32) store.Commit {
 	call := jsonb.Part{Type: jsonb.PartToolCall, ToolCallID: "call_1", ToolName: "coder_structured_output",
 		Args: json.RawMessage(`{"output":{"answer":42}}`)}
 	f.Attempt = &attempt
-	return store.Commit{
-		Fence: f,
+	c := store.FinishTurn(store.Ending{
 		Messages: []store.NewMessage{
 			{Role: client.RoleAssistant, RequestID: rid, FinishReason: "tool-calls", Parts: []jsonb.Part{call},
 				Usage: json.RawMessage(`{"input_tokens":120,"output_tokens":12}`)},
@@ -34,8 +33,9 @@ func finalizerCommit(f store.Fence, req uuid.UUID, attempt int32) store.Commit {
 		Progress: &store.Progress{RequestID: req, Steps: 1, SetCandidate: true,
 			Candidate: json.RawMessage(`{"answer":42}`), CandidateCallID: "call_1"},
 		Outcomes: []store.Outcome{{RequestID: req, Status: client.OutputSucceeded, Value: json.RawMessage(`{"answer":42}`)}},
-		End:      store.EndTurn,
-	}
+	})
+	c.Fence = f
+	return c
 }
 
 // BenchmarkFinalizerCommit times store.Apply of the finalizer step's commit

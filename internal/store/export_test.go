@@ -14,3 +14,9 @@ var WithPurpose = withPurpose
 func (s *Store) ReadStreamOneByOne(ctx context.Context, owner, chatID uuid.UUID, watermark int64) (StreamRead, error) {
 	return s.readStream(ctx, owner, chatID, watermark, 0, false)
 }
+
+// ApplyOneByOne is Apply with each statement of the commit's plan in a
+// round trip of its own.
+func (s *Store) ApplyOneByOne(ctx context.Context, c Commit) (Committed, error) {
+	return s.apply(ctx, c, oneByOne)
+}

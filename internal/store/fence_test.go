@@ -123,13 +123,16 @@ func TestZombieWorkerCannotCommit(t *testing.T) {
 		t.Fatalf("A's step: %v, want a fence miss", err)
 	}
 	// A's receipt, ending the turn.
-	if _, err := st.Apply(ctx, store.Commit{Fence: fenceA, End: store.EndTurn,
-		Outcomes: []store.Outcome{{RequestID: req.UUID, Status: client.OutputSucceeded, Value: json.RawMessage(`1`)}}}); !errors.Is(err, store.ErrFenceMiss) {
+	receiptA := store.FinishTurn(store.Ending{Outcomes: []store.Outcome{{RequestID: req.UUID, Status: client.OutputSucceeded, Value: json.RawMessage(`1`)}}})
+	receiptA.Fence = fenceA
+	if _, err := st.Apply(ctx, receiptA); !errors.Is(err, store.ErrFenceMiss) {
 		t.Fatalf("A's receipt: %v, want a fence miss", err)
 	}
 	// A's interruption commit, another attempt, a renewal, a release.
-	if _, err := st.Apply(ctx, store.Commit{Fence: store.Fence{ChatID: chat.ID, WorkerID: a, HistoryVersion: fenceA.HistoryVersion,
-		Statuses: []client.ChatStatus{client.StatusRunning, client.StatusInterrupting}}, End: store.EndTurn}); !errors.Is(err, store.ErrFenceMiss) {
+	endA := store.FinishTurn(store.Ending{})
+	endA.Fence = store.Fence{ChatID: chat.ID, WorkerID: a, HistoryVersion: fenceA.HistoryVersion,
+		Statuses: []client.ChatStatus{client.StatusRunning, client.StatusInterrupting}}
+	if _, err := st.Apply(ctx, endA); !errors.Is(err, store.ErrFenceMiss) {
 		t.Fatalf("A's end of turn: %v, want a fence miss", err)
 	}
 	if _, err := st.RecordAttempt(ctx, fenceA); !errors.Is(err, store.ErrFenceMiss) {
@@ -167,8 +170,9 @@ func TestZombieWorkerCannotCommit(t *testing.T) {
 		t.Fatalf("B's step: %v", err)
 	}
 	fenceB.HistoryVersion = res.Chat.HistoryVersion
-	res, err = st.Apply(ctx, store.Commit{Fence: fenceB, End: store.EndTurn,
-		Outcomes: []store.Outcome{{RequestID: req.UUID, Status: client.OutputSucceeded, Value: json.RawMessage(`3`)}}})
+	receiptB := store.FinishTurn(store.Ending{Outcomes: []store.Outcome{{RequestID: req.UUID, Status: client.OutputSucceeded, Value: json.RawMessage(`3`)}}})
+	receiptB.Fence = fenceB
+	res, err = st.Apply(ctx, receiptB)
 	if err != nil {
 		t.Fatalf("B's receipt: %v", err)
 	}
@@ -224,8 +228,9 @@ func TestExpiredLeaseWithoutTakeoverStillCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLeaseExpired(t, pool, chat.ID)
-	res, err := st.Apply(ctx, store.Commit{Fence: store.Fence{ChatID: chat.ID, WorkerID: a, HistoryVersion: c.HistoryVersion},
-		Messages: []store.NewMessage{{Role: client.RoleAssistant, Parts: []jsonb.Part{jsonb.Text("hi")}}}, End: store.EndTurn})
+	end := store.FinishTurn(store.Ending{Messages: []store.NewMessage{{Role: client.RoleAssistant, Parts: []jsonb.Part{jsonb.Text("hi")}}}})
+	end.Fence = store.Fence{ChatID: chat.ID, WorkerID: a, HistoryVersion: c.HistoryVersion}
+	res, err := st.Apply(ctx, end)
 	if err != nil || res.Chat.Status != client.StatusWaiting {
 		t.Fatalf("commit after expiry: %v %s", err, res.Chat.Status)
 	}

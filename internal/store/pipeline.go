@@ -37,6 +37,16 @@ func pipeMany[T any](p *pipeline, call func(dbgen.DBTX) ([]T, error), done func(
 	})
 }
 
+// pipeExec queues call (an :exec or :execrows query); done gets its
+// error, nil unless the statement ran and its result could not be read.
+func pipeExec(p *pipeline, call func(dbgen.DBTX) error, done func(error) error) {
+	var r recorder
+	_ = call(&r)
+	p.b.Queue(r.sql, r.args...).Exec(func(tag pgconn.CommandTag) error {
+		return done(call(resultDB{tag: tag}))
+	})
+}
+
 // send runs the queued queries in tx, in one round trip.
 func (p *pipeline) send(ctx context.Context, tx pgx.Tx) error {
 	if p.b.Len() == 0 {
@@ -78,11 +88,10 @@ func (errRow) Scan(...any) error { return errRecorded }
 type resultDB struct {
 	row  pgx.Row
 	rows pgx.Rows
+	tag  pgconn.CommandTag
 }
 
-func (d resultDB) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
-	return pgconn.CommandTag{}, errors.New("store: Exec in a pipeline is not supported")
-}
+func (d resultDB) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) { return d.tag, nil }
 
 func (d resultDB) Query(context.Context, string, ...any) (pgx.Rows, error) { return d.rows, nil }
 

@@ -125,7 +125,7 @@ func withoutAwaited(calls []jsonb.Part, awaited map[string]bool) (client []jsonb
 // turn has just ended in this transaction (child is its row after the end):
 // the tool result of the call that spawned it, if that call is still
 // unanswered, and the parent resumes once none of its calls is left. The
-// parent's row was locked first (Commit.SpawnParent).
+// parent's row was locked first (Commit.ToParent).
 func (s *Store) deliver(ctx context.Context, tx pgx.Tx, child dbgen.Chat) (dbgen.Chat, error) {
 	if child.SpawnState == nil || SpawnState(*child.SpawnState) != SpawnAwaited || !child.ParentChatID.Valid {
 		return child, nil

@@ -60,16 +60,17 @@ func TestReceiptUsageOnEveryPath(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			last := store.Commit{
-				Fence:    store.Fence{ChatID: chat.ID, WorkerID: worker, HistoryVersion: first.Chat.HistoryVersion},
+			outcome := tc.outcome
+			outcome.RequestID = req
+			ending := store.Ending{
 				Messages: []store.NewMessage{step(`{"input_tokens":120,"output_tokens":12,"reasoning_tokens":3}`)},
-				Outcomes: []store.Outcome{tc.outcome},
-				End:      store.EndTurn,
+				Outcomes: []store.Outcome{outcome},
 			}
-			last.Outcomes[0].RequestID = req
 			if tc.progress {
-				last.Progress = &store.Progress{RequestID: req, Steps: 1}
+				ending.Progress = &store.Progress{RequestID: req, Steps: 1}
 			}
+			last := store.FinishTurn(ending)
+			last.Fence = store.Fence{ChatID: chat.ID, WorkerID: worker, HistoryVersion: first.Chat.HistoryVersion}
 			if _, err := st.Apply(ctx, last); err != nil {
 				t.Fatal(err)
 			}

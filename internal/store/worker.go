@@ -276,259 +276,6 @@ type Outcome struct {
 	Attempts json.RawMessage
 }
 
-// End says how a commit leaves the chat.
-type End int
-
-const (
-	// EndNone keeps the turn going.
-	EndNone End = iota
-	// EndTurn finishes the turn: promote the queue head or go idle.
-	EndTurn
-	// EndError finishes the turn with an error: promote the queue head, or
-	// stay in the error status with LastError.
-	EndError
-	// EndRequiresAction waits for client tool results.
-	EndRequiresAction
-)
-
-// Commit is one fenced worker transaction.
-type Commit struct {
-	Fence Fence
-	// CompressBefore, when set, marks model-visible history before that
-	// message id (and earlier summaries) compressed: compaction.
-	CompressBefore int64
-	// ClearCompaction consumes a manual compaction request.
-	ClearCompaction bool
-	Messages        []NewMessage
-	Progress        *Progress
-	Outcomes        []Outcome
-	End             End
-	LastError       json.RawMessage
-	// ActionTimeout is how long EndRequiresAction waits for client results.
-	ActionTimeout time.Duration
-	// CountAttempt, with EndNone, counts the turn's next provider attempt
-	// in this transaction: the worker calls the provider next.
-	CountAttempt bool
-	// Fair, with EndNone, asks whether another user's chat waits for a
-	// worker while this chat's owner has more turns running
-	// (Committed.Yield). A yielding commit leaves the attempt uncounted:
-	// the next claim counts it.
-	Fair bool
-	// Spawns are child chats created for calls of the step being answered
-	// (spawn_agent); with EndRequiresAction the chat waits for them.
-	Spawns []Spawn
-	// OnlyChildren, with EndRequiresAction: no client tool call waits, so
-	// there is no deadline (the children's ending commits resume the chat).
-	OnlyChildren bool
-	// SpawnParent, on a commit that ends a spawned child's turn while its
-	// parent awaits it, is that parent: it is locked before the child (the
-	// order of every transaction that touches both) and gets the child's
-	// outcome in this transaction.
-	SpawnParent uuid.NullUUID
-}
-
-// Committed reports what a commit wrote.
-type Committed struct {
-	Chat     Chat
-	Messages []Message // in insertion order, receipts and promoted input included
-	Request  *Request
-	Promoted bool
-	// Yield: the worker should hand the chat back and claim again (Fair).
-	Yield bool
-}
-
-// Apply runs c in one transaction: lock behind the fence (ErrFenceMiss if it
-// fails), insert the messages, record progress, write receipts and finish
-// their requests, then end the turn (promoting the queue head).
-func (s *Store) Apply(ctx context.Context, c Commit) (Committed, error) {
-	var out Committed
-	statuses := []string{string(client.StatusRunning)}
-	if len(c.Fence.Statuses) > 0 {
-		statuses = statuses[:0]
-		for _, st := range c.Fence.Statuses {
-			statuses = append(statuses, string(st))
-		}
-	}
-	var done []finished
-	ending := c.End == EndTurn || c.End == EndError
-	var locked dbgen.Chat
-	// The locks go out with BEGIN and the commit's first batch (lazyTx):
-	// the fence's answer, judged first, decides whether anything commits.
-	lock := func(pl *pipeline) {
-		if c.SpawnParent.Valid && ending {
-			pipeOne(pl, func(db dbgen.DBTX) (dbgen.Chat, error) { return s.q.ChatLockByID(ctx, db, c.SpawnParent.UUID) },
-				func(_ dbgen.Chat, err error) error {
-					if errors.Is(err, pgx.ErrNoRows) {
-						return nil
-					}
-					return err
-				})
-		}
-		// The chat's lock first, whatever the fence says: the writes sent
-		// with the fence (lazyTx) run before its answer is judged, and take
-		// their locks as every commit does, the chat first.
-		pipeOne(pl, func(db dbgen.DBTX) (uuid.UUID, error) { return s.q.ChatLock(ctx, db, c.Fence.ChatID) },
-			func(_ uuid.UUID, err error) error {
-				if errors.Is(err, pgx.ErrNoRows) {
-					return ErrFenceMiss // the chat is gone
-				}
-				return err
-			})
-		p := dbgen.ChatLockIfOwnedParams{
-			ID: c.Fence.ChatID, WorkerID: uuid.NullUUID{UUID: c.Fence.WorkerID, Valid: true},
-			HistoryVersion: c.Fence.HistoryVersion, Statuses: statuses, GenerationAttempt: c.Fence.Attempt,
-		}
-		pipeOne(pl, func(db dbgen.DBTX) (dbgen.Chat, error) { return s.q.ChatLockIfOwned(ctx, db, p) },
-			func(row dbgen.Chat, err error) error {
-				if errors.Is(err, pgx.ErrNoRows) {
-					return ErrFenceMiss
-				}
-				locked = row
-				return err
-			})
-	}
-	err := s.txFrom(ctx, "worker_commit", lock, func(tx pgx.Tx) error {
-		var err error
-		if c.CompressBefore > 0 {
-			if _, err := s.q.MessageCompressBefore(ctx, tx, dbgen.MessageCompressBeforeParams{ChatID: c.Fence.ChatID, BeforeID: c.CompressBefore}); err != nil {
-				return err
-			}
-		}
-		if c.ClearCompaction {
-			if err := s.q.ChatClearCompactionRequest(ctx, tx, c.Fence.ChatID); err != nil {
-				return err
-			}
-		}
-		// Statements whose results decide nothing that follows go out
-		// together (pl), the first batch with BEGIN and the lock (lazyTx):
-		// the plain finalizer commit is BEGIN, the lock, the messages, the
-		// progress, the receipt, the finish and the end of the turn, then
-		// COMMIT — two round trips.
-		var pl pipeline
-		if err := s.queueMessages(ctx, &pl, c.Fence.ChatID, c.Messages, func(rows []Message) { out.Messages = rows }); err != nil {
-			return err
-		}
-		if len(c.Spawns) > 0 {
-			if err := pl.send(ctx, tx); err != nil {
-				return err
-			}
-			pl = pipeline{}
-			for _, sp := range c.Spawns {
-				if err := s.insertSpawn(ctx, tx, c.Fence.ChatID, sp); err != nil {
-					return err
-				}
-			}
-		}
-		// read: the ledger row of the progress's request as this
-		// transaction left it (locked by the update), with its usage sum,
-		// when an outcome of the same request follows: its receipt needs no
-		// read of its own then.
-		var read *progressed
-		if p := c.Progress; p != nil {
-			var attempts []byte
-			if p.Attempt != nil {
-				if attempts, err = json.Marshal([]client.Attempt{*p.Attempt}); err != nil {
-					return err
-				}
-			}
-			finishing := len(c.Outcomes) > 0 && c.Outcomes[0].RequestID == p.RequestID
-			// A receipt that needs nothing of the progressed row but the
-			// usage sum sums it itself: it goes in this batch. A failed
-			// one copies the row's attempts, so it waits for the row.
-			together := finishing && c.Outcomes[0].Status != client.OutputFailed
-			params := dbgen.RequestRecordProgressIfPendingParams{
-				RequestID: p.RequestID, AddSteps: p.Steps, AddRejections: p.Rejections, AddAttempts: attempts,
-				AddValidationRejections: p.ValidationRejections, SetCandidate: p.SetCandidate,
-				Candidate: p.Candidate, CandidateToolCallID: nullString(p.CandidateCallID), SumUsage: finishing && !together,
-			}
-			pipeOne(&pl, func(db dbgen.DBTX) (dbgen.RequestRecordProgressIfPendingRow, error) {
-				return s.q.RequestRecordProgressIfPending(ctx, db, params)
-			}, func(r dbgen.RequestRecordProgressIfPendingRow, err error) error {
-				if err != nil {
-					return fmt.Errorf("record progress of request %s: %w", p.RequestID, err)
-				}
-				req := requestFrom(r.StructuredRequest)
-				out.Request = &req
-				if finishing && !together {
-					read = &progressed{row: r.StructuredRequest, usage: r.Usage}
-				}
-				return nil
-			})
-			switch {
-			case together:
-				read = &progressed{summed: true}
-			case finishing:
-				// The receipt is made from the row the progress returns.
-				if err := pl.send(ctx, tx); err != nil {
-					return err
-				}
-				pl = pipeline{}
-			}
-		}
-		for _, o := range c.Outcomes {
-			if read == nil {
-				// The receipt is made from the row as read after what
-				// this transaction wrote so far.
-				if err := pl.send(ctx, tx); err != nil {
-					return err
-				}
-				pl = pipeline{}
-			}
-			err := s.queueFinish(ctx, tx, &pl, c.Fence.ChatID, o, read, &done, func(m *Message, r dbgen.StructuredRequest) {
-				if m != nil {
-					out.Messages = append(out.Messages, *m)
-				}
-				req := requestFrom(r)
-				out.Request = &req
-			})
-			read = nil // the first outcome changed the row
-			if err != nil {
-				return err
-			}
-		}
-		ec := c
-		if c.Fair && c.End == EndNone {
-			if err := pl.send(ctx, tx); err != nil {
-				return err
-			}
-			pl = pipeline{}
-			if out.Yield, err = s.q.ChatAnotherOwnerWaits(ctx, tx, c.Fence.ChatID); err != nil {
-				return err
-			}
-			ec.CountAttempt = c.CountAttempt && !out.Yield
-		}
-		chat, promoted, err := s.end(ctx, tx, &pl, ec)
-		if err != nil {
-			return err
-		}
-		if ending {
-			// The turn is over: children it still awaits are interrupted,
-			// and a spawned child's outcome goes to its parent.
-			if locked.SpawnAgents {
-				if _, err := s.q.ChatDetachChildren(ctx, tx, uuid.NullUUID{UUID: chat.ID, Valid: true}); err != nil {
-					return err
-				}
-			}
-			if chat, err = s.deliver(ctx, tx, chat); err != nil {
-				return err
-			}
-		}
-		if promoted != nil {
-			out.Messages = append(out.Messages, *promoted)
-			out.Promoted = true
-		}
-		out.Chat = chatFrom(chat)
-		return nil
-	})
-	if err == nil {
-		s.finishedCommitted(done)
-		if s.tell != nil {
-			s.tell.TellChanged(out.Chat.ID, out.Chat.OwnerID, out.Chat.SnapshotVersion)
-		}
-	}
-	return out, err
-}
-
 // queueMessages queues the insert of msgs on pl, in one statement with
 // ids in their order; got gets the rows in that order.
 func (s *Store) queueMessages(ctx context.Context, pl *pipeline, chatID uuid.UUID, msgs []NewMessage, got func([]Message)) error {
@@ -624,83 +371,129 @@ func messageParams(chatID uuid.UUID, m NewMessage) (dbgen.MessageInsertParams, e
 // request that is already finished (an ambiguous earlier commit, a recovered
 // worker) is left alone: the receipt that exists is the one outcome.
 func (s *Store) finishRequest(ctx context.Context, tx pgx.Tx, chatID uuid.UUID, o Outcome, done *[]finished) ([]Message, dbgen.StructuredRequest, error) {
-	var pl pipeline
 	var rows []Message
 	var r dbgen.StructuredRequest
-	err := s.queueFinish(ctx, tx, &pl, chatID, o, nil, done, func(m *Message, req dbgen.StructuredRequest) {
+	f := &finishing{s: s, ctx: ctx, chatID: chatID, o: o, done: done, got: func(m *Message, req dbgen.StructuredRequest) {
 		if m != nil {
 			rows = append(rows, *m)
 		}
 		r = req
-	})
-	if err == nil {
-		err = pl.send(ctx, tx)
-	}
+	}}
+	var p plan
+	f.planWrite(&p, f.planRead(&p))
+	err := batched(ctx, tx, &p)
 	return rows, r, err
 }
 
-// queueFinish is finishRequest with the receipt and the finish queued on
-// pl; got gets the receipt (nil when the request was finished already) and
-// the ledger row, once pl is sent or at once. read, when set, is the
-// request's row as this transaction's progress left it: pending, with its
-// usage sum, so nothing is read first.
-func (s *Store) queueFinish(ctx context.Context, tx pgx.Tx, pl *pipeline, chatID uuid.UUID, o Outcome, read *progressed, done *[]finished,
-	got func(*Message, dbgen.StructuredRequest)) error {
-	var r dbgen.StructuredRequest
-	var err error
-	if read != nil {
-		r, o.Usage = read.row, read.usage // the usage is the receipt INSERT's own when summed
-	} else {
-		if r, err = s.q.RequestGet(ctx, tx, o.RequestID); err != nil {
-			return fmt.Errorf("finish request %s: %w", o.RequestID, err)
-		}
-		if r.Status != client.OutputPending {
-			got(nil, r)
-			return nil
-		}
-		// The steps this transaction inserted are counted too: the
-		// receipt keeps the request's final sum.
-		if o.Usage, err = s.q.RequestUsageSum(ctx, tx, o.RequestID); err != nil {
-			return fmt.Errorf("sum the usage of %s: %w", o.RequestID, err)
-		}
+// finishing is a request a transaction finishes: a receipt row plus the
+// ledger update, made from the request's row as the transaction left it.
+type finishing struct {
+	s      *Store
+	ctx    context.Context
+	chatID uuid.UUID
+	o      Outcome
+	// row is the request's ledger row, read in this transaction or
+	// returned by its progress (with the usage sum, in o.Usage); summed:
+	// the receipt is sent after the progress in the same batch and sums
+	// the usage itself (MessageInsertReceipt), needing nothing of the row.
+	row    dbgen.StructuredRequest
+	summed bool
+	// already: the request was finished before this transaction.
+	already bool
+	receipt Message
+	done    *[]finished
+	// got gets the receipt (nil when the request was finished already)
+	// and the ledger row.
+	got func(*Message, dbgen.StructuredRequest)
+}
+
+// planRead reads the request and its usage sum, the steps this
+// transaction inserted included (the receipt keeps the request's final
+// sum); it returns the statement the receipt needs.
+func (f *finishing) planRead(p *plan) int {
+	s, ctx, id := f.s, f.ctx, f.o.RequestID
+	p.add(noNeed, func(pl *pipeline) error {
+		pipeOne(pl, func(db dbgen.DBTX) (dbgen.StructuredRequest, error) { return s.q.RequestGet(ctx, db, id) },
+			func(r dbgen.StructuredRequest, err error) error {
+				if err != nil {
+					return fmt.Errorf("finish request %s: %w", id, err)
+				}
+				f.row, f.already = r, r.Status != client.OutputPending
+				return nil
+			})
+		return nil
+	})
+	return p.add(noNeed, func(pl *pipeline) error {
+		pipeOne(pl, func(db dbgen.DBTX) (json.RawMessage, error) { return s.q.RequestUsageSum(ctx, db, id) },
+			func(usage json.RawMessage, err error) error {
+				if err != nil {
+					return fmt.Errorf("sum the usage of %s: %w", id, err)
+				}
+				f.o.Usage = usage
+				return nil
+			})
+		return nil
+	})
+}
+
+// planWrite writes the receipt and finishes the request, built from what
+// statement needs read.
+func (f *finishing) planWrite(p *plan, needs int) {
+	p.add(needs, f.queueReceipt)
+	p.add(needs, f.queueFinish)
+}
+
+func (f *finishing) queueReceipt(pl *pipeline) error {
+	if f.already {
+		f.got(nil, f.row)
+		return nil
 	}
-	if o.Status == client.OutputFailed && len(r.Attempts) > 0 && string(r.Attempts) != "[]" {
-		o.Attempts = r.Attempts // read in this transaction: the rejection that failed it included
+	o := &f.o
+	if o.Status == client.OutputFailed && len(f.row.Attempts) > 0 && string(f.row.Attempts) != "[]" {
+		o.Attempts = f.row.Attempts // read in this transaction: the rejection that failed it included
 	}
-	p, err := messageParams(chatID, NewMessage{
+	p, err := messageParams(f.chatID, NewMessage{
 		Role: client.RoleAssistant, Kind: KindReceipt, Visibility: VisibleUser,
-		Parts:     ReceiptParts(o),
+		Parts:     ReceiptParts(*o),
 		RequestID: uuid.NullUUID{UUID: o.RequestID, Valid: true},
 	})
 	if err != nil {
 		return err
 	}
-	insert := func(db dbgen.DBTX) (dbgen.ChatMessage, error) { return s.q.MessageInsert(ctx, db, p) }
-	if read != nil && read.summed {
+	insert := func(db dbgen.DBTX) (dbgen.ChatMessage, error) { return f.s.q.MessageInsert(f.ctx, db, p) }
+	if f.summed {
 		rp := dbgen.MessageInsertReceiptParams{ChatID: p.ChatID, Role: p.Role, Kind: p.Kind, Visibility: p.Visibility,
 			Content: p.Content, RequestID: o.RequestID}
-		insert = func(db dbgen.DBTX) (dbgen.ChatMessage, error) { return s.q.MessageInsertReceipt(ctx, db, rp) }
+		insert = func(db dbgen.DBTX) (dbgen.ChatMessage, error) { return f.s.q.MessageInsertReceipt(f.ctx, db, rp) }
 	}
-	var receipt Message
-	pipeOne(pl, insert,
-		func(row dbgen.ChatMessage, err error) error {
-			if err != nil {
-				return fmt.Errorf("insert receipt for %s: %w", o.RequestID, err)
-			}
-			receipt = messageFrom(row)
-			return nil
-		})
-	i := len(*done)
-	*done = append(*done, finished{Outcome: o})
+	pipeOne(pl, insert, func(row dbgen.ChatMessage, err error) error {
+		if err != nil {
+			return fmt.Errorf("insert receipt for %s: %w", o.RequestID, err)
+		}
+		f.receipt = messageFrom(row)
+		return nil
+	})
+	return nil
+}
+
+func (f *finishing) queueFinish(pl *pipeline) error {
+	if f.already {
+		return nil
+	}
+	o := f.o
+	i := len(*f.done)
+	*f.done = append(*f.done, finished{Outcome: o})
 	fp := dbgen.RequestFinishIfPendingParams{RequestID: o.RequestID, Status: o.Status,
-		ErrorCode: nullCode(o.Code), ErrorMessage: nullString(textColumn(o.Message)), FinishedBy: s.process()}
-	pipeOne(pl, func(db dbgen.DBTX) (dbgen.StructuredRequest, error) { return s.q.RequestFinishIfPending(ctx, db, fp) },
+		ErrorCode: nullCode(o.Code), ErrorMessage: nullString(textColumn(o.Message)), FinishedBy: f.s.process()}
+	pipeOne(pl, func(db dbgen.DBTX) (dbgen.StructuredRequest, error) {
+		return f.s.q.RequestFinishIfPending(f.ctx, db, fp)
+	},
 		func(row dbgen.StructuredRequest, err error) error {
 			if err != nil {
 				return fmt.Errorf("finish request %s: %w", o.RequestID, err)
 			}
-			got(&receipt, row)
-			(*done)[i].state = RequestState{Request: requestFrom(row), Receipt: &receipt}
+			f.got(&f.receipt, row)
+			(*f.done)[i].state = RequestState{Request: requestFrom(row), Receipt: &f.receipt}
 			return nil
 		})
 	return nil
@@ -712,16 +505,6 @@ func (s *Store) queueFinish(ctx context.Context, tx pgx.Tx, pl *pipeline, chatID
 type finished struct {
 	Outcome
 	state RequestState
-}
-
-// progressed is a ledger row a commit's progress returned, with the usage
-// sum its receipt keeps; or, when summed, the promise that the receipt is
-// sent after the progress in the same batch and sums the usage itself
-// (MessageInsertReceipt), needing nothing else of the row.
-type progressed struct {
-	row    dbgen.StructuredRequest
-	usage  json.RawMessage
-	summed bool
 }
 
 // ReceiptParts is a receipt's content: a text fallback for clients that do
@@ -741,82 +524,6 @@ func ReceiptParts(o Outcome) []jsonb.Part {
 		text = fmt.Sprintf("Structured output failed (%s): %s", o.Code, o.Message)
 	}
 	return []jsonb.Part{jsonb.Text(text), {Type: jsonb.PartOutcome, Outcome: out}}
-}
-
-// end applies the end of commit c to the chat row, in the round trip of
-// what pl holds.
-func (s *Store) end(ctx context.Context, tx pgx.Tx, pl *pipeline, c Commit) (dbgen.Chat, *Message, error) {
-	chatID, e, lastError, actionTimeout := c.Fence.ChatID, c.End, c.LastError, c.ActionTimeout
-	var chat dbgen.Chat
-	queued := false
-	keep := func(row dbgen.Chat, err error) error {
-		chat = row
-		return err
-	}
-	switch e {
-	case EndNone:
-		if c.CountAttempt {
-			pipeOne(pl, func(db dbgen.DBTX) (dbgen.Chat, error) { return s.q.ChatCountAttempt(ctx, db, chatID) }, keep)
-		} else {
-			pipeOne(pl, func(db dbgen.DBTX) (dbgen.Chat, error) { return s.q.ChatGet(ctx, db, chatID) }, keep)
-		}
-	case EndRequiresAction:
-		if actionTimeout <= 0 {
-			actionTimeout = 10 * time.Minute
-		}
-		if c.OnlyChildren {
-			actionTimeout = 0 // no deadline
-		}
-		p := dbgen.ChatSetStateParams{ID: chatID, Status: client.StatusRequiresAction, ActionTimeoutSeconds: actionTimeout.Seconds()}
-		pipeOne(pl, func(db dbgen.DBTX) (dbgen.Chat, error) { return s.q.ChatSetState(ctx, db, p) }, keep)
-	default:
-		// Most turns end with an empty queue: one statement then.
-		p := dbgen.ChatEndTurnIfQueueEmptyParams{ID: chatID, Status: client.StatusWaiting}
-		if e == EndError {
-			p.Status, p.LastError = client.StatusError, lastError
-		}
-		pipeOne(pl, func(db dbgen.DBTX) (dbgen.Chat, error) { return s.q.ChatEndTurnIfQueueEmpty(ctx, db, p) },
-			func(row dbgen.Chat, err error) error {
-				if errors.Is(err, pgx.ErrNoRows) {
-					queued = true // promoted below
-					return nil
-				}
-				return keep(row, err)
-			})
-	}
-	if err := pl.send(ctx, tx); err != nil || !queued {
-		return chat, nil, err
-	}
-	promoted, err := s.promote(ctx, tx, chatID)
-	if err != nil {
-		return dbgen.Chat{}, nil, err
-	}
-	p := dbgen.ChatSetStateParams{ID: chatID, Status: client.StatusWaiting}
-	switch {
-	case promoted != nil:
-		// The next turn starts at once; the worker keeps the chat.
-		p.Status, p.KeepOwner = client.StatusRunning, true
-	case e == EndError:
-		p.Status, p.LastError = client.StatusError, lastError
-	}
-	chat, err = s.q.ChatSetState(ctx, tx, p)
-	return chat, promoted, err
-}
-
-// promote moves the queue head into history as the next user message.
-func (s *Store) promote(ctx context.Context, tx pgx.Tx, chatID uuid.UUID) (*Message, error) {
-	head, err := s.q.QueuePopHead(ctx, tx, chatID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	msg, err := s.insertUserMessage(ctx, tx, chatID, head.Content, head.StructuredRequestID)
-	if err != nil {
-		return nil, err
-	}
-	return &msg, nil
 }
 
 // textColumn makes s storable in a text column: PostgreSQL refuses U+0000
