@@ -26,7 +26,8 @@ const (
 
 // Commit is one fenced worker transaction. It is made by the constructor
 // of its end — Continue, FinishTurn, FailTurn or AwaitTools — which takes
-// only what that end allows.
+// only what that end allows. The zero Commit keeps the turn going and
+// counts no attempt.
 type Commit struct {
 	// Fence guards the commit: the worker sets it before Apply.
 	Fence Fence
