@@ -167,8 +167,7 @@ func finish(t *testing.T, s *store.Store, chat, request uuid.UUID) {
 	value := json.RawMessage(`{"answer":42}`)
 	call := jsonb.Part{Type: jsonb.PartToolCall, ToolCallID: "call_1", ToolName: client.FinalizerName,
 		Args: json.RawMessage(`{"output":{"answer":42}}`)}
-	res, err := s.Apply(ctx, store.Commit{
-		Fence: store.Fence{ChatID: chat, WorkerID: worker, HistoryVersion: claim.Turn.Chat.HistoryVersion, Attempt: &attempt},
+	commit := store.FinishTurn(store.Ending{
 		Messages: []store.NewMessage{
 			{Role: client.RoleAssistant, RequestID: rid, FinishReason: "tool-calls", Parts: []jsonb.Part{call}},
 			{Role: client.RoleTool, RequestID: rid, Parts: []jsonb.Part{{Type: jsonb.PartToolResult, ToolCallID: "call_1",
@@ -176,8 +175,9 @@ func finish(t *testing.T, s *store.Store, chat, request uuid.UUID) {
 		},
 		Progress: &store.Progress{RequestID: request, Steps: 1, SetCandidate: true, Candidate: value, CandidateCallID: "call_1"},
 		Outcomes: []store.Outcome{{RequestID: request, Status: client.OutputSucceeded, Value: value}},
-		End:      store.EndTurn,
 	})
+	commit.Fence = store.Fence{ChatID: chat, WorkerID: worker, HistoryVersion: claim.Turn.Chat.HistoryVersion, Attempt: &attempt}
+	res, err := s.Apply(ctx, commit)
 	if err != nil || res.Request.Status != client.OutputSucceeded {
 		t.Fatalf("finish: %+v %v", res.Request, err)
 	}
