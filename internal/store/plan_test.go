@@ -29,11 +29,14 @@ func TestCommitExecutorsAgree(t *testing.T) {
 		name string
 		// commit brings a fresh database to the point of the commit.
 		commit func(e *planEnv) store.Commit
+		// roundTrips, when set, is what the batched commit takes, BEGIN
+		// and COMMIT included.
+		roundTrips int64
 	}{
 		{"finalizer step with its receipt", func(e *planEnv) store.Commit {
 			f, req := e.structured()
 			return finalizerCommit(f, req, e.attempt)
-		}},
+		}, 2},
 		{"rejection that fails the request", func(e *planEnv) store.Commit {
 			f, req := e.structured()
 			c := store.FinishTurn(store.Ending{
@@ -44,14 +47,14 @@ func TestCommitExecutorsAgree(t *testing.T) {
 			})
 			c.Fence = f
 			return c
-		}},
+		}, 0},
 		{"failed outcome without progress", func(e *planEnv) store.Commit {
 			f, req := e.structured()
 			c := store.FinishTurn(store.Ending{
 				Outcomes: []store.Outcome{{RequestID: req, Status: client.OutputFailed, Code: client.CodeHookFailed, Message: "hook"}}})
 			c.Fence = f
 			return c
-		}},
+		}, 0},
 		{"outcomes of two requests", func(e *planEnv) store.Commit {
 			f, req := e.structured()
 			queued := e.queue(f.ChatID, true)
@@ -63,7 +66,7 @@ func TestCommitExecutorsAgree(t *testing.T) {
 			})
 			c.Fence = f
 			return c
-		}},
+		}, 0},
 		{"spawns", func(e *planEnv) store.Commit {
 			f, step := e.spawning()
 			c := store.AwaitTools(store.Awaiting{Spawns: []store.Spawn{
@@ -73,19 +76,19 @@ func TestCommitExecutorsAgree(t *testing.T) {
 			}, OnlyChildren: true})
 			c.Fence = f
 			return c
-		}},
+		}, 0},
 		{"fair step that yields", func(e *planEnv) store.Commit {
 			f := e.plain("alice")
 			e.plainUnclaimed("bob")
 			c := store.Continue(store.Continuation{Messages: []store.NewMessage{e.text("step")}, CountAttempt: true}).Fair()
 			c.Fence = f
 			return c
-		}},
+		}, 0},
 		{"fair step that goes on", func(e *planEnv) store.Commit {
 			c := store.Continue(store.Continuation{Messages: []store.NewMessage{e.text("step")}, CountAttempt: true}).Fair()
 			c.Fence = e.plain("alice")
 			return c
-		}},
+		}, 0},
 		{"compaction", func(e *planEnv) store.Commit {
 			f := e.plain("alice")
 			last := e.latestMessage(f.ChatID)
@@ -94,73 +97,86 @@ func TestCommitExecutorsAgree(t *testing.T) {
 					Parts: []jsonb.Part{{Type: jsonb.PartSummary, Text: "summary"}}}}})
 			c.Fence = f
 			return c
-		}},
+		}, 0},
 		{"client tools awaited", func(e *planEnv) store.Commit {
 			c := store.AwaitTools(store.Awaiting{Messages: []store.NewMessage{{Role: client.RoleAssistant, FinishReason: "tool-calls",
 				Parts: []jsonb.Part{{Type: jsonb.PartToolCall, ToolCallID: "call_1", ToolName: "browse", Args: json.RawMessage(`{}`)}}}},
 				Timeout: time.Minute})
 			c.Fence = e.plain("alice")
 			return c
-		}},
+		}, 0},
 		{"error that promotes the queue head", func(e *planEnv) store.Commit {
 			f := e.plain("alice")
 			e.queue(f.ChatID, false)
 			c := store.FailTurn(store.Ending{}, client.StreamError{Code: client.CodeProviderError, Message: "down"})
 			c.Fence = f
 			return c
-		}},
+		}, 0},
 		{"error with nothing queued", func(e *planEnv) store.Commit {
 			c := store.FailTurn(store.Ending{Messages: []store.NewMessage{e.text("partial")}},
 				client.StreamError{Code: client.CodeProviderError, Message: "down"})
 			c.Fence = e.plain("alice")
 			return c
-		}},
+		}, 0},
 		{"spawned child ending for its parent", func(e *planEnv) store.Commit {
 			f, parent := e.child()
 			c := store.FinishTurn(store.Ending{Messages: []store.NewMessage{e.text("the child's answer")}})
 			c = c.ToParent(uuid.NullUUID{UUID: parent, Valid: true})
 			c.Fence = f
 			return c
-		}},
+		}, 0},
 		{"fence miss", func(e *planEnv) store.Commit {
 			f, req := e.structured()
 			f.HistoryVersion--
 			return finalizerCommit(f, req, e.attempt)
-		}},
+		}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			url := dbtest.NewURL(t)
-			e := &planEnv{t: t, pool: openPool(t, url)}
+			pool, _ := openPool(t, url)
+			e := &planEnv{t: t, pool: pool}
 			e.st = store.New(e.pool)
 			c := tc.commit(e)
 			e.pool.Close() // a database with connections cannot be copied
 			copied := dbtest.CloneURL(t, url)
 
-			batched, batchedDB := applyWith(t, url, c, (*store.Store).Apply)
-			oneByOne, oneByOneDB := applyWith(t, copied, c, (*store.Store).ApplyOneByOne)
-			if miss := strings.HasPrefix(tc.name, "fence miss"); miss != (batched == "error: fence miss") || !miss && strings.HasPrefix(batched, "error") {
-				t.Errorf("answer %s", batched)
+			batched := applyWith(t, url, c, (*store.Store).Apply)
+			oneByOne := applyWith(t, copied, c, (*store.Store).ApplyOneByOne)
+			if miss := strings.HasPrefix(tc.name, "fence miss"); miss != (batched.answer == "error: fence miss") ||
+				!miss && strings.HasPrefix(batched.answer, "error") {
+				t.Errorf("answer %s", batched.answer)
 			}
-			if batched != oneByOne {
-				t.Errorf("answers differ:\n batched   %s\n one by one %s", batched, oneByOne)
+			if batched.answer != oneByOne.answer {
+				t.Errorf("answers differ:\n batched   %s\n one by one %s", batched.answer, oneByOne.answer)
 			}
-			if !slices.Equal(batchedDB, oneByOneDB) {
+			if !slices.Equal(batched.rows, oneByOne.rows) {
 				t.Errorf("databases differ:\n only batched:\n%s\n only one by one:\n%s",
-					strings.Join(without(batchedDB, oneByOneDB), "\n"), strings.Join(without(oneByOneDB, batchedDB), "\n"))
+					strings.Join(without(batched.rows, oneByOne.rows), "\n"), strings.Join(without(oneByOne.rows, batched.rows), "\n"))
+			}
+			t.Logf("round trips: %d batched, %d one by one", batched.roundTrips, oneByOne.roundTrips)
+			if batched.roundTrips > oneByOne.roundTrips || tc.roundTrips > 0 && batched.roundTrips != tc.roundTrips {
+				t.Errorf("%d round trips batched (%d one by one), want %d", batched.roundTrips, oneByOne.roundTrips, tc.roundTrips)
 			}
 		})
 	}
 }
 
-// applyWith applies c with apply on the database at url, and returns the
-// answer and the database's rows, both with times and the ids the commit
-// made up left out.
-func applyWith(t *testing.T, url string, c store.Commit, apply func(*store.Store, context.Context, store.Commit) (store.Committed, error)) (string, []string) {
+// applied is a commit's answer and the database's rows after it, both
+// with times and the ids the commit made up left out, and its round trips.
+type applied struct {
+	answer     string
+	rows       []string
+	roundTrips int64
+}
+
+// applyWith applies c with apply on the database at url.
+func applyWith(t *testing.T, url string, c store.Commit, apply func(*store.Store, context.Context, store.Commit) (store.Committed, error)) applied {
 	t.Helper()
-	pool := openPool(t, url)
+	pool, txs := openPool(t, url)
 	before := strings.Join(dumpRows(t, pool), "\n")
 	res, err := apply(store.New(pool), t.Context(), c)
+	roundTrips := txs.Snapshot()["worker_commit"].RoundTrips
 	var answer string
 	if err != nil {
 		answer = "error: " + errorKind(err)
@@ -176,7 +192,7 @@ func applyWith(t *testing.T, url string, c store.Commit, apply func(*store.Store
 		rows[i] = normalize(r, before)
 	}
 	slices.Sort(rows)
-	return normalize(answer, before), rows
+	return applied{answer: normalize(answer, before), rows: rows, roundTrips: roundTrips}
 }
 
 // errorKind is err as the worker tells errors apart.
@@ -264,14 +280,17 @@ func cmpErr(a, b error) error {
 	return b
 }
 
-func openPool(t *testing.T, url string) *pgxpool.Pool {
+// openPool opens a pool on the database at url, with a transaction
+// counter.
+func openPool(t *testing.T, url string) (*pgxpool.Pool, *store.TxCounter) {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	store.Configure(cfg)
-	return dbtest.NewPool(t, cfg)
+	txs := store.Trace(cfg)
+	return dbtest.NewPool(t, cfg), txs
 }
 
 // planEnv makes the chats the commits of TestCommitExecutorsAgree are for.
