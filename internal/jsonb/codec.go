@@ -72,6 +72,7 @@ var fields = []field{
 	{name: "Title", policy: encode, str: func(p *Part, _ bool) *string { return &p.Title }},
 	{name: "ProviderMetadata", policy: encode, raw: func(p *Part, _ bool) *json.RawMessage { return &p.ProviderMetadata }},
 	{name: "ArgsRejected", policy: encode, str: func(p *Part, _ bool) *string { return &p.ArgsRejected }},
+	{name: "ArgsRejectedCode", policy: encode, str: func(p *Part, _ bool) *string { return (*string)(&p.ArgsRejectedCode) }},
 	{name: "Outcome.RequestID", policy: encode, str: func(p *Part, own bool) *string {
 		if o := outcomeOf(p, own); o != nil {
 			return &o.RequestID

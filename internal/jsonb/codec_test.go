@@ -262,7 +262,7 @@ func allFieldsPart() []Part {
 	return []Part{
 		{Type: PartToolCall + "\x00", Text: s, ToolCallID: s, ToolName: s, Args: raw(), Result: raw(),
 			IsError: true, MediaType: s, Name: s, Data: []byte{0, 1, 2}, SourceID: s, URL: s, Title: s,
-			ProviderMetadata: raw(), ArgsRejected: s,
+			ProviderMetadata: raw(), ArgsRejected: s, ArgsRejectedCode: s,
 			Outcome: &Outcome{RequestID: s, Status: s, Value: json.RawMessage(`{"v":"\ue000\ue001"}`),
 				Error: &OutcomeError{Code: s, Message: s}}},
 		{Type: PartText, Text: "clean"},

@@ -28,7 +28,7 @@ const (
 
 // Part is one element of a message's content array. It is the persistence
 // format; the HTTP layer projects it to the public type and drops internal
-// fields (ProviderMetadata, ArgsRejected, Outcome).
+// fields (ProviderMetadata, ArgsRejected, ArgsRejectedCode, Outcome).
 type Part struct {
 	Type PartType `json:"type"`
 
@@ -55,12 +55,27 @@ type Part struct {
 
 	// Internal: provider replay data (reasoning signatures, item ids).
 	ProviderMetadata json.RawMessage `json:"provider_metadata,omitempty"`
-	// Internal: set on a finalizer tool-call whose argument bytes were unsafe
-	// to store; Args then holds a placeholder that must never be executed.
+	// Internal: set on a tool call whose arguments were screened out before
+	// storage, saying why to the model; Args then holds a placeholder that
+	// must never be executed.
 	ArgsRejected string `json:"args_rejected,omitempty"`
+	// Internal: the class of ArgsRejected, so that nothing reads it back
+	// from the message. Rows written before it existed have none.
+	ArgsRejectedCode ArgsCode `json:"args_rejected_code,omitempty"`
 	// Internal: the outcome carried by a receipt.
 	Outcome *Outcome `json:"outcome,omitempty"`
 }
+
+// ArgsCode classifies arguments screened out before storage. The values
+// are the validator's refusal codes, which a structured request's attempt
+// reports.
+type ArgsCode string
+
+const (
+	ArgsInvalidJSON ArgsCode = "invalid_json" // not one JSON value
+	ArgsTooLarge    ArgsCode = "too_large"    // beyond the size or nesting limits
+	ArgsUnstorable  ArgsCode = "unstorable"   // jsonb could not hold them exactly
+)
 
 // Outcome is the terminal result of a structured request.
 type Outcome struct {

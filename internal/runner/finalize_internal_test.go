@@ -9,6 +9,7 @@ import (
 
 	"github.com/chatd/chatd/internal/jsonb"
 	"github.com/chatd/chatd/internal/store"
+	"github.com/chatd/chatd/internal/validate"
 )
 
 // A finalizer call can only yield a candidate from a step that ended
@@ -23,6 +24,7 @@ func TestFinalizeEligibility(t *testing.T) {
 	step := func(finish string) *parsed { return &parsed{row: store.Message{FinishReason: &finish}} }
 	for _, tc := range []struct {
 		name, finish, args, rejected string
+		rejectedCode                 jsonb.ArgsCode
 		wantValue, wantValidation    bool
 		code                         string // of the attempt's first error
 	}{
@@ -32,6 +34,9 @@ func TestFinalizeEligibility(t *testing.T) {
 		{name: "content filter", finish: "content-filter", args: `{"output":{"n":1}}`, code: rejectIneligible},
 		{name: "interrupted", finish: "interrupted", args: `{"output":{"n":1}}`, code: rejectIneligible},
 		{name: "error", finish: "error", args: `{"output":{"n":1}}`, code: rejectIneligible},
+		{name: "oversized code", finish: "tool-calls", args: `{}`, rejected: argsOversized, rejectedCode: jsonb.ArgsTooLarge, code: "too_large"},
+		{name: "unstorable code", finish: "tool-calls", args: `{}`, rejected: "anything", rejectedCode: jsonb.ArgsUnstorable, code: "unstorable"},
+		// Markers stored before their code: classified from their words.
 		{name: "rejected marker", finish: "tool-calls", args: `{}`, rejected: "too large", code: "invalid_json"},
 		{name: "oversized marker", finish: "tool-calls", args: `{}`, rejected: argsOversized, code: "too_large"},
 		{name: "not JSON marker", finish: "tool-calls", args: `{}`, rejected: argsNotJSON, code: "invalid_json"},
@@ -48,7 +53,7 @@ func TestFinalizeEligibility(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			c := call(tc.args)
-			c.ArgsRejected = tc.rejected
+			c.ArgsRejected, c.ArgsRejectedCode = tc.rejected, tc.rejectedCode
 			res, value, kind, why := finalize(step(tc.finish), c, req)
 			if tc.wantValue != (len(why.errors) == 0) {
 				t.Fatalf("attempt errors %+v", why)
@@ -70,5 +75,57 @@ func TestFinalizeEligibility(t *testing.T) {
 				t.Fatalf("feedback does not say what to do: %s", res.Result)
 			}
 		})
+	}
+}
+
+// Screened arguments carry the code the finalizer reports, the same as
+// the finalizer's own scan would give.
+func TestScreenArgsCodes(t *testing.T) {
+	t.Parallel()
+	req := &store.Request{RequestID: uuid.New(), Name: "r", Schema: json.RawMessage(`{}`)}
+	finished := "tool-calls"
+	step := &parsed{row: store.Message{FinishReason: &finished}}
+	for args, code := range map[string]string{
+		`{"output":{"a":1,"a":2}}`: validate.CodeUnstorable,
+		`{"output":` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}`: validate.CodeTooLarge,
+	} {
+		parts := []jsonb.Part{{Type: jsonb.PartToolCall, ToolCallID: "c", ToolName: FinalizerName, Args: json.RawMessage(args)}}
+		_, want, _ := outputOf(parts[0].Args)
+		screenArgs(parts, true)
+		if string(parts[0].Args) != `{}` || parts[0].ArgsRejected == "" || string(parts[0].ArgsRejectedCode) != code || want != code {
+			t.Fatalf("%s: screened to %+v, the scan says %s; want %s", args, parts[0], want, code)
+		}
+		if _, _, _, why := finalize(step, parts[0], req); why.errors[0].Keyword != code {
+			t.Fatalf("%s: attempt errors %+v, want %s", args, why.errors, code)
+		}
+	}
+}
+
+// A step stored before calls carried their code still reads back and is
+// answered with the code its reason implies.
+func TestArgsRejectedWithoutCode(t *testing.T) {
+	t.Parallel()
+	row := `[{"type":"tool-call","tool_call_id":"c","tool_name":"` + FinalizerName + `","args":{},"args_rejected":"` + argsOversized + `"}]`
+	parts, err := jsonb.ParseContent([]byte(row))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(parts) != 1 || parts[0].ArgsRejected != argsOversized || parts[0].ArgsRejectedCode != "" {
+		t.Fatalf("parsed %+v", parts)
+	}
+	if code := argsCode(parts[0]); code != validate.CodeTooLarge {
+		t.Fatalf("code %s, want %s", code, validate.CodeTooLarge)
+	}
+}
+
+// The codes jsonb stores are the validator's, which attempts report.
+func TestArgsCodesAreValidatorCodes(t *testing.T) {
+	t.Parallel()
+	for got, want := range map[jsonb.ArgsCode]string{
+		jsonb.ArgsInvalidJSON: validate.CodeInvalidJSON, jsonb.ArgsTooLarge: validate.CodeTooLarge, jsonb.ArgsUnstorable: validate.CodeUnstorable,
+	} {
+		if string(got) != want {
+			t.Errorf("jsonb %s, validate %s", got, want)
+		}
 	}
 }

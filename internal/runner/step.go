@@ -227,13 +227,13 @@ func streamStep(ctx context.Context, lm fantasy.LanguageModel, call fantasy.Call
 			}
 			switch {
 			case c != nil && c.oversized || len(input) > maxToolInputBytes:
-				p.Args, p.ArgsRejected = json.RawMessage(`{}`), argsOversized
+				rejectArgs(&p, jsonb.ArgsTooLarge, argsOversized)
 			case part.ProviderExecuted && input == "":
 				// The provider ran it and sent no input (Responses'
 				// web_search_call): nothing to screen, nothing to run.
 				p.Args = json.RawMessage(`{}`)
 			case !json.Valid([]byte(input)):
-				p.Args, p.ArgsRejected = json.RawMessage(`{}`), argsNotJSON
+				rejectArgs(&p, jsonb.ArgsInvalidJSON, argsNotJSON)
 			default:
 				p.Args = json.RawMessage(input)
 			}

@@ -95,7 +95,7 @@ func TestStreamStepKeepsStreamedArguments(t *testing.T) {
 		{Type: fantasy.StreamPartTypeFinish, FinishReason: fantasy.FinishReasonToolCalls},
 	}}
 	res := streamStep(context.Background(), lm, fantasy.Call{}, func(Delta) {})
-	if len(res.Parts) != 2 || res.Parts[0].ArgsRejected == "" || string(res.Parts[0].Args) != `{}` ||
+	if len(res.Parts) != 2 || res.Parts[0].ArgsRejected == "" || res.Parts[0].ArgsRejectedCode != jsonb.ArgsInvalidJSON || string(res.Parts[0].Args) != `{}` ||
 		res.Parts[1].ArgsRejected != "" || string(res.Parts[1].Args) != `{}` {
 		t.Fatalf("parts %+v", res.Parts)
 	}

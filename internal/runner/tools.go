@@ -348,7 +348,7 @@ func parseDynamicTools(raw json.RawMessage) ([]dynamicTool, error) {
 func finalize(step *parsed, call jsonb.Part, req *store.Request) (jsonb.Part, json.RawMessage, string, attemptErrors) {
 	if call.ArgsRejected != "" {
 		return errorResult(call, "Rejected: "+call.ArgsRejected+". Call "+FinalizerName+" again with {\"output\": <value>}."), nil, rejectArguments,
-			oneError("", argsCode(call.ArgsRejected), call.ArgsRejected)
+			oneError("", argsCode(call), call.ArgsRejected)
 	}
 	if fr := ptrString(step.row.FinishReason); fr != "tool-calls" && fr != "stop" {
 		return errorResult(call, fmt.Sprintf("Rejected: the step ended with finish reason %q, so its arguments may be incomplete. Call %s again.", fr, FinalizerName)), nil, rejectIneligible,
@@ -379,9 +379,18 @@ func finalize(step *parsed, call jsonb.Part, req *store.Request) (jsonb.Part, js
 // are JSON but not {"output": <value>}.
 const codeArgumentsShape = "arguments_shape"
 
-// argsCode classifies the reason a call's arguments were screened out
-// (jsonb.Part.ArgsRejected) as a code of validate's.
-func argsCode(reason string) string {
+// argsCode is the attempt error code of a call screened out before
+// storage (jsonb.Part.ArgsRejectedCode).
+func argsCode(call jsonb.Part) string {
+	if call.ArgsRejectedCode != "" {
+		return string(call.ArgsRejectedCode)
+	}
+	return legacyArgsCode(call.ArgsRejected)
+}
+
+// legacyArgsCode classifies the reason of a call stored before the code
+// was, from its words: such a step may still wait for its tools.
+func legacyArgsCode(reason string) string {
 	switch reason {
 	case argsOversized:
 		return validate.CodeTooLarge
@@ -403,9 +412,23 @@ const (
 	argsUnacceptable = "the arguments are not acceptable JSON"
 )
 
+// rejectArgs replaces a call's arguments by the placeholder {}, which is
+// never run, and says why.
+func rejectArgs(p *jsonb.Part, code jsonb.ArgsCode, reason string) {
+	p.Args, p.ArgsRejected, p.ArgsRejectedCode = json.RawMessage(`{}`), truncate(reason, maxRejectedBytes), code
+}
+
+// scanCode is the code of a refusal of validate.Decode.
+func scanCode(err error) jsonb.ArgsCode {
+	if se, ok := err.(*validate.ScanError); ok {
+		return jsonb.ArgsCode(validate.ScanCode(se.Detail))
+	}
+	return jsonb.ArgsInvalidJSON
+}
+
 // screenArgs checks every tool call's raw arguments before the step is
 // committed. Arguments that fail are replaced by {} and a reason
-// (ArgsRejected): the call is never run, only answered with an error.
+// (rejectArgs): the call is never run, only answered with an error.
 // A structured request's finalizer call gets the validator's strict scan,
 // since jsonb would erase duplicate keys; every other call gets
 // jsonb.Storable, which refuses what PostgreSQL could not store exactly
@@ -415,15 +438,12 @@ func screenArgs(parts []jsonb.Part, structured bool) {
 		if p.Type != jsonb.PartToolCall || p.ArgsRejected != "" {
 			continue
 		}
-		var err error
 		if structured && p.ToolName == FinalizerName {
-			_, err = validate.Decode(p.Args, finalizerArgLimits)
-		} else {
-			err = jsonb.Storable(p.Args)
-		}
-		if err != nil {
-			parts[i].Args = json.RawMessage(`{}`)
-			parts[i].ArgsRejected = truncate(argsUnacceptable+" ("+err.Error()+")", maxRejectedBytes)
+			if _, err := validate.Decode(p.Args, finalizerArgLimits); err != nil {
+				rejectArgs(&parts[i], scanCode(err), argsUnacceptable+" ("+err.Error()+")")
+			}
+		} else if err := jsonb.Storable(p.Args); err != nil {
+			rejectArgs(&parts[i], jsonb.ArgsUnstorable, argsUnacceptable+" ("+err.Error()+")")
 		}
 	}
 }
@@ -453,11 +473,7 @@ var finalizerArgLimits = validate.Limits{
 // failure it says why as an attempt error code too.
 func outputOf(args json.RawMessage) (json.RawMessage, string, error) {
 	if _, err := validate.Decode(args, finalizerArgLimits); err != nil {
-		code := validate.CodeInvalidJSON
-		if se, ok := err.(*validate.ScanError); ok {
-			code = validate.ScanCode(se.Detail)
-		}
-		return nil, code, fmt.Errorf("%s: %v", argsUnacceptable, err)
+		return nil, string(scanCode(err)), fmt.Errorf("%s: %v", argsUnacceptable, err)
 	}
 	var wrapper map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(args))
