@@ -29,10 +29,19 @@ import (
 	"github.com/chatd/chatd/internal/tools"
 )
 
-// DefaultMaxRunning is Options.MaxRunning's default: a chat waiting on its
-// model costs a goroutine and some buffers, so a process keeps thousands in
-// flight.
-const DefaultMaxRunning = 2000
+// Defaults of Options; the server's flags take theirs from here.
+const (
+	// DefaultMaxRunning is high: a chat waiting on its model costs a
+	// goroutine and some buffers, so a process keeps thousands in flight.
+	DefaultMaxRunning        = 2000
+	DefaultLease             = 30 * time.Second
+	DefaultMaxSteps          = 25
+	DefaultMaxAttempts       = 5
+	DefaultSilenceTimeout    = 5 * time.Minute
+	DefaultDrainTimeout      = 15 * time.Second
+	DefaultServerToolTimeout = 30 * time.Second
+	DefaultActionTimeout     = 10 * time.Minute
+)
 
 // Options tune the runner.
 type Options struct {
@@ -69,7 +78,7 @@ type Options struct {
 	Slots *handoff.Slots[store.Turn]
 	// Spawn, when set, offers spawn_agent to chats that opted in.
 	Spawn *SpawnOptions
-	// ServerToolTimeout bounds one server tool call (default 30s).
+	// ServerToolTimeout bounds one server tool call.
 	ServerToolTimeout time.Duration
 	// Hooks vet candidates before a structured turn finishes (may be nil).
 	Hooks *hooks.Runner
@@ -110,13 +119,13 @@ func (o *Options) defaults() {
 		o.MaxRunning = DefaultMaxRunning
 	}
 	if o.Lease <= 0 {
-		o.Lease = 30 * time.Second
+		o.Lease = DefaultLease
 	}
 	if o.MaxSteps <= 0 {
-		o.MaxSteps = 25
+		o.MaxSteps = DefaultMaxSteps
 	}
 	if o.MaxAttempts <= 0 {
-		o.MaxAttempts = 5
+		o.MaxAttempts = DefaultMaxAttempts
 	}
 	if o.RetryBase <= 0 {
 		o.RetryBase = time.Second
@@ -125,22 +134,22 @@ func (o *Options) defaults() {
 		o.RetryMax = 30 * time.Second
 	}
 	if o.SilenceTimeout <= 0 {
-		o.SilenceTimeout = 5 * time.Minute
+		o.SilenceTimeout = DefaultSilenceTimeout
 	}
 	if o.Poll <= 0 {
 		o.Poll = 5 * time.Second
 	}
 	if o.DrainTimeout <= 0 {
-		o.DrainTimeout = 15 * time.Second
+		o.DrainTimeout = DefaultDrainTimeout
 	}
 	if o.CompactionThreshold <= 0 || o.CompactionThreshold >= 1 {
 		o.CompactionThreshold = 0.7
 	}
 	if o.ServerToolTimeout <= 0 {
-		o.ServerToolTimeout = 30 * time.Second
+		o.ServerToolTimeout = DefaultServerToolTimeout
 	}
 	if o.ActionTimeout <= 0 {
-		o.ActionTimeout = 10 * time.Minute
+		o.ActionTimeout = DefaultActionTimeout
 	}
 	if o.Preview == nil {
 		o.Preview = nopPreview{}
