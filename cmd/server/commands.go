@@ -161,6 +161,9 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 		if cfg, err = config.Load(*a.configPath); err != nil {
 			return err
 		}
+		if err := webhooks.Check(cfg.Webhooks); err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
 	} else {
 		logger.Warn("no --config given: no models are configured, so chats cannot be created")
 	}

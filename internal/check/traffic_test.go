@@ -13,9 +13,9 @@ import (
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/check"
+	"github.com/chatd/chatd/internal/config"
 	"github.com/chatd/chatd/internal/mockllm"
 	"github.com/chatd/chatd/internal/testenv"
-	"github.com/chatd/chatd/internal/webhooks"
 )
 
 // TestSilentAfterTraffic runs the turns the API offers — success, exhausted
@@ -57,7 +57,7 @@ func TestSilentAfterTraffic(t *testing.T) {
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	defer hook.Close()
 	env := testenv.New(t, testenv.Options{Mock: opts,
-		Webhooks: []webhooks.Config{{Name: "ops", URL: hook.URL, Secret: "a-plain-secret-of-32-characters!"}}})
+		Webhooks: []config.Webhook{{Name: "ops", URL: hook.URL, Secret: "a-plain-secret-of-32-characters!"}}})
 	c := env.Client("alice")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

@@ -13,7 +13,6 @@ import (
 
 	"github.com/chatd/chatd/internal/hooks"
 	"github.com/chatd/chatd/internal/mcp"
-	"github.com/chatd/chatd/internal/webhooks"
 )
 
 // Provider types.
@@ -44,11 +43,31 @@ type Config struct {
 	MCPServers []mcp.ServerConfig `json:"mcp_servers,omitempty"`
 	// Webhooks are the endpoints receipts are delivered to (see
 	// internal/webhooks and docs/operations.md#webhooks). Only here, never
-	// from the API.
-	Webhooks []webhooks.Config `json:"webhooks,omitempty"`
+	// from the API. Parse leaves them to webhooks.Check, which owns their
+	// events and secrets.
+	Webhooks []Webhook `json:"webhooks,omitempty"`
 	// SpawnAgent, when present, offers the spawn_agent server tool to
 	// chats created with "spawn_agents": true (docs/tools.md).
 	SpawnAgent *SpawnAgent `json:"spawn_agent,omitempty"`
+}
+
+// Webhook is one endpoint in the config file (`webhooks`).
+type Webhook struct {
+	// Name identifies the endpoint in the database, metrics and logs.
+	Name string `json:"name"`
+	// URL receives the POSTs (http or https).
+	URL string `json:"url"`
+	// Secret signs the deliveries; or SecretEnv names the environment
+	// variable holding it (one of the two).
+	Secret    string `json:"secret,omitempty"`
+	SecretEnv string `json:"secret_env,omitempty"`
+	// Events the endpoint takes (default: all three).
+	Events []string `json:"events,omitempty"`
+	// Timeout of one POST (default 10s).
+	Timeout string `json:"timeout,omitempty"`
+	// RetryFor bounds the retries, from the receipt's commit (default 24h);
+	// a delivery still failing then is dead.
+	RetryFor string `json:"retry_for,omitempty"`
 }
 
 // SpawnAgent caps child chats; zero fields take the defaults.
@@ -132,7 +151,7 @@ const MinThinkingBudget = 1024
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$`)
 
-// Load reads and checks a config file.
+// Load reads and checks a config file, all but its webhooks.
 func Load(path string) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -141,7 +160,8 @@ func Load(path string) (*Config, error) {
 	return Parse(b)
 }
 
-// Parse decodes and checks a config document; unknown fields are errors.
+// Parse decodes and checks a config document, all but its webhooks;
+// unknown fields are errors.
 func Parse(b []byte) (*Config, error) {
 	var c Config
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -242,9 +262,6 @@ func (c *Config) check() error {
 		ids = append(ids, m.ID)
 	}
 	if err := mcp.CheckConfigs(c.MCPServers, ids); err != nil {
-		return fmt.Errorf("config: %w", err)
-	}
-	if err := webhooks.Check(c.Webhooks); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	if c.DefaultModel == "" && len(c.Models) > 0 {

@@ -135,20 +135,3 @@ func TestMCPServers(t *testing.T) {
 		}
 	}
 }
-
-// webhooks are checked with the file (the environment is read at start-up).
-func TestWebhooks(t *testing.T) {
-	t.Parallel()
-	base := `{"providers":[{"name":"p","type":"openai"}],"models":[{"id":"m","provider":"p","model":"gpt-5"}],"webhooks":[%s]}`
-	for hook, want := range map[string]string{
-		`{"name":"ops","url":"https://hooks.example.com/chatd","secret_env":"OPS_HOOK_SECRET","events":["structured_output.failed"]}`: "",
-		`{"name":"ops","url":"javascript:alert(1)","secret_env":"S"}`:                                                                 "absolute http or https URL",
-		`{"name":"ops","url":"https://x","secret":"too short"}`:                                                                       "at least 32 characters",
-		`{"name":"ops","url":"https://x","secret_env":"S","sekret":"x"}`:                                                              "unknown field",
-	} {
-		_, err := Parse([]byte(strings.Replace(base, "%s", hook, 1)))
-		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
-			t.Errorf("%s: %v, want %q", hook, err, want)
-		}
-	}
-}

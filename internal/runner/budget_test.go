@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/config"
 	"github.com/chatd/chatd/internal/dbtest"
 	"github.com/chatd/chatd/internal/migrate"
 	"github.com/chatd/chatd/internal/mockllm"
@@ -261,7 +262,7 @@ func TestTurnTransactionBudgetWithWebhooks(t *testing.T) {
 	defer hook.Close()
 	env := testenv.OnPool(t, pool, testenv.Options{Mock: mockllm.Options{Latency: 50 * time.Millisecond},
 		Runner:         runner.Options{MaxRunning: 2},
-		Webhooks:       []webhooks.Config{{Name: "ops", URL: hook.URL, Secret: "a-plain-secret-of-32-characters!"}},
+		Webhooks:       []config.Webhook{{Name: "ops", URL: hook.URL, Secret: "a-plain-secret-of-32-characters!"}},
 		WebhookOptions: webhooks.Options{Poll: time.Hour}}) // woken by the finishes only
 	defer env.Stop()
 	c := env.Client("alice")

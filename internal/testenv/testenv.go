@@ -102,7 +102,7 @@ type Options struct {
 	// Webhooks are receipt webhook endpoints: when set, the Env installs
 	// their subscriptions and runs a Deliverer with WebhookOptions (Logger,
 	// Metrics, Wake and Render are set here).
-	Webhooks       []webhooks.Config
+	Webhooks       []config.Webhook
 	WebhookOptions webhooks.Options
 	// APISignals are the API's test signals (fault a stream's reads).
 	APISignals *httpapi.TestSignals

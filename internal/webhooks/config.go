@@ -16,6 +16,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/chatd/chatd/internal/config"
 )
 
 // Events a webhook can take: a structured request finished with a receipt.
@@ -43,28 +45,9 @@ const (
 	minPlainSecret = 32
 )
 
-// Config is one endpoint in the server config file (`webhooks`).
-type Config struct {
-	// Name identifies the endpoint in the database, metrics and logs.
-	Name string `json:"name"`
-	// URL receives the POSTs (http or https).
-	URL string `json:"url"`
-	// Secret signs the deliveries; or SecretEnv names the environment
-	// variable holding it (one of the two).
-	Secret    string `json:"secret,omitempty"`
-	SecretEnv string `json:"secret_env,omitempty"`
-	// Events the endpoint takes (default: all three).
-	Events []string `json:"events,omitempty"`
-	// Timeout of one POST (default 10s).
-	Timeout string `json:"timeout,omitempty"`
-	// RetryFor bounds the retries, from the receipt's commit (default 24h);
-	// a delivery still failing then is dead.
-	RetryFor string `json:"retry_for,omitempty"`
-}
-
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
-// endpoint is a checked Config.
+// endpoint is a checked config.Webhook.
 type endpoint struct {
 	name     string
 	url      string
@@ -75,15 +58,15 @@ type endpoint struct {
 }
 
 // Check checks the configs as the config file states them, without reading
-// the environment (config.Parse calls it).
-func Check(cfgs []Config) error {
+// the environment, so that a bad file fails before anything starts.
+func Check(cfgs []config.Webhook) error {
 	_, err := parse(cfgs, func(string) string { return "" }, false)
 	return err
 }
 
 // parse checks the configs; with resolve, secret_env is read through getenv
 // and must hold a valid secret.
-func parse(cfgs []Config, getenv func(string) string, resolve bool) ([]endpoint, error) {
+func parse(cfgs []config.Webhook, getenv func(string) string, resolve bool) ([]endpoint, error) {
 	seen := map[string]bool{}
 	out := make([]endpoint, 0, len(cfgs))
 	for i, c := range cfgs {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chatd/chatd/internal/config"
 	"github.com/chatd/chatd/internal/prom"
 	"github.com/chatd/chatd/internal/store"
 	"github.com/chatd/chatd/internal/tracing"
@@ -62,7 +63,7 @@ type Deliverer struct {
 }
 
 // New checks the configs, reading secret_env from the environment.
-func New(st *store.Store, cfgs []Config, o Options) (*Deliverer, error) {
+func New(st *store.Store, cfgs []config.Webhook, o Options) (*Deliverer, error) {
 	eps, err := parse(cfgs, os.Getenv, true)
 	if err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/config"
 	"github.com/chatd/chatd/internal/dbtest"
 	"github.com/chatd/chatd/internal/mockllm"
 	"github.com/chatd/chatd/internal/prom"
@@ -223,7 +224,7 @@ func TestReceiptDeliveredSigned(t *testing.T) {
 	recv := newReceiver(t, nil)
 	other := newReceiver(t, nil)
 	env := testenv.New(t, testenv.Options{
-		Webhooks: []webhooks.Config{
+		Webhooks: []config.Webhook{
 			{Name: "main", URL: recv.srv.URL + "/hook?token=x", Secret: secret},
 			{Name: "failures", URL: other.srv.URL, Secret: secret, Events: []string{webhooks.EventFailed}},
 		},
@@ -291,7 +292,7 @@ func TestFailedAndCancelledEvents(t *testing.T) {
 			}
 			return nil
 		}},
-		Webhooks: []webhooks.Config{
+		Webhooks: []config.Webhook{
 			{Name: "all", URL: all.srv.URL, Secret: secret},
 			{Name: "cancels", URL: cancels.srv.URL, Secret: secret, Events: []string{webhooks.EventCancelled}},
 		},
@@ -361,7 +362,7 @@ func TestRetriedAfterServerErrors(t *testing.T) {
 		return http.StatusOK
 	})
 	env := testenv.New(t, testenv.Options{
-		Webhooks:       []webhooks.Config{{Name: "flaky", URL: recv.srv.URL, Secret: secret}},
+		Webhooks:       []config.Webhook{{Name: "flaky", URL: recv.srv.URL, Secret: secret}},
 		WebhookOptions: webhooks.Options{Poll: 50 * time.Millisecond, Backoff: 20 * time.Millisecond}})
 	c := env.Client("alice")
 	_, req := create(t, c, "Report the test command.")
@@ -389,7 +390,7 @@ func TestDeadAfterRetryBound(t *testing.T) {
 	t.Parallel()
 	recv := newReceiver(t, func(context.Context, int) int { return http.StatusServiceUnavailable })
 	env := testenv.New(t, testenv.Options{
-		Webhooks:       []webhooks.Config{{Name: "down", URL: recv.srv.URL, Secret: secret, RetryFor: "1s"}},
+		Webhooks:       []config.Webhook{{Name: "down", URL: recv.srv.URL, Secret: secret, RetryFor: "1s"}},
 		WebhookOptions: webhooks.Options{Poll: 50 * time.Millisecond, Backoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}})
 	c := env.Client("alice")
 	_, req := create(t, c, "Report the test command.")
@@ -449,7 +450,7 @@ func TestReplicasShareDeliveries(t *testing.T) {
 		}
 		return http.StatusOK
 	})
-	hooks := []webhooks.Config{{Name: "shared", URL: recv.srv.URL, Secret: secret}}
+	hooks := []config.Webhook{{Name: "shared", URL: recv.srv.URL, Secret: secret}}
 	wo := webhooks.Options{Poll: 50 * time.Millisecond, Concurrency: 1}
 	a := testenv.New(t, testenv.Options{Webhooks: hooks, WebhookOptions: wo})
 	b := testenv.OnPool(t, a.Pool, testenv.Options{Webhooks: hooks, WebhookOptions: wo})
