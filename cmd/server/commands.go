@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chatd/chatd/internal/config"
 	"github.com/chatd/chatd/internal/console"
@@ -100,34 +101,109 @@ func serverFlags(stderr io.Writer) (*flags, *serverArgs) {
 
 func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	f, a := serverFlags(stderr)
-	if err := f.Parse(args); err != nil {
-		return err
-	}
-	if f.NArg() > 0 {
-		return fmt.Errorf("server: unexpected argument %q", f.Arg(0))
-	}
-	if err := a.db.validate(); err != nil {
+	if err := parseServerFlags(f, a, args); err != nil {
 		return err
 	}
 	logger, err := newLogger(stderr, *a.logFormat, *a.logLevel)
 	if err != nil {
 		return err
 	}
-	gcTuned := tuneGC(os.Getenv)
-	if gcTuned {
-		logger.Debug("garbage collector target set", slog.Int("gc_percent", serverGCPercent))
-	}
-	origins, err := httpapi.ParseOrigins(*a.corsOrigins)
+	gcTuned := tuneServerGC(logger)
+	web, err := checkServerFlags(f, a, logger)
 	if err != nil {
-		return fmt.Errorf("--cors-origins: %w", err)
-	}
-	var accessLogLevel slog.Level
-	if err := accessLogLevel.UnmarshalText([]byte(*a.accessLevel)); err != nil {
-		return fmt.Errorf("--access-log-level: %w", err)
-	}
-	if err := aliasWorkers(f, a.maxRunning, *a.workers, logger); err != nil {
 		return err
 	}
+	cfg, exp, err := loadServerConfig(*a.configPath, *a.experiments, logger)
+	if err != nil {
+		return err
+	}
+	traces, err := tracing.Setup(ctx, os.Getenv) // off unless an OTEL_* variable configures an exporter
+	if err != nil {
+		return err
+	}
+	defer flushTraces(ctx, traces, logger)
+	d, err := openDatabase(ctx, a.db, int32(*a.dbMaxConns), logger)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := ensureMigrated(ctx, d, *a.doMigrate, logger); err != nil {
+		return err
+	}
+	s, err := assembleServer(ctx, a, cfg, exp, web, d, logger)
+	if err != nil {
+		return err
+	}
+	defer s.mcps.Close() // stdio children (their process groups) stop after the runner
+	ln, closeDebug, err := listen(*a.listen, *a.debugListen, logger)
+	if err != nil {
+		return err
+	}
+	defer closeDebug()
+	srv := httpapi.NewHTTPServer(s.handler(*a.withConsole, *a.traceURL))
+	bg := s.startLoops(ctx, *a.maxRunning > 0, gcTuned)
+	defer bg.stopAll()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	announce(stderr, f, a, cfg, exp, d, ln, traces, logger)
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down")
+	case err := <-serveErr:
+		bg.stop()
+		return err
+	}
+	s.drain(srv, bg)
+	logger.Info("stopped")
+	return nil
+}
+
+// tuneServerGC applies serverGCPercent unless GOGC is set, and reports
+// whether it did.
+func tuneServerGC(logger *slog.Logger) bool {
+	if !tuneGC(os.Getenv) {
+		return false
+	}
+	logger.Debug("garbage collector target set", slog.Int("gc_percent", serverGCPercent))
+	return true
+}
+
+// parseServerFlags reads the flags and the environment; the server takes
+// no arguments.
+func parseServerFlags(f *flags, a *serverArgs, args []string) error {
+	if err := f.Parse(args); err != nil {
+		return err
+	}
+	if f.NArg() > 0 {
+		return fmt.Errorf("server: unexpected argument %q", f.Arg(0))
+	}
+	return a.db.validate()
+}
+
+// webSettings are the HTTP settings that flags give in words.
+type webSettings struct {
+	origins        []string
+	accessLogLevel slog.Level
+}
+
+// checkServerFlags refuses values out of range before anything starts.
+func checkServerFlags(f *flags, a *serverArgs, logger *slog.Logger) (webSettings, error) {
+	var web webSettings
+	var err error
+	if web.origins, err = httpapi.ParseOrigins(*a.corsOrigins); err != nil {
+		return web, fmt.Errorf("--cors-origins: %w", err)
+	}
+	if err := web.accessLogLevel.UnmarshalText([]byte(*a.accessLevel)); err != nil {
+		return web, fmt.Errorf("--access-log-level: %w", err)
+	}
+	if err := aliasWorkers(f, a.maxRunning, *a.workers, logger); err != nil {
+		return web, err
+	}
+	return web, checkServerLimits(a)
+}
+
+// checkServerLimits checks the flags' numbers and durations.
+func checkServerLimits(a *serverArgs) error {
 	if *a.maxRunning < 0 || *a.maxRunning > maxMaxRunning {
 		return fmt.Errorf("--max-running must be from 0 to %d", maxMaxRunning)
 	}
@@ -155,141 +231,226 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	if *a.providerAttempts < 1 || *a.providerAttempts > 100 {
 		return errors.New("--provider-attempts must be from 1 to 100")
 	}
+	return nil
+}
 
+// loadServerConfig reads the config file, webhooks included, and the
+// experiments to enable.
+func loadServerConfig(path, experiments string, logger *slog.Logger) (*config.Config, map[string]bool, error) {
 	cfg := &config.Config{}
-	if *a.configPath != "" {
-		if cfg, err = config.Load(*a.configPath); err != nil {
-			return err
+	if path != "" {
+		var err error
+		if cfg, err = config.Load(path); err != nil {
+			return nil, nil, err
 		}
 		if err := webhooks.Check(cfg.Webhooks); err != nil {
-			return fmt.Errorf("config: %w", err)
+			return nil, nil, fmt.Errorf("config: %w", err)
 		}
 	} else {
 		logger.Warn("no --config given: no models are configured, so chats cannot be created")
 	}
 	exp := map[string]bool{}
-	for _, e := range strings.Split(*a.experiments, ",") {
+	for _, e := range strings.Split(experiments, ",") {
 		if e = strings.TrimSpace(e); e != "" {
 			if e != httpapi.ExperimentStructuredOutput {
-				return fmt.Errorf("--experiments: unknown experiment %q (known: %s)", e, httpapi.ExperimentStructuredOutput)
+				return nil, nil, fmt.Errorf("--experiments: unknown experiment %q (known: %s)", e, httpapi.ExperimentStructuredOutput)
 			}
 			exp[e] = true
 		}
 	}
+	return cfg, exp, nil
+}
 
-	// OpenTelemetry traces, from the standard OTEL_* variables (off when
-	// none configures an exporter); flushed at the end of the drain.
-	traces, err := tracing.Setup(ctx, os.Getenv)
+// flushTraces sends the traces still buffered, for a few seconds at most,
+// at the end of the drain.
+func flushTraces(ctx context.Context, traces *tracing.Tracing, logger *slog.Logger) {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := traces.Shutdown(fctx); err != nil {
+		logger.Warn("flushing traces failed", slog.String("error", err.Error()))
+	}
+}
+
+// server is what chatd server runs, assembled.
+type server struct {
+	st        *store.Store
+	hub       *notify.Hub
+	relay     *notify.Relay
+	mcps      *mcp.Manager
+	slots     *handoff.Slots[store.Turn]
+	api       *httpapi.Server
+	deliverer *webhooks.Deliverer
+	run       *runner.Runner
+}
+
+// assembleServer builds the store, the hub, the API, the webhook deliverer
+// and the runner, and starts the MCP servers; it stops them again when a
+// later part fails.
+func assembleServer(ctx context.Context, a *serverArgs, cfg *config.Config, exp map[string]bool, web webSettings, d *database,
+	logger *slog.Logger) (s *server, err error) {
+	serverTools, toolNames, err := workspaceTools(cfg.Workspace)
 	if err != nil {
-		return err
-	}
-	defer func() {
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := traces.Shutdown(fctx); err != nil {
-			logger.Warn("flushing traces failed", slog.String("error", err.Error()))
-		}
-	}()
-
-	d, err := openDatabase(ctx, a.db, int32(*a.dbMaxConns), logger)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := ensureMigrated(ctx, d, *a.doMigrate, logger); err != nil {
-		return err
-	}
-
-	var serverTools []tools.Tool
-	if cfg.Workspace != "" {
-		if serverTools, err = tools.Workspace(cfg.Workspace); err != nil {
-			return err
-		}
+		return nil, err
 	}
 	stopHooks, err := hooks.New(cfg.Hooks, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	toolNames := make([]string, 0, len(serverTools))
-	for _, t := range serverTools {
-		toolNames = append(toolNames, t.Name)
-	}
-
 	reg := newMetrics()
-	st := store.New(d.pool)
-	st.Instrument(reg)
+	s = &server{st: store.New(d.pool)}
+	s.st.Instrument(reg)
 	d.txs.Instrument(reg)
-	hub := notify.New(d.pool, logger)
-	hub.ListenOn(d.listen)
-	st.Tell(hub.ID(), hub)
-	relay := notify.NewRelay(d.pool, hub, logger)
+	s.hub = notify.New(d.pool, logger)
+	s.hub.ListenOn(d.listen)
+	s.st.Tell(s.hub.ID(), s.hub)
+	s.relay = notify.NewRelay(d.pool, s.hub, logger)
 	models := provider.NewRegistry(cfg, provider.Options{Logger: logger, Calls: *a.maxRunning, Metrics: reg})
-	// MCP servers: stdio children are started here and stopped (their
-	// whole process group) when the server returns, after the runner.
-	mcps := mcp.New(cfg.MCPServers, mcp.Options{Logger: logger, Metrics: reg, Reserved: []string{runner.FinalizerName}})
-	mcps.Start(ctx)
-	defer mcps.Close()
-	var spawn *runner.SpawnOptions
-	if sp := cfg.SpawnAgent; sp != nil {
-		spawn = &runner.SpawnOptions{MaxDepth: sp.MaxDepth, MaxPerTurn: sp.MaxChildrenPerTurn, MaxPerChat: sp.MaxChildrenPerChat,
-			StructuredOutput: exp[httpapi.ExperimentStructuredOutput]}
-	}
+	s.mcps = mcp.New(cfg.MCPServers, mcp.Options{Logger: logger, Metrics: reg, Reserved: []string{runner.FinalizerName}})
+	s.mcps.Start(ctx)
+	defer func() {
+		if err != nil {
+			s.mcps.Close()
+		}
+	}()
+	spawn := spawnOptions(cfg, exp)
 	// Free running slots take the chats this process admits straight from
 	// the admission (internal/handoff).
-	slots := handoff.New[store.Turn]()
-	api := httpapi.New(httpapi.Options{Store: st, Models: models, Hub: hub, Experiments: exp, ServerTools: toolNames, MCP: mcps, SpawnAgents: spawn != nil, Slots: slots,
-		Logger: logger, AccessLogLevel: accessLogLevel, CORSOrigins: origins, Metrics: reg,
+	s.slots = handoff.New[store.Turn]()
+	s.api = httpapi.New(httpapi.Options{Store: s.st, Models: models, Hub: s.hub, Experiments: exp, ServerTools: toolNames, MCP: s.mcps, SpawnAgents: spawn != nil, Slots: s.slots,
+		Logger: logger, AccessLogLevel: web.accessLogLevel, CORSOrigins: web.origins, Metrics: reg,
 		BodyReadTimeout: *a.bodyTimeout, MaxStreamsPerUser: *a.maxStreams, MaxRunnablePerUser: *a.maxRunnable})
+	if s.deliverer, err = startWebhooks(ctx, s.st, s.hub, cfg, reg, logger); err != nil {
+		return nil, err
+	}
+	s.run = runner.New(s.st, models, s.hub, runner.Options{MaxRunning: *a.maxRunning, MaxRunningPerUser: *a.maxRunningPerUser, MaxSteps: *a.maxSteps,
+		Tools: serverTools, MCP: s.mcps, Spawn: spawn, Slots: s.slots,
+		Lease: *a.lease, DrainTimeout: *a.drain, ActionTimeout: *a.toolTimeout, SilenceTimeout: *a.silence,
+		ServerToolTimeout: *a.serverToolTimeout, MaxAttempts: *a.providerAttempts,
+		Hooks: stopHooks, CompactionThreshold: cfg.CompactionThreshold, Preview: s.relay, Logger: logger, Metrics: reg})
+	return s, nil
+}
+
+// workspaceTools are the server tools reading the config's workspace, if
+// it names one, and their names.
+func workspaceTools(workspace string) ([]tools.Tool, []string, error) {
+	if workspace == "" {
+		return nil, []string{}, nil
+	}
+	serverTools, err := tools.Workspace(workspace)
+	if err != nil {
+		return nil, nil, err
+	}
+	names := make([]string, 0, len(serverTools))
+	for _, t := range serverTools {
+		names = append(names, t.Name)
+	}
+	return serverTools, names, nil
+}
+
+// spawnOptions offer spawn_agent when the config does.
+func spawnOptions(cfg *config.Config, exp map[string]bool) *runner.SpawnOptions {
+	sp := cfg.SpawnAgent
+	if sp == nil {
+		return nil
+	}
+	return &runner.SpawnOptions{MaxDepth: sp.MaxDepth, MaxPerTurn: sp.MaxChildrenPerTurn, MaxPerChat: sp.MaxChildrenPerChat,
+		StructuredOutput: exp[httpapi.ExperimentStructuredOutput]}
+}
+
+// startWebhooks makes the deliverer and installs the config's
+// subscriptions, so that receipts finishing from now on get their outbox
+// rows, also when it has none.
+func startWebhooks(ctx context.Context, st *store.Store, hub *notify.Hub, cfg *config.Config, reg *prometheus.Registry,
+	logger *slog.Logger) (*webhooks.Deliverer, error) {
 	deliverer, err := webhooks.New(st, cfg.Webhooks, webhooks.Options{Logger: logger, Metrics: reg, Wake: hub.Finished(),
 		Render: func(rs store.RequestState) (any, error) { return httpapi.RenderResult(rs) }})
 	if err != nil {
-		return fmt.Errorf("config: %w", err)
+		return nil, fmt.Errorf("config: %w", err)
 	}
-	// The subscriptions are the config's from now on (receipts finishing
-	// from here get their outbox rows), also when it has none.
 	if err := st.SyncWebhooks(ctx, deliverer.Subscriptions()); err != nil {
-		return fmt.Errorf("install webhook subscriptions: %w", err)
+		return nil, fmt.Errorf("install webhook subscriptions: %w", err)
 	}
-	run := runner.New(st, models, hub, runner.Options{MaxRunning: *a.maxRunning, MaxRunningPerUser: *a.maxRunningPerUser, MaxSteps: *a.maxSteps,
-		Tools: serverTools, MCP: mcps, Spawn: spawn, Slots: slots,
-		Lease: *a.lease, DrainTimeout: *a.drain, ActionTimeout: *a.toolTimeout, SilenceTimeout: *a.silence,
-		ServerToolTimeout: *a.serverToolTimeout, MaxAttempts: *a.providerAttempts,
-		Hooks: stopHooks, CompactionThreshold: cfg.CompactionThreshold, Preview: relay, Logger: logger, Metrics: reg})
+	return deliverer, nil
+}
 
-	ln, err := net.Listen("tcp", *a.listen)
+// handler is the API, with the console mounted when it is served.
+func (s *server) handler(withConsole bool, traceURL string) http.Handler {
+	if !withConsole {
+		return s.api
+	}
+	return console.MountWith(s.api, console.Config{TraceURLTemplate: traceURL})
+}
+
+// listen opens the API's listener and, when asked, the profiler's; the
+// function returned closes the profiler.
+func listen(addr, debugAddr string, logger *slog.Logger) (net.Listener, func(), error) {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	if *a.debugListen != "" {
-		dbg, err := serveDebug(*a.debugListen, logger)
-		if err != nil {
-			ln.Close()
-			return err
-		}
-		defer func() { _ = dbg.Close() }()
+	if debugAddr == "" {
+		return ln, func() {}, nil
 	}
-	var handler http.Handler = api
-	if *a.withConsole {
-		handler = console.MountWith(api, console.Config{TraceURLTemplate: *a.traceURL})
+	dbg, err := serveDebug(debugAddr, logger)
+	if err != nil {
+		ln.Close()
+		return nil, nil, err
 	}
-	srv := httpapi.NewHTTPServer(handler)
+	return ln, func() { _ = dbg.Close() }, nil
+}
 
-	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopBg()
-	var wg sync.WaitGroup
-	wg.Go(func() { hub.Run(bg) })
-	wg.Go(func() { relay.Run(bg) })
+// loops are the server's background goroutines. The runner's stop first:
+// it takes no new claims, drains its steps and releases their chats while
+// the hub and relay still run.
+type loops struct {
+	wg         sync.WaitGroup
+	stopRunner context.CancelFunc
+	stopAll    context.CancelFunc
+}
+
+// startLoops starts the hub, the relay, the webhook deliverer and, when
+// this process runs chats, the runner.
+func (s *server) startLoops(ctx context.Context, running, gcTuned bool) *loops {
+	l := &loops{}
+	bg, stopAll := context.WithCancel(context.WithoutCancel(ctx))
 	runCtx, stopRunner := context.WithCancel(bg)
-	wg.Go(func() { deliverer.Run(runCtx) })
-	if *a.maxRunning > 0 {
-		wg.Go(func() { run.Run(runCtx) })
+	l.stopAll, l.stopRunner = stopAll, stopRunner
+	l.wg.Go(func() { s.hub.Run(bg) })
+	l.wg.Go(func() { s.relay.Run(bg) })
+	l.wg.Go(func() { s.deliverer.Run(runCtx) })
+	if running {
+		l.wg.Go(func() { s.run.Run(runCtx) })
 		if gcTuned {
-			wg.Go(func() { adaptGC(bg, slots.Used) })
+			l.wg.Go(func() { adaptGC(bg, s.slots.Used) })
 		}
 	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	return l
+}
 
+// stop ends the loops and waits for them.
+func (l *loops) stop() {
+	l.stopRunner()
+	l.stopAll()
+	l.wg.Wait()
+}
+
+// drain ends the server on a signal: the runner stops claiming, open
+// streams end cleanly, requests in flight finish for a while, then the
+// loops stop.
+func (s *server) drain(srv *http.Server, l *loops) {
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l.stopRunner()
+	s.api.Shutdown() // ends open streams cleanly, without waiting for them
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		_ = srv.Close()
+	}
+	l.stop()
+}
+
+// announce prints the banner on a terminal and logs the start.
+func announce(stderr io.Writer, f *flags, a *serverArgs, cfg *config.Config, exp map[string]bool, d *database, ln net.Listener,
+	traces *tracing.Tracing, logger *slog.Logger) {
 	if isTerminal(stderr) {
 		b := banner{base: "http://" + ln.Addr().String(), self: "chatd", console: *a.withConsole, cfg: cfg}
 		if strings.Contains(os.Args[0], "/") {
@@ -306,27 +467,6 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	logger.Info("chatd listening", slog.String("addr", "http://"+ln.Addr().String()), slog.Int("max_running", *a.maxRunning), slog.Int("db_max_conns", *a.dbMaxConns),
 		slog.Bool("structured_output", exp[httpapi.ExperimentStructuredOutput]), slog.Bool("console", *a.withConsole), slog.Bool("local_database", d.local),
 		slog.String("traces", traces.String()))
-
-	select {
-	case <-ctx.Done():
-		logger.Info("shutting down")
-	case err := <-serveErr:
-		stopRunner()
-		stopBg()
-		wg.Wait()
-		return err
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	stopRunner()   // no new claims; in-flight steps drain, then their chats are released
-	api.Shutdown() // end open streams cleanly; Shutdown does not wait for them
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		_ = srv.Close()
-	}
-	stopBg()
-	wg.Wait()
-	logger.Info("stopped")
-	return nil
 }
 
 // ensureMigrated migrates the local cluster, and for an external database

@@ -98,6 +98,25 @@ type callInput struct {
 
 // streamStep makes one streaming provider call and accumulates its parts.
 // On error or cancellation the parts produced so far are returned too.
+func streamStep(ctx context.Context, lm fantasy.LanguageModel, call fantasy.Call, emit func(Delta)) stepResult {
+	stream, err := lm.Stream(ctx, call)
+	if err != nil {
+		return stepResult{Err: err}
+	}
+	r := newStepReader(emit)
+	for part := range stream {
+		r.read(part)
+		if r.res.Capped {
+			// Stop reading (fantasy closes the response) and end the step
+			// as a length finish with what is complete.
+			r.res.FinishReason, r.res.Err = fantasy.FinishReasonLength, nil
+			break
+		}
+	}
+	return r.finish(ctx)
+}
+
+// stepReader accumulates the parts of one provider step as they stream.
 //
 // Text and reasoning parts are kept in the order they started and are
 // matched to their deltas by stream id, per kind: providers interleave them
@@ -111,175 +130,194 @@ type callInput struct {
 // Tool calls are matched to their streamed arguments by id in the order
 // they started, so two calls a model gave the same id keep their own
 // arguments; uniqueCallIDs then renames the later ones.
-func streamStep(ctx context.Context, lm fantasy.LanguageModel, call fantasy.Call, emit func(Delta)) stepResult {
-	var res stepResult
-	stream, err := lm.Stream(ctx, call)
-	if err != nil {
-		res.Err = err
-		return res
-	}
-	texts := map[string]int{}      // open text parts by stream id
-	reasonings := map[string]int{} // open reasoning parts by stream id
-	open := func(typ jsonb.PartType, m map[string]int, id string) int {
-		res.Parts = append(res.Parts, jsonb.Part{Type: typ})
-		m[id] = len(res.Parts) - 1
-		return len(res.Parts) - 1
-	}
-	keep := func(i int, md fantasy.ProviderMetadata) {
-		if b := metadata(md); b != nil {
-			res.Parts[i].ProviderMetadata = b
+type stepReader struct {
+	res        stepResult
+	emit       func(Delta)
+	budget     stepBudget
+	texts      map[string]int           // open text parts by stream id
+	reasonings map[string]int           // open reasoning parts by stream id
+	bodies     map[int]*strings.Builder // text of text and reasoning parts, by part index
+	inputs     map[string][]*callInput  // calls started and not finished, by id, oldest first
+}
+
+func newStepReader(emit func(Delta)) *stepReader {
+	return &stepReader{emit: emit, texts: map[string]int{}, reasonings: map[string]int{},
+		bodies: map[int]*strings.Builder{}, inputs: map[string][]*callInput{}}
+}
+
+// read takes one part of the stream.
+func (r *stepReader) read(part fantasy.StreamPart) {
+	switch part.Type {
+	case fantasy.StreamPartTypeWarnings:
+		r.res.Warnings = append(r.res.Warnings, part.Warnings...)
+	case fantasy.StreamPartTypeTextStart:
+		r.open(jsonb.PartText, r.texts, part.ID)
+	case fantasy.StreamPartTypeTextDelta:
+		r.textDelta(jsonb.PartText, r.texts, part)
+	case fantasy.StreamPartTypeTextEnd:
+		delete(r.texts, part.ID)
+	case fantasy.StreamPartTypeReasoningStart:
+		r.keep(r.open(jsonb.PartReasoning, r.reasonings, part.ID), part.ProviderMetadata)
+	case fantasy.StreamPartTypeReasoningDelta:
+		r.textDelta(jsonb.PartReasoning, r.reasonings, part)
+	case fantasy.StreamPartTypeReasoningEnd:
+		if i, ok := r.reasonings[part.ID]; ok {
+			r.keep(i, part.ProviderMetadata)
+			delete(r.reasonings, part.ID)
+		}
+	case fantasy.StreamPartTypeToolInputStart:
+		_, fits := r.budget.take(part.ID+part.ToolCallName, false)
+		r.started(part.ID, part.ToolCallName)
+		r.emit(Delta{Kind: "tool-input", ToolCallID: part.ID, ToolName: part.ToolCallName})
+		r.res.Capped = !fits
+	case fantasy.StreamPartTypeToolInputDelta:
+		r.toolInputDelta(part)
+	case fantasy.StreamPartTypeToolCall:
+		r.toolCall(part)
+	case fantasy.StreamPartTypeToolResult:
+		r.toolResult(part)
+	case fantasy.StreamPartTypeSource:
+		r.add(jsonb.Part{Type: jsonb.PartSource, SourceID: part.ID, URL: part.URL, Title: part.Title}, part.ID+part.URL+part.Title)
+	case fantasy.StreamPartTypeFinish:
+		r.res.FinishReason = part.FinishReason
+		r.res.Usage = part.Usage
+	case fantasy.StreamPartTypeError:
+		r.res.Err = part.Error
+		if r.res.Err == nil {
+			r.res.Err = errors.New("provider stream failed")
 		}
 	}
-	bodies := map[int]*strings.Builder{} // text of text and reasoning parts, by part index
-	appendText := func(i int, d string) {
-		b := bodies[i]
-		if b == nil {
-			b = &strings.Builder{}
-			bodies[i] = b
-		}
-		b.WriteString(d)
+}
+
+// open starts a text or reasoning part with stream id id.
+func (r *stepReader) open(typ jsonb.PartType, m map[string]int, id string) int {
+	r.res.Parts = append(r.res.Parts, jsonb.Part{Type: typ})
+	m[id] = len(r.res.Parts) - 1
+	return len(r.res.Parts) - 1
+}
+
+// keep records a reasoning part's latest provider metadata.
+func (r *stepReader) keep(i int, md fantasy.ProviderMetadata) {
+	if b := metadata(md); b != nil {
+		r.res.Parts[i].ProviderMetadata = b
 	}
-	var budget stepBudget
-	inputs := map[string][]*callInput{} // calls started and not finished, by id, oldest first
-	started := func(id, name string) *callInput {
-		c := &callInput{name: name}
-		inputs[id] = append(inputs[id], c)
-		return c
+}
+
+// textDelta appends a delta of text or reasoning to its part (opened when
+// the provider sent no start) and previews it, within the step's caps.
+func (r *stepReader) textDelta(typ jsonb.PartType, open map[string]int, part fantasy.StreamPart) {
+	i, ok := open[part.ID]
+	if !ok {
+		i = r.open(typ, open, part.ID)
 	}
-	for part := range stream {
-		switch part.Type {
-		case fantasy.StreamPartTypeWarnings:
-			res.Warnings = append(res.Warnings, part.Warnings...)
-		case fantasy.StreamPartTypeTextStart:
-			open(jsonb.PartText, texts, part.ID)
-		case fantasy.StreamPartTypeTextDelta:
-			i, ok := texts[part.ID]
-			if !ok {
-				i = open(jsonb.PartText, texts, part.ID)
-			}
-			d, fits := budget.take(part.Delta, true)
-			appendText(i, d)
-			if d != "" {
-				emit(Delta{Kind: "text", Text: d})
-			}
-			res.Capped = !fits
-		case fantasy.StreamPartTypeTextEnd:
-			delete(texts, part.ID)
-		case fantasy.StreamPartTypeReasoningStart:
-			keep(open(jsonb.PartReasoning, reasonings, part.ID), part.ProviderMetadata)
-		case fantasy.StreamPartTypeReasoningDelta:
-			i, ok := reasonings[part.ID]
-			if !ok {
-				i = open(jsonb.PartReasoning, reasonings, part.ID)
-			}
-			d, fits := budget.take(part.Delta, true)
-			appendText(i, d)
-			keep(i, part.ProviderMetadata)
-			if d != "" {
-				emit(Delta{Kind: "reasoning", Text: d})
-			}
-			res.Capped = !fits
-		case fantasy.StreamPartTypeReasoningEnd:
-			if i, ok := reasonings[part.ID]; ok {
-				keep(i, part.ProviderMetadata)
-				delete(reasonings, part.ID)
-			}
-		case fantasy.StreamPartTypeToolInputStart:
-			_, fits := budget.take(part.ID+part.ToolCallName, false)
-			started(part.ID, part.ToolCallName)
-			emit(Delta{Kind: "tool-input", ToolCallID: part.ID, ToolName: part.ToolCallName})
-			res.Capped = !fits
-		case fantasy.StreamPartTypeToolInputDelta:
-			// OpenAI puts the fragment in Delta, Anthropic in ToolCallInput.
-			frag := part.Delta
-			if frag == "" {
-				frag = part.ToolCallInput
-			}
-			if _, fits := budget.take(frag, false); !fits {
-				res.Capped = true
-				break
-			}
-			var c *callInput
-			if q := inputs[part.ID]; len(q) > 0 {
-				c = q[len(q)-1] // the latest call started with this id
-			} else {
-				c = started(part.ID, "")
-			}
-			if c.oversized || c.b.Len()+len(frag) > maxToolInputBytes {
-				c.oversized = true
-				break
-			}
-			c.b.WriteString(frag)
-			emit(Delta{Kind: "tool-input", ToolCallID: part.ID, ToolName: c.name, Text: frag})
-		case fantasy.StreamPartTypeToolCall:
-			p := jsonb.Part{Type: jsonb.PartToolCall, ToolCallID: part.ID, ToolName: part.ToolCallName,
-				ProviderExecuted: part.ProviderExecuted, ProviderMetadata: metadata(part.ProviderMetadata)}
-			input := part.ToolCallInput
-			var c *callInput
-			if q := inputs[part.ID]; len(q) > 0 {
-				c, inputs[part.ID] = q[0], q[1:] // calls finish in the order they started
-			}
-			if c != nil && c.b.Len() > 0 && c.b.String() != input {
-				// What the provider streamed counts: anthropic-sdk-go replaces
-				// streamed arguments that are not JSON (a cut-off call) with
-				// {}, which would look like a well-formed empty call.
-				input = c.b.String()
-			}
-			switch {
-			case c != nil && c.oversized || len(input) > maxToolInputBytes:
-				rejectArgs(&p, jsonb.ArgsTooLarge, argsOversized)
-			case part.ProviderExecuted && input == "":
-				// The provider ran it and sent no input (Responses'
-				// web_search_call): nothing to screen, nothing to run.
-				p.Args = json.RawMessage(`{}`)
-			case !json.Valid([]byte(input)):
-				rejectArgs(&p, jsonb.ArgsInvalidJSON, argsNotJSON)
-			default:
-				p.Args = json.RawMessage(input)
-			}
-			if _, fits := budget.take(part.ID+part.ToolCallName+string(p.ProviderMetadata), false); !fits {
-				res.Capped = true
-				break
-			}
-			res.Parts = append(res.Parts, p)
-		case fantasy.StreamPartTypeToolResult:
-			// The result of a provider-executed tool (web search): kept
-			// with the step, its provider data for the replay, which the
-			// provider requires next to the call (Anthropic refuses a
-			// server_tool_use without its web_search_tool_result).
-			if !part.ProviderExecuted {
-				break
-			}
-			p := jsonb.Part{Type: jsonb.PartToolResult, ToolCallID: part.ID, ToolName: part.ToolCallName, ProviderExecuted: true,
-				ProviderMetadata: metadata(part.ProviderMetadata)}
-			if _, fits := budget.take(part.ID+part.ToolCallName+string(p.ProviderMetadata), false); !fits {
-				res.Capped = true
-				break
-			}
-			res.Parts = append(res.Parts, p)
-		case fantasy.StreamPartTypeSource:
-			if _, fits := budget.take(part.ID+part.URL+part.Title, false); !fits {
-				res.Capped = true
-				break
-			}
-			res.Parts = append(res.Parts, jsonb.Part{Type: jsonb.PartSource, SourceID: part.ID, URL: part.URL, Title: part.Title})
-		case fantasy.StreamPartTypeFinish:
-			res.FinishReason = part.FinishReason
-			res.Usage = part.Usage
-		case fantasy.StreamPartTypeError:
-			res.Err = part.Error
-			if res.Err == nil {
-				res.Err = errors.New("provider stream failed")
-			}
-		}
-		if res.Capped {
-			// Stop reading (fantasy closes the response) and end the step
-			// as a length finish with what is complete.
-			res.FinishReason, res.Err = fantasy.FinishReasonLength, nil
-			break
-		}
+	d, fits := r.budget.take(part.Delta, true)
+	b := r.bodies[i]
+	if b == nil {
+		b = &strings.Builder{}
+		r.bodies[i] = b
 	}
-	for i, b := range bodies {
+	b.WriteString(d)
+	if typ == jsonb.PartReasoning {
+		r.keep(i, part.ProviderMetadata)
+	}
+	if d != "" {
+		r.emit(Delta{Kind: string(typ), Text: d})
+	}
+	r.res.Capped = !fits
+}
+
+// started notes a tool call whose arguments will stream.
+func (r *stepReader) started(id, name string) *callInput {
+	c := &callInput{name: name}
+	r.inputs[id] = append(r.inputs[id], c)
+	return c
+}
+
+// toolInputDelta appends a fragment of a call's arguments, up to the
+// call's cap, and previews it.
+func (r *stepReader) toolInputDelta(part fantasy.StreamPart) {
+	// OpenAI puts the fragment in Delta, Anthropic in ToolCallInput.
+	frag := part.Delta
+	if frag == "" {
+		frag = part.ToolCallInput
+	}
+	if _, fits := r.budget.take(frag, false); !fits {
+		r.res.Capped = true
+		return
+	}
+	var c *callInput
+	if q := r.inputs[part.ID]; len(q) > 0 {
+		c = q[len(q)-1] // the latest call started with this id
+	} else {
+		c = r.started(part.ID, "")
+	}
+	if c.oversized || c.b.Len()+len(frag) > maxToolInputBytes {
+		c.oversized = true
+		return
+	}
+	c.b.WriteString(frag)
+	r.emit(Delta{Kind: "tool-input", ToolCallID: part.ID, ToolName: c.name, Text: frag})
+}
+
+// toolCall adds a finished call with the arguments it streamed, or the
+// placeholder of arguments too large or not JSON.
+func (r *stepReader) toolCall(part fantasy.StreamPart) {
+	p := jsonb.Part{Type: jsonb.PartToolCall, ToolCallID: part.ID, ToolName: part.ToolCallName,
+		ProviderExecuted: part.ProviderExecuted, ProviderMetadata: metadata(part.ProviderMetadata)}
+	input := part.ToolCallInput
+	var c *callInput
+	if q := r.inputs[part.ID]; len(q) > 0 {
+		c, r.inputs[part.ID] = q[0], q[1:] // calls finish in the order they started
+	}
+	if c != nil && c.b.Len() > 0 && c.b.String() != input {
+		// What the provider streamed counts: anthropic-sdk-go replaces
+		// streamed arguments that are not JSON (a cut-off call) with
+		// {}, which would look like a well-formed empty call.
+		input = c.b.String()
+	}
+	switch {
+	case c != nil && c.oversized || len(input) > maxToolInputBytes:
+		rejectArgs(&p, jsonb.ArgsTooLarge, argsOversized)
+	case part.ProviderExecuted && input == "":
+		// The provider ran it and sent no input (Responses'
+		// web_search_call): nothing to screen, nothing to run.
+		p.Args = json.RawMessage(`{}`)
+	case !json.Valid([]byte(input)):
+		rejectArgs(&p, jsonb.ArgsInvalidJSON, argsNotJSON)
+	default:
+		p.Args = json.RawMessage(input)
+	}
+	r.add(p, part.ID+part.ToolCallName+string(p.ProviderMetadata))
+}
+
+// toolResult keeps the result of a provider-executed tool (web search)
+// with the step, its provider data for the replay, which the provider
+// requires next to the call (Anthropic refuses a server_tool_use without
+// its web_search_tool_result).
+func (r *stepReader) toolResult(part fantasy.StreamPart) {
+	if !part.ProviderExecuted {
+		return
+	}
+	p := jsonb.Part{Type: jsonb.PartToolResult, ToolCallID: part.ID, ToolName: part.ToolCallName, ProviderExecuted: true,
+		ProviderMetadata: metadata(part.ProviderMetadata)}
+	r.add(p, part.ID+part.ToolCallName+string(p.ProviderMetadata))
+}
+
+// add appends a part whose size is that of counted, unless it is beyond
+// the step's caps.
+func (r *stepReader) add(p jsonb.Part, counted string) {
+	if _, fits := r.budget.take(counted, false); !fits {
+		r.res.Capped = true
+		return
+	}
+	r.res.Parts = append(r.res.Parts, p)
+}
+
+// finish completes the parts and says how the step ended: a stream that
+// stopped without a finish is incomplete.
+func (r *stepReader) finish(ctx context.Context) stepResult {
+	res := r.res
+	for i, b := range r.bodies {
 		res.Parts[i].Text = b.String()
 	}
 	res.Parts = slices.DeleteFunc(res.Parts, func(p jsonb.Part) bool {
