@@ -409,8 +409,9 @@ func TestCountersOutOfOrder(t *testing.T) {
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // A chat left running or waiting for client tool results beyond its bounds
-// (issue 14: a duplicate tool-call id left a chat in requires_action with no
-// pending call; a wedged worker would leave a lease to expire unnoticed).
+// is reported: a duplicate tool-call id once left a chat in requires_action
+// with no pending call, and a wedged worker would leave a lease to expire
+// unnoticed.
 // Each case plants the row by hand; within the grace nothing is reported.
 func TestStuckChat(t *testing.T) {
 	t.Parallel()

@@ -109,7 +109,7 @@ func (h withHeader) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// TestTraceAcrossReplicas is issue 37's acceptance test: two server
+// TestTraceAcrossReplicas follows one request through every seam: two server
 // processes on one database export traces (OTLP/HTTP) to a receiver. A
 // client in its own trace creates a structured chat on A (API only,
 // sending traceparent); B's worker runs the turn: a read_file call, an

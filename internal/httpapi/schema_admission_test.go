@@ -149,7 +149,7 @@ func TestLargeSchemaAdmitted(t *testing.T) {
 	}
 }
 
-// TestSchemaWarningsInResponses (issue 33): what a schema holds that chatd
+// TestSchemaWarningsInResponses: what a schema holds that chatd
 // admits but does not check (an unknown keyword or format, a keyword
 // beside a Draft-07 $ref) is listed in the create, send and edit
 // responses, replays included; a schema without any lists nothing.

@@ -73,7 +73,7 @@ func openStreams(b *testing.B, c *client.Client, chat uuid.UUID, n int) []*bench
 // same run (rounds alternating): one op is a queued structured request
 // deleted in the store (its cancelled receipt committed) and delivered to
 // all streams, and one floor delivery (BenchmarkReceiptDeliveryFloor).
-// A delivery is timed from the receipt's commit, as issue 16 defines it:
+// A delivery is timed from the receipt's commit, as a client sees it:
 // from the moment chatd sends the deleting transaction's COMMIT, and the
 // floor its autocommitted pg_notify (each including its commit's round
 // trip). p50/p99 are over all deliveries; p99_vs_floor is the ratio of the

@@ -20,7 +20,7 @@ import (
 	"github.com/chatd/chatd/internal/testenv"
 )
 
-// Seed 000 §5.4: a stream's reads (initialisation, catch-ups, the feed's
+// A stream's reads (initialisation, catch-ups, the feed's
 // reads after changes) may fail, or find nothing new, while commits go on.
 // These tests fault the real reads (httpapi.TestSignals.StreamRead) and
 // check that a stream never moves its watermark past changes it did not

@@ -23,23 +23,11 @@ const (
 )
 
 // Storable checks, before anything is written, that raw JSON (a model's
-// tool arguments, a client's tool result) can be stored as jsonb exactly
-// and cheaply. It refuses:
-//   - anything but one value, and trailing data;
-//   - duplicate object keys: jsonb keeps the last one, so the stored call
-//     would not be the one the model made;
-//   - a number beyond float64's range (1e400, or 1e-400, which rounds to
-//     zero): jsonb refuses some of these (SQLSTATE 22003), and a step that
-//     holds one could never commit;
-//   - a number longer than MaxNumberLen as written or in the plain decimal
-//     notation jsonb stores (1e100000 would become 100001 digits; a
-//     float64 with 17 significant digits needs at most 343);
-//   - a zero with an exponent beyond ±MaxZeroExp;
-//   - nesting deeper than MaxRawDepth (PostgreSQL's parser recurses).
-//
-// Strings are the codec's business: MarshalParts encodes U+0000, lone
-// surrogates and invalid UTF-8. The error says what is wrong and where,
-// quoting at most the start of the offending literal.
+// tool arguments, a client's tool result) is one value jsonb stores exactly
+// and cheaply: jsonb keeps only the last of duplicate keys and refuses or
+// bloats some numbers, so the stored call would not be the one made or its
+// step could never commit. The bounds are the constants above; strings are
+// MarshalParts' business.
 func Storable(raw []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()

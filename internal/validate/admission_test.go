@@ -9,7 +9,7 @@ import (
 	oracle "github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// TestSchemasAsWritten: issue 33's everyday schemas are admitted as
+// TestSchemasAsWritten: everyday schemas are admitted as
 // written, each with the warnings it deserves, and validate as the oracle
 // (santhosh-tekuri/jsonschema v6) does. Before, each was a 400: format
 // "password"/"binary" (Pydantic's SecretStr, bytes) "unsupported format",

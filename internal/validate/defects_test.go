@@ -8,9 +8,8 @@ import (
 	"github.com/xeipuuv/gojsonschema"
 )
 
-// Each known gojsonschema v1.2.0 defect (../shared/research/validator.md
-// §0.3, §1.5, §1.7, §3.3) is either refused before the library runs or
-// worked around. The tests show the defect in the bare library first
+// Each known gojsonschema v1.2.0 defect is either refused before the
+// library runs or worked around. The tests show the defect in the bare library first
 // where that is cheap, then that our API does not hit it.
 
 func valid(t *testing.T, s *Schema, value string) bool {

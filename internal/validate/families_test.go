@@ -10,8 +10,8 @@ import (
 // Adversarial families: schemas at or near the caps paired with values that
 // grow with n. The verification test and the benchmarks grow each value to
 // the largest n the budget accepts (TestBudgetFamilies, BenchmarkFamilies).
-// V1-V15 follow ../shared/research/validator.md §5.5; V16 and above are
-// further shapes found while building the estimator.
+// V1-V15 are the shapes the estimator was designed against; V16 and above
+// are further shapes found while building it.
 type family struct {
 	name   string
 	schema string
@@ -25,8 +25,8 @@ func tree128(leaf string) string {
 	return `{"allOf":[` + repeatJoin(16, constant(inner)) + `]}`
 }
 
-// num64 is a 64-character number literal, the longest the scan admitted
-// before issue 33 (written and in the plain decimal notation jsonb stores).
+// num64 is a 64-character number literal, the longest an earlier scan
+// admitted, written and in the plain decimal notation jsonb stores.
 var num64 = strings.Repeat("7", 32) + "." + strings.Repeat("7", 31)
 
 // numMax is a MaxNumberLen-character literal, the longest the scan admits
@@ -121,7 +121,7 @@ var families = []family{
 		value: func(n int) string { return obj(n, constant(`0`)) }, maxN: 16383},
 	{name: "V26-folded-range-keys", schema: `{"patternProperties":{"(?i)[\\x{42}-\\x{1e942}]":{}}}`,
 		value: func(n int) string { return obj(n, constant(`0`)) }, maxN: 16383},
-	// every float64 is admitted (issue 33): the longest literals, and
+	// every float64 is admitted: the longest literals, and
 	// numbers whose exact values have 300-digit denominators, compared,
 	// divided and rendered in errors
 	{name: "V27-longest-numbers", schema: `{"items":{"allOf":[` + repeatJoin(8, constant(`{"type":"number"}`)) + `]}}`,

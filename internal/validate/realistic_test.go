@@ -92,9 +92,9 @@ var lineKinds = []string{"road", "river", "rail", "trail", "coast", "border", "p
 
 // fieldFamilies are catalogue-style shapes: maps keyed by patternProperties
 // holding short number arrays, with not, if or oneOf on each position (the
-// shape the estimator before issue 13 refused at 6 KB while the library
-// validated it in about a millisecond: it applied every pattern's schema
-// to every key and priced not, if and oneOf as failing), a time series
+// shape an earlier estimator refused at 6 KB while the library validated
+// it in about a millisecond: it applied every pattern's schema to every
+// key and priced not, if and oneOf as failing), a time series
 // keyed by date and a translations map.
 func fieldFamilies() []realisticFamily {
 	lines := func(kinds int, position string) string {

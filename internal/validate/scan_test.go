@@ -201,7 +201,7 @@ func TestNumberInfo(t *testing.T) {
 
 // Numbers are stored in jsonb, which renders them in plain decimal
 // notation: a literal must stay within the limit in that form too, or the
-// copy read back from the database would not pass the scan (issue 14.4).
+// copy read back from the database would not pass the scan.
 func TestNumberPlainForm(t *testing.T) {
 	t.Parallel()
 	for lit, want := range map[string]int{
@@ -218,7 +218,7 @@ func TestNumberPlainForm(t *testing.T) {
 			t.Errorf("plainLen(%s) = %d, want %d", lit, got, want)
 		}
 	}
-	// Every float64 is admitted (issue 33): 123e65 (a JSONTestSuite y_
+	// Every float64 is admitted: 123e65 (a JSONTestSuite y_
 	// case), 1.5e300, the extremes; only what is beyond the range, or
 	// longer than the limit in plain notation, is refused, at its pointer.
 	for _, ok := range []string{`[123e65]`, `{"maximum":1e100}`, `{"a":[1,-1e-70]}`, `[1.5e300,0.0000001e-300]`,

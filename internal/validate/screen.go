@@ -15,7 +15,7 @@ import (
 )
 
 // Caps on caller schemas, checked by the screening before any library call.
-// Fitted to the SchemaStore catalogue (issue 33): the largest hermetic
+// Fitted to the SchemaStore catalogue: the largest hermetic
 // draft-07 schema the oracle accepts fits each, with room; the measurements
 // behind them are in docs/structured-output.md.
 const (
