@@ -1,8 +1,10 @@
 // Package testsignal holds points in production code that a test can hold
-// while it does something else, after River's testsignal: a package keeps
-// one struct of them (runner.TestSignals), which production leaves zero, so
-// each point costs a nil check. Tests use them as barriers: reach a point,
-// act (interrupt, edit, kill), release, and assert, with no sleeps.
+// while it does something else, or hear from, after River's testsignal: a
+// package keeps one struct of them (runner.TestSignals), which production
+// leaves zero, so each point costs a nil check. Tests use a Barrier to
+// reach a point, act (interrupt, edit, kill), release, and assert, and a
+// Signal to wait for what happened (a process started, a call was sent)
+// instead of sleeping.
 package testsignal
 
 import (
@@ -57,3 +59,43 @@ func (b *Barrier) Release() {
 		b.free.Do(func() { close(b.release) })
 	}
 }
+
+// Signal is a point where production code tells a test that something
+// happened, and what. The zero Signal drops every value, so in production a
+// point costs a nil check. Arm it before the code under test starts: with
+// Init to read the values from C, or with InitFunc to take each one where it
+// is signalled.
+type Signal[T any] struct {
+	ch chan T
+	f  func(T)
+}
+
+// signalBuffer is how many values an armed Signal holds for the test.
+const signalBuffer = 64
+
+// Init arms s: values wait in C for the test to read them.
+func (s *Signal[T]) Init() { s.ch = make(chan T, signalBuffer) }
+
+// InitFunc arms s to call f with each value, on the goroutine that
+// signals it: for a test that keeps every value, or a few of them.
+func (s *Signal[T]) InitFunc(f func(T)) { s.f = f }
+
+// Signal is the point itself. It never blocks: a test that lets
+// signalBuffer values go unread is broken, and panics here.
+func (s *Signal[T]) Signal(v T) {
+	switch {
+	case s == nil:
+	case s.f != nil:
+		s.f(v)
+	case s.ch != nil:
+		select {
+		case s.ch <- v:
+		default:
+			panic("testsignal: a Signal's buffer is full: its test does not read it")
+		}
+	}
+}
+
+// C is where an armed Signal's values wait (nil when s is not armed by
+// Init).
+func (s *Signal[T]) C() <-chan T { return s.ch }

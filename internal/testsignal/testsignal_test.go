@@ -51,3 +51,46 @@ func TestBarrierLetsACancelledArrivalGo(t *testing.T) {
 	cancel()
 	<-done
 }
+
+func TestZeroSignalDropsValues(t *testing.T) {
+	t.Parallel()
+	var s testsignal.Signal[int]
+	s.Signal(1) // dropped, never blocks
+	if s.C() != nil {
+		t.Fatal("a zero Signal has a channel")
+	}
+	var nilS *testsignal.Signal[int]
+	nilS.Signal(1)
+}
+
+func TestSignalHandsValuesToTheTest(t *testing.T) {
+	t.Parallel()
+	var s testsignal.Signal[string]
+	s.Init()
+	go s.Signal("started")
+	if got := <-s.C(); got != "started" {
+		t.Fatalf("got %q", got)
+	}
+	var seen []int
+	var f testsignal.Signal[int]
+	f.InitFunc(func(v int) { seen = append(seen, v) })
+	f.Signal(1)
+	f.Signal(2)
+	if len(seen) != 2 || seen[0] != 1 || seen[1] != 2 {
+		t.Fatalf("seen %v", seen)
+	}
+}
+
+func TestSignalUnreadPanics(t *testing.T) {
+	t.Parallel()
+	var s testsignal.Signal[int]
+	s.Init()
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a full Signal did not panic")
+		}
+	}()
+	for i := range 1000 {
+		s.Signal(i)
+	}
+}
