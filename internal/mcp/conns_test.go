@@ -60,17 +60,6 @@ func TestConcurrentCallsOverHTTPReuseConnections(t *testing.T) {
 	t.Cleanup(srv.Close)
 	e := start(t, mcp.ServerConfig{Name: "remote", Transport: mcp.TransportHTTP, URL: srv.URL + "/mcp", Chats: mcp.ChatsAll,
 		Allow: []string{"echo"}})
-	drained := make(chan struct{})
-	t.Cleanup(func() { close(drained) })
-	go func() { // OnCall's, unread here
-		for {
-			select {
-			case <-e.calls:
-			case <-drained:
-				return
-			}
-		}
-	}()
 	tool, ok := e.m.Lookup("m", nil, "remote__echo")
 	if !ok {
 		t.Fatalf("no remote__echo among %v", names(e.m.Tools("m", nil)))

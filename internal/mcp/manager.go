@@ -17,6 +17,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chatd/chatd/internal/testsignal"
 )
 
 // Options tune a Manager.
@@ -30,10 +32,23 @@ type Options struct {
 	Reserved []string
 	// RetryBase and RetryMax shape the reconnect backoff (1s, 30s).
 	RetryBase, RetryMax time.Duration
-	// OnStart, when set, learns the pid of every stdio child (tests).
-	OnStart func(server string, pid int)
-	// OnCall, when set, is told just before a call is sent (tests).
-	OnCall func(server, tool string)
+	// TestSignals are points tests hear from; nil in production.
+	TestSignals *TestSignals
+}
+
+// TestSignals are the points of a Manager that tests wait for instead of
+// sleeping. Production leaves them zero.
+type TestSignals struct {
+	// Started hears every stdio child as it starts.
+	Started testsignal.Signal[Child]
+	// Sending hears the tool of every call just before the call is sent.
+	Sending testsignal.Signal[Tool]
+}
+
+// Child is a server's process.
+type Child struct {
+	Server string
+	PID    int
 }
 
 // Manager owns the connections to the configured servers.
@@ -64,6 +79,9 @@ func New(cfgs []ServerConfig, o Options) *Manager {
 	}
 	if o.RetryMax <= 0 {
 		o.RetryMax = 30 * time.Second
+	}
+	if o.TestSignals == nil {
+		o.TestSignals = &TestSignals{}
 	}
 	m := &Manager{opts: o, log: o.Logger, getenv: o.Getenv, servers: map[string]*server{}, closed: make(chan struct{})}
 	for _, c := range cfgs {
@@ -253,9 +271,7 @@ func (s *server) call(ctx context.Context, t Tool, args json.RawMessage) (Result
 	if len(args) == 0 {
 		args = json.RawMessage(`{}`)
 	}
-	if s.m.opts.OnCall != nil {
-		s.m.opts.OnCall(s.cfg.Name, t.Tool)
-	}
+	s.m.opts.TestSignals.Sending.Signal(t)
 	res, err := sess.CallTool(ctx, &sdk.CallToolParams{Name: t.Tool, Arguments: args})
 	var wire *jsonrpc.Error
 	switch {
@@ -532,10 +548,4 @@ func (s *server) list(ctx context.Context, sess *sdk.ClientSession, why string) 
 	s.mu.Unlock()
 	s.log.Info("mcp tools listed", slog.Int("tools", len(order)))
 	return nil
-}
-
-func (m *Manager) started(server string, pid int) {
-	if m.opts.OnStart != nil {
-		m.opts.OnStart(server, pid)
-	}
 }

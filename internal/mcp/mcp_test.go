@@ -66,25 +66,31 @@ func (l *logBuf) String() string {
 }
 
 type env struct {
-	m     *mcp.Manager
-	reg   *prometheus.Registry
-	logs  *logBuf
-	pids  chan int
-	calls chan string // tool names, as calls are sent
+	m       *mcp.Manager
+	reg     *prometheus.Registry
+	logs    *logBuf
+	signals *mcp.TestSignals
 }
+
+// pid waits for the next child to start.
+func (e *env) pid() int { return (<-e.signals.Started.C()).PID }
+
+// sent waits for the next call to be sent and returns its tool's name.
+func (e *env) sent() string { return (<-e.signals.Sending.C()).Tool }
 
 // start runs a Manager over cfgs until the test ends and waits until every
 // server is connected.
 func start(t *testing.T, cfgs ...mcp.ServerConfig) *env {
 	t.Helper()
-	e := &env{reg: prometheus.NewRegistry(), logs: &logBuf{}, pids: make(chan int, 16), calls: make(chan string, 16)}
+	e := &env{reg: prometheus.NewRegistry(), logs: &logBuf{}, signals: &mcp.TestSignals{}}
+	e.signals.Started.Init()
+	e.signals.Sending.Init()
 	e.m = mcp.New(cfgs, mcp.Options{
-		Logger:    slog.New(slog.NewJSONHandler(e.logs, nil)),
-		Metrics:   e.reg,
-		Reserved:  []string{"coder_structured_output"},
-		RetryBase: 50 * time.Millisecond,
-		OnStart:   func(_ string, pid int) { e.pids <- pid },
-		OnCall:    func(_, tool string) { e.calls <- tool },
+		Logger:      slog.New(slog.NewJSONHandler(e.logs, nil)),
+		Metrics:     e.reg,
+		Reserved:    []string{"coder_structured_output"},
+		RetryBase:   50 * time.Millisecond,
+		TestSignals: e.signals,
 	})
 	e.m.Start(context.Background())
 	t.Cleanup(e.m.Close)
@@ -193,9 +199,9 @@ func sharedServers(t *testing.T) *env {
 // startShared is start without the test's cleanup: the servers live for
 // the package (TestMain stops them).
 func startShared(t *testing.T, cfgs ...mcp.ServerConfig) *env {
-	e := &env{reg: prometheus.NewRegistry(), logs: &logBuf{}, pids: make(chan int, 16)}
+	e := &env{reg: prometheus.NewRegistry(), logs: &logBuf{}}
 	e.m = mcp.New(cfgs, mcp.Options{Logger: slog.New(slog.NewJSONHandler(e.logs, nil)), Metrics: e.reg,
-		Reserved: []string{"coder_structured_output"}, OnStart: func(string, int) {}})
+		Reserved: []string{"coder_structured_output"}})
 	e.m.Start(context.Background())
 	stop := sharedStop
 	sharedStop = func() { e.m.Close(); stop() }
@@ -382,13 +388,13 @@ func TestOversizedResult(t *testing.T) {
 func TestServerDiesMidCall(t *testing.T) {
 	t.Parallel()
 	e := faultServer(t, "crashy", func(c *mcp.ServerConfig) { c.Timeout = "60s" })
-	first := <-e.pids
+	first := e.pid()
 	res := e.call(t, "crashy__die", `{}`)
-	<-e.calls
+	e.sent()
 	if !res.IsError || !strings.Contains(string(res.Output), "closed the connection") {
 		t.Errorf("die: %s", res.Output)
 	}
-	second := <-e.pids // restarted
+	second := e.pid() // restarted
 	if second == first {
 		t.Fatal("same pid")
 	}
@@ -398,7 +404,7 @@ func TestServerDiesMidCall(t *testing.T) {
 		res, _ := e.m.Call(t.Context(), tool, json.RawMessage(`{}`))
 		done <- res
 	}()
-	if tool := <-e.calls; tool != "hang" {
+	if tool := e.sent(); tool != "hang" {
 		t.Fatal(tool)
 	}
 	// Kill it from outside while the call is in flight.
@@ -409,7 +415,7 @@ func TestServerDiesMidCall(t *testing.T) {
 	if !res.IsError {
 		t.Errorf("killed: %s", res.Output)
 	}
-	<-e.pids // and restarted again
+	e.pid() // and restarted again
 	e.until(t, "crashy", func() bool { return e.m.Up("crashy") })
 	if res := e.call(t, "crashy__echo", `{"text":"back"}`); res.IsError {
 		t.Errorf("after the restart: %s", res.Output)
@@ -424,7 +430,7 @@ func TestStdioHygiene(t *testing.T) {
 	e := faultServer(t, "envy", func(c *mcp.ServerConfig) {
 		c.Env = map[string]string{"TOKEN": "CHATD_MCP_TEST_TOKEN", "UNSET": "CHATD_MCP_TEST_UNSET"}
 	})
-	pid := <-e.pids
+	pid := e.pid()
 	res := e.call(t, "envy__env", `{}`)
 	var got map[string]string
 	var out struct {

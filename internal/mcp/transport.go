@@ -134,7 +134,7 @@ func (t *stdioTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 		stderr.flush()
 		close(p.exited)
 	}()
-	t.s.m.started(cfg.Name, cmd.Process.Pid)
+	t.s.m.opts.TestSignals.Started.Signal(Child{Server: cfg.Name, PID: cmd.Process.Pid})
 	return (&sdk.IOTransport{Reader: outR, Writer: p, MaxLineLength: MaxMessageBytes}).Connect(ctx)
 }
 

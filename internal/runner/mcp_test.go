@@ -39,7 +39,7 @@ type mcpServers struct {
 	reg      *prometheus.Registry
 	record   map[string]string // RECORD_FILE of each fault server
 	mu       sync.Mutex
-	onCall   func(server, tool string)
+	onCall   func(mcp.Tool)
 	pids     chan int // crashy's processes, as started
 	startErr error
 }
@@ -87,6 +87,20 @@ func sharedMCP(t *testing.T) *mcpServers {
 			{Name: "crashy", Transport: mcp.TransportStdio, Command: node, Args: fault, Timeout: "10s", Idempotent: true,
 				Env: map[string]string{"RECORD_FILE": "RECORD_CRASHY"}},
 		}
+		signals := &mcp.TestSignals{}
+		signals.Started.InitFunc(func(c mcp.Child) {
+			if c.Server == "crashy" {
+				s.pids <- c.PID
+			}
+		})
+		signals.Sending.InitFunc(func(t mcp.Tool) {
+			s.mu.Lock()
+			f := s.onCall
+			s.mu.Unlock()
+			if f != nil {
+				f(t)
+			}
+		})
 		s.m = mcp.New(cfgs, mcp.Options{
 			Metrics: s.reg, Reserved: []string{runner.FinalizerName}, RetryBase: 50 * time.Millisecond,
 			Logger: slog.New(slog.DiscardHandler),
@@ -96,19 +110,7 @@ func sharedMCP(t *testing.T) *mcpServers {
 				}
 				return os.LookupEnv(k)
 			},
-			OnStart: func(server string, pid int) {
-				if server == "crashy" {
-					s.pids <- pid
-				}
-			},
-			OnCall: func(server, tool string) {
-				s.mu.Lock()
-				f := s.onCall
-				s.mu.Unlock()
-				if f != nil {
-					f(server, tool)
-				}
-			},
+			TestSignals: signals,
 		})
 		s.m.Start(context.Background())
 		for _, c := range cfgs {
@@ -143,8 +145,8 @@ func (s *mcpServers) until(server string, d time.Duration, cond func() bool) err
 func (s *mcpServers) watchCalls(t *testing.T, server, tool string) <-chan struct{} {
 	ch := make(chan struct{}, 8)
 	s.mu.Lock()
-	s.onCall = func(sv, tl string) {
-		if sv == server && tl == tool {
+	s.onCall = func(t mcp.Tool) {
+		if t.Server == server && t.Tool == tool {
 			ch <- struct{}{}
 		}
 	}
