@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -120,7 +121,8 @@ func (t *stdioTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 	}
 	stderr := &lineLogger{log: t.s.log}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, stderr
-	if err := cmd.Start(); err != nil {
+	p := &process{cmd: cmd, stdin: inW, stdout: outR, exited: make(chan struct{})}
+	if err := p.run(stderr); err != nil {
 		for _, f := range []*os.File{inR, inW, outR, outW} {
 			f.Close()
 		}
@@ -128,12 +130,6 @@ func (t *stdioTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 	}
 	inR.Close()
 	outW.Close()
-	p := &process{cmd: cmd, stdin: inW, stdout: outR, exited: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		stderr.flush()
-		close(p.exited)
-	}()
 	t.s.m.opts.TestSignals.Started.Signal(Child{Server: cfg.Name, PID: cmd.Process.Pid})
 	return (&sdk.IOTransport{Reader: outR, Writer: p, MaxLineLength: MaxMessageBytes}).Connect(ctx)
 }
@@ -154,6 +150,27 @@ var (
 	stopGrace = 2 * time.Second
 	termGrace = 2 * time.Second
 )
+
+// run starts the child and waits for it in the background, both on one OS
+// thread kept until the child is gone: the kernel sends Pdeathsig when the
+// thread that started the child ends, and Go ends a thread whose goroutine
+// exits locked to it (pglocal's does), which would kill a healthy server.
+func (p *process) run(stderr *lineLogger) error {
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := p.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		p.err = p.cmd.Wait()
+		stderr.flush()
+		close(p.exited)
+	}()
+	return <-started
+}
 
 func (p *process) Write(b []byte) (int, error) { return p.stdin.Write(b) }
 

@@ -119,12 +119,27 @@ func Serve(t testing.TB, env []string, name string, args ...string) (stop func()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	// Started and waited for on one OS thread kept until the server is
+	// gone: Pdeathsig follows the thread that started it, and a thread
+	// ends when a goroutine locked to it exits.
+	started, exited := make(chan error, 1), make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		defer close(exited)
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		_ = cmd.Wait()
+	}()
+	if err := <-started; err != nil {
 		t.Fatal(err)
 	}
 	stop = func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
+		<-exited
 	}
 	ready := make(chan error, 1)
 	go func() {
