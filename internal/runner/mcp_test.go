@@ -38,9 +38,10 @@ type mcpServers struct {
 	m        *mcp.Manager
 	reg      *prometheus.Registry
 	record   map[string]string // RECORD_FILE of each fault server
+	signals  *mcp.TestSignals  // Started is read by TestMCPFaultsOfTheProcess alone
+	pids     map[string]int    // the latest process of each server read from Started
 	mu       sync.Mutex
 	onCall   func(mcp.Tool)
-	pids     chan int // crashy's processes, as started
 	startErr error
 }
 
@@ -65,7 +66,7 @@ func stopMCP() {
 func sharedMCP(t *testing.T) *mcpServers {
 	t.Helper()
 	mcpOnce.Do(func() {
-		s := &mcpServers{reg: prometheus.NewRegistry(), record: map[string]string{}, pids: make(chan int, 16)}
+		s := &mcpServers{reg: prometheus.NewRegistry(), record: map[string]string{}, signals: &mcp.TestSignals{}, pids: map[string]int{}}
 		mcpShared = s
 		node, everything := mcptest.Everything(t, "stdio")
 		_, fault := mcptest.Fault(t)
@@ -87,13 +88,8 @@ func sharedMCP(t *testing.T) *mcpServers {
 			{Name: "crashy", Transport: mcp.TransportStdio, Command: node, Args: fault, Timeout: "10s", Idempotent: true,
 				Env: map[string]string{"RECORD_FILE": "RECORD_CRASHY"}},
 		}
-		signals := &mcp.TestSignals{}
-		signals.Started.InitFunc(func(c mcp.Child) {
-			if c.Server == "crashy" {
-				s.pids <- c.PID
-			}
-		})
-		signals.Sending.InitFunc(func(t mcp.Tool) {
+		s.signals.Started.Init()
+		s.signals.Sending.InitFunc(func(t mcp.Tool) {
 			s.mu.Lock()
 			f := s.onCall
 			s.mu.Unlock()
@@ -101,8 +97,10 @@ func sharedMCP(t *testing.T) *mcpServers {
 				f(t)
 			}
 		})
+		// RetryMax is short: a server the tests killed is started again
+		// promptly even when no call waits for it.
 		s.m = mcp.New(cfgs, mcp.Options{
-			Metrics: s.reg, Reserved: []string{runner.FinalizerName}, RetryBase: 50 * time.Millisecond,
+			Metrics: s.reg, Reserved: []string{runner.FinalizerName}, RetryBase: 50 * time.Millisecond, RetryMax: time.Second,
 			Logger: slog.New(slog.DiscardHandler),
 			Getenv: func(k string) (string, bool) {
 				if v, ok := env[k]; ok {
@@ -110,7 +108,7 @@ func sharedMCP(t *testing.T) *mcpServers {
 				}
 				return os.LookupEnv(k)
 			},
-			TestSignals: signals,
+			TestSignals: s.signals,
 		})
 		s.m.Start(context.Background())
 		for _, c := range cfgs {
@@ -137,6 +135,37 @@ func (s *mcpServers) until(server string, d time.Duration, cond func() bool) err
 		case <-ch:
 		case <-timeout:
 			return context.DeadlineExceeded
+		}
+	}
+}
+
+// lastStart reads the starts signalled so far and returns the pid of
+// server's latest process.
+func (s *mcpServers) lastStart(server string) int {
+	for len(s.signals.Started.C()) > 0 {
+		c := <-s.signals.Started.C()
+		s.pids[c.Server] = c.PID
+	}
+	return s.pids[server]
+}
+
+// nextStart waits for server's process to be started again, after those
+// lastStart read, and connected.
+func (s *mcpServers) nextStart(t *testing.T, server string) {
+	t.Helper()
+	for {
+		select {
+		case c := <-s.signals.Started.C():
+			s.pids[c.Server] = c.PID
+			if c.Server != server {
+				continue
+			}
+			if err := s.until(server, 60*time.Second, func() bool { return s.m.Up(server) }); err != nil {
+				t.Fatalf("%s started again but did not connect: %v", server, err)
+			}
+			return
+		case <-t.Context().Done():
+			t.Fatalf("%s was not started again", server)
 		}
 	}
 }
@@ -375,14 +404,23 @@ func TestMCPFaultsOfTheProcess(t *testing.T) {
 	notRepeated0 := notRepeated()
 
 	t.Run("server exits mid-call", func(t *testing.T) {
+		// The echo after the crash is held until crashy is back: its 10s
+		// are for the call, while a node start on a loaded machine can
+		// take longer.
 		script := &mockllm.Script{Steps: []mockllm.Step{
 			{ToolCalls: []mockllm.ToolCall{{Name: "crashy__die", Arguments: `{}`}}},
-			{ToolCalls: []mockllm.ToolCall{{Name: "crashy__echo", Arguments: `{"text":"back"}`}}},
+			{ToolCalls: []mockllm.ToolCall{{Name: "crashy__echo", Arguments: `{"text":"back"}`}}, Hold: true},
 			{Value: json.RawMessage(`{"command":"make test"}`)},
 		}}
+		s.until("crashy", 60*time.Second, func() bool { return s.m.Up("crashy") })
+		s.lastStart("crashy")
+		died := s.watchCalls(t, "crashy", "die")
 		env := testenv.New(t, testenv.Options{MCP: s.m, Mock: mockllm.Options{Script: script}})
 		c := env.Client("alice")
 		chat, req := createMCP(t, c, "crashy")
+		<-died
+		s.nextStart(t, "crashy")
+		env.Mock.Release()
 		if res := wait(t, c, req); res.Status != client.OutputSucceeded {
 			t.Fatalf("result %+v", res)
 		}
@@ -399,10 +437,7 @@ func TestMCPFaultsOfTheProcess(t *testing.T) {
 
 	t.Run("server killed mid-call", func(t *testing.T) {
 		s.until("crashy", 60*time.Second, func() bool { return s.m.Up("crashy") })
-		var pid int
-		for len(s.pids) > 0 {
-			pid = <-s.pids // the latest start
-		}
+		pid := s.lastStart("crashy")
 		calls := s.watchCalls(t, "crashy", "hang")
 		script := &mockllm.Script{Steps: []mockllm.Step{
 			{ToolCalls: []mockllm.ToolCall{{Name: "crashy__hang", Arguments: `{}`}}},
