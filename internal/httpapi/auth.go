@@ -147,7 +147,7 @@ func (tw *tokenWatches) run(w *tokenWatch) {
 // tokenGone says whether the stream's token was revoked or has expired (a
 // database error is not an answer: the next check asks again).
 func (s *Server) tokenGone(ctx context.Context, u user) bool {
-	s.tokenChecks.Add(1)
+	s.signals.TokenChecked.Signal(struct{}{})
 	live, err := s.store.TokenLive(ctx, u.TokenID)
 	return err == nil && !live
 }

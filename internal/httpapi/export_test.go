@@ -8,7 +8,7 @@ import (
 )
 
 // StatusLog records the route pattern and status of every request it is
-// told about (Options.Observe).
+// told about (TestSignals.Answered).
 type StatusLog struct {
 	mu   sync.Mutex
 	seen map[string]map[int]bool
@@ -18,13 +18,13 @@ type StatusLog struct {
 func NewStatusLog() *StatusLog { return &StatusLog{seen: map[string]map[int]bool{}} }
 
 // Record notes one answered request.
-func (l *StatusLog) Record(pattern string, status int) {
+func (l *StatusLog) Record(a Answer) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.seen[pattern] == nil {
-		l.seen[pattern] = map[int]bool{}
+	if l.seen[a.Pattern] == nil {
+		l.seen[a.Pattern] = map[int]bool{}
 	}
-	l.seen[pattern][status] = true
+	l.seen[a.Pattern][a.Status] = true
 }
 
 // Undocumented lists every recorded (route, status) pair that routeDocs
@@ -56,6 +56,3 @@ func documents(d routeDoc, status int) bool {
 
 // Extends reports whether next grew from prev as partials do (partial_test.go).
 func Extends(prev, next any) bool { return extends(prev, next) }
-
-// TokenChecks counts the token re-checks the server asked of the database.
-func (s *Server) TokenChecks() int64 { return s.tokenChecks.Load() }

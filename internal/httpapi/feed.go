@@ -169,7 +169,7 @@ func (s *Server) readStream(ctx context.Context, owner uuid.UUID, q StreamQuery,
 	read := func(ctx context.Context) (store.StreamRead, error) {
 		return s.store.ReadStream(ctx, owner, q.ChatID, q.Watermark, afterID, q.Full)
 	}
-	if s.signals != nil && s.signals.StreamRead != nil {
+	if s.signals.StreamRead != nil {
 		return s.signals.StreamRead(ctx, q, read)
 	}
 	return read(ctx)

@@ -148,7 +148,7 @@ func TestDerivedTitleFitsTheTitleLimit(t *testing.T) {
 // apiWith serves env's chatd through an API of its own options.
 func apiWith(t *testing.T, env *testenv.Env, o httpapi.Options) *httptest.Server {
 	t.Helper()
-	o.Store, o.Models, o.Hub, o.Logger, o.Observe = env.Store, env.Models, env.Hub, env.Logger, testenv.HTTPObserver()
+	o.Store, o.Models, o.Hub, o.Logger, o.TestSignals = env.Store, env.Models, env.Hub, env.Logger, testenv.APISignals(nil)
 	o.Experiments = map[string]bool{httpapi.ExperimentStructuredOutput: true}
 	api := httpapi.New(o)
 	srv := httptest.NewServer(api)

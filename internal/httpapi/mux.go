@@ -11,11 +11,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) string {
 		return "" // a preflight, answered
 	}
 	h, pattern := s.mux.Handler(r)
-	if s.observe != nil && pattern != "" {
-		rec := w.(*statusRecorder)
-		defer func() { s.observe(pattern, rec.status) }()
-	}
 	if pattern != "" {
+		defer s.answered(w, pattern)
 		s.mux.ServeHTTP(w, r) // sets the path values Handler does not
 		return pattern
 	}
@@ -30,6 +27,11 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) string {
 	}
 	s.render(w, r, errorf(http.StatusNotFound, "No route for %s %s.", r.Method, r.URL.Path))
 	return ""
+}
+
+// answered tells the tests the status a route answered with.
+func (s *Server) answered(w http.ResponseWriter, pattern string) {
+	s.signals.Answered.Signal(Answer{Pattern: pattern, Status: w.(*statusRecorder).status})
 }
 
 // statusRecorder remembers the status and size of a response.

@@ -173,7 +173,7 @@ func TestRequestIDAndAccessLog(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t, testenv.Options{NoRunner: true})
 	logs := &testenv.LogBuffer{}
-	api := httpapi.New(httpapi.Options{Observe: testenv.HTTPObserver(), Store: env.Store, Models: env.Models, Hub: env.Hub,
+	api := httpapi.New(httpapi.Options{TestSignals: testenv.APISignals(nil), Store: env.Store, Models: env.Models, Hub: env.Hub,
 		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	token := env.Token("alice")
 
@@ -257,7 +257,7 @@ func TestRequestIDAndAccessLog(t *testing.T) {
 	}
 	gone.Close() // a database that went away
 	logs2 := &testenv.LogBuffer{}
-	broken := httpapi.New(httpapi.Options{Observe: testenv.HTTPObserver(), Store: store.New(gone), Models: env.Models, Hub: env.Hub,
+	broken := httpapi.New(httpapi.Options{TestSignals: testenv.APISignals(nil), Store: store.New(gone), Models: env.Models, Hub: env.Hub,
 		Logger: slog.New(slog.NewJSONHandler(logs2, nil))})
 	req := httptest.NewRequest("GET", "/api/v1/chats", nil)
 	req.Header.Set("Authorization", "Bearer "+token)
@@ -288,7 +288,7 @@ func TestAccessLogLevel(t *testing.T) {
 		want  int
 	}{{0, 1}, {slog.LevelDebug, 0}} {
 		logs := &testenv.LogBuffer{}
-		api := httpapi.New(httpapi.Options{Observe: testenv.HTTPObserver(), AccessLogLevel: tc.level,
+		api := httpapi.New(httpapi.Options{TestSignals: testenv.APISignals(nil), AccessLogLevel: tc.level,
 			Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 		api.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/api/v1/nothing-here", nil))
 		if got := strings.Count(logs.String(), `"msg":"http request"`); got != tc.want {

@@ -25,6 +25,7 @@ import (
 	"github.com/chatd/chatd/internal/notify"
 	"github.com/chatd/chatd/internal/provider"
 	"github.com/chatd/chatd/internal/store"
+	"github.com/chatd/chatd/internal/testsignal"
 )
 
 var errEOF = io.EOF
@@ -74,24 +75,33 @@ type Options struct {
 	// (the runner and the store register theirs on the same registry). Nil:
 	// a registry of the API's own.
 	Metrics *prometheus.Registry
-	// Observe, when set, is told the route pattern and status of every
-	// request a route answered (tests check that each is documented).
-	Observe func(pattern string, status int)
 	// Slots are this process's running slots (runner.Options.Slots): while
 	// one is free, a new chat is claimed for it in its admission and
 	// handed over. Nil: chats are announced to every replica (chatd_work).
 	Slots *handoff.Slots[store.Turn]
-	// TestSignals are points tests fault; nil in production.
+	// TestSignals are points tests fault or hear from; nil in production.
 	TestSignals *TestSignals
 }
 
-// TestSignals are the API's points that tests fault or hold. Production
-// leaves them nil.
+// TestSignals are the API's points that tests fault, hold or hear from.
+// Production leaves them nil.
 type TestSignals struct {
 	// StreamRead, when set, makes every read of a chat stream (its first,
 	// its own catch-ups and its feed's) by calling read or not: tests fail
 	// reads, or hold them, wrapping the real one.
 	StreamRead func(ctx context.Context, q StreamQuery, read func(context.Context) (store.StreamRead, error)) (store.StreamRead, error)
+	// Answered hears the route and status of every request a route
+	// answered: tests check that each is documented.
+	Answered testsignal.Signal[Answer]
+	// TokenChecked hears each time the server asks the database whether a
+	// token still works.
+	TokenChecked testsignal.Signal[struct{}]
+}
+
+// Answer is a route's pattern and the status it answered a request with.
+type Answer struct {
+	Pattern string
+	Status  int
 }
 
 // StreamQuery says which read of a stream TestSignals.StreamRead wraps.
@@ -144,13 +154,11 @@ type Server struct {
 	accessLevel slog.Level
 	corsOrigins []string
 	mux         *http.ServeMux
-	observe     func(pattern string, status int)
 	openapi     []byte
 	queryNames  map[string][]string // "METHOD pattern": the documented query parameters
 
 	feeds        *feeds
 	tokens       *tokenWatches
-	tokenChecks  atomic.Int64 // token re-checks asked of the database (tests)
 	streams      atomic.Int64
 	userStreamMu sync.Mutex
 	userStreams  map[uuid.UUID]int // open streams by user, for MaxStreamsPerUser
@@ -190,7 +198,10 @@ func New(o Options) *Server {
 	s := &Server{store: o.Store, models: o.Models, hub: o.Hub, experiments: o.Experiments,
 		serverTools: map[string]bool{}, mcp: o.MCP, maxBody: o.MaxBodyBytes, bodyTimeout: o.BodyReadTimeout, maxStreams: o.MaxStreamsPerUser,
 		userStreams: map[uuid.UUID]int{}, log: o.Logger, accessLevel: o.AccessLogLevel, corsOrigins: o.CORSOrigins, mux: http.NewServeMux(),
-		observe: o.Observe, shutdown: make(chan struct{}), signals: o.TestSignals}
+		shutdown: make(chan struct{}), signals: o.TestSignals}
+	if s.signals == nil {
+		s.signals = &TestSignals{}
+	}
 	s.spawnAgents, s.slots = o.SpawnAgents, o.Slots
 	s.maxRunnable = max(o.MaxRunnablePerUser, 0)
 	if o.SpawnAgents {

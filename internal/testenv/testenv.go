@@ -104,7 +104,8 @@ type Options struct {
 	// Metrics, Wake and Render are set here).
 	Webhooks       []config.Webhook
 	WebhookOptions webhooks.Options
-	// APISignals are the API's test signals (fault a stream's reads).
+	// APISignals are the API's test signals (fault a stream's reads, hear
+	// token checks); Answered is armed here when ObserveHTTP was called.
 	APISignals *httpapi.TestSignals
 }
 
@@ -274,7 +275,7 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 	e.Server = httpapi.New(httpapi.Options{Store: e.Store, Models: e.Models, Hub: e.Hub, Experiments: exp, ServerTools: toolNames, MCP: o.MCP,
 		SpawnAgents: o.Spawn != nil, Slots: slots,
 		Logger: e.Logger, Metrics: e.Metrics, CORSOrigins: o.CORSOrigins, MaxStreamsPerUser: o.MaxStreamsPerUser,
-		MaxRunnablePerUser: o.MaxRunnablePerUser, Observe: HTTPObserver(), TestSignals: o.APISignals})
+		MaxRunnablePerUser: o.MaxRunnablePerUser, TestSignals: APISignals(o.APISignals)})
 	e.API = httptest.NewServer(e.Server)
 	e.stops = append(e.stops, func() {
 		e.Server.Shutdown()
@@ -402,17 +403,21 @@ func (e *Env) Token(userName string) string {
 	return token
 }
 
-var httpObserver atomic.Pointer[func(pattern string, status int)]
+var httpObserver atomic.Pointer[func(httpapi.Answer)]
 
 // ObserveHTTP makes every API server built afterwards by this test binary
-// report the route pattern and status of each answered request to f
-// (httpapi's TestMain checks that each is documented).
-func ObserveHTTP(f func(pattern string, status int)) { httpObserver.Store(&f) }
+// with APISignals tell f the route pattern and status of each answered
+// request (httpapi's TestMain checks that each is documented).
+func ObserveHTTP(f func(httpapi.Answer)) { httpObserver.Store(&f) }
 
-// HTTPObserver is what ObserveHTTP set, or nil.
-func HTTPObserver() func(pattern string, status int) {
-	if f := httpObserver.Load(); f != nil {
-		return *f
+// APISignals are the test signals of an API server: s (new ones when nil),
+// with Answered armed when ObserveHTTP was called.
+func APISignals(s *httpapi.TestSignals) *httpapi.TestSignals {
+	if s == nil {
+		s = &httpapi.TestSignals{}
 	}
-	return nil
+	if f := httpObserver.Load(); f != nil {
+		s.Answered.InitFunc(*f)
+	}
+	return s
 }
