@@ -26,11 +26,6 @@ const (
 	SnapshotResync int64 = -1
 )
 
-// formatChatPayload is the payload the triggers write for e.
-func formatChatPayload(e Event) string {
-	return e.ChatID.String() + " " + strconv.FormatInt(e.Snapshot, 10) + " " + e.OwnerID.String()
-}
-
 // parseChatPayload reads a chatd_chat payload; false for anything else.
 func parseChatPayload(payload string) (Event, bool) {
 	f := strings.Split(payload, " ")

@@ -2,6 +2,7 @@ package notify
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -80,4 +81,9 @@ func TestChatPayloadFromTheTriggers(t *testing.T) {
 			t.Errorf("%s: formatChatPayload wrote %q, the trigger %q", st.sql, s, n.Payload)
 		}
 	}
+}
+
+// formatChatPayload is the payload the triggers write for e.
+func formatChatPayload(e Event) string {
+	return e.ChatID.String() + " " + strconv.FormatInt(e.Snapshot, 10) + " " + e.OwnerID.String()
 }

@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -179,7 +180,7 @@ func turnTransactionBudget(t *testing.T, noHandoff bool, claims int64) {
 	}
 	writes := nextXID(t, admin) - xid0
 	settle(t, txs, warm+turns)
-	got := store.Sub(txs.Snapshot(), before)
+	got := txDelta(txs.Snapshot(), before)
 	elapsed := time.Since(start)
 
 	if want := (2 + claims) * turns; writes != want {
@@ -303,7 +304,7 @@ func TestTurnTransactionBudgetWithWebhooks(t *testing.T) {
 	delivered(warm + turns)
 	writes := nextXID(t, admin) - xid0
 	settle(t, txs, warm+turns, "worker_commit", "webhook_done")
-	got := store.Sub(txs.Snapshot(), before)
+	got := txDelta(txs.Snapshot(), before)
 
 	// Handed over, no turn claims (an idle worker's poll may: claim_next).
 	for purpose, want := range map[string]int64{"admit": turns, "claim": 0, "worker_commit": turns,
@@ -436,7 +437,7 @@ func replicaTurns(t *testing.T, cluster *pglocal.Cluster, admin *pgx.Conn, repli
 	}
 	writes := nextXID(t, admin) - xid0
 	claimed(warm + turns)
-	run := replicaRun{writes: writes, chatd: store.Sub(txs.Snapshot(), before)}
+	run := replicaRun{writes: writes, chatd: txDelta(txs.Snapshot(), before)}
 	run.follows = run.chatd["ChatFollowerRegister"].Commits
 	for _, env := range envs {
 		env.Stop()
@@ -572,7 +573,7 @@ func TestFollowUpHandOff(t *testing.T) {
 				t.Fatalf("result %+v", res)
 			}
 		}
-		got := store.Sub(txs.Snapshot(), before)
+		got := txDelta(txs.Snapshot(), before)
 		if st := got["claim"]; st.Commits != claims*turns || st.Rollbacks != 0 {
 			t.Errorf("claims: %+v, want %d commits in %d turns (%v)", st, claims*turns, turns, got)
 		}
@@ -656,4 +657,22 @@ func bothPaths(t *testing.T, test func(t *testing.T, noHandoff bool, claims int6
 			test(t, tc.noHandoff, tc.claims)
 		})
 	}
+}
+
+// txDelta returns after − before, leaving out purposes that did not change.
+func txDelta(after, before map[string]store.TxStat) map[string]store.TxStat {
+	out := maps.Clone(after)
+	for k, b := range before {
+		a := out[k]
+		a.Commits -= b.Commits
+		a.Rollbacks -= b.Rollbacks
+		a.Statements -= b.Statements
+		a.RoundTrips -= b.RoundTrips
+		if a == (store.TxStat{}) {
+			delete(out, k)
+			continue
+		}
+		out[k] = a
+	}
+	return out
 }

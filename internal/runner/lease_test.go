@@ -7,7 +7,6 @@ import (
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/mockllm"
 	"github.com/chatd/chatd/internal/runner"
-	"github.com/chatd/chatd/internal/store"
 	"github.com/chatd/chatd/internal/testenv"
 )
 
@@ -25,7 +24,7 @@ func TestLeaseRenewedThroughALongStep(t *testing.T) {
 	if res := wait(t, c, req); res.Status != client.OutputSucceeded {
 		t.Fatalf("result %+v", res)
 	}
-	got := store.Sub(txs.Snapshot(), before)
+	got := txDelta(txs.Snapshot(), before)
 	// At least every third of the lease while the step ran (6 in 2s),
 	// with room for a slow machine.
 	if st := got["ChatRenewLeaseIfOwned"]; st.Commits < 4 {

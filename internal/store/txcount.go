@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -225,24 +224,6 @@ func (c *TxCounter) TraceRelease(_ *pgxpool.Pool, data pgxpool.TraceReleaseData)
 	c.mu.Lock()
 	delete(c.open, data.Conn)
 	c.mu.Unlock()
-}
-
-// Sub returns after − before, leaving out purposes that did not change.
-func Sub(after, before map[string]TxStat) map[string]TxStat {
-	out := maps.Clone(after)
-	for k, b := range before {
-		a := out[k]
-		a.Commits -= b.Commits
-		a.Rollbacks -= b.Rollbacks
-		a.Statements -= b.Statements
-		a.RoundTrips -= b.RoundTrips
-		if a == (TxStat{}) {
-			delete(out, k)
-			continue
-		}
-		out[k] = a
-	}
-	return out
 }
 
 // Instrument registers the counter's figures on reg.

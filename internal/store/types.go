@@ -56,9 +56,6 @@ type Chat struct {
 	UpdatedAt              time.Time
 }
 
-// Owned reports whether worker holds the chat.
-func (c Chat) Owned(worker uuid.UUID) bool { return c.WorkerID.Valid && c.WorkerID.UUID == worker }
-
 // MessageKind separates ordinary history from receipts and controls.
 type MessageKind string
 
