@@ -490,7 +490,7 @@ func (s *Server) getStructuredOutput(w http.ResponseWriter, r *http.Request) err
 		}
 		wait = min(wait, maxWait)
 	}
-	poll, err := longpoll.Poller{Hub: s.hub, Store: s.store}.Open(r.Context(), currentUser(r).ID, id, wait)
+	poll, err := longpoll.Poller{Hub: s.hub, Store: s.store, TestSignals: &s.signals.LongPoll}.Open(r.Context(), currentUser(r).ID, id, wait)
 	if err != nil {
 		return err
 	}

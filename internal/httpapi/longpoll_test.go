@@ -7,6 +7,7 @@ import (
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/dbtest"
+	"github.com/chatd/chatd/internal/httpapi"
 	"github.com/chatd/chatd/internal/mockllm"
 	"github.com/chatd/chatd/internal/testenv"
 )
@@ -30,7 +31,9 @@ func TestLongPollWokenInProcessAnswersAsARead(t *testing.T) {
 			t.Parallel()
 			h := newHolder("hold")
 			t.Cleanup(h.Release)
-			env := testenv.New(t, testenv.Options{Mock: mockllm.Options{BeforeRespond: h.hook, Script: tc.script}})
+			signals := &httpapi.TestSignals{}
+			signals.LongPoll.Waiting.Init()
+			env := testenv.New(t, testenv.Options{Mock: mockllm.Options{BeforeRespond: h.hook, Script: tc.script}, APISignals: signals})
 			c := env.Client("alice")
 			token := env.Token("alice")
 			chat, err := c.CreateChat(t.Context(), client.CreateChatRequest{Content: text("hold this turn"), ResponseFormat: schemaFormat()})
@@ -39,18 +42,15 @@ func TestLongPollWokenInProcessAnswersAsARead(t *testing.T) {
 			}
 			h.waitEntered(t)
 			path := "/api/v1/structured-outputs/" + chat.Messages[0].StructuredOutputRequestID.String()
-			subs := env.Hub.Subscribers()
 			polled := make(chan apiResult, 1)
 			go func() { polled <- call(t, env, token, "GET", path+"?wait=60s", "") }()
 			// Released once the long poll waits on the request.
-			for env.Hub.Subscribers() == subs {
-				select {
-				case res := <-polled:
-					t.Fatalf("the long poll answered before the finish: %d %s", res.status, res.body)
-				case <-t.Context().Done():
-					t.Fatal(t.Context().Err())
-				default:
-				}
+			select {
+			case <-signals.LongPoll.Waiting.C():
+			case res := <-polled:
+				t.Fatalf("the long poll answered before the finish: %d %s", res.status, res.body)
+			case <-t.Context().Done():
+				t.Fatal(t.Context().Err())
 			}
 			h.Release()
 			woken := <-polled

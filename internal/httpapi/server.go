@@ -21,6 +21,7 @@ import (
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/handoff"
+	"github.com/chatd/chatd/internal/longpoll"
 	"github.com/chatd/chatd/internal/mcp"
 	"github.com/chatd/chatd/internal/notify"
 	"github.com/chatd/chatd/internal/provider"
@@ -96,6 +97,8 @@ type TestSignals struct {
 	// TokenChecked hears each time the server asks the database whether a
 	// token still works.
 	TokenChecked testsignal.Signal[struct{}]
+	// LongPoll are the structured-output long polls' signals.
+	LongPoll longpoll.TestSignals
 }
 
 // Answer is a route's pattern and the status it answered a request with.

@@ -1,8 +1,11 @@
 package longpoll
 
+import "github.com/google/uuid"
+
 // OnWaiting returns p calling f when one of its polls begins to wait for
 // the finish, its reads and follow done.
 func OnWaiting(p Poller, f func()) Poller {
-	p.waiting = f
+	p.TestSignals = &TestSignals{}
+	p.TestSignals.Waiting.InitFunc(func(uuid.UUID) { f() })
 	return p
 }

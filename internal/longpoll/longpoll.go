@@ -12,6 +12,7 @@ import (
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/notify"
 	"github.com/chatd/chatd/internal/store"
+	"github.com/chatd/chatd/internal/testsignal"
 )
 
 // Reader reads a structured request as it stands (store.Store.GetRequest).
@@ -21,10 +22,17 @@ type Reader interface {
 
 // Poller opens the long polls of one process: its hub and its store.
 type Poller struct {
-	Hub   *notify.Hub
-	Store Reader
+	Hub         *notify.Hub
+	Store       Reader
+	TestSignals *TestSignals // nil or zero in production
+}
 
-	waiting func() // tests': called as a poll begins to wait (export_test.go)
+// TestSignals are the points where a long poll tells a test what it does.
+type TestSignals struct {
+	// Waiting hears the request of each poll that begins to wait for the
+	// finish, its reads and follow done: a test answers the turn after it,
+	// so that the poll is woken, not told at its first look.
+	Waiting testsignal.Signal[uuid.UUID]
 }
 
 // Poll is one long poll of a structured request. Open and Wait run its
@@ -126,8 +134,8 @@ func (l *Poll) mustFollow() bool {
 func (l *Poll) await(ctx context.Context) (store.RequestState, error) {
 	deadline := time.NewTimer(l.wait)
 	defer deadline.Stop()
-	if l.p.waiting != nil {
-		l.p.waiting()
+	if ts := l.p.TestSignals; ts != nil {
+		ts.Waiting.Signal(l.id)
 	}
 	for l.st.Request.Status == client.OutputPending {
 		select {

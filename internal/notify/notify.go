@@ -220,22 +220,6 @@ func (h *Hub) noteFinished() {
 	}
 }
 
-// Subscribers counts chat, owner and request subscriptions (for metrics).
-func (h *Hub) Subscribers() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
-	for _, byKey := range h.subs {
-		for _, m := range byKey {
-			n += len(m)
-		}
-	}
-	for _, m := range h.requests {
-		n += len(m)
-	}
-	return n
-}
-
 // wake queues a wake-up for one worker; it is dropped when the backlog
 // is full.
 func (h *Hub) wake(chatID uuid.UUID) {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/config"
 	"github.com/chatd/chatd/internal/dbtest"
+	"github.com/chatd/chatd/internal/httpapi"
 	"github.com/chatd/chatd/internal/migrate"
 	"github.com/chatd/chatd/internal/mockllm"
 	"github.com/chatd/chatd/internal/pglocal"
@@ -141,24 +141,22 @@ func turnTransactionBudget(t *testing.T, noHandoff bool, claims int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The provider answers once the long poll has subscribed, so that the
-	// poll waits (and its wake-up is counted) in every turn: a poll that
-	// came after the finish would have to read, and on a loaded machine a
-	// fixed model latency did not always keep it ahead.
-	var live atomic.Pointer[testenv.Env]
+	// The provider answers once the long poll waits, so that the poll is
+	// woken (and its wake-up counted) in every turn: a poll that came after
+	// the finish would have to read, and on a loaded machine neither a
+	// fixed model latency nor the hub's subscriber count kept it ahead.
+	signals := &httpapi.TestSignals{}
+	signals.LongPoll.Waiting.Init()
 	polled := func(ctx context.Context, _ *mockllm.Request) error {
-		for live.Load().Hub.Subscribers() == 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Millisecond): // polling the hub's subscriber count
-			}
+		select {
+		case <-signals.LongPoll.Waiting.C():
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		return nil
 	}
 	env := testenv.OnPool(t, pool, testenv.Options{Mock: mockllm.Options{BeforeRespond: polled},
-		Runner: runner.Options{MaxRunning: 2}, NoHandoff: noHandoff})
-	live.Store(env)
+		Runner: runner.Options{MaxRunning: 2}, NoHandoff: noHandoff, APISignals: signals})
 	c := env.Client("alice")
 	turn := func() {
 		_, req := create(t, c, reportSchema)
