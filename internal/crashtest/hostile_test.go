@@ -62,15 +62,17 @@ var hostileKinds = []hostileKind{
 
 // hostileStep answers like stormStep, but a turn's first four steps are
 // often hostile (hostileKinds). Each kind is served at least three times
-// first, to the first steps it fits, so that every run has them all; then
+// first, to the first steps it fits, so that every run has them all
+// (allServed closes when each was served once); then
 // two steps in three, drawn from the seed, the message tag and the step.
 // A step's answer is kept, so a provider call retried after a kill gets
 // the same one.
-func hostileStep(seed uint64) (stepFor func(*mockllm.Request) (mockllm.Step, bool), servedCounts func() string) {
+func hostileStep(seed uint64) (stepFor func(*mockllm.Request) (mockllm.Step, bool), servedCounts func() string, allServed <-chan struct{}) {
 	calm := stormStep(seed)
 	var mu sync.Mutex
 	chosen := map[string]int{} // tag/step -> kind index, -1: calm
 	served := map[string]int{}
+	all := make(chan struct{})
 	return func(r *mockllm.Request) (mockllm.Step, bool) {
 			tag, step := "", 0
 			for i := len(r.Messages) - 1; i >= 0; i-- {
@@ -110,6 +112,9 @@ func hostileStep(seed uint64) (stepFor func(*mockllm.Request) (mockllm.Step, boo
 				chosen[key] = k
 				if k >= 0 {
 					served[hostileKinds[k].name]++
+					if served[hostileKinds[k].name] == 1 && len(served) == len(hostileKinds) {
+						close(all) // the last kind's first serving
+					}
 				}
 			}
 			if k < 0 {
@@ -120,7 +125,7 @@ func hostileStep(seed uint64) (stepFor func(*mockllm.Request) (mockllm.Step, boo
 			mu.Lock()
 			defer mu.Unlock()
 			return fmt.Sprint(served)
-		}
+		}, all
 }
 
 // TestHostileModelStorm is the hostile-model storm: a model mixing
@@ -142,7 +147,7 @@ func TestHostileModelStorm(t *testing.T) {
 	pool := openPool(t, db)
 
 	tr := newTrigger()
-	stepFor, served := hostileStep(seed)
+	stepFor, served, allServed := hostileStep(seed)
 	mock := mockllm.New(mockllm.Options{
 		Latency:       10 * time.Millisecond,
 		ChunkDelay:    2 * time.Millisecond,
@@ -180,6 +185,13 @@ func TestHostileModelStorm(t *testing.T) {
 		}
 	}
 	chaos := time.Since(start)
+	// On a fast machine the kill points can all pass before every kind
+	// was served: the drivers go on until each one was.
+	select {
+	case <-allServed:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("hostile kinds served after 2 minutes: %s, want every kind", served())
+	}
 	stopDrivers()
 	wg.Wait()
 
