@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/childproc"
 )
 
 // serverOpts start one `chatd server` process.
@@ -96,22 +96,13 @@ func startServer(t *testing.T, o serverOpts) *server {
 	s.cmd.Stdout = s.log
 	s.cmd.Stderr = s.log
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	started := make(chan error, 1)
-	// Pdeathsig fires when the thread that started the child exits, so
-	// that thread stays locked to this goroutine until the child is gone.
-	go func() {
-		runtime.LockOSThread()
-		defer close(s.exited)
-		defer logFile.Close()
-		if err := s.cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		s.waitErr = s.cmd.Wait()
-		s.exitAt = time.Now()
-	}()
-	if err := <-started; err != nil {
+	err = childproc.Start(s.cmd, func(err error) {
+		s.waitErr, s.exitAt = err, time.Now()
+		logFile.Close()
+		close(s.exited)
+	})
+	if err != nil {
+		logFile.Close()
 		t.Fatalf("start chatd %s: %v", o.Name, err)
 	}
 	t.Cleanup(func() {
@@ -250,16 +241,7 @@ func runChatd(t *testing.T, args ...string) (string, int) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	// Pdeathsig fires when the forking thread exits. A goroutine that locked
-	// its thread (as startServer's do) destroys that thread when it ends,
-	// killing any child an unlocked goroutine forked on it earlier; so this
-	// child, too, is forked from a thread of its own.
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		done <- cmd.Run()
-	}()
-	err := <-done
+	err := childproc.Run(cmd)
 	code := 0
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {

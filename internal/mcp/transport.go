@@ -9,13 +9,14 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/chatd/chatd/internal/childproc"
 )
 
 // Getenv reads chatd's environment; tests give each server its own.
@@ -151,25 +152,14 @@ var (
 	termGrace = 2 * time.Second
 )
 
-// run starts the child and waits for it in the background, both on one OS
-// thread kept until the child is gone: the kernel sends Pdeathsig when the
-// thread that started the child ends, and Go ends a thread whose goroutine
-// exits locked to it (pglocal's does), which would kill a healthy server.
+// run starts the child and waits for it in the background (childproc:
+// another goroutine's exit must not take the child's Pdeathsig with it).
 func (p *process) run(stderr *lineLogger) error {
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := p.cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		p.err = p.cmd.Wait()
+	return childproc.Start(p.cmd, func(err error) {
+		p.err = err
 		stderr.flush()
 		close(p.exited)
-	}()
-	return <-started
+	})
 }
 
 func (p *process) Write(b []byte) (int, error) { return p.stdin.Write(b) }

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/chatd/chatd/internal/childproc"
 )
 
 // pgBouncer is a PgBouncer process in transaction pooling mode in front of
@@ -107,19 +108,7 @@ pidfile = %s
 	b.cmd = exec.Command(bin, filepath.Join(dir, "pgbouncer.ini"))
 	b.cmd.Dir = dir
 	b.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	started := make(chan error, 1)
-	// Pdeathsig fires when the thread that started the child exits.
-	go func() {
-		runtime.LockOSThread()
-		defer close(b.exited)
-		if err := b.cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		_ = b.cmd.Wait()
-	}()
-	if err := <-started; err != nil {
+	if err := childproc.Start(b.cmd, func(error) { close(b.exited) }); err != nil {
 		t.Fatalf("start pgbouncer: %v", err)
 	}
 	t.Cleanup(func() {

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +19,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/childproc"
 	"github.com/chatd/chatd/internal/proctest"
 )
 
@@ -56,20 +56,12 @@ func startChatd(t *testing.T, listen bool, args ...string) *chatd {
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	pr, pw := io.Pipe()
 	c.cmd.Stderr = pw
-	started := make(chan error, 1)
-	// Pdeathsig fires when the thread that started the child exits.
-	go func() {
-		runtime.LockOSThread()
-		defer close(c.exited)
-		if err := c.cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		c.err = c.cmd.Wait()
+	err := childproc.Start(c.cmd, func(err error) {
+		c.err = err
 		_ = pw.Close()
-	}()
-	if err := <-started; err != nil {
+		close(c.exited)
+	})
+	if err != nil {
 		t.Fatalf("start chatd: %v", err)
 	}
 	t.Cleanup(func() {

@@ -22,7 +22,6 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,6 +29,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/chatd/chatd/internal/childproc"
 )
 
 // ErrNoBinaries says the PostgreSQL server binaries are not installed.
@@ -299,22 +300,12 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		Setpgid:    true,
 	}
 	c.exited = make(chan struct{})
-	started := make(chan error, 1)
-	// Pdeathsig fires when the thread that started the child exits, not the
-	// process, so that thread stays locked to this goroutine until the
-	// postmaster is gone.
-	go func() {
-		runtime.LockOSThread()
-		defer close(c.exited)
-		defer logFile.Close()
-		if err := c.cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		_ = c.cmd.Wait()
-	}()
-	if err := <-started; err != nil {
+	err = childproc.Start(c.cmd, func(error) {
+		logFile.Close()
+		close(c.exited)
+	})
+	if err != nil {
+		logFile.Close()
 		return nil, fmt.Errorf("start postgres: %w", err)
 	}
 

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/chatd/chatd/internal/childproc"
 )
 
 // Dir is the npm project holding the servers.
@@ -119,22 +121,8 @@ func Serve(t testing.TB, env []string, name string, args ...string) (stop func()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Started and waited for on one OS thread kept until the server is
-	// gone: Pdeathsig follows the thread that started it, and a thread
-	// ends when a goroutine locked to it exits.
-	started, exited := make(chan error, 1), make(chan struct{})
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		defer close(exited)
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		_ = cmd.Wait()
-	}()
-	if err := <-started; err != nil {
+	exited := make(chan struct{})
+	if err := childproc.Start(cmd, func(error) { close(exited) }); err != nil {
 		t.Fatal(err)
 	}
 	stop = func() {
