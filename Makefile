@@ -5,7 +5,7 @@ export GOFLAGS := -buildvcs=false
 # package: internal/crashtest takes 2–9 minutes alone and over 12 on a loaded machine.
 TEST_FLAGS ?= -race -count=1 -timeout 25m
 
-.PHONY: js-deps generate-sdk all build run mockllm test test-flaky test-short bench bench-all fuzz crash-long generate check-generated vet lint pg-deps pgbouncer-deps mcp-deps clean
+.PHONY: js-deps py-deps generate-sdk all build run mockllm test test-flaky test-short bench bench-all fuzz crash-long generate check-generated vet lint pg-deps pgbouncer-deps mcp-deps clean
 
 all: build
 
@@ -39,10 +39,11 @@ mockllm: build
 	bin/mockllm --script examples/mockllm.json $(MOCKLLM_FLAGS)
 
 ## test: everything, against real PostgreSQL (each package starts its own),
-## with node (the TypeScript SDK, the OpenAPI lint and type checks),
+## with node (the TypeScript SDK, the OpenAPI lint and type checks), Python
+## (the Python SDK's tests, wheel and type checks, in virtual environments),
 ## chromium (the browser test) and PgBouncer (internal/pgbouncertest)
 ## installed first when missing.
-test: pg-deps pgbouncer-deps mcp-deps js-deps
+test: pg-deps pgbouncer-deps mcp-deps js-deps py-deps
 	go test $(TEST_FLAGS) ./...
 	@# Allocation bounds and timings cannot be measured under -race: run those tests without it.
 	go test -count=1 -run '^(TestFastPathAllocatesNothingExtra|TestEstimatorBoundsAllocation|TestRealisticValuesAccepted)$$' ./internal/jsonb/ ./internal/validate/
@@ -144,11 +145,28 @@ js-deps:
 	@cd sdk/typescript && { [ node_modules/.package-lock.json -nt package-lock.json ] && [ -f dist/src/index.js ] || npm ci --no-audit --no-fund --loglevel=error; }
 	@cd sdk/ai-sdk && { [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund --loglevel=error; }
 
-## generate-sdk: the SDK's copy of the OpenAPI document and its generated
-## types (CI fails when they drift: internal/jstest).
-generate-sdk:
+## generate-sdk: the TypeScript SDK's copy of the OpenAPI document and its
+## generated types, and the Python SDK's Pydantic models (CI fails when they
+## drift: internal/jstest, internal/pytest).
+generate-sdk: py-deps
 	go run ./cmd/server openapi > sdk/typescript/openapi.json
 	cd sdk/typescript && node_modules/.bin/openapi-typescript openapi.json -o src/schema.ts
+	$(PY_VENV)/bin/python sdk/python/scripts/generate.py sdk/typescript/openapi.json -o sdk/python/src/chatd/types.py
+
+## py-deps: python3 with venv (Debian's, when missing) and the Python SDK's
+## virtual environment, sdk/python/.venv, with the tools and libraries pinned
+## by sdk/python/requirements-dev.txt from PyPI (pytest, pyright,
+## datamodel-code-generator, build, hatchling, httpx, pydantic), remade when
+## that file changes.
+PY_VENV := sdk/python/.venv
+PY_REQ := sdk/python/requirements-dev.txt
+py-deps:
+	@command -v python3 >/dev/null 2>&1 && python3 -c 'import venv, ensurepip' 2>/dev/null || \
+	  { echo "installing python3 and venv"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv >/dev/null; }
+	@test "$$(cat $(PY_VENV)/.chatd-req-sha256 2>/dev/null)" = "$$(sha256sum < $(PY_REQ) | cut -d' ' -f1)" || \
+	  { echo "installing $(PY_REQ) into $(PY_VENV)"; rm -rf $(PY_VENV) && python3 -m venv $(PY_VENV) && \
+	    $(PY_VENV)/bin/pip install -q --disable-pip-version-check -r $(PY_REQ) && \
+	    sha256sum < $(PY_REQ) | cut -d' ' -f1 | tr -d '\n' > $(PY_VENV)/.chatd-req-sha256; }
 
 pg-deps:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || \
