@@ -105,7 +105,7 @@ class AsyncClient:
                 attempt -= 1
                 continue
             if resp.status_code in c.RETRIED_STATUSES and call.retried and not last:
-                await anyio.sleep(c.retry_after(resp) or c.backoff(self.backoff, attempt))
+                await anyio.sleep(c.delay(resp, self.backoff, attempt))
                 continue
             raise error_of(resp)
 

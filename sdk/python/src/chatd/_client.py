@@ -102,7 +102,7 @@ class Client:
                 attempt -= 1
                 continue
             if resp.status_code in c.RETRIED_STATUSES and call.retried and not last:
-                time.sleep(c.retry_after(resp) or c.backoff(self.backoff, attempt))
+                time.sleep(c.delay(resp, self.backoff, attempt))
                 continue
             raise error_of(resp)
 

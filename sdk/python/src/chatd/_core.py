@@ -90,6 +90,12 @@ def backoff(base: float, attempt: int) -> float:
     return d * (0.75 + random.random() / 2)
 
 
+def delay(resp: httpx.Response, base: float, attempt: int) -> float:
+    """The wait before retrying a 429 or 503: its Retry-After (0 too), else the backoff."""
+    after = retry_after(resp)
+    return min(after, 60.0) if after is not None else backoff(base, attempt)
+
+
 RETRIED_STATUSES = frozenset({429, 503})
 
 

@@ -1,0 +1,30 @@
+package pytest
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestPythonTypesAreCurrent: the Python SDK's committed models
+// (src/chatd/types.py) are what scripts/generate.py makes of the served
+// document (regenerate with make generate-sdk).
+func TestPythonTypesAreCurrent(t *testing.T) {
+	t.Parallel()
+	py := venv(t)
+	dir := t.TempDir()
+	doc := filepath.Join(dir, "openapi.json")
+	if err := os.WriteFile(doc, servedDocument(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "types.py")
+	if _, err := run(t.Context(), sdkDir, nil, py, "scripts/generate.py", doc, "-o", out); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := os.ReadFile(out)
+	got, err := os.ReadFile(filepath.Join(sdkDir, "src", "chatd", "types.py"))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("sdk/python/src/chatd/types.py is stale (%v): run make generate-sdk", err)
+	}
+}
