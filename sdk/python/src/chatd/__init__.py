@@ -5,6 +5,7 @@ Pydantic model class or any type a TypeAdapter accepts, and results come back
 validated into it. The wire types are in chatd.types.
 """
 
+from . import types
 from ._async_client import AsyncClient, AsyncEventStream, AsyncPartials, AsyncStructuredTurn, AsyncTurn
 from ._client import Client, EventStream, Partials, StructuredTurn, Turn
 from ._core import ReconnectInfo, UnknownEvent
@@ -78,4 +79,5 @@ __all__ = [
     "__version__",
     "output_of",
     "tool",
+    "types",
 ]
