@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -26,5 +27,19 @@ func TestPythonTypesAreCurrent(t *testing.T) {
 	got, err := os.ReadFile(filepath.Join(sdkDir, "src", "chatd", "types.py"))
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("sdk/python/src/chatd/types.py is stale (%v): run make generate-sdk", err)
+	}
+}
+
+// TestPythonStrict: the SDK's own code, its generated models included,
+// and its examples pass pyright --strict (pyproject.toml's [tool.pyright],
+// Python 3.10 as the target).
+func TestPythonStrict(t *testing.T) {
+	t.Parallel()
+	py := venv(t)
+	pyrightMu.Lock()
+	defer pyrightMu.Unlock()
+	out, err := run(t.Context(), sdkDir, nil, tool("pyright"), "--pythonpath", py)
+	if err != nil || !strings.Contains(out, "0 errors") {
+		t.Fatalf("pyright --strict on sdk/python: %v\n%s", err, out)
 	}
 }

@@ -80,16 +80,19 @@ def test_a_given_idempotency_key_replays_the_first_answer(client: chatd.Client) 
 
 
 def test_a_token_callable_is_asked_for_each_request_and_again_after_a_401(base_url: str, token: str) -> None:
-    calls: list[int] = []
+    # Each call's first token has expired (as a JWT may on the way); the
+    # callable gives a fresh one when asked again.
+    tokens = ["expired", token, token, "expired", token]
 
     def fresh() -> str:
-        calls.append(1)
-        return "expired" if len(calls) == 1 else token
+        return tokens.pop(0)
 
     with chatd.Client(base_url, fresh) as c:
-        c.list_chats(limit=1)  # 401 with the first token, then the fresh one
-        c.list_chats(limit=1)
-    assert len(calls) == 3
+        c.list_chats(limit=1)  # 401, then the fresh token
+        turn = c.create_chat("Stream me.")
+        with c.stream(turn.chat_id) as events:  # a stream asks for its own: 401, then fresh
+            assert isinstance(next(events), chatd.types.StreamMessageEvent)
+    assert tokens == []
     with chatd.Client(base_url, lambda: "wrong") as c:
         with pytest.raises(chatd.AuthenticationError) as info:
             c.list_chats()

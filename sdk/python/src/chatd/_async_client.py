@@ -554,6 +554,7 @@ class AsyncEventStream(Generic[E]):
     async def _events(self) -> AsyncGenerator[E, None]:
         cl = self._client
         attempt = 0
+        refreshed = False
         timeout = httpx.Timeout(cl._timeout.connect, read=c.STREAM_READ_TIMEOUT)  # pyright: ignore[reportPrivateUsage]
         while True:
             cause: BaseException | None = None
@@ -564,11 +565,14 @@ class AsyncEventStream(Generic[E]):
                     if not resp.is_success:
                         await resp.aread()
                         err = error_of(resp)
-                        if c.is_fatal_stream_status(resp.status_code):
+                        if resp.status_code == 401 and callable(cl._token) and not refreshed:  # pyright: ignore[reportPrivateUsage]
+                            refreshed = True  # ask the callable for a fresh token, once
+                        elif c.is_fatal_stream_status(resp.status_code):
                             raise err
                         cause = err
                     else:
                         attempt = 0
+                        refreshed = False
                         dec = c.SSEDecoder()
                         async for line in resp.aiter_lines():
                             raw = dec.line(line)

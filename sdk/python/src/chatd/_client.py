@@ -548,6 +548,7 @@ class EventStream(Generic[E]):
     def _events(self) -> Generator[E, None, None]:
         cl = self._client
         attempt = 0
+        refreshed = False
         timeout = httpx.Timeout(cl._timeout.connect, read=c.STREAM_READ_TIMEOUT)  # pyright: ignore[reportPrivateUsage]
         while True:
             cause: BaseException | None = None
@@ -558,11 +559,14 @@ class EventStream(Generic[E]):
                     if not resp.is_success:
                         resp.read()
                         err = error_of(resp)
-                        if c.is_fatal_stream_status(resp.status_code):
+                        if resp.status_code == 401 and callable(cl._token) and not refreshed:  # pyright: ignore[reportPrivateUsage]
+                            refreshed = True  # ask the callable for a fresh token, once
+                        elif c.is_fatal_stream_status(resp.status_code):
                             raise err
                         cause = err
                     else:
                         attempt = 0
+                        refreshed = False
                         dec = c.SSEDecoder()
                         for line in resp.iter_lines():
                             raw = dec.line(line)
