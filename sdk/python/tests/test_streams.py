@@ -160,3 +160,10 @@ def test_event_source_url_carries_a_single_use_ticket(client: chatd.Client) -> N
     with httpx.stream("GET", url, headers={"Accept": "text/event-stream"}) as first:
         assert first.status_code == 200
     assert httpx.get(url).status_code == 401
+
+
+def test_text_times_out_on_a_silent_turn(client: chatd.Client) -> None:
+    turn = client.create_chat("[hold] never answered")
+    with pytest.raises(chatd.WaitTimeout):
+        turn.text(timeout=1.0)
+    client.interrupt(turn.chat_id)

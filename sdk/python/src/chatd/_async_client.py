@@ -346,7 +346,9 @@ class AsyncClient:
         """Follows a turn on its chat's stream until it ends, answering its client tools."""
         deadline = None if timeout is None else time.monotonic() + timeout
         after = tracker.message_id
-        async with self.stream(tracker.chat_id, after_id=after) as events:
+        stream = self.stream(tracker.chat_id, after_id=after)
+        stream.deadline = deadline
+        async with stream as events:
             async for ev in events:
                 step = tracker.feed(ev)
                 if step.calls:
@@ -355,8 +357,6 @@ class AsyncClient:
                     yield step.partial
                 if step.done:
                     return
-                if deadline is not None and time.monotonic() > deadline:
-                    raise WaitTimeout(f"chatd: the turn of chat {tracker.chat_id} did not end within {timeout}s")
 
     async def _answer(self, chat_id: str, tools: Tools | None, calls: list[t.ToolCall]) -> None:
         assert tools is not None
@@ -532,6 +532,8 @@ class AsyncEventStream(Generic[E]):
         self.last_event_id = last_event_id
         """Where a reconnection resumes: the last SSE id received."""
         self._on_reconnect = on_reconnect
+        self.deadline: float | None = None
+        """A time.monotonic() after which the stream raises WaitTimeout instead of waiting on."""
         self._it = self._events()
 
     def __aiter__(self) -> AsyncIterator[E]:
@@ -555,9 +557,14 @@ class AsyncEventStream(Generic[E]):
         cl = self._client
         attempt = 0
         refreshed = False
-        timeout = httpx.Timeout(cl._timeout.connect, read=c.STREAM_READ_TIMEOUT)  # pyright: ignore[reportPrivateUsage]
         while True:
             cause: BaseException | None = None
+            read = c.STREAM_READ_TIMEOUT
+            if self.deadline is not None:
+                read = min(read, self.deadline - time.monotonic())
+                if read <= 0:
+                    raise WaitTimeout(f"chatd: {self._path} did not end in time")
+            timeout = httpx.Timeout(cl._timeout.connect, read=read)  # pyright: ignore[reportPrivateUsage]
             try:
                 headers = {**c.stream_headers(self.last_event_id), **await cl._auth()}  # pyright: ignore[reportPrivateUsage]
                 async with cl._http.stream("GET", cl.base_url + self._path, params=self._params, headers=headers,  # pyright: ignore[reportPrivateUsage]
@@ -583,6 +590,8 @@ class AsyncEventStream(Generic[E]):
                             yield self._decode(raw)
             except httpx.TransportError as e:
                 cause = e
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                raise WaitTimeout(f"chatd: {self._path} did not end in time") from cause
             attempt += 1
             if self._on_reconnect is not None:
                 self._on_reconnect(c.ReconnectInfo(attempt, self.last_event_id, cause))

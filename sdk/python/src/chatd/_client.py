@@ -340,7 +340,9 @@ class Client:
         """Follows a turn on its chat's stream until it ends, answering its client tools."""
         deadline = None if timeout is None else time.monotonic() + timeout
         after = tracker.message_id
-        with self.stream(tracker.chat_id, after_id=after) as events:
+        stream = self.stream(tracker.chat_id, after_id=after)
+        stream.deadline = deadline
+        with stream as events:
             for ev in events:
                 step = tracker.feed(ev)
                 if step.calls:
@@ -349,8 +351,6 @@ class Client:
                     yield step.partial
                 if step.done:
                     return
-                if deadline is not None and time.monotonic() > deadline:
-                    raise WaitTimeout(f"chatd: the turn of chat {tracker.chat_id} did not end within {timeout}s")
 
     def _answer(self, chat_id: str, tools: Tools | None, calls: list[t.ToolCall]) -> None:
         assert tools is not None
@@ -526,6 +526,8 @@ class EventStream(Generic[E]):
         self.last_event_id = last_event_id
         """Where a reconnection resumes: the last SSE id received."""
         self._on_reconnect = on_reconnect
+        self.deadline: float | None = None
+        """A time.monotonic() after which the stream raises WaitTimeout instead of waiting on."""
         self._it = self._events()
 
     def __iter__(self) -> Iterator[E]:
@@ -549,9 +551,14 @@ class EventStream(Generic[E]):
         cl = self._client
         attempt = 0
         refreshed = False
-        timeout = httpx.Timeout(cl._timeout.connect, read=c.STREAM_READ_TIMEOUT)  # pyright: ignore[reportPrivateUsage]
         while True:
             cause: BaseException | None = None
+            read = c.STREAM_READ_TIMEOUT
+            if self.deadline is not None:
+                read = min(read, self.deadline - time.monotonic())
+                if read <= 0:
+                    raise WaitTimeout(f"chatd: {self._path} did not end in time")
+            timeout = httpx.Timeout(cl._timeout.connect, read=read)  # pyright: ignore[reportPrivateUsage]
             try:
                 headers = {**c.stream_headers(self.last_event_id), **cl._auth()}  # pyright: ignore[reportPrivateUsage]
                 with cl._http.stream("GET", cl.base_url + self._path, params=self._params, headers=headers,  # pyright: ignore[reportPrivateUsage]
@@ -577,6 +584,8 @@ class EventStream(Generic[E]):
                             yield self._decode(raw)
             except httpx.TransportError as e:
                 cause = e
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                raise WaitTimeout(f"chatd: {self._path} did not end in time") from cause
             attempt += 1
             if self._on_reconnect is not None:
                 self._on_reconnect(c.ReconnectInfo(attempt, self.last_event_id, cause))
