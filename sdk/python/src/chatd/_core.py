@@ -10,7 +10,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast, get_args
 
 import httpx
 from pydantic import BaseModel, TypeAdapter
@@ -143,11 +143,23 @@ TICKET = TypeAdapter(t.StreamTicket)
 STREAM_EVENT: TypeAdapter[t.StreamEvent] = TypeAdapter(t.StreamEvent)
 WATCH_EVENT: TypeAdapter[t.WatchEvent] = TypeAdapter(t.WatchEvent)
 
-STREAM_EVENTS = frozenset(
-    ["message", "message_part", "status", "queue", "action_required", "history_reset", "preview_reset",
-     "provider_retry", "structured_output_partial", "error"]
-)
-WATCH_EVENTS = frozenset(["chat", "error"])
+
+
+def event_names(alias: Any) -> frozenset[str]:
+    """The event names of a generated union of events (each member's `event` literal).
+
+    Taken from the generated types, so an event the document adds is
+    decoded as soon as the types are regenerated.
+    """
+    union = get_args(alias.__value__)[0]
+    names: set[str] = set()
+    for member in get_args(union):
+        names.update(get_args(member.model_fields["event"].annotation))
+    return frozenset(names)
+
+
+STREAM_EVENTS = event_names(t.StreamEvent)
+WATCH_EVENTS = event_names(t.WatchEvent)
 
 
 @dataclass(frozen=True)
