@@ -30,37 +30,28 @@ def ready() -> str:
     return "ready"
 
 
-def test_a_stream_cut_mid_step_resumes_without_duplicates_or_gaps(proxy: Proxy, token: str) -> None:
-    # "[slow-doc]": the model calls the client tool "ready" (answered by the
-    # SDK while it follows the stream), then writes the document 40 ms a
-    # fragment. The proxy cuts the first stream after its 12th message_part,
-    # mid-step; the SDK reconnects with the event id of the last fragment.
+def cut_first_stream(proxy: Proxy) -> None:
+    """The proxy cuts the first stream after its 12th message_part event."""
+
     def plan(n: int, s: Seen) -> tuple[str, int] | None:
         streams = [x for x in proxy.seen if x.path.split("?")[0].endswith("/stream")]
         return ("cut", 12) if s in streams[:1] else None
 
     proxy.plan = plan
-    reconnects: list[chatd.ReconnectInfo] = []
-    with chatd.Client(proxy.url, token, backoff=0.01) as c:
-        turn = c.create_chat("[slow-doc] write the document.", response_format=Doc, tools=[ready])
-        events: list[Any] = []
-        with c.stream(turn.chat_id, on_reconnect=reconnects.append) as stream:
-            answered = False
-            for ev in stream:
-                events.append(ev)
-                if isinstance(ev, t.StreamActionRequiredEvent) and not answered:
-                    call = ev.data.tool_calls[0]
-                    c.submit_tool_results(turn.chat_id, [{"tool_call_id": call.tool_call_id, "output": "ready"}])
-                    answered = True
-                so = ev.data.structured_output if isinstance(ev, t.StreamMessageEvent) else None
-                if so is not None and str(so.request_id) == turn.request_id:
-                    break
+
+
+def is_receipt(ev: Any, request_id: str) -> bool:
+    so = ev.data.structured_output if isinstance(ev, t.StreamMessageEvent) else None
+    return so is not None and str(so.request_id) == request_id
+
+
+def check_resumed(proxy: Proxy, events: list[Any], reconnects: list[chatd.ReconnectInfo]) -> None:
+    """One reconnection, at a cursor inside the finalizer's generation, and
+    every fragment of that generation once, in order, with no preview_reset."""
     assert len(reconnects) == 1, reconnects
     resumed = [s.last_event_id for s in proxy.seen if s.path.split("?")[0].endswith("/stream")][1:]
     assert resumed and resumed[0] is not None and resumed[0].count(":") == 3, resumed
     parts = [ev.data for ev in events if isinstance(ev, t.StreamMessagePartEvent)]
-    # Within the finalizer's generation, fragments cover 1..N once each, in
-    # order, with no preview_reset (which would void what came before).
     gen = (parts[-1].history_version, parts[-1].generation_attempt)
     mine = [p for p in parts if (p.history_version, p.generation_attempt) == gen]
     _, hist, attempt, seq = map(int, resumed[0].split(":"))
@@ -76,6 +67,45 @@ def test_a_stream_cut_mid_step_resumes_without_duplicates_or_gaps(proxy: Proxy, 
     assert '"output"' in args and "ünïcödé" in args
     ids = [ev.data.id for ev in events if isinstance(ev, t.StreamMessageEvent)]
     assert len(ids) == len(set(ids)), "no message twice"
+
+
+def test_a_stream_cut_mid_step_resumes_without_duplicates_or_gaps(proxy: Proxy, token: str) -> None:
+    # "[slow-doc]": the model calls the client tool "ready" (the test answers
+    # it once its stream is open), then writes the document 40 ms a
+    # fragment. The proxy cuts the stream mid-step; the SDK reconnects with
+    # the event id of the last fragment it got.
+    cut_first_stream(proxy)
+    reconnects: list[chatd.ReconnectInfo] = []
+    events: list[Any] = []
+    with chatd.Client(proxy.url, token, backoff=0.01) as c:
+        turn = c.create_chat("[slow-doc] write the document.", response_format=Doc, tools=[ready])
+        with c.stream(turn.chat_id, on_reconnect=reconnects.append) as stream:
+            for ev in stream:
+                events.append(ev)
+                if isinstance(ev, t.StreamActionRequiredEvent):
+                    call = ev.data.tool_calls[0]
+                    c.submit_tool_results(turn.chat_id, [{"tool_call_id": call.tool_call_id, "output": "ready"}])
+                if is_receipt(ev, turn.request_id):
+                    break
+    check_resumed(proxy, events, reconnects)
+
+
+@pytest.mark.anyio
+async def test_an_async_stream_cut_mid_step_resumes_without_duplicates_or_gaps(proxy: Proxy, token: str) -> None:
+    cut_first_stream(proxy)
+    reconnects: list[chatd.ReconnectInfo] = []
+    events: list[Any] = []
+    async with chatd.AsyncClient(proxy.url, token, backoff=0.01) as c:
+        turn = await c.create_chat("[slow-doc] write the document.", response_format=Doc, tools=[ready])
+        async with c.stream(turn.chat_id, on_reconnect=reconnects.append) as stream:
+            async for ev in stream:
+                events.append(ev)
+                if isinstance(ev, t.StreamActionRequiredEvent):
+                    call = ev.data.tool_calls[0]
+                    await c.submit_tool_results(turn.chat_id, [{"tool_call_id": call.tool_call_id, "output": "ready"}])
+                if is_receipt(ev, turn.request_id):
+                    break
+    check_resumed(proxy, events, reconnects)
 
 
 def test_partials_grow_then_the_result(client: chatd.Client) -> None:
