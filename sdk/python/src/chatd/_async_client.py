@@ -16,7 +16,7 @@ from . import _core as c  # pyright: ignore[reportPrivateUsage]
 from . import types as t
 from ._errors import APIConnectionError, APITimeoutError, ChatdError, ConflictError, WaitTimeout, error_of
 from ._structured import Output, Partial, ResponseFormatLike, StructuredResult, output_of, result_of_lookup
-from ._tools import Tools, ToolsLike, is_awaitable, ok_result, start_call, tools_of
+from ._tools import Tools, ToolsLike, is_awaitable, run_call_async, tools_of
 from ._turns import Tracker
 
 T = TypeVar("T")
@@ -360,19 +360,14 @@ class AsyncClient:
 
     async def _answer(self, chat_id: str, tools: Tools | None, calls: list[t.ToolCall]) -> None:
         assert tools is not None
-        results: list[dict[str, Any]] = []
-        for call in calls:
-            tl, ret, err = start_call(tools, call)
-            if err is not None or tl is None:
-                results.append(err or {})
-                continue
-            if is_awaitable(ret):
-                try:
-                    ret = await ret
-                except Exception as e:  # a tool's failure is the model's to handle
-                    results.append({"tool_call_id": call.tool_call_id, "output": f"{type(e).__name__}: {e}", "is_error": True})
-                    continue
-            results.append(ok_result(call, ret))
+        results: list[dict[str, Any]] = [{} for _ in calls]
+
+        async def answer(i: int, call: t.ToolCall) -> None:
+            results[i] = await run_call_async(tools, call)
+
+        async with anyio.create_task_group() as tg:  # the calls of one step run concurrently
+            for i, call in enumerate(calls):
+                tg.start_soon(answer, i, call)
         try:
             await self.submit_tool_results(chat_id, results)
         except ConflictError:

@@ -15,7 +15,7 @@ from . import _core as c  # pyright: ignore[reportPrivateUsage]
 from . import types as t
 from ._errors import APIConnectionError, APITimeoutError, ChatdError, ConflictError, WaitTimeout, error_of
 from ._structured import Output, Partial, ResponseFormatLike, StructuredResult, output_of, result_of_lookup
-from ._tools import Tools, ToolsLike, is_awaitable, ok_result, start_call, tools_of
+from ._tools import Tools, ToolsLike, run_call, tools_of
 from ._turns import Tracker
 
 T = TypeVar("T")
@@ -354,25 +354,10 @@ class Client:
 
     def _answer(self, chat_id: str, tools: Tools | None, calls: list[t.ToolCall]) -> None:
         assert tools is not None
-        results: list[dict[str, Any]] = []
-        for call in calls:
-            tl, ret, err = start_call(tools, call)
-            if err is not None or tl is None:
-                results.append(err or {})
-                continue
-            if is_awaitable(ret):
-                import asyncio  # an async tool on the sync client: run it to completion here
-
-                ret = asyncio.run(_awaited(ret))
-            results.append(ok_result(call, ret))
         try:
-            self.submit_tool_results(chat_id, results)
+            self.submit_tool_results(chat_id, [run_call(tools, call) for call in calls])
         except ConflictError:
             pass  # answered meanwhile (another client, or the server's deadline)
-
-
-async def _awaited(x: Any) -> Any:
-    return await x
 
 
 def _turn(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import re
 import typing
@@ -9,6 +10,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, overload
 
+import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, create_model
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import to_jsonable_python
@@ -140,21 +142,45 @@ def error_result(call: t.ToolCall, message: str) -> dict[str, Any]:
     return {"tool_call_id": call.tool_call_id, "output": message, "is_error": True}
 
 
-def start_call(tools: Tools, call: t.ToolCall) -> tuple[Tool | None, Any, dict[str, Any] | None]:
-    """Starts a call: (the tool, what invoke returned, None), or a finished error result."""
-    tl = tools.get(call.tool_name)
-    if tl is None:
-        return None, None, error_result(call, f"No client tool named {call.tool_name!r}.")
-    try:
-        return tl, tl.invoke(call.args), None
-    except PydanticValidationError as e:
-        return tl, None, error_result(call, f"Invalid arguments: {e}")
-    except Exception as e:  # a tool's failure is the model's to handle
-        return tl, None, error_result(call, f"{type(e).__name__}: {e}")
-
-
 def ok_result(call: t.ToolCall, output: Any) -> dict[str, Any]:
     return {"tool_call_id": call.tool_call_id, "output": to_jsonable_python(output)}
+
+
+def run_call(tools: Tools, call: t.ToolCall) -> dict[str, Any]:
+    """Answers a call on the sync client: an async tool runs to completion in its own event loop."""
+    tl = tools.get(call.tool_name)
+    if tl is None:
+        return error_result(call, f"No client tool named {call.tool_name!r}.")
+    try:
+        ret = tl.invoke(call.args)
+        if is_awaitable(ret):
+            ret = asyncio.run(_awaited(ret))
+    except PydanticValidationError as e:
+        return error_result(call, f"Invalid arguments: {e}")
+    except Exception as e:  # a tool's failure is the model's to handle
+        return error_result(call, f"{type(e).__name__}: {e}")
+    return ok_result(call, ret)
+
+
+async def run_call_async(tools: Tools, call: t.ToolCall) -> dict[str, Any]:
+    """Answers a call on the async client: a sync tool runs in a worker thread."""
+    tl = tools.get(call.tool_name)
+    if tl is None:
+        return error_result(call, f"No client tool named {call.tool_name!r}.")
+    try:
+        if tl.is_async:
+            ret = await tl.invoke(call.args)
+        else:
+            ret = await anyio.to_thread.run_sync(tl.invoke, call.args)
+    except PydanticValidationError as e:
+        return error_result(call, f"Invalid arguments: {e}")
+    except Exception as e:  # a tool's failure is the model's to handle
+        return error_result(call, f"{type(e).__name__}: {e}")
+    return ok_result(call, ret)
+
+
+async def _awaited(x: Awaitable[Any]) -> Any:
+    return await x
 
 
 def is_awaitable(x: Any) -> typing.TypeGuard[Awaitable[Any]]:
