@@ -96,18 +96,20 @@ func TestPythonWheel(t *testing.T) {
 	}
 }
 
-// emptyVenv makes a virtual environment with interp in dir/venv, installs
-// the wheel there (its dependencies from PyPI, pinned by
-// requirements-dev.txt), and returns its python. The environment is
-// checked to import the SDK from the wheel, not from the source tree.
+// emptyVenv makes an empty virtual environment with interp in dir/venv
+// (not even pip: the pinned pip of sdk/python/.venv installs into it with
+// --python, which saves bootstrapping one per environment), installs the
+// wheel there (its dependencies from PyPI, pinned by requirements-dev.txt),
+// and returns its python. The environment is checked to import the SDK
+// from the wheel, not from the source tree.
 func emptyVenv(ctx context.Context, t *testing.T, interp, dir, wheel string) string {
 	t.Helper()
 	venv := filepath.Join(dir, "venv")
-	if _, err := run(ctx, dir, nil, interp, "-m", "venv", venv); err != nil {
+	if _, err := run(ctx, dir, nil, interp, "-m", "venv", "--without-pip", venv); err != nil {
 		t.Fatal(err)
 	}
 	vpy := filepath.Join(venv, "bin", "python")
-	if _, err := run(ctx, dir, nil, vpy, "-m", "pip", "install", "-q", "-c", requirements, wheel); err != nil {
+	if _, err := run(ctx, dir, nil, tool("pip"), "--python", vpy, "install", "-q", "-c", requirements, wheel); err != nil {
 		t.Fatal(err)
 	}
 	out, err := run(ctx, dir, nil, vpy, "-c", "import chatd, sys; print(chatd.__file__); print(sys.prefix)")
