@@ -31,8 +31,9 @@ func TestPythonTypesAreCurrent(t *testing.T) {
 }
 
 // TestPythonStrict: the SDK's own code, its generated models included,
-// and its examples pass pyright --strict (pyproject.toml's [tool.pyright],
-// Python 3.10 as the target).
+// its examples and tests/typing_check.py (the types response_format= gives
+// results, as assert_type calls) pass pyright --strict (pyproject.toml's
+// [tool.pyright], Python 3.10 as the target).
 func TestPythonStrict(t *testing.T) {
 	t.Parallel()
 	py := venv(t)
