@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync/atomic"
@@ -287,4 +289,183 @@ func TestResumedStreamGetsEveryFragmentOnce(t *testing.T) {
 	}
 	p := checkPreview(t, "resumed", evs, req, thirtyItems())
 	t.Logf("%d partials; resumed with Last-Event-ID %q", len(p.partials), twentieth)
+}
+
+// switchProxy serves a chat's stream from first until it has passed cut
+// message_part events after the last message event, then drops the
+// connection (a network cut); the reconnection waits until the mock wrote
+// gap more chunks (the stream was away while fragments went out), then
+// goes to second.
+func switchProxy(t *testing.T, first, second string, cut, gap int, chunk <-chan int) (*httptest.Server, *atomic.Value) {
+	var conns atomic.Int32
+	var resumed atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		target, n := first, int32(0)
+		if strings.Contains(r.URL.Path, "/stream") {
+			n = conns.Add(1)
+		}
+		if n == 2 {
+			resumed.Store(r.Header.Get("Last-Event-ID"))
+			for range gap {
+				select {
+				case <-chunk:
+				case <-r.Context().Done():
+					return
+				}
+			}
+			target = second
+		}
+		up, err := http.NewRequestWithContext(r.Context(), r.Method, target+r.URL.RequestURI(), r.Body)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		up.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(up)
+		if err != nil {
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		rd := bufio.NewReader(resp.Body)
+		parts := 0
+		for {
+			line, err := rd.ReadString('\n')
+			if _, werr := io.WriteString(w, line); werr != nil || err != nil {
+				return
+			}
+			switch {
+			case strings.HasPrefix(line, "event: message_part"):
+				parts++
+			case strings.HasPrefix(line, "event: message\n"):
+				parts = 0
+			}
+			if line == "\n" {
+				w.(http.Flusher).Flush()
+				if n == 1 && parts == cut {
+					for len(chunk) > 0 { // only what goes out while the stream is away counts
+						<-chunk
+					}
+					panic(http.ErrAbortHandler)
+				}
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &resumed
+}
+
+// checkResumed checks what a resumed stream delivered up to the receipt of
+// req: no event id twice, each generation's fragments from 1, in order,
+// each once, a preview_reset only where a new generation starts, and the
+// finalizer's arguments whole.
+func checkResumed(t *testing.T, evs []client.StreamEvent, req uuid.UUID, value json.RawMessage) {
+	t.Helper()
+	seen := map[string]bool{}
+	type gen struct {
+		h int64
+		a int32
+	}
+	var cur gen
+	var next int64 = 1
+	var args string
+	for _, e := range evs {
+		if e.EventID != "" && seen[e.EventID] {
+			t.Fatalf("event id %q came twice: %s", e.EventID, kinds(evs))
+		}
+		seen[e.EventID] = e.EventID != ""
+		switch {
+		case e.PreviewReset != nil:
+			g := gen{e.PreviewReset.HistoryVersion, e.PreviewReset.GenerationAttempt}
+			if g == cur && next > 1 {
+				t.Fatalf("preview_reset after fragment %d of generation %v", next-1, g)
+			}
+			cur, next = g, 1
+		case e.Part != nil:
+			g := gen{e.Part.HistoryVersion, e.Part.GenerationAttempt}
+			if g != cur {
+				cur, next = g, 1
+			}
+			from := e.Part.Seq
+			if e.Part.FromSeq > 0 {
+				from = e.Part.FromSeq
+			}
+			if from != next {
+				t.Fatalf("generation %v: message_part %d..%d after %d (event id %s): %s", g, from, e.Part.Seq, next-1, e.EventID, kinds(evs))
+			}
+			next = e.Part.Seq + 1
+			if e.Part.Part.ToolName == runner.FinalizerName {
+				args += e.Part.Part.ArgsDelta
+			}
+		}
+	}
+	if want := `{"output":` + string(value) + `}`; args != want {
+		t.Fatalf("arguments\n%s\nwant\n%s", args, want)
+	}
+	if !isReceipt(req)(evs[len(evs)-1]) {
+		t.Fatalf("no receipt: %s", kinds(evs))
+	}
+}
+
+// TestResumedOnTheOtherReplicaAfterAGap: a stream cut in the middle of
+// the finalizer call reconnects with Last-Event-ID on the other replica
+// (the worker's, or the one without the worker) after some fragments went
+// out: it never gets an event id it already had, and gets every fragment
+// after its cursor once, with no preview_reset. The finalizer call is the
+// turn's second step (after a read_file call) or its only one.
+func TestResumedOnTheOtherReplicaAfterAGap(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name      string
+		fromAPI   bool // the stream starts on the replica without the worker
+		tool      bool // a read_file step comes first
+		cut, gaps int
+		chunked   bool // the mock sends the call in 8 chunks 250 ms apart
+	}{{"chunked, from the worker's replica", false, true, 26, 1, true}, {"chunked, to the worker's replica", true, true, 26, 1, true},
+		{"from the worker's replica", false, false, 26, 3, false}, {"to the worker's replica", true, false, 26, 3, false},
+		{"from the worker's replica, after a tool step", false, true, 26, 3, false}, {"to the worker's replica, after a tool step", true, true, 26, 3, false},
+		{"from the worker's replica, long gap", false, true, 20, 12, false}, {"to the worker's replica, long gap", true, true, 20, 12, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("thirty items\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			steps := []mockllm.Step{{Value: thirtyItems(), ChunkDelayMS: 30}}
+			var mo mockllm.Options
+			if c.chunked {
+				steps[0].ChunkDelayMS = 250
+				mo.StreamChunks = 8
+			}
+			if c.tool {
+				steps = append([]mockllm.Step{{Text: "Looking.", ToolCalls: []mockllm.ToolCall{{Name: "read_file", Arguments: `{"path":"notes.txt"}`}}}}, steps...)
+			}
+			api := testenv.New(t, testenv.Options{NoRunner: true, Workspace: dir})
+			mo.Script = &mockllm.Script{Steps: steps}
+			mo, chunk := chunks(mo)
+			worker := testenv.Reopen(t, api, testenv.Options{NoRunner: true, Workspace: dir, Mock: mo})
+			first, second := worker.API.URL, api.API.URL
+			if c.fromAPI {
+				first, second = second, first
+			}
+			proxy, resumed := switchProxy(t, first, second, c.cut, c.gaps, chunk)
+			ctx := t.Context()
+			cl := client.New(proxy.URL, api.Token("alice"), nil)
+			chat, err := cl.CreateChat(ctx, client.CreateChatRequest{Content: text("thirty items"), ResponseFormat: &client.ResponseFormat{
+				Type: "json_schema", JSONSchema: &client.JSONSchemaFormat{Name: "report", Schema: json.RawMessage(partialSchema)}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := *chat.Messages[0].StructuredOutputRequestID
+			s := collect(t, cl.Stream(ctx, chat.Chat.ID, 0))
+			s.until(t, "the initial status", func(e client.StreamEvent) bool { return e.Type == client.EventStatus })
+			worker.StartRunner()
+			evs := s.until(t, "the receipt", isReceipt(req))
+			checkResumed(t, evs, req, thirtyItems())
+			t.Logf("resumed with Last-Event-ID %q: %s", resumed.Load(), kinds(evs))
+		})
+	}
 }

@@ -113,7 +113,7 @@ func (s *Server) join(out *sse, st *streamState, chat uuid.UUID, cur cursor, sta
 			}
 		} else {
 			st.lastSeq = cur.seq
-			out.h, out.a, out.seq = cur.history, cur.attempt, cur.seq
+			out.pos, out.h, out.a, out.seq = true, cur.history, cur.attempt, cur.seq
 			if status == client.StatusRunning {
 				st.primeTo = cur.seq
 			}
@@ -198,7 +198,7 @@ func (st *streamState) newGeneration(out *sse) {
 	st.lastSeq, st.primeTo, st.held, st.askedAt, st.reasked = 0, 0, nil, time.Time{}, false
 	st.stopWait()
 	st.partials.reset()
-	out.seq = 0
+	out.pos, out.seq = false, 0
 }
 
 // waiting says whether the stream waits for a catch-up: a stream in step

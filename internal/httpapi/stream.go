@@ -30,7 +30,10 @@ type sse struct {
 	w      http.ResponseWriter
 	rc     *http.ResponseController
 	lastID int64 // the highest message id sent
-	// The last preview fragment sent (seq 0: none of the generation).
+	// The stream's position in the preview: after fragment seq of
+	// generation h/a (seq 0: before its first), once it sent a fragment
+	// or a preview_reset of it (pos).
+	pos   bool
 	h     int64
 	a     int32
 	seq   int64
@@ -55,20 +58,22 @@ func (s *sse) send(name string, id int64, data []byte) error {
 // sendCursor writes a preview event that moves the stream's position to
 // fragment seq of generation h/a, in its event id.
 func (s *sse) sendCursor(name string, data []byte, h int64, a int32, seq int64) error {
-	s.h, s.a, s.seq = h, a, seq
+	s.pos, s.h, s.a, s.seq = true, h, a, seq
 	b := append(s.buf[:0], "event: "...)
 	b = append(b, name...)
 	b = append(b, '\n')
 	return s.write(s.appendID(b), data)
 }
 
-// appendID appends the event id: the highest message id sent and, while
-// the stream has sent fragments of the generation it follows, the last
-// one's history:attempt:seq.
+// appendID appends the event id: the highest message id sent and, once
+// the stream has a position in the generation it follows, its
+// history:attempt:seq. A preview_reset that starts a generation is at seq
+// 0 of it, so its id differs from the message event's before it: no two
+// events of a stream share an id.
 func (s *sse) appendID(b []byte) []byte {
 	b = append(b, "id: "...)
 	b = strconv.AppendInt(b, s.lastID, 10)
-	if s.seq > 0 {
+	if s.pos {
 		b = append(b, ':')
 		b = strconv.AppendInt(b, s.h, 10)
 		b = append(b, ':')
