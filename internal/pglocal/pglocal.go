@@ -425,3 +425,87 @@ func tail(path string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// Socket returns the directory of the cluster's unix socket and its port:
+// one host of a multi-host URL (host=dir1,dir2&port=p1,p2).
+func (c *Cluster) Socket() (dir string, port int) { return c.socketDir, c.port }
+
+// Standby makes a streaming standby of c in opts.Dir (pg_basebackup, WAL
+// streamed during the copy) that connects to c as application name app
+// (what synchronous_standby_names names), and starts it. c must accept
+// replication connections from the local socket (initdb's default here).
+func (c *Cluster) Standby(ctx context.Context, app string, opts Options) (*Cluster, error) {
+	binDir, err := FindBinaries()
+	if err != nil {
+		return nil, err
+	}
+	acct, err := clusterAccount()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create standby directory: %w", err)
+	}
+	if acct.cred != nil {
+		if err := os.Chown(dir, acct.uid, acct.gid); err != nil {
+			return nil, fmt.Errorf("hand %s to %s: %w", dir, acct.name, err)
+		}
+	}
+	conninfo := fmt.Sprintf("host=%s port=%d user=postgres application_name=%s", c.socketDir, c.port, app)
+	dataDir := filepath.Join(dir, "data")
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "pg_basebackup"), "-D", dataDir, "-d", conninfo,
+		"-R", "-X", "stream", "-c", "fast", "--no-sync")
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: acct.cred}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("pg_basebackup from %s: %w: %s", c.dir, err, strings.TrimSpace(string(out)))
+	}
+	// -R wrote a primary_conninfo; this one, later in the file, wins and
+	// names the standby for synchronous_standby_names.
+	auto, err := os.OpenFile(filepath.Join(dataDir, "postgresql.auto.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	_, err = fmt.Fprintf(auto, "primary_conninfo = '%s'\n", conninfo)
+	if cerr := auto.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return Start(ctx, opts)
+}
+
+// Promote ends a standby's recovery (pg_promote) and returns once it
+// accepts writes.
+func (c *Cluster) Promote(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, c.URL("postgres"))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	var done bool
+	if err := conn.QueryRow(ctx, "SELECT pg_promote(true, 60)").Scan(&done); err != nil {
+		return err
+	}
+	if !done {
+		return errors.New("pg_promote: the standby did not finish its promotion within 60 s")
+	}
+	return nil
+}
+
+// Kill ends the postmaster and every process of it at once with SIGKILL,
+// as when its machine dies: nothing is flushed or handed over. Only a
+// cluster this Cluster started can be killed.
+func (c *Cluster) Kill() {
+	if c.cmd == nil || c.cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+	<-c.exited
+	c.logger.Info("local postgres killed", slog.String("dir", c.dir))
+}
