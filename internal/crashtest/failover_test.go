@@ -102,31 +102,14 @@ func (p *pgPair) url() string {
 
 func (p *pgPair) exec(c *pglocal.Cluster, sql string) {
 	p.t.Helper()
-	_ = p.query(c, sql)
+	if err := execSQL(c.URL("chatd"), sql); err != nil {
+		p.t.Fatal(err)
+	}
 }
 
-// query runs one statement as the superuser and returns its one value as
-// text ("" for none or NULL).
-func (p *pgPair) query(c *pglocal.Cluster, sql string) string {
-	p.t.Helper()
-	conn, err := pgx.Connect(context.Background(), c.URL("chatd"))
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	var out *string
-	if err := conn.QueryRow(context.Background(), "SELECT ("+sql+")::text").Scan(&out); err != nil && !strings.Contains(err.Error(), "syntax error") {
-		p.t.Fatal(err)
-	} else if err != nil { // a command, not a query
-		if _, err := conn.Exec(context.Background(), sql); err != nil {
-			p.t.Fatal(err)
-		}
-	}
-	if out == nil {
-		return ""
-	}
-	return *out
-}
+// query runs one query as the superuser and returns its value as text
+// ("" for none, NULL or a failure: callers poll).
+func (p *pgPair) query(c *pglocal.Cluster, sql string) string { return queryText(c.URL("chatd"), sql) }
 
 // failoverMock answers every turn with one finalizer call whose value
 // says which call of the turn it is (count), and counts the calls per
@@ -460,9 +443,10 @@ func (r *failoverRig) ready(want bool) bool {
 }
 
 // failover runs the load, calls down once killAfter receipts came, waits
-// until no replica is ready, calls promote, and returns when every turn
-// has its receipt, with the time of the promotion.
-func (r *failoverRig) failover(killAfter int, down, promote func()) time.Time {
+// until no replica is ready, calls promote (which returns when a primary
+// answers again), and returns when every turn has its receipt, with the
+// time of the promotion.
+func (r *failoverRig) failover(killAfter int, down func(), promote func() time.Time) time.Time {
 	t := r.t
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
@@ -474,11 +458,7 @@ func (r *failoverRig) failover(killAfter int, down, promote func()) time.Time {
 	r.load.cuts.cut() // the streams reconnect while no primary answers
 	poll(t, 30*time.Second, "/readyz to say not ready on both replicas", func() bool { return r.ready(false) })
 	notReady := time.Since(downAt)
-	// An HA manager takes seconds to decide: the outage lasts a while,
-	// so leases run out and requests pile up behind it.
-	<-time.After(failoverOutage)
-	promote()
-	promoted := time.Now()
+	promoted := promote()
 	r.load.cuts.cut() // and again once one does
 	poll(t, 60*time.Second, "/readyz to come back on both replicas", func() bool { return r.ready(true) })
 	t.Logf("primary down: both replicas not ready after %s; promoted %s after the failure; ready %s after the promotion",
@@ -602,10 +582,14 @@ func TestFailoverSynchronousStandby(t *testing.T) {
 				} else {
 					pair.primary.Kill()
 				}
-			}, func() {
+			}, func() time.Time {
+				// An HA manager takes seconds to decide: the outage lasts
+				// a while, so leases run out and requests pile up behind it.
+				<-time.After(failoverOutage)
 				if err := pair.standby.Promote(context.Background()); err != nil {
 					t.Fatal(err)
 				}
+				return time.Now()
 			})
 			repeated := rig.audit(pair.standby.URL("chatd"), promoted)
 			switch {
