@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/check"
 	"github.com/chatd/chatd/internal/mockllm"
 	"github.com/chatd/chatd/internal/pglocal"
 )
@@ -118,10 +119,27 @@ func (p *pgPair) query(c *pglocal.Cluster, sql string) string { return queryText
 type failoverMock struct {
 	mu    sync.Mutex
 	calls map[string]int // by the turn's tag
+	// hold, when set, holds the calls of the turns it names until gate
+	// closes; held counts them.
+	hold func(tag string) bool
+	gate chan struct{}
+	held atomic.Int32
 }
 
 func (m *failoverMock) options() mockllm.Options {
 	return mockllm.Options{Latency: failoverLatency - 500*time.Millisecond, ChunkDelay: 25 * time.Millisecond,
+		BeforeRespond: func(ctx context.Context, req *mockllm.Request) error {
+			if m.hold == nil || !m.hold(turnTag(req)) {
+				return nil
+			}
+			m.held.Add(1)
+			select {
+			case <-m.gate:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		},
 		StepFor: func(req *mockllm.Request) (mockllm.Step, bool) {
 			tag := turnTag(req)
 			m.mu.Lock()
@@ -237,14 +255,16 @@ func (p *cutProxy) cut() {
 	p.cuts.Add(1)
 }
 
-func (l *failoverLoad) run(ctx context.Context, turns, drivers int) *sync.WaitGroup {
+// run runs turns from..to-1 on drivers goroutines.
+func (l *failoverLoad) run(ctx context.Context, from, to, drivers int) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	next := atomic.Int32{}
+	next.Store(int32(from))
 	for range drivers {
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1)) - 1
-				if i >= turns || ctx.Err() != nil {
+				if i >= to || ctx.Err() != nil {
 					return
 				}
 				l.turn(ctx, i)
@@ -450,7 +470,7 @@ func (r *failoverRig) failover(killAfter int, down func(), promote func() time.T
 	t := r.t
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	wg := r.load.run(ctx, failoverTurns, 60)
+	wg := r.load.run(ctx, 0, failoverTurns, 60)
 	poll(t, 2*time.Minute, fmt.Sprintf("%d receipts before the failover", killAfter), func() bool { return int(r.load.done.Load()) >= killAfter })
 	r.load.phase.Store(1)
 	down()
@@ -600,4 +620,115 @@ func TestFailoverSynchronousStandby(t *testing.T) {
 			}
 		})
 	}
+}
+
+// caughtUp waits until the standby replayed everything the primary wrote.
+func (p *pgPair) caughtUp() {
+	lsn := p.query(p.primary, "pg_current_wal_lsn()")
+	poll(p.t, 30*time.Second, "the standby to replay "+lsn, func() bool {
+		return p.query(p.standby, "pg_last_wal_replay_lsn() >= '"+lsn+"'::pg_lsn") == "true"
+	})
+}
+
+// detach stops the standby's replication (an empty primary_conninfo): what
+// the primary commits from now on is on the primary alone, as when an
+// asynchronous standby lags.
+func (p *pgPair) detach() {
+	p.exec(p.standby, "ALTER SYSTEM SET primary_conninfo = ''")
+	p.exec(p.standby, "SELECT pg_reload_conf()")
+	poll(p.t, 30*time.Second, "the standby to stop streaming", func() bool {
+		return p.query(p.primary, "SELECT count(*) FROM pg_stat_replication") == "0"
+	})
+}
+
+// TestFailoverAsynchronousStandby: with an asynchronous standby, what the
+// primary committed after the standby's last replayed WAL is lost with
+// the primary. Turns answered while the standby kept up (A) keep their
+// receipts. Turns admitted while it kept up but answered after it fell
+// behind (B: their calls are held, the standby detached, then the calls
+// answered) are pending again after the promotion: they are run again
+// and end with another receipt than the one their client saw, delivered
+// to webhooks under the same webhook-id. Turns admitted after it fell
+// behind (C) are unknown: their lookups answer 404. chatd check, run when
+// every turn settled, is clean: the database is consistent, only older.
+func TestFailoverAsynchronousStandby(t *testing.T) {
+	t.Parallel()
+	pair := startPair(t, false)
+	rig := startRig(t, pair.url())
+	l := rig.load
+	ctx := t.Context()
+	const n = 10
+	l.run(ctx, 0, n, n).Wait()
+	pair.caughtUp()
+	rig.mock.gate = make(chan struct{})
+	rig.mock.hold = func(tag string) bool { i, _ := strconv.Atoi(strings.TrimPrefix(tag, "t")); return i >= n && i < 2*n }
+	b := l.run(ctx, n, 2*n, n)
+	poll(t, time.Minute, "the calls of B to be held", func() bool { return rig.mock.held.Load() == n })
+	pair.caughtUp()
+	pair.detach()
+	close(rig.mock.gate)
+	b.Wait()
+	l.run(ctx, 2*n, 3*n, n).Wait()
+	if got := l.done.Load(); got != 3*n {
+		t.Fatalf("%d of %d turns answered before the failover", got, 3*n)
+	}
+	pair.primary.Kill()
+	if err := pair.standby.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 60*time.Second, "/readyz to come back on both replicas", func() bool { return rig.ready(true) })
+	rig.auditAsync(pair.standby.URL("chatd"), n)
+}
+
+// auditAsync checks TestFailoverAsynchronousStandby's outcome, batch by
+// batch (n turns each).
+func (r *failoverRig) auditAsync(primaryURL string, n int) {
+	t := r.t
+	c := r.load.servers[0].client(r.load.token)
+	outcome := map[string]int{}
+	rerun := map[uuid.UUID]json.RawMessage{}
+	for id, s := range r.load.seen {
+		i, _ := strconv.Atoi(strings.TrimPrefix(s.tag, "t"))
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		now, err := c.WaitStructuredOutput(ctx, id)
+		cancel()
+		var ae *client.APIError
+		switch {
+		case i < n && (err != nil || !jsonEqual(now.Value, s.res.Value)):
+			t.Errorf("%s, answered while the standby kept up: now %s %s (%v), the client saw %s", s.tag, now.Status, now.Value, err, s.res.Value)
+		case i >= n && i < 2*n && (err != nil || now.Status != client.OutputSucceeded || jsonEqual(now.Value, s.res.Value)):
+			t.Errorf("%s, answered after the standby fell behind: now %s %s (%v), want another value than the client saw, %s",
+				s.tag, now.Status, now.Value, err, s.res.Value)
+		case i >= 2*n && (!errors.As(err, &ae) || ae.StatusCode != http.StatusNotFound):
+			t.Errorf("%s, admitted after the standby fell behind: %s %s (%v), want 404", s.tag, now.Status, now.Value, err)
+		}
+		outcome[[]string{"kept", "run again", "unknown"}[min(i/n, 2)]]++
+		if i >= n && i < 2*n {
+			rerun[id] = now.Value
+		}
+	}
+	pool := openPool(t, primaryURL)
+	settle(t, pool, time.Minute, nil)
+	r.hooks.verifyDelivered(t, pool) // and each request under one webhook-id
+	r.hooks.mu.Lock()
+	twice := 0
+	for id, v := range rerun {
+		got := r.hooks.values[id]
+		if len(got) == 0 || !jsonEqual(json.RawMessage(got[len(got)-1]), v) {
+			t.Errorf("request %s run again: the webhook receiver processed %v, last not the new receipt's %s", id, got, v)
+		}
+		if len(got) > 1 && got[0] != got[len(got)-1] {
+			twice++
+		}
+	}
+	r.hooks.mu.Unlock()
+	t.Logf("%d of the %d requests run again reached the webhook receiver with the lost value, then the new one, under one webhook-id", twice, len(rerun))
+	rep, err := check.Run(t.Context(), pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range rep.Violations {
+		t.Errorf("checker: %s", v)
+	}
+	t.Logf("after the asynchronous failover: %v; chatd check found %d violations", outcome, len(rep.Violations))
 }

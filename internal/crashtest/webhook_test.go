@@ -43,8 +43,9 @@ type hookReceiver struct {
 	mu      sync.Mutex
 	posts   int
 	failed  int
-	tried   map[uuid.UUID]bool   // requests that came at least once
-	seen    map[uuid.UUID]string // request id -> webhook-id
+	tried   map[uuid.UUID]bool     // requests that came at least once
+	seen    map[uuid.UUID]string   // request id -> webhook-id
+	values  map[uuid.UUID][]string // request id -> the values processed, in order
 	repeats int
 }
 
@@ -79,6 +80,7 @@ func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusInternalServerError)
 		return
 	}
+	h.values[p.Data.RequestID] = append(h.values[p.Data.RequestID], string(p.Data.Value))
 	// Idempotent by the receipt's request id: a repeat changes nothing.
 	if prev, ok := h.seen[p.Data.RequestID]; ok {
 		h.repeats++
@@ -98,7 +100,8 @@ func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func newHookReceiver(t *testing.T) *hookReceiver {
-	return &hookReceiver{t: t, held: make(chan struct{}, 1), tried: map[uuid.UUID]bool{}, seen: map[uuid.UUID]string{}}
+	return &hookReceiver{t: t, held: make(chan struct{}, 1), tried: map[uuid.UUID]bool{}, seen: map[uuid.UUID]string{},
+		values: map[uuid.UUID][]string{}}
 }
 
 // withWebhook adds an endpoint at url to the config file at path: every
