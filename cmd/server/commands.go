@@ -302,6 +302,7 @@ func assembleServer(ctx context.Context, a *serverArgs, cfg *config.Config, exp 
 	d.txs.Instrument(reg)
 	s.hub = notify.New(d.pool, logger)
 	s.hub.ListenOn(d.listen)
+	s.hub.Instrument(reg)
 	s.st.Tell(s.hub.ID(), s.hub)
 	s.relay = notify.NewRelay(d.pool, s.hub, logger)
 	models := provider.NewRegistry(cfg, provider.Options{Logger: logger, Calls: *a.maxRunning, Metrics: reg})

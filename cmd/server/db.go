@@ -94,6 +94,9 @@ func openDatabase(ctx context.Context, df databaseFlags, maxConns int32, logger 
 	}
 	store.Configure(cfg)
 	d.txs = store.Trace(cfg)
+	d.txs.OnServerChange(func(from, to string) {
+		logger.Warn("database connections reach another server", slog.String("from", from), slog.String("to", to))
+	})
 	d.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		if d.cluster != nil {

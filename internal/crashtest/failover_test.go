@@ -1,6 +1,7 @@
 package crashtest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,6 +26,7 @@ import (
 	"github.com/chatd/chatd/internal/check"
 	"github.com/chatd/chatd/internal/mockllm"
 	"github.com/chatd/chatd/internal/pglocal"
+	"github.com/chatd/chatd/internal/prom"
 )
 
 // The failover tests' load: failoverTurns structured turns, each one
@@ -36,6 +38,7 @@ const (
 	failoverLatency = 2 * time.Second
 	failoverLease   = 5 * time.Second
 	failoverOutage  = 3 * time.Second
+	failoverPace    = 20 * time.Millisecond // 50 turns a second
 )
 
 // pgPair is a primary and a streaming standby of it, clusters of the
@@ -255,21 +258,19 @@ func (p *cutProxy) cut() {
 	p.cuts.Add(1)
 }
 
-// run runs turns from..to-1 on drivers goroutines.
-func (l *failoverLoad) run(ctx context.Context, from, to, drivers int) *sync.WaitGroup {
+// run starts turns from..to-1, one every failoverPace, each on a
+// goroutine of its own: a turn's client waits for nobody else's.
+func (l *failoverLoad) run(ctx context.Context, from, to int) *sync.WaitGroup {
 	var wg sync.WaitGroup
-	next := atomic.Int32{}
-	next.Store(int32(from))
-	for range drivers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= to || ctx.Err() != nil {
-					return
-				}
-				l.turn(ctx, i)
-			}
-		})
+	tick := time.NewTicker(failoverPace)
+	defer tick.Stop()
+	for i := from; i < to; i++ {
+		wg.Go(func() { l.turn(ctx, i) })
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return &wg
+		}
 	}
 	return &wg
 }
@@ -470,7 +471,9 @@ func (r *failoverRig) failover(killAfter int, down func(), promote func() time.T
 	t := r.t
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	wg := r.load.run(ctx, 0, failoverTurns, 60)
+	var wg *sync.WaitGroup
+	started := make(chan struct{})
+	go func() { wg = r.load.run(ctx, 0, failoverTurns); close(started) }()
 	poll(t, 2*time.Minute, fmt.Sprintf("%d receipts before the failover", killAfter), func() bool { return int(r.load.done.Load()) >= killAfter })
 	r.load.phase.Store(1)
 	down()
@@ -483,6 +486,7 @@ func (r *failoverRig) failover(killAfter int, down func(), promote func() time.T
 	poll(t, 60*time.Second, "/readyz to come back on both replicas", func() bool { return r.ready(true) })
 	t.Logf("primary down: both replicas not ready after %s; promoted %s after the failure; ready %s after the promotion",
 		notReady.Round(time.Millisecond), promoted.Sub(downAt).Round(time.Millisecond), time.Since(promoted).Round(time.Millisecond))
+	<-started
 	wg.Wait()
 	for _, fs := range r.load.streams {
 		<-fs.done
@@ -547,8 +551,53 @@ func (r *failoverRig) audit(primaryURL string, promoted time.Time) (repeated []s
 		if _, exited := s.wait(0); exited {
 			t.Errorf("chatd %s exited", s.name)
 		}
+		r.auditMetrics(s)
 	}
 	return repeated
+}
+
+// auditMetrics checks that a replica reported the failover: its listener
+// reconnected after an outage it measured, its new connections failed
+// while no primary answered and then reached another server, and its log
+// says so.
+func (r *failoverRig) auditMetrics(s *server) {
+	t := r.t
+	b, err := s.client("").Metrics(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := prom.Parse(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, name := range []string{"chatd_listener_reconnects_total", "chatd_listener_outage_seconds_count",
+		"chatd_db_connect_errors_total", "chatd_db_server_changes_total"} {
+		v, _ := sc.Get(name)
+		if v < 1 {
+			t.Errorf("chatd %s: %s is %v after the failover", s.name, name, v)
+		}
+		got = append(got, fmt.Sprintf("%s %v", name, v))
+	}
+	outage, _ := sc.Quantile("chatd_listener_outage_seconds", 0.5)
+	var logged []string
+	for _, msg := range []string{"notification listener reconnected", "database connections reach another server"} {
+		if n := logCount(s.LogPath, msg); n == 0 {
+			t.Errorf("chatd %s logged no %q", s.name, msg)
+		} else {
+			logged = append(logged, fmt.Sprintf("%q x%d", msg, n))
+		}
+	}
+	t.Logf("chatd %s: %s; listener outage p50 %.1fs; logged %s", s.name, strings.Join(got, ", "), outage, strings.Join(logged, ", "))
+}
+
+// logCount counts the log records with message msg.
+func logCount(path, msg string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	return bytes.Count(b, []byte(`"msg":"`+msg+`"`))
 }
 
 // auditStreams verifies each stream against the chat's visible messages.
@@ -658,17 +707,17 @@ func TestFailoverAsynchronousStandby(t *testing.T) {
 	l := rig.load
 	ctx := t.Context()
 	const n = 10
-	l.run(ctx, 0, n, n).Wait()
+	l.run(ctx, 0, n).Wait()
 	pair.caughtUp()
 	rig.mock.gate = make(chan struct{})
 	rig.mock.hold = func(tag string) bool { i, _ := strconv.Atoi(strings.TrimPrefix(tag, "t")); return i >= n && i < 2*n }
-	b := l.run(ctx, n, 2*n, n)
+	b := l.run(ctx, n, 2*n)
 	poll(t, time.Minute, "the calls of B to be held", func() bool { return rig.mock.held.Load() == n })
 	pair.caughtUp()
 	pair.detach()
 	close(rig.mock.gate)
 	b.Wait()
-	l.run(ctx, 2*n, 3*n, n).Wait()
+	l.run(ctx, 2*n, 3*n).Wait()
 	if got := l.done.Load(); got != 3*n {
 		t.Fatalf("%d of %d turns answered before the failover", got, 3*n)
 	}

@@ -75,3 +75,10 @@ func (h *Hub) setListening(up bool) {
 	}
 	h.mu.Unlock()
 }
+
+// isListening says whether the listener is up.
+func (h *Hub) isListening() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.listening
+}

@@ -17,7 +17,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chatd/chatd/internal/prom"
 	"github.com/chatd/chatd/internal/store"
 )
 
@@ -132,6 +134,11 @@ type Hub struct {
 	announceKick chan struct{}
 
 	relay *Relay // this process's, answering catch-ups (catchup.go)
+
+	m struct { // Instrument's; nil without it
+		reconnects *prometheus.CounterVec
+		outage     *prometheus.HistogramVec
+	}
 
 	// The listener goroutine's own: pieces of split fragments and
 	// catch-ups being received, by chat.
@@ -290,6 +297,8 @@ func (h *Hub) Run(ctx context.Context) {
 	wg.Go(func() { h.runRegistry(ctx) })
 	backoff := 100 * time.Millisecond
 	first := true
+	var down time.Time // when the listener lost its connection
+	tries := 0
 	for ctx.Err() == nil {
 		err := h.listen(ctx, func() {
 			h.setListening(true)
@@ -298,13 +307,16 @@ func (h *Hub) Run(ctx context.Context) {
 				first = false
 			} else {
 				h.resyncAll()
+				h.reconnected(time.Since(down), tries)
 			}
 			h.announce("?") // others' announcements may have been missed
-			backoff = 100 * time.Millisecond
+			backoff, tries = 100*time.Millisecond, 0
 		})
-		h.setListening(false)
-		if ctx.Err() != nil {
+		if h.setListening(false); ctx.Err() != nil {
 			return
+		}
+		if tries++; tries == 1 {
+			down = time.Now()
 		}
 		h.logger.Warn("notification listener disconnected", slog.String("error", err.Error()), slog.Duration("retry_in", backoff))
 		select {
@@ -357,5 +369,32 @@ func (h *Hub) listen(ctx context.Context, connected func()) error {
 		case "chatd_follow":
 			h.noteFollowed(n.Payload)
 		}
+	}
+}
+
+// Instrument registers the listener's metrics on reg: its reconnections
+// and how long each outage lasted, the time without a primary as this
+// process saw it.
+func (h *Hub) Instrument(reg *prometheus.Registry) {
+	h.m.reconnects = prom.Counter(reg, "chatd_listener_reconnects_total",
+		"Times the notification listener connected again after losing its connection (the database restarted or failed over).")
+	h.m.outage = prom.Histogram(reg, "chatd_listener_outage_seconds",
+		"How long the notification listener was without a connection, from losing it to listening again, per outage.",
+		[]float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300})
+	prom.GaugeFunc(reg, "chatd_listener_up", "1 while the notification listener listens, else 0.", func() float64 {
+		if h.isListening() {
+			return 1
+		}
+		return 0
+	})
+}
+
+// reconnected notes a reconnection after an outage of d and tries
+// attempts; every subscriber was told to re-read.
+func (h *Hub) reconnected(d time.Duration, tries int) {
+	h.logger.Info("notification listener reconnected", slog.Duration("down_for", d), slog.Int("attempts", tries))
+	if h.m.reconnects != nil {
+		h.m.reconnects.WithLabelValues().Inc()
+		h.m.outage.WithLabelValues().Observe(d.Seconds())
 	}
 }

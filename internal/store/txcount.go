@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,10 +26,18 @@ import (
 // under a mutex per statement.
 type TxCounter struct {
 	opened atomic.Int64 // connections established
+	failed atomic.Int64 // connection attempts that failed
 
-	mu    sync.Mutex
-	open  map[*pgx.Conn]*openTx
-	stats map[string]*TxStat
+	mu sync.Mutex
+	// servers is the address the last connection reached, by the
+	// configuration's first host (the pool's, and a listener's direct
+	// one, each its own); moved counts the changes (a failover), onMove
+	// is told each.
+	servers map[string]string
+	moved   int64
+	onMove  func(from, to string)
+	open    map[*pgx.Conn]*openTx
+	stats   map[string]*TxStat
 }
 
 // TxStat is what the counter saw for one purpose.
@@ -213,9 +222,44 @@ func (c *TxCounter) TraceConnectStart(ctx context.Context, _ pgx.TraceConnectSta
 
 // TraceConnectEnd implements pgx.ConnectTracer.
 func (c *TxCounter) TraceConnectEnd(_ context.Context, data pgx.TraceConnectEndData) {
-	if data.Err == nil {
-		c.opened.Add(1)
+	if data.Err != nil {
+		c.failed.Add(1)
+		return
 	}
+	c.opened.Add(1)
+	to := data.Conn.PgConn().Conn().RemoteAddr().String()
+	cfg := data.Conn.Config()
+	key := fmt.Sprintf("%s:%d/%s", cfg.Host, cfg.Port, cfg.Database)
+	c.mu.Lock()
+	if c.servers == nil {
+		c.servers = map[string]string{}
+	}
+	from, f := c.servers[key], c.onMove
+	c.servers[key] = to
+	moved := from != "" && from != to
+	if moved {
+		c.moved++
+	}
+	c.mu.Unlock()
+	if moved && f != nil {
+		f(from, to)
+	}
+}
+
+// OnServerChange calls f (on the connecting goroutine) when a new
+// connection reaches another server address than the one before: with a
+// multi-host URL or a name that moves, the primary changed.
+func (c *TxCounter) OnServerChange(f func(from, to string)) {
+	c.mu.Lock()
+	c.onMove = f
+	c.mu.Unlock()
+}
+
+// Moved is how many times new connections reached another server.
+func (c *TxCounter) Moved() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.moved
 }
 
 // TraceRelease implements pgxpool.ReleaseTracer: a connection handed back
@@ -249,5 +293,15 @@ func (c *TxCounter) Instrument(reg *prometheus.Registry) {
 	prom.Func(reg, "chatd_db_connections_opened_total", "Database connections this process established.",
 		prometheus.CounterValue, nil, func() []prom.Sample {
 			return []prom.Sample{{Value: float64(c.Opened())}}
+		})
+	prom.Func(reg, "chatd_db_connect_errors_total", "Database connection attempts that failed (no host of the URL "+
+		"answered as the URL asks, e.g. no read-write one during a failover).",
+		prometheus.CounterValue, nil, func() []prom.Sample {
+			return []prom.Sample{{Value: float64(c.failed.Load())}}
+		})
+	prom.Func(reg, "chatd_db_server_changes_total", "Times a new database connection reached another server address "+
+		"than the connection before it: the primary moved (a failover or switchover).",
+		prometheus.CounterValue, nil, func() []prom.Sample {
+			return []prom.Sample{{Value: float64(c.Moved())}}
 		})
 }
