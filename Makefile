@@ -5,7 +5,7 @@ export GOFLAGS := -buildvcs=false
 # package: internal/crashtest takes 2–9 minutes alone and over 12 on a loaded machine.
 TEST_FLAGS ?= -race -count=1 -timeout 25m
 
-.PHONY: js-deps py-deps generate-sdk all build run mockllm test test-flaky test-short bench bench-all fuzz crash-long generate check-generated vet lint pg-deps pgbouncer-deps mcp-deps clean
+.PHONY: js-deps py-deps generate-sdk all build run mockllm test test-flaky test-short test-failover bench bench-all fuzz crash-long generate check-generated vet lint pg-deps pgbouncer-deps failover-deps mcp-deps clean
 
 all: build
 
@@ -41,9 +41,10 @@ mockllm: build
 ## test: everything, against real PostgreSQL (each package starts its own),
 ## with node (the TypeScript SDK, the OpenAPI lint and type checks), Python
 ## (the Python SDK's tests, wheel and type checks, in virtual environments),
-## chromium (the browser test) and PgBouncer (internal/pgbouncertest)
-## installed first when missing.
-test: pg-deps pgbouncer-deps mcp-deps js-deps py-deps
+## chromium (the browser test), PgBouncer (internal/pgbouncertest) and
+## pg_auto_failover (the failover tests of internal/crashtest) installed
+## first when missing.
+test: pg-deps pgbouncer-deps failover-deps mcp-deps js-deps py-deps
 	go test $(TEST_FLAGS) ./...
 	@# Allocation bounds and timings cannot be measured under -race: run those tests without it.
 	go test -count=1 -run '^(TestFastPathAllocatesNothingExtra|TestEstimatorBoundsAllocation|TestRealisticValuesAccepted)$$' ./internal/jsonb/ ./internal/validate/
@@ -93,6 +94,13 @@ fuzz:
 	$(call fuzz1,FuzzCompile,12000x,./internal/validate/)
 	$(call fuzz1,FuzzParse,50000x,./internal/partialjson/)
 	$(call fuzz1,FuzzGeminiSchema,20000x,./internal/provider/)
+
+## test-failover: the database failover tests alone (internal/crashtest:
+## a synchronous standby promoted after the primary is killed or stopped,
+## pg_auto_failover promoting by itself, an asynchronous standby's losses;
+## docs/operations.md#database-failover). make test runs them too.
+test-failover: pg-deps failover-deps
+	go test $(TEST_FLAGS) -v -run '^TestFailover' ./internal/crashtest/
 
 ## crash-long: the SIGKILL crash test with many kill points, a longer
 ## concurrency storm and a longer hostile-model storm (internal/crashtest).
@@ -178,6 +186,13 @@ pg-deps:
 pgbouncer-deps:
 	@command -v pgbouncer >/dev/null 2>&1 || test -x /usr/sbin/pgbouncer || \
 	  { echo "installing pgbouncer"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null; }
+
+## failover-deps: Debian's pg_auto_failover for the PostgreSQL the tests
+## run (pg_autoctl; the package's own service is not used).
+PG_MAJOR = $(shell ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sed 's|/usr/lib/postgresql/||; s|/bin||' | sort -n | tail -1)
+failover-deps: pg-deps
+	@command -v pg_autoctl >/dev/null 2>&1 || \
+	  { echo "installing pg_auto_failover"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-$(or $(PG_MAJOR),15)-auto-failover >/dev/null; }
 
 ## mcp-deps: node and npm (Debian's, when missing) and the pinned MCP servers
 ## the tests run (internal/mcp/testdata/npm, from its committed lockfile).

@@ -51,6 +51,23 @@
 //     is stuck, `chatd check` is clean, no client got a 5xx, and each
 //     hostile kind was stored screened. 8 kill points
 //     (CHATD_HOSTILE_KILLS).
+//   - TestFailoverSynchronousStandby: a primary and a synchronous
+//     streaming standby (pg_basebackup), two servers on a multi-host URL
+//     with target_session_attrs=read-write, 300 structured turns of a 2 s
+//     model; the primary is SIGKILLed (or stopped cleanly: a planned
+//     switchover) a third of the way in and the standby promoted. Every
+//     turn ends with exactly one receipt, the one its client saw, the last
+//     within lease + 2 × latency + 15 s of the promotion; /readyz is 503
+//     while no primary answers; webhooks and streams (cut at the failure
+//     and the promotion, resumed on the other server) deliver everything
+//     once; each server counts and logs its reconnection; no server exits;
+//     the checker is clean; planned, no provider call follows a committed
+//     step.
+//   - TestFailoverAutomatic: the same on a pg_auto_failover formation
+//     (monitor and two nodes) whose primary node is SIGKILLed: the monitor
+//     promotes the standby by itself.
+//   - TestFailoverAsynchronousStandby: what an asynchronous standby loses
+//     with the primary (docs/operations.md#synchronous-and-asynchronous-standbys).
 //
 // The seeded tests print their seed (with -v, and on failure); set
 // CHATD_CRASH_SEED to replay one. The schedule of kills and every answer of
