@@ -75,13 +75,7 @@ func startAutoFailover(t *testing.T) *pafCluster {
 	c.start(0, "monitor", "--pgdata", filepath.Join(c.dir, "monitor"), "--pgport", strconv.Itoa(c.ports[0]),
 		"--hostname", "127.0.0.1", "--listen", "127.0.0.1", "--auth", "trust", "--no-ssl")
 	poll(t, 60*time.Second, "the pg_auto_failover monitor", func() bool { return c.monitorQuery("SELECT 1") == "1" })
-	for _, set := range []string{"primary_demote_timeout = 3000", "node_considered_unhealthy_timeout = 3000",
-		"health_check_period = 1000", "health_check_retry_delay = 500", "health_check_timeout = 1000"} {
-		if err := execSQL(c.monitorSuperuser(), "ALTER SYSTEM SET pgautofailover."+set); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c.monitorQuery("SELECT pg_reload_conf()")
+	c.tuneMonitor()
 	for node := 1; node <= 2; node++ {
 		c.start(node, "postgres", "--pgdata", filepath.Join(c.dir, fmt.Sprintf("node%d", node)), "--pgport", strconv.Itoa(c.ports[node]),
 			"--hostname", "127.0.0.1", "--listen", "127.0.0.1", "--auth", "trust", "--no-ssl", "--dbname", "chatd",
@@ -105,6 +99,20 @@ func startAutoFailover(t *testing.T) *pafCluster {
 		}
 	}
 	return c
+}
+
+// tuneMonitor cuts the monitor's timeouts from tens of seconds to
+// seconds: it declares a silent node unhealthy after 3 s and promotes
+// after 3 s more.
+func (c *pafCluster) tuneMonitor() {
+	c.t.Helper()
+	for _, set := range []string{"primary_demote_timeout = 3000", "node_considered_unhealthy_timeout = 3000",
+		"health_check_period = 1000", "health_check_retry_delay = 500", "health_check_timeout = 1000"} {
+		if err := execSQL(c.monitorSuperuser(), "ALTER SYSTEM SET pgautofailover."+set); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	c.monitorQuery("SELECT pg_reload_conf()")
 }
 
 // freePort returns a loopback TCP port nobody listens on now.

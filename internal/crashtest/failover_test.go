@@ -544,7 +544,7 @@ func (r *failoverRig) audit(primaryURL string, promoted time.Time) (repeated []s
 		}
 		r.mock.mu.Unlock()
 	}
-	t.Logf("%d receipts seen before the failover, %d after; all unchanged", before, len(r.load.seen)-before)
+	t.Logf("%d receipts seen before the failover, %d after, checked against the new primary", before, len(r.load.seen)-before)
 	r.hooks.verifyDelivered(t, pool)
 	r.auditStreams(pool)
 	for _, s := range r.load.servers {
