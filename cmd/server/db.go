@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/chatd/chatd/internal/notify"
@@ -83,6 +87,7 @@ func openDatabase(ctx context.Context, df databaseFlags, maxConns int32, logger 
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
+	warnHosts("--database-url", &cfg.ConnConfig.Config, logger)
 	d.direct = *df.direct
 	if d.direct != "" && !strings.Contains(url, "default_query_exec_mode") {
 		// A transaction pooler runs each transaction on any server
@@ -111,7 +116,7 @@ func openDatabase(ctx context.Context, df databaseFlags, maxConns int32, logger 
 		return nil, fmt.Errorf("connect to the database: %w", err)
 	}
 	start := time.Now()
-	if err := d.probe(ctx); err != nil {
+	if err := d.probe(ctx, logger); err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -127,7 +132,7 @@ const probeWait = 5 * time.Second
 // sent through the pool reaches it, so that a server behind a transaction
 // pooler without a direct URL (whose streams, long polls and wake-ups
 // would hear nothing) refuses to start, saying why.
-func (d *database) probe(ctx context.Context) error {
+func (d *database) probe(ctx context.Context, logger *slog.Logger) error {
 	d.listen = d.pool.Config().ConnConfig
 	if d.direct != "" {
 		cfg, err := pgx.ParseConfig(d.direct)
@@ -135,6 +140,7 @@ func (d *database) probe(ctx context.Context) error {
 			return fmt.Errorf("--direct-database-url: %w", err)
 		}
 		cfg.Tracer = d.listen.Tracer // the listener is counted as before
+		warnHosts("--direct-database-url", &cfg.Config, logger)
 		d.listen = cfg
 	}
 	err := notify.Probe(ctx, d.pool, d.listen, probeWait)
@@ -172,4 +178,23 @@ func (d *database) sessions(ctx context.Context, f func(*pgxpool.Pool) error) er
 	}
 	defer p.Close()
 	return f(p)
+}
+
+// warnHosts warns when a URL names several hosts but accepts any of them:
+// without target_session_attrs=read-write a connection may land on a
+// standby, where every write fails, or on an old primary.
+func warnHosts(flag string, cfg *pgconn.Config, logger *slog.Logger) {
+	if cfg.ValidateConnect != nil {
+		return
+	}
+	hosts := []string{net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))}
+	for _, f := range cfg.Fallbacks { // sslmode=prefer repeats a host without TLS
+		if h := net.JoinHostPort(f.Host, strconv.Itoa(int(f.Port))); !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
+	}
+	if len(hosts) > 1 {
+		logger.Warn(flag+" names several hosts but not target_session_attrs=read-write: a connection may land on a standby "+
+			"(docs/operations.md#database-failover)", slog.Any("hosts", hosts))
+	}
 }
