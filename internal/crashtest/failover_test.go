@@ -36,7 +36,7 @@ import (
 const (
 	failoverTurns   = 300
 	failoverLatency = 2 * time.Second
-	failoverLease   = 5 * time.Second
+	failoverLease   = 10 * time.Second
 	failoverOutage  = 3 * time.Second
 	failoverPace    = 20 * time.Millisecond // 50 turns a second
 )
@@ -515,7 +515,10 @@ func (r *failoverRig) audit(primaryURL string, promoted time.Time) (repeated []s
 			last = s.at
 		}
 	}
-	auditRequests(t, pool, ids)
+	if outcomes := auditRequests(t, pool, ids); outcomes["succeeded"] != len(ids) {
+		// A failover costs a turn an attempt or two, not its budget.
+		t.Errorf("outcomes %s, want every turn succeeded", outcomeSummary(outcomes))
+	}
 	bound := failoverLease + 2*failoverLatency + 15*time.Second
 	if d := last.Sub(promoted); d > bound {
 		t.Errorf("the last receipt came %s after the promotion, more than %s", d.Round(time.Millisecond), bound)
@@ -622,6 +625,9 @@ func (r *failoverRig) auditStreams(pool interface {
 }
 
 func jsonEqual(a, b json.RawMessage) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
 	var x, y any
 	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && fmt.Sprint(x) == fmt.Sprint(y)
 }
@@ -653,7 +659,7 @@ func TestFailoverSynchronousStandby(t *testing.T) {
 				}
 			}, func() time.Time {
 				// An HA manager takes seconds to decide: the outage lasts
-				// a while, so leases run out and requests pile up behind it.
+				// a while, and requests pile up behind it.
 				<-time.After(failoverOutage)
 				if err := pair.standby.Promote(context.Background()); err != nil {
 					t.Fatal(err)
