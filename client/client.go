@@ -15,11 +15,50 @@ import (
 	"github.com/google/uuid"
 )
 
-// Client calls one chatd server with one bearer token.
+// Client calls one chatd server with one bearer token: an API token, or a
+// JWT of the server's identity provider from a TokenSource.
 type Client struct {
 	baseURL string
 	token   string
+	source  func(context.Context) (string, error)
+	actAs   string
 	http    *http.Client
+}
+
+// NewWithTokenSource returns a client whose every request carries the
+// token source returns then: for a JWT of the server's identity provider,
+// which the source refreshes before it expires.
+func NewWithTokenSource(baseURL string, source func(context.Context) (string, error), httpClient *http.Client) *Client {
+	c := New(baseURL, "", httpClient)
+	c.source = source
+	return c
+}
+
+// ActAs returns a copy of the client whose requests act for user (the
+// X-Chatd-User header): its token needs the act-as capability.
+func (c *Client) ActAs(user string) *Client {
+	cp := *c
+	cp.actAs = user
+	return &cp
+}
+
+// authorize sets the request's credentials.
+func (c *Client) authorize(ctx context.Context, req *http.Request) error {
+	token := c.token
+	if c.source != nil {
+		t, err := c.source(ctx)
+		if err != nil {
+			return fmt.Errorf("chatd: token source: %w", err)
+		}
+		token = t
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if c.actAs != "" {
+		req.Header.Set("X-Chatd-User", c.actAs)
+	}
+	return nil
 }
 
 // New returns a client for the server at baseURL (e.g. http://127.0.0.1:8080).
@@ -71,8 +110,8 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+	if err := c.authorize(ctx, req); err != nil {
+		return err
 	}
 	if key, ok := ctx.Value(idempotencyKey{}).(string); ok && method == http.MethodPost {
 		req.Header.Set("Idempotency-Key", key)
@@ -266,4 +305,45 @@ func (c *Client) Compact(ctx context.Context, chat uuid.UUID) (Chat, error) {
 func (c *Client) CreateStreamTicket(ctx context.Context, chat uuid.UUID) (StreamTicket, error) {
 	var out StreamTicket
 	return out, c.do(ctx, http.MethodPost, "/api/v1/chats/"+chat.String()+"/stream-ticket", nil, &out)
+}
+
+// CreateToken creates an API token (admin scope): the secret is in the
+// answer only.
+func (c *Client) CreateToken(ctx context.Context, req CreateTokenRequest) (CreateTokenResponse, error) {
+	var out CreateTokenResponse
+	return out, c.do(ctx, http.MethodPost, "/api/v1/tokens", req, &out)
+}
+
+// ListTokens lists every token, or user's when not empty (admin scope).
+func (c *Client) ListTokens(ctx context.Context, user string) (ListTokensResponse, error) {
+	path := "/api/v1/tokens"
+	if user != "" {
+		path += "?" + url.Values{"user": {user}}.Encode()
+	}
+	var out ListTokensResponse
+	return out, c.do(ctx, http.MethodGet, path, nil, &out)
+}
+
+// RevokeToken revokes a token by its id (admin scope): every replica
+// refuses it, and ends its streams, within 5 seconds.
+func (c *Client) RevokeToken(ctx context.Context, id uuid.UUID) error {
+	return c.do(ctx, http.MethodDelete, "/api/v1/tokens/"+id.String(), nil, nil)
+}
+
+// ListUsers lists users by name (admin scope): at most limit (0: the
+// server's default of 100), after cursor (a previous page's NextCursor).
+func (c *Client) ListUsers(ctx context.Context, limit int, cursor string) (ListUsersResponse, error) {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	path := "/api/v1/users"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out ListUsersResponse
+	return out, c.do(ctx, http.MethodGet, path, nil, &out)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/dbtest"
 	"github.com/chatd/chatd/internal/mockllm"
+	"github.com/chatd/chatd/internal/store"
 	"github.com/chatd/chatd/internal/testenv"
 )
 
@@ -236,6 +237,31 @@ func TestEveryMethod(t *testing.T) {
 	if !errors.As(err, &ae) || ae.StatusCode != 400 || len(ae.Body.Validations) != 1 || ae.Body.Validations[0].Field != "response_format.type" {
 		t.Fatalf("invalid format: %v", err)
 	}
+
+	// The token API (an admin token), and acting for a user.
+	secret, _, err := env.Store.CreateScopedToken(ctx, store.TokenSpec{User: "root", Scopes: []client.Scope{client.ScopeAdmin}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := client.New(env.API.URL, secret, env.API.Client())
+	made, err := admin.CreateToken(ctx, client.CreateTokenRequest{User: "backend", ActAs: true})
+	check("CreateToken", err)
+	tokens, err := admin.ListTokens(ctx, "backend")
+	check("ListTokens", err)
+	if len(tokens.Tokens) != 1 || tokens.Tokens[0].ID != made.Token.ID || !tokens.Tokens[0].ActAs {
+		t.Fatalf("tokens %+v", tokens)
+	}
+	users, err := admin.ListUsers(ctx, 0, "")
+	check("ListUsers", err)
+	if len(users.Users) != 3 { // alice, backend, root
+		t.Fatalf("users %+v", users)
+	}
+	asAlice := client.New(env.API.URL, made.Secret, env.API.Client()).ActAs("alice")
+	called["ActAs"] = true
+	if got, err := asAlice.GetChat(ctx, chat); err != nil || got.ID != chat {
+		t.Fatalf("the backend as alice: %+v %v", got, err)
+	}
+	check("RevokeToken", admin.RevokeToken(ctx, made.Token.ID))
 
 	ct := reflect.TypeFor[*client.Client]()
 	for i := range ct.NumMethod() {

@@ -28,7 +28,7 @@ var vocabulary = map[string]struct {
 	file  string
 	types []string
 }{
-	"github.com/chatd/chatd/client":         {"types.go", []string{"ChatStatus", "RequestStatus", "ErrorCode", "ChatMode", "Role"}},
+	"github.com/chatd/chatd/client":         {"types.go", []string{"ChatStatus", "RequestStatus", "ErrorCode", "ChatMode", "Role", "Scope"}},
 	"github.com/chatd/chatd/internal/store": {"types.go", []string{"MessageKind", "Visibility"}},
 }
 

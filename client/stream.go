@@ -86,8 +86,8 @@ func (s *Stream) connect() error {
 		return err
 	}
 	req.Header.Set("Accept", "text/event-stream")
-	if s.c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+s.c.token)
+	if err := s.c.authorize(s.ctx, req); err != nil {
+		return err
 	}
 	switch {
 	case s.lastEventID != "":

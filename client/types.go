@@ -109,6 +109,25 @@ const (
 // exactly these.
 func ChatModes() []ChatMode { return []ChatMode{ModeNormal, ModePlan, ModeChild} }
 
+// Scope is what a token may do. A route needs one scope; a token holds a
+// set of them.
+type Scope string
+
+// Token scopes.
+const (
+	// ScopeRead: the GET routes and event streams of the caller's chats.
+	ScopeRead Scope = "read"
+	// ScopeWrite: everything else a user does to their chats (create, send,
+	// edit, interrupt, ...). A write token can read too.
+	ScopeWrite Scope = "write"
+	// ScopeAdmin: the token and user API (/api/v1/tokens, /api/v1/users).
+	ScopeAdmin Scope = "admin"
+)
+
+// Scopes lists every Scope; the api_tokens.scopes CHECK constraint allows
+// exactly these.
+func Scopes() []Scope { return []Scope{ScopeRead, ScopeWrite, ScopeAdmin} }
+
 // Role is who wrote a message.
 type Role string
 
@@ -527,4 +546,53 @@ type Health struct {
 type StreamTicket struct {
 	Ticket    string    `json:"ticket"`
 	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// CreateTokenRequest is the body of POST /api/v1/tokens.
+type CreateTokenRequest struct {
+	User      string  `json:"user"`
+	Scopes    []Scope `json:"scopes,omitempty"`
+	ActAs     bool    `json:"act_as,omitempty"`
+	ExpiresIn int64   `json:"expires_in,omitempty"`
+}
+
+// Token describes an API token; its secret is never shown again.
+type Token struct {
+	ID         uuid.UUID  `json:"id"`
+	UserID     uuid.UUID  `json:"user_id"`
+	User       string     `json:"user"`
+	Scopes     []Scope    `json:"scopes"`
+	ActAs      bool       `json:"act_as"`
+	CreatedAt  time.Time  `json:"created_at"`
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
+	Expired    bool       `json:"expired"`
+}
+
+// CreateTokenResponse is a new token: the secret, shown this once, and its
+// description.
+type CreateTokenResponse struct {
+	Secret string `json:"secret"`
+	Token  Token  `json:"token"`
+}
+
+// ListTokensResponse lists tokens (never their secrets).
+type ListTokensResponse struct {
+	Tokens []Token `json:"tokens"`
+}
+
+// User is a chatd user: named by an operator, or an identity provider's
+// user (issuer and subject set).
+type User struct {
+	ID        uuid.UUID `json:"id"`
+	Name      string    `json:"name"`
+	Issuer    *string   `json:"issuer,omitempty"`
+	Subject   *string   `json:"subject,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// ListUsersResponse is a page of users by name.
+type ListUsersResponse struct {
+	Users      []User `json:"users"`
+	NextCursor string `json:"next_cursor,omitempty"`
 }

@@ -452,6 +452,9 @@ CREATE TABLE public.api_tokens (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     last_used_at timestamp with time zone,
     expires_at timestamp with time zone,
+    scopes text[] DEFAULT '{read,write}'::text[] NOT NULL,
+    act_as boolean DEFAULT false NOT NULL,
+    CONSTRAINT api_tokens_scopes_check CHECK (((cardinality(scopes) > 0) AND (scopes <@ '{read,write,admin}'::text[]))),
     CONSTRAINT api_tokens_token_hash_check CHECK ((octet_length(token_hash) = 32))
 );
 
@@ -613,7 +616,14 @@ CREATE TABLE public.users (
     id uuid DEFAULT gen_random_uuid() NOT NULL,
     name text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT users_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$'::text))
+    issuer text,
+    subject text,
+    CONSTRAINT users_identity_check CHECK ((((issuer IS NULL) = (subject IS NULL)) AND ((issuer IS NULL) OR (((octet_length(issuer) >= 1) AND (octet_length(issuer) <= 1024)) AND ((octet_length(subject) >= 1) AND (octet_length(subject) <= 255)))))),
+    CONSTRAINT users_name_check CHECK (
+CASE
+    WHEN (issuer IS NULL) THEN (name ~ '^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$'::text)
+    ELSE (name ~ '^idp:[a-z2-7]{26}$'::text)
+END)
 );
 
 CREATE TABLE public.webhook_deliveries (
@@ -682,6 +692,9 @@ ALTER TABLE ONLY public.stream_tickets
 
 ALTER TABLE ONLY public.structured_requests
     ADD CONSTRAINT structured_requests_pkey PRIMARY KEY (request_id);
+
+ALTER TABLE ONLY public.users
+    ADD CONSTRAINT users_issuer_subject_key UNIQUE (issuer, subject);
 
 ALTER TABLE ONLY public.users
     ADD CONSTRAINT users_name_key UNIQUE (name);

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/config"
 	"github.com/chatd/chatd/internal/console"
 	"github.com/chatd/chatd/internal/handoff"
@@ -599,16 +600,30 @@ func migrateVerb(ctx context.Context, m *migrate.Migrator, st *store.Store, verb
 
 // tokenFlags defines the flags of chatd token VERB but the database's:
 // create's --user and --expires-in, list's --user (nil when VERB has none).
-func tokenFlags(verb string, stderr io.Writer) (f *flags, userName *string, expiresIn *time.Duration) {
-	f = newFlags("token", "chatd token create --user NAME [--expires-in DURATION] | list [--user NAME] | revoke TOKEN_ID [flags]", stderr)
+// tokenOpts are the flags of `chatd token VERB`.
+type tokenOpts struct {
+	user      *string
+	expiresIn *time.Duration
+	scopes    *string
+	actAs     *bool
+}
+
+func tokenFlags(verb string, stderr io.Writer) (*flags, tokenOpts) {
+	f := newFlags("token", "chatd token create --user NAME [--scopes read,write,admin] [--act-as] [--expires-in DURATION] | "+
+		"list [--user NAME] | revoke TOKEN_ID | users [flags]", stderr)
+	var o tokenOpts
 	switch verb {
 	case "create":
-		userName = f.String("user", "CHATD_USER", "", "user name (created if it does not exist)")
-		expiresIn = f.Duration("expires-in", "CHATD_TOKEN_EXPIRES_IN", 0, "the token stops working this long from now, e.g. 720h (0: never)")
+		o.user = f.String("user", "CHATD_USER", "", "user name (created if it does not exist)")
+		o.expiresIn = f.Duration("expires-in", "CHATD_TOKEN_EXPIRES_IN", 0, "the token stops working this long from now, e.g. 720h (0: never)")
+		o.scopes = f.String("scopes", "CHATD_TOKEN_SCOPES", "read,write",
+			"what the token may do, comma-separated: read (GET routes and streams), write (everything a user does; brings read), admin (the token and user API)")
+		o.actAs = f.Bool("act-as", "CHATD_TOKEN_ACT_AS", false,
+			"the token may send X-Chatd-User to act for any user (for an application's backend; docs/operations.md#identity)")
 	case "list":
-		userName = f.String("user", "CHATD_USER", "", "list only this user's tokens")
+		o.user = f.String("user", "CHATD_USER", "", "list only this user's tokens")
 	}
-	return f, userName, expiresIn
+	return f, o
 }
 
 func cmdToken(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -616,15 +631,15 @@ func cmdToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) > 0 {
 		verb = args[0]
 	}
-	f, userName, expiresIn := tokenFlags(verb, stderr)
+	f, o := tokenFlags(verb, stderr)
 	switch verb {
-	case "create", "list", "revoke":
+	case "create", "list", "revoke", "users":
 	case "-h", "--help":
 		f.Usage()
 		return flag.ErrHelp
 	default:
 		f.Usage()
-		return &exitError{code: 2, err: errors.New("token: say create, list or revoke")}
+		return &exitError{code: 2, err: errors.New("token: say create, list, revoke or users")}
 	}
 	db := addToolDatabaseFlags(f, stderr)
 	rest := args[1:]
@@ -636,23 +651,9 @@ func cmdToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	operand = append(operand, f.Args()...)
-	var revokeID uuid.UUID
-	switch {
-	case verb == "create" && *userName == "":
-		return &exitError{code: 2, err: errors.New("token create: --user is required")}
-	case verb == "create" && *expiresIn < 0:
-		return &exitError{code: 2, err: errors.New("token create: --expires-in must not be negative")}
-	case verb == "revoke":
-		if len(operand) != 1 {
-			return &exitError{code: 2, err: errors.New("token revoke: say which token (an id from chatd token list)")}
-		}
-		id, err := uuid.Parse(operand[0])
-		if err != nil {
-			return &exitError{code: 2, err: fmt.Errorf("token revoke: %q is not a token id (chatd token list shows them)", operand[0])}
-		}
-		revokeID = id
-	case f.NArg() > 0:
-		return &exitError{code: 2, err: fmt.Errorf("token %s: unexpected argument %q", verb, f.Arg(0))}
+	spec, revokeID, err := tokenArgs(verb, o, operand)
+	if err != nil {
+		return err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	d, err := openDatabase(ctx, db, 2, logger)
@@ -666,27 +667,9 @@ func cmdToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	st := store.New(d.pool)
 	switch verb {
 	case "list":
-		tokens, err := st.ListTokens(ctx, *userName)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "%-36s  %-20s  %-20s  %-20s  %s\n", "ID", "USER", "CREATED", "LAST USED", "EXPIRES")
-		stamp := func(t *time.Time) string {
-			if t == nil {
-				return "-"
-			}
-			return t.UTC().Format(time.RFC3339)
-		}
-		for _, t := range tokens {
-			expires := stamp(t.ExpiresAt)
-			if t.ExpiresAt == nil {
-				expires = "never"
-			} else if t.Expired {
-				expires += " (expired)"
-			}
-			fmt.Fprintf(stdout, "%-36s  %-20s  %-20s  %-20s  %s\n", t.ID, t.UserName, stamp(&t.CreatedAt), stamp(t.LastUsedAt), expires)
-		}
-		return nil
+		return printTokens(ctx, st, *o.user, stdout)
+	case "users":
+		return printUsers(ctx, st, stdout)
 	case "revoke":
 		if err := st.RevokeToken(ctx, revokeID); errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("token revoke: no token %s", revokeID)
@@ -696,18 +679,108 @@ func cmdToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "revoked %s (servers stop accepting it, and end its open streams, within %s)\n", revokeID, store.TokenCacheTTL)
 		return nil
 	}
-	token, expires, err := st.CreateExpiringToken(ctx, *userName, *expiresIn)
+	token, info, err := st.CreateScopedToken(ctx, spec)
 	if errors.Is(err, store.ErrInvalidUserName) {
-		return fmt.Errorf("user name %q: use 1-64 letters, digits, '_', '.', '@' or '-'", *userName)
+		return fmt.Errorf("user name %q: use 1-64 letters, digits, '_', '.', '@' or '-'", spec.User)
 	}
 	if err != nil {
 		return err
 	}
-	if expires != nil {
-		fmt.Fprintf(stderr, "chatd: the token expires at %s\n", expires.UTC().Format(time.RFC3339))
+	if info.ExpiresAt != nil {
+		fmt.Fprintf(stderr, "chatd: the token expires at %s\n", info.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	fmt.Fprintln(stdout, token)
 	return nil
+}
+
+// tokenArgs checks the command line of `chatd token VERB`: what create
+// makes, or the token revoke names.
+func tokenArgs(verb string, o tokenOpts, operand []string) (store.TokenSpec, uuid.UUID, error) {
+	usage := func(format string, args ...any) (store.TokenSpec, uuid.UUID, error) {
+		return store.TokenSpec{}, uuid.Nil, &exitError{code: 2, err: fmt.Errorf(format, args...)}
+	}
+	switch {
+	case verb == "revoke":
+		if len(operand) != 1 {
+			return usage("token revoke: say which token (an id from chatd token list)")
+		}
+		id, err := uuid.Parse(operand[0])
+		if err != nil {
+			return usage("token revoke: %q is not a token id (chatd token list shows them)", operand[0])
+		}
+		return store.TokenSpec{}, id, nil
+	case len(operand) > 0:
+		return usage("token %s: unexpected argument %q", verb, operand[0])
+	case verb != "create":
+		return store.TokenSpec{}, uuid.Nil, nil
+	case *o.user == "":
+		return usage("token create: --user is required")
+	case *o.expiresIn < 0:
+		return usage("token create: --expires-in must not be negative")
+	}
+	var scopes []client.Scope
+	for name := range strings.SplitSeq(*o.scopes, ",") {
+		scopes = append(scopes, client.Scope(strings.TrimSpace(name)))
+	}
+	scopes, err := store.NormalizeScopes(scopes)
+	if err != nil {
+		return usage("token create: --scopes: %v", err)
+	}
+	return store.TokenSpec{User: *o.user, Scopes: scopes, ActAs: *o.actAs, ExpiresIn: *o.expiresIn}, uuid.Nil, nil
+}
+
+// printTokens is `chatd token list`.
+func printTokens(ctx context.Context, st *store.Store, userName string, stdout io.Writer) error {
+	tokens, err := st.ListTokens(ctx, userName)
+	if err != nil {
+		return err
+	}
+	const row = "%-36s  %-20s  %-16s  %-6s  %-20s  %-20s  %s\n"
+	fmt.Fprintf(stdout, row, "ID", "USER", "SCOPES", "ACT-AS", "CREATED", "LAST USED", "EXPIRES")
+	stamp := func(t *time.Time) string {
+		if t == nil {
+			return "-"
+		}
+		return t.UTC().Format(time.RFC3339)
+	}
+	for _, t := range tokens {
+		expires := stamp(t.ExpiresAt)
+		if t.ExpiresAt == nil {
+			expires = "never"
+		} else if t.Expired {
+			expires += " (expired)"
+		}
+		actAs := "no"
+		if t.ActAs {
+			actAs = "yes"
+		}
+		fmt.Fprintf(stdout, row, t.ID, t.UserName, strings.Join(t.Scopes, ","), actAs, stamp(&t.CreatedAt), stamp(t.LastUsedAt), expires)
+	}
+	return nil
+}
+
+// printUsers is `chatd token users`: every user, named or an identity
+// provider's.
+func printUsers(ctx context.Context, st *store.Store, stdout io.Writer) error {
+	fmt.Fprintf(stdout, "%-36s  %-30s  %s\n", "ID", "NAME", "IDENTITY")
+	after := ""
+	for {
+		users, err := st.ListUsers(ctx, after, 1000)
+		if err != nil {
+			return err
+		}
+		for _, u := range users {
+			identity := "-"
+			if u.Issuer != nil && u.Subject != nil {
+				identity = *u.Subject + " at " + *u.Issuer
+			}
+			fmt.Fprintf(stdout, "%-36s  %-30s  %s\n", u.ID, u.Name, identity)
+		}
+		if len(users) < 1000 {
+			return nil
+		}
+		after = users[len(users)-1].Name
+	}
 }
 
 // defaultDBMaxConns is --db-max-conns' default. On two cores PostgreSQL

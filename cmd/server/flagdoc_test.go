@@ -96,8 +96,8 @@ are in [cli.md](cli.md); ` + "`mockllm`" + `'s flags in [mockllm.md](mockllm.md)
 		{"chatd server", "Runs the HTTP API and the workers ([operations.md](operations.md)).", server},
 		{"chatd migrate up|down|status", "Manages the database schema ([operations.md](operations.md#migrate)).", migrate},
 	}
-	for _, verb := range []string{"create", "list", "revoke"} {
-		f, _, _ := tokenFlags(verb, io.Discard)
+	for _, verb := range []string{"create", "list", "revoke", "users"} {
+		f, _ := tokenFlags(verb, io.Discard)
 		addToolDatabaseFlags(f, io.Discard)
 		sections = append(sections, flagSection{"chatd token " + verb, tokenIntro[verb], f})
 	}
@@ -118,8 +118,9 @@ type flagSection struct {
 }
 
 var tokenIntro = map[string]string{
-	"create": "Creates the user if needed and prints only a new API token.",
-	"list":   "Lists tokens: id, user, created, last used, expiry.",
+	"create": "Creates the user if needed and prints only a new API token, with its scopes and the act-as capability ([operations.md](operations.md#identity)).",
+	"list":   "Lists tokens: id, user, scopes, act-as, created, last used, expiry.",
+	"users":  "Lists users: id, name, and the issuer and subject of an identity provider's user.",
 	"revoke": "Revokes the token `TOKEN_ID`: refused within 5 s everywhere; its open streams end within 5 s too.",
 }
 

@@ -169,7 +169,20 @@ func TestTokenListRevokeExpiry(t *testing.T) {
 	if _, _, err := runCmd(ctx, "token", "revoke", id, "--database-url", url); exitCode(err) != 1 || !strings.Contains(err.Error(), "no token") {
 		t.Fatalf("revoke again: %v", err)
 	}
-	for _, args := range [][]string{{"token", "revoke"}, {"token", "revoke", "nope"}, {"token", "create", "--user", "x", "--expires-in", "-1h"}, {"token", "sideways"}} {
+	// Scopes and the act-as capability; users.
+	if _, _, err := runCmd(ctx, "token", "create", "--user", "svc", "--scopes", "read, admin", "--act-as", "--database-url", url); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := runCmd(ctx, "token", "list", "--user", "svc", "--database-url", url); err != nil || !strings.Contains(out, " read,admin ") ||
+		!strings.Contains(out, " yes ") {
+		t.Fatalf("list svc: %v\n%s", err, out)
+	}
+	if out, _, err := runCmd(ctx, "token", "users", "--database-url", url); err != nil || strings.Count(out, "\n") != 4 ||
+		!strings.Contains(out, " svc ") {
+		t.Fatalf("users: %v\n%s", err, out)
+	}
+	for _, args := range [][]string{{"token", "revoke"}, {"token", "revoke", "nope"}, {"token", "create", "--user", "x", "--expires-in", "-1h"},
+		{"token", "sideways"}, {"token", "create", "--user", "x", "--scopes", "root"}, {"token", "users", "extra"}} {
 		if _, _, err := runCmd(ctx, append(args, "--database-url", url)...); exitCode(err) != 2 {
 			t.Errorf("chatd %v: exit %d %v, want 2", args, exitCode(err), err)
 		}

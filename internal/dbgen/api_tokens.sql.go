@@ -14,7 +14,7 @@ import (
 
 const tokenAuthenticate = `-- name: TokenAuthenticate :one
 WITH t AS (
-    SELECT api_tokens.id, api_tokens.user_id, api_tokens.last_used_at
+    SELECT api_tokens.id, api_tokens.user_id, api_tokens.last_used_at, api_tokens.scopes, api_tokens.act_as
     FROM api_tokens WHERE api_tokens.token_hash = $1
       AND (api_tokens.expires_at IS NULL OR api_tokens.expires_at > now())
 ), touched AS (
@@ -22,7 +22,7 @@ WITH t AS (
     FROM t
     WHERE api_tokens.id = t.id AND (t.last_used_at IS NULL OR t.last_used_at < now() - interval '1 minute')
 )
-SELECT users.id, users.name, t.id AS token_id
+SELECT users.id, users.name, t.id AS token_id, t.scopes, t.act_as
 FROM t JOIN users ON users.id = t.user_id
 `
 
@@ -30,6 +30,8 @@ type TokenAuthenticateRow struct {
 	ID      uuid.UUID
 	Name    string
 	TokenID uuid.UUID
+	Scopes  []string
+	ActAs   bool
 }
 
 // Resolves a token digest that has not expired to its user. last_used_at is
@@ -38,7 +40,13 @@ type TokenAuthenticateRow struct {
 func (q *Queries) TokenAuthenticate(ctx context.Context, db DBTX, tokenHash []byte) (TokenAuthenticateRow, error) {
 	row := db.QueryRow(ctx, tokenAuthenticate, tokenHash)
 	var i TokenAuthenticateRow
-	err := row.Scan(&i.ID, &i.Name, &i.TokenID)
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.TokenID,
+		&i.Scopes,
+		&i.ActAs,
+	)
 	return i, err
 }
 
@@ -57,27 +65,36 @@ func (q *Queries) TokenDelete(ctx context.Context, db DBTX, id uuid.UUID) (uuid.
 }
 
 const tokenInsert = `-- name: TokenInsert :one
-INSERT INTO api_tokens (user_id, token_hash, expires_at)
+INSERT INTO api_tokens (user_id, token_hash, expires_at, scopes, act_as)
 VALUES ($1, $2, CASE WHEN $3::double precision > 0
-    THEN now() + make_interval(secs => $3::double precision) END)
-RETURNING id, expires_at
+    THEN now() + make_interval(secs => $3::double precision) END, $4::text[], $5)
+RETURNING id, created_at, expires_at
 `
 
 type TokenInsertParams struct {
 	UserID           uuid.UUID
 	TokenHash        []byte
 	ExpiresInSeconds float64
+	Scopes           []string
+	ActAs            bool
 }
 
 type TokenInsertRow struct {
 	ID        uuid.UUID
+	CreatedAt time.Time
 	ExpiresAt *time.Time
 }
 
 func (q *Queries) TokenInsert(ctx context.Context, db DBTX, arg TokenInsertParams) (TokenInsertRow, error) {
-	row := db.QueryRow(ctx, tokenInsert, arg.UserID, arg.TokenHash, arg.ExpiresInSeconds)
+	row := db.QueryRow(ctx, tokenInsert,
+		arg.UserID,
+		arg.TokenHash,
+		arg.ExpiresInSeconds,
+		arg.Scopes,
+		arg.ActAs,
+	)
 	var i TokenInsertRow
-	err := row.Scan(&i.ID, &i.ExpiresAt)
+	err := row.Scan(&i.ID, &i.CreatedAt, &i.ExpiresAt)
 	return i, err
 }
 
@@ -97,7 +114,8 @@ func (q *Queries) TokenIsLive(ctx context.Context, db DBTX, id uuid.UUID) (bool,
 }
 
 const tokenList = `-- name: TokenList :many
-SELECT api_tokens.id, users.name AS user_name, api_tokens.created_at, api_tokens.last_used_at, api_tokens.expires_at,
+SELECT api_tokens.id, users.id AS user_id, users.name AS user_name, api_tokens.scopes, api_tokens.act_as,
+    api_tokens.created_at, api_tokens.last_used_at, api_tokens.expires_at,
     (api_tokens.expires_at IS NOT NULL AND api_tokens.expires_at <= now())::boolean AS expired
 FROM api_tokens JOIN users ON users.id = api_tokens.user_id
 WHERE $1::text IS NULL OR users.name = $1::text
@@ -106,7 +124,10 @@ ORDER BY users.name, api_tokens.created_at, api_tokens.id
 
 type TokenListRow struct {
 	ID         uuid.UUID
+	UserID     uuid.UUID
 	UserName   string
+	Scopes     []string
+	ActAs      bool
 	CreatedAt  time.Time
 	LastUsedAt *time.Time
 	ExpiresAt  *time.Time
@@ -125,7 +146,10 @@ func (q *Queries) TokenList(ctx context.Context, db DBTX, userName *string) ([]T
 		var i TokenListRow
 		if err := rows.Scan(
 			&i.ID,
+			&i.UserID,
 			&i.UserName,
+			&i.Scopes,
+			&i.ActAs,
 			&i.CreatedAt,
 			&i.LastUsedAt,
 			&i.ExpiresAt,

@@ -20,6 +20,8 @@ type ApiToken struct {
 	CreatedAt  time.Time
 	LastUsedAt *time.Time
 	ExpiresAt  *time.Time
+	Scopes     []string
+	ActAs      bool
 }
 
 type Chat struct {
@@ -143,6 +145,8 @@ type User struct {
 	ID        uuid.UUID
 	Name      string
 	CreatedAt time.Time
+	Issuer    *string
+	Subject   *string
 }
 
 type WebhookDelivery struct {

@@ -12,25 +12,107 @@ import (
 )
 
 const userGetByID = `-- name: UserGetByID :one
-SELECT id, name, created_at FROM users WHERE id = $1
+SELECT id, name, created_at, issuer, subject FROM users WHERE id = $1
 `
 
 func (q *Queries) UserGetByID(ctx context.Context, db DBTX, id uuid.UUID) (User, error) {
 	row := db.QueryRow(ctx, userGetByID, id)
 	var i User
-	err := row.Scan(&i.ID, &i.Name, &i.CreatedAt)
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.CreatedAt,
+		&i.Issuer,
+		&i.Subject,
+	)
 	return i, err
+}
+
+const userList = `-- name: UserList :many
+SELECT id, name, created_at, issuer, subject FROM users
+WHERE $1::text IS NULL OR users.name > $1::text
+ORDER BY users.name
+LIMIT $2
+`
+
+type UserListParams struct {
+	After   *string
+	MaxRows int32
+}
+
+// A page of users by name, after the cursor (a name) when there is one.
+func (q *Queries) UserList(ctx context.Context, db DBTX, arg UserListParams) ([]User, error) {
+	rows, err := db.Query(ctx, userList, arg.After, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []User
+	for rows.Next() {
+		var i User
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.CreatedAt,
+			&i.Issuer,
+			&i.Subject,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const userUpsertByName = `-- name: UserUpsertByName :one
 INSERT INTO users (name) VALUES ($1)
 ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
-RETURNING id, name, created_at
+RETURNING id, name, created_at, issuer, subject
 `
 
+// A named user (chatd token create --user, the token API, X-Chatd-User
+// without an identity provider), created on first use; an identity
+// provider's user is found by its idp: name too, never created by it (its
+// name fails users_name_check without an issuer).
 func (q *Queries) UserUpsertByName(ctx context.Context, db DBTX, name string) (User, error) {
 	row := db.QueryRow(ctx, userUpsertByName, name)
 	var i User
-	err := row.Scan(&i.ID, &i.Name, &i.CreatedAt)
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.CreatedAt,
+		&i.Issuer,
+		&i.Subject,
+	)
+	return i, err
+}
+
+const userUpsertBySubject = `-- name: UserUpsertBySubject :one
+INSERT INTO users (name, issuer, subject) VALUES ($1, $2, $3)
+ON CONFLICT ON CONSTRAINT users_issuer_subject_key DO UPDATE SET subject = EXCLUDED.subject
+RETURNING id, name, created_at, issuer, subject
+`
+
+type UserUpsertBySubjectParams struct {
+	Name    string
+	Issuer  *string
+	Subject *string
+}
+
+// An identity provider's user, created on first use, keyed by (issuer,
+// subject): the same subject at another issuer is another user.
+func (q *Queries) UserUpsertBySubject(ctx context.Context, db DBTX, arg UserUpsertBySubjectParams) (User, error) {
+	row := db.QueryRow(ctx, userUpsertBySubject, arg.Name, arg.Issuer, arg.Subject)
+	var i User
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.CreatedAt,
+		&i.Issuer,
+		&i.Subject,
+	)
 	return i, err
 }

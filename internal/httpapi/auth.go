@@ -2,10 +2,14 @@ package httpapi
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/google/uuid"
 
@@ -17,46 +21,152 @@ type ctxKey int
 
 const userKey ctxKey = 0
 
+// ActAsHeader names the user a request acts for: only a token with the
+// act-as capability may send it (docs/operations.md#identity). With an
+// identity provider configured it takes the user's subject there (the
+// value of --jwt-user-claim, so the request is the same user as that user's
+// own JWT); without one, a user name (as `chatd token create --user`).
+const ActAsHeader = "X-Chatd-User"
+
+// maxActAsLen bounds X-Chatd-User (an OpenID subject is at most 255 ASCII
+// characters).
+const maxActAsLen = 255
+
+// authMethod says how a request proved who it is (the access log's auth).
+type authMethod string
+
+const (
+	authToken  authMethod = "token"  // an API token
+	authJWT    authMethod = "jwt"    // a JWT of the identity provider
+	authTicket authMethod = "ticket" // a stream ticket
+)
+
 // user is the authenticated caller.
 type user struct {
 	ID   uuid.UUID
 	Name string
 	// TokenID is the token the request was authenticated with, directly
-	// or through a stream ticket (uuid.Nil for an old ticket).
+	// or through a stream ticket (uuid.Nil for a JWT or an old ticket).
 	TokenID uuid.UUID
+	Scopes  []client.Scope
+	Via     authMethod
+	// ActAs: the token may act for other users (X-Chatd-User).
+	ActAs bool
+	// ActorID is the token's own user when the request acts for ID.
+	ActorID uuid.UUID
 }
 
-func (s *Server) authenticate(next http.Handler) http.Handler {
+// has says whether the caller holds scope (write includes read).
+func (u user) has(scope client.Scope) bool {
+	return slices.Contains(u.Scopes, scope) || scope == client.ScopeRead && slices.Contains(u.Scopes, client.ScopeWrite)
+}
+
+// authError is a refused credential: a status, its WWW-Authenticate
+// challenge (RFC 6750 §3) and the message.
+type authError struct {
+	status    int
+	challenge string
+	message   string
+}
+
+func (e *authError) Error() string { return e.message }
+
+// unauthorized is a 401 whose challenge names the reason (never the token).
+func unauthorized(code, reason string) *authError {
+	ch := `Bearer realm="chatd"`
+	if code != "" {
+		ch += `, error="` + code + `", error_description="` + reason + `"`
+	}
+	return &authError{status: http.StatusUnauthorized, challenge: ch, message: reason}
+}
+
+var (
+	errNoToken  = &authError{http.StatusUnauthorized, `Bearer realm="chatd"`, "Authorization: Bearer <token> is required."}
+	errBadToken = unauthorized("invalid_token", "The token is not valid.")
+)
+
+// authorize authenticates the request and checks that the caller holds
+// the route's scope: the one gate every route with a scope passes.
+func (s *Server) authorize(scope client.Scope, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if u, ok, err := s.ticketUser(r); ok {
-			if err != nil {
-				s.render(w, r, err)
-				return
-			}
-			noteUser(r, u.ID)
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey, user{ID: u.ID, TokenID: u.TokenID})))
-			return
+		u, err := s.identify(r)
+		if err == nil && !u.has(scope) {
+			err = &authError{status: http.StatusForbidden,
+				challenge: `Bearer realm="chatd", error="insufficient_scope", scope="` + string(scope) + `"`,
+				message:   fmt.Sprintf("This route needs the %s scope; the token has %s.", scope, scopeList(u.Scopes))}
 		}
-		token, ok := bearerToken(r.Header.Get("Authorization"))
-		if !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="chatd"`)
-			s.render(w, r, errorf(http.StatusUnauthorized, "Authorization: Bearer <token> is required."))
-			return
+		if ae, ok := err.(*authError); ok {
+			w.Header().Set("WWW-Authenticate", ae.challenge)
+			err = errorf(ae.status, "%s", ae.message)
 		}
-		row, err := s.store.Authenticate(r.Context(), token)
 		if err != nil {
-			if isNotFound(err) {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="chatd", error="invalid_token"`)
-				s.render(w, r, errorf(http.StatusUnauthorized, "The token is not valid."))
-				return
-			}
 			s.render(w, r, err)
 			return
 		}
-		ctx := context.WithValue(r.Context(), userKey, user{ID: row.ID, Name: row.Name, TokenID: row.TokenID})
-		noteUser(r, row.ID)
-		next.ServeHTTP(w, r.WithContext(ctx))
+		noteIdentity(r, u)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey, u)))
 	})
+}
+
+func scopeList(scopes []client.Scope) string {
+	if len(scopes) == 0 {
+		return "none"
+	}
+	names := make([]string, len(scopes))
+	for i, sc := range scopes {
+		names[i] = string(sc)
+	}
+	return strings.Join(names, ", ")
+}
+
+// identify finds the caller: a stream ticket, a JWT of the identity
+// provider or an API token, then the user it acts for (X-Chatd-User).
+func (s *Server) identify(r *http.Request) (user, error) {
+	if tu, ok, err := s.ticketUser(r); ok {
+		if err != nil {
+			return user{}, err
+		}
+		return s.actFor(r, user{ID: tu.ID, TokenID: tu.TokenID, Scopes: []client.Scope{client.ScopeRead}, Via: authTicket})
+	}
+	token, ok := bearerToken(r.Header.Get("Authorization"))
+	if !ok {
+		return user{}, errNoToken
+	}
+	row, err := s.store.Authenticate(r.Context(), token)
+	if isNotFound(err) {
+		return user{}, errBadToken
+	}
+	if err != nil {
+		return user{}, err
+	}
+	return s.actFor(r, user{ID: row.ID, Name: row.Name, TokenID: row.TokenID, Scopes: row.Scopes, ActAs: row.ActAs, Via: authToken})
+}
+
+// actFor makes the request X-Chatd-User's when it names one: the same
+// user in every respect (ownership, limits, streams), reached with the
+// token's scopes less admin, and logged with the token's own user.
+func (s *Server) actFor(r *http.Request, u user) (user, error) {
+	names := r.Header.Values(ActAsHeader)
+	if len(names) == 0 {
+		return u, nil
+	}
+	if !u.ActAs {
+		return user{}, &authError{status: http.StatusForbidden, challenge: `Bearer realm="chatd", error="insufficient_scope"`,
+			message: ActAsHeader + " needs a token with the act-as capability (chatd token create --act-as, or act_as in POST /api/v1/tokens)."}
+	}
+	name := names[0]
+	if len(names) > 1 || name == "" || len(name) > maxActAsLen || strings.ContainsFunc(name, unicode.IsControl) {
+		return user{}, badField(ActAsHeader, "give one user: 1 to 255 bytes, no control characters")
+	}
+	target, err := s.store.UserByName(r.Context(), name)
+	if errors.Is(err, store.ErrInvalidUserName) {
+		return user{}, badField(ActAsHeader, "is not a user name: 1-64 letters, digits, '_', '.', '@' or '-', starting with a letter or digit")
+	}
+	if err != nil {
+		return user{}, err
+	}
+	scopes := slices.DeleteFunc(slices.Clone(u.Scopes), func(sc client.Scope) bool { return sc == client.ScopeAdmin })
+	return user{ID: target.ID, Name: target.Name, TokenID: u.TokenID, Scopes: scopes, Via: u.Via, ActorID: u.ID}, nil
 }
 
 // bearerToken reads "Bearer <token>"; the scheme is case-insensitive (RFC
@@ -132,7 +242,7 @@ func (tw *tokenWatches) run(w *tokenWatch) {
 			return
 		case <-t.C:
 		}
-		if tw.s.tokenGone(context.Background(), user{TokenID: w.id}) {
+		if tw.s.tokenGone(context.Background(), w.id) {
 			tw.mu.Lock()
 			if tw.m[w.id] == w {
 				delete(tw.m, w.id) // a stream opened from now on watches anew
@@ -146,9 +256,9 @@ func (tw *tokenWatches) run(w *tokenWatch) {
 
 // tokenGone says whether the stream's token was revoked or has expired (a
 // database error is not an answer: the next check asks again).
-func (s *Server) tokenGone(ctx context.Context, u user) bool {
+func (s *Server) tokenGone(ctx context.Context, tokenID uuid.UUID) bool {
 	s.signals.TokenChecked.Signal(struct{}{})
-	live, err := s.store.TokenLive(ctx, u.TokenID)
+	live, err := s.store.TokenLive(ctx, tokenID)
 	return err == nil && !live
 }
 

@@ -59,7 +59,7 @@ func TestDecodeBodyErrorsNameTheField(t *testing.T) {
 
 func TestPanicIsTheJSON500(t *testing.T) {
 	s := New(Options{})
-	h := s.handler(route{"GET", "/boom", false, func(w http.ResponseWriter, r *http.Request) error {
+	h := s.handler(route{"GET", "/boom", scopeNone, func(w http.ResponseWriter, r *http.Request) error {
 		var m map[string]int
 		m["x"] = 1 //nolint:staticcheck // the nil map write is the panic under test
 		return nil

@@ -30,9 +30,12 @@ const maxRequestIDLen = 128
 type reqInfo struct {
 	id string
 
-	mu     sync.Mutex
-	chatID string
-	userID string
+	mu      sync.Mutex
+	chatID  string
+	userID  string
+	auth    authMethod
+	tokenID string
+	actorID string
 }
 
 const infoKey ctxKey = 1
@@ -51,12 +54,40 @@ func noteChat(r *http.Request, id uuid.UUID) {
 	}
 }
 
-func noteUser(r *http.Request, id uuid.UUID) {
-	if info := infoFrom(r.Context()); info != nil {
-		info.mu.Lock()
-		info.userID = id.String()
-		info.mu.Unlock()
+// noteIdentity records who the request is for and how it proved it, for
+// its access line: the user, and the token and its own user when the token
+// acts for another (never a secret or a JWT).
+func noteIdentity(r *http.Request, u user) {
+	info := infoFrom(r.Context())
+	if info == nil {
+		return
 	}
+	info.mu.Lock()
+	defer info.mu.Unlock()
+	info.userID, info.auth = u.ID.String(), u.Via
+	if u.TokenID != uuid.Nil {
+		info.tokenID = u.TokenID.String()
+	}
+	if u.ActorID != uuid.Nil {
+		info.actorID = u.ActorID.String()
+	}
+}
+
+// identityAttrs are the access line's attributes of the caller.
+func (i *reqInfo) identityAttrs() []slog.Attr {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.userID == "" {
+		return nil
+	}
+	attrs := []slog.Attr{slog.String("user_id", i.userID), slog.String("auth", string(i.auth))}
+	if i.tokenID != "" {
+		attrs = append(attrs, slog.String("token_id", i.tokenID))
+	}
+	if i.actorID != "" {
+		attrs = append(attrs, slog.String("acting_user_id", i.actorID))
+	}
+	return attrs
 }
 
 func (i *reqInfo) ids() (chat, user string) {
@@ -139,9 +170,7 @@ func (s *Server) serveObserved(w http.ResponseWriter, r *http.Request, serve fun
 		slog.Int("status", rec.status), slog.Float64("duration_ms", float64(took.Microseconds())/1000),
 		slog.Int64("bytes", rec.bytes),
 	}
-	if _, user := info.ids(); user != "" {
-		attrs = append(attrs, slog.String("user_id", user))
-	}
+	attrs = append(attrs, info.identityAttrs()...)
 	s.log.LogAttrs(r.Context(), level, "http request", attrs...)
 }
 

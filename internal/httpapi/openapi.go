@@ -43,6 +43,8 @@ var publicTypes = []any{
 	client.MessagePartEvent{}, client.PreviewReset{}, client.QueueEvent{}, client.ActionRequired{}, client.StreamError{},
 	client.StructuredOutputPartial{},
 	client.Attempt{}, client.AttemptError{}, client.SchemaWarning{},
+	client.CreateTokenRequest{}, client.CreateTokenResponse{}, client.Token{}, client.ListTokensResponse{},
+	client.User{}, client.ListUsersResponse{},
 }
 
 // typeDocs describe each component schema (keyed by Go type name).
@@ -80,8 +82,15 @@ var typeDocs = map[string]string{
 	"ToolResultsResponse":    "The chat after submitting tool results, and the stored tool message.",
 	"Health":                 "A health or readiness answer.",
 	"StreamTicket":           "A single-use ticket to open a chat's stream without the Authorization header.",
-	"MessagePartEvent":       "Stream event `message_part`: a preview fragment of the step being generated. Not a result.",
-	"PreviewReset":           "Stream event `preview_reset`: previews of earlier generations are void.",
+	"CreateTokenRequest":     "The body of POST /api/v1/tokens.",
+	"CreateTokenResponse":    "A new API token: its secret, shown this once (only a digest is stored), and its description.",
+	"Token":                  "An API token (never its secret).",
+	"ListTokensResponse":     "API tokens, by user name and age.",
+	"User": "A chatd user: one named by an operator, or an identity provider's user, keyed by `issuer` and `subject` " +
+		"and named `idp:` and a digest of them.",
+	"ListUsersResponse": "A page of users by name.",
+	"MessagePartEvent":  "Stream event `message_part`: a preview fragment of the step being generated. Not a result.",
+	"PreviewReset":      "Stream event `preview_reset`: previews of earlier generations are void.",
 	"StructuredOutputPartial": "Stream event `structured_output_partial`: the value the finalizer call's arguments show so far, " +
 		"while the model writes them. Never a result: it may still fail validation, and `preview_reset` voids it.",
 	"QueueEvent":     "Stream event `queue`: the whole queue after a change.",
@@ -91,6 +100,9 @@ var typeDocs = map[string]string{
 		"(it is not zero). `input_tokens` excludes the cache: the prompt was input + cache_read + cache_write; " +
 		"`reasoning_tokens` are part of `output_tokens`.",
 }
+
+// scopeRef is the schema of a token scope.
+var scopeRef = map[string]any{"type": "string", "enum": client.Scopes()}
 
 // fieldDocs refine the reflected schema of single properties (keyed
 // "Type.json_name"): descriptions, enums and bounds the Go types cannot say.
@@ -150,6 +162,22 @@ var fieldDocs = map[string]map[string]any{
 	"StructuredOutputResult.trace_id": {"pattern": "^[0-9a-f]{32}$", "description": "The OpenTelemetry trace id of the request: " +
 		"the API call that admitted it (the caller's own trace when it sent a `traceparent`), its turn and its webhook deliveries " +
 		"(docs/operations.md#traces). Absent when the server does not trace, or did not when the request was admitted."},
+	"CreateTokenRequest.user": {"minLength": 1, "description": "The user the token is for, by name (created on first use); " +
+		"an identity provider's user by its `idp:` name."},
+	"CreateTokenRequest.scopes": {"items": scopeRef, "description": "What the token may do: `read` (GET routes and streams), " +
+		"`write` (everything a user does; brings `read`), `admin` (this token and user API). Omitted: `read` and `write`."},
+	"CreateTokenRequest.act_as": {"description": "The token may send `X-Chatd-User` to act for any user " +
+		"(docs/operations.md#identity); for an application's backend."},
+	"CreateTokenRequest.expires_in": {"minimum": 0, "maximum": maxTokenExpiresIn,
+		"description": "Seconds until the token stops working, on the database clock; omitted or 0: never."},
+	"Token.scopes":                  {"items": scopeRef},
+	"Token.user":                    {"description": "The user's name."},
+	"Token.last_used_at":            {"description": "When the token last authenticated a request (refreshed at most once a minute)."},
+	"Token.expires_at":              {"description": "Absent: the token never expires."},
+	"Token.expired":                 {"description": "Whether `expires_at` has passed (the token no longer works)."},
+	"User.issuer":                   {"description": "Set for an identity provider's user: the `iss` of its JWTs."},
+	"User.subject":                  {"description": "Set for an identity provider's user: the value of the server's user claim (`sub` by default)."},
+	"ListUsersResponse.next_cursor": {"description": "Present when more users follow: pass it as `cursor`."},
 	"QueuedMessage.structured_output_request_id": {"description": "Set when the queued message asks for structured output."},
 	"ResponseFormat.type":                        {"enum": []string{"text", "json_schema"}},
 	"ResponseFormat.json_schema":                 {"description": "Required with `json_schema`, forbidden with `text`."},
@@ -281,6 +309,7 @@ var pathParams = map[string]struct {
 	"message":    {"The message's id.", map[string]any{"type": "integer", "format": "int64", "minimum": 1}},
 	"queued":     {"The queued message's id.", map[string]any{"type": "integer", "format": "int64", "minimum": 1}},
 	"request_id": {"The structured request's UUID.", map[string]any{"type": "string", "format": "uuid"}},
+	"token":      {"The token's id (not its secret).", map[string]any{"type": "string", "format": "uuid"}},
 }
 
 var wildcardRE = regexp.MustCompile(`\{([^}]*)\}`)
@@ -318,12 +347,18 @@ func buildOpenAPI(routes []route, docs map[string]routeDoc) map[string]any {
 			continue
 		}
 		op := map[string]any{"operationId": d.op, "summary": d.summary, "description": d.description}
-		if rt.auth && rt.method+" "+rt.pattern == streamRoute {
+		if rt.scope != scopeNone && rt.method+" "+rt.pattern == streamRoute {
 			op["security"] = []any{map[string]any{"bearerAuth": []string{}}, map[string]any{"streamTicket": []string{}}}
-		} else if rt.auth {
+		} else if rt.scope != scopeNone {
 			op["security"] = []any{map[string]any{"bearerAuth": []string{}}}
 		} else {
 			op["security"] = []any{}
+		}
+		if rt.scope != scopeNone {
+			// OpenAPI 3.0 lists no scopes for an http scheme: an extension
+			// names the token scope the route needs, and so does the text.
+			op["x-chatd-scope"] = string(rt.scope)
+			op["description"] = d.description + " Needs a token with the `" + string(rt.scope) + "` scope."
 		}
 		var params []any
 		for _, name := range patternParams(rt.pattern) {

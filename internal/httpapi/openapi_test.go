@@ -61,8 +61,8 @@ func checkRouteDocs(routes []route, docs map[string]routeDoc) []string {
 			problems = append(problems, key+": no success response")
 		}
 		need := []int{}
-		if rt.auth {
-			need = append(need, 401, 500)
+		if rt.scope != scopeNone {
+			need = append(need, 401, 403, 500)
 		}
 		if d.request != nil {
 			need = append(need, 400, 413, 415)
@@ -97,7 +97,7 @@ func TestEveryRouteIsDocumented(t *testing.T) {
 	}
 
 	// The check fails on a route added without documentation...
-	dummy := append(s.routeTable(), route{"POST", "/api/v1/chats/{chat}/dummy", true, s.interrupt})
+	dummy := append(s.routeTable(), route{"POST", "/api/v1/chats/{chat}/dummy", scopeWrite, s.interrupt})
 	if problems := checkRouteDocs(dummy, routeDocs()); !slices.Contains(problems, "route POST /api/v1/chats/{chat}/dummy has no documentation in routeDocs") {
 		t.Fatalf("an undocumented route was not reported: %q", problems)
 	}
@@ -306,8 +306,8 @@ func checkOperation(t *testing.T, key string, rt route, path string, op map[stri
 	}
 	// Security: the bearer scheme exactly on authenticated routes.
 	sec := asSlice(op["security"])
-	if rt.auth != (len(sec) >= 1) {
-		t.Errorf("%s: security %v, auth %v", key, sec, rt.auth)
+	if (rt.scope != scopeNone) != (len(sec) >= 1) || op["x-chatd-scope"] != nil != (rt.scope != scopeNone) {
+		t.Errorf("%s: security %v, x-chatd-scope %v, scope %q", key, sec, op["x-chatd-scope"], rt.scope)
 	}
 	for _, req := range sec {
 		for name := range req.(map[string]any) {
@@ -332,6 +332,7 @@ func TestRequestTypesMatchHandlers(t *testing.T) {
 		"POST /api/v1/chats/{chat}/messages":            sendMessageBody{},
 		"PATCH /api/v1/chats/{chat}/messages/{message}": editBody{},
 		"POST /api/v1/chats/{chat}/tool-results":        toolResultsBody{},
+		"POST /api/v1/tokens":                           client.CreateTokenRequest{},
 	}
 	for key, d := range routeDocs() {
 		if d.request == nil {

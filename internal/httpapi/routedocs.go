@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -40,9 +41,14 @@ const cursorPattern = "^[0-9]+(:[0-9]+:[0-9]+:[0-9]+)?$"
 var (
 	resp400 = response{http.StatusBadRequest, "The request is invalid; `validations` names the field at fault " +
 		"(`body` for malformed JSON or trailing data).", client.Error{}}
-	resp400Query = response{http.StatusBadRequest, "An unknown or repeated query parameter (`validations` names it).", client.Error{}}
-	resp401      = response{http.StatusUnauthorized, "No bearer token, or the token is not valid.", client.Error{}}
-	resp404      = response{http.StatusNotFound, "No such resource of the caller's (another user's chat is a 404 too), " +
+	resp400Query = response{http.StatusBadRequest, "An unknown or repeated query parameter, or an unusable `X-Chatd-User` (`validations` names it).", client.Error{}}
+	resp401      = response{http.StatusUnauthorized, "No bearer token, or the token is not valid: an unknown, revoked or " +
+		"expired API token, or a JWT the server refuses (expired, not yet valid, another audience or issuer, an unknown key, " +
+		"a bad signature, a disallowed algorithm, too large, a claim of the wrong type). `WWW-Authenticate` says why in " +
+		"`error_description`, never echoing the token.", client.Error{}}
+	resp403 = response{http.StatusForbidden, "The token lacks the route's scope (`WWW-Authenticate` names it: " +
+		"`error=\"insufficient_scope\", scope=\"write\"`), or `X-Chatd-User` was sent with a credential that may not act for users.", client.Error{}}
+	resp404 = response{http.StatusNotFound, "No such resource of the caller's (another user's chat is a 404 too), " +
 		"or an id in the path is malformed.", client.Error{}}
 	resp408 = response{http.StatusRequestTimeout, "The request body did not arrive within the server's body read timeout " +
 		"(30 s by default); the connection is closed.", client.Error{}}
@@ -64,6 +70,10 @@ var (
 	idempotentNote = "With an `Idempotency-Key` header the request can be retried safely: the first one with a key does " +
 		"the work and keeps its answer in the same transaction; a repeat within 24 hours with the same method, path and body " +
 		"gets the same status and body again, with `Idempotent-Replayed: true`, and changes nothing."
+	actAsParam = queryParam{ActAsHeader, "Act for this user (a token with the act-as capability only; otherwise 403): " +
+		"with an identity provider configured, the user's subject there (the value of the server's --jwt-user-claim), the same " +
+		"user as that user's own JWT; without one, a user name. The user is created on first use; the request is then theirs " +
+		"in every respect, with the token's scopes less `admin`.", map[string]any{"type": "string", "minLength": 1, "maxLength": maxActAsLen}}
 	idempotencyKeyParam = queryParam{IdempotencyKeyHeader, "1 to 255 visible ASCII characters chosen by the client, " +
 		"unique per request it means (a UUID, say); scoped to the caller.", map[string]any{"type": "string", "minLength": 1, "maxLength": 255}}
 	respKeyRace   = response{http.StatusConflict, "A request with the same `Idempotency-Key` was being processed; retry.", client.Error{}}
@@ -228,12 +238,15 @@ func routeDocs() map[string]routeDoc {
 				{http.StatusBadRequest, "`wait` is not a duration.", client.Error{}}, resp401,
 				response{http.StatusNotFound, "No such request of the caller's.", client.Error{}}, resp500}},
 	}
+	maps.Copy(docs, tokenRouteDocs())
 	// Every route that takes a token refuses unknown and repeated query
-	// parameters.
+	// parameters and missing scopes, and acts for a user on X-Chatd-User.
 	for key, d := range docs {
 		if !strings.Contains(key, " /api/v1/") || key == "GET /api/v1/openapi.json" {
 			continue
 		}
+		d.responses = append(slices.Clone(d.responses), resp403)
+		d.headers = append(slices.Clone(d.headers), actAsParam)
 		i := slices.IndexFunc(d.responses, func(r response) bool { return r.status == http.StatusBadRequest })
 		if i < 0 {
 			d.responses = append(d.responses, resp400Query)
@@ -251,4 +264,32 @@ func routeDocs() map[string]routeDoc {
 		}
 	}
 	return docs
+}
+
+// tokenRouteDocs document the token and user API (the admin scope).
+func tokenRouteDocs() map[string]routeDoc {
+	return map[string]routeDoc{
+		"POST /api/v1/tokens": {op: "CreateToken", summary: "Create an API token",
+			description: "What `chatd token create` does: a token for a user (created on first use), with scopes, the act-as " +
+				"capability and an expiry. The secret is in this answer only; the database keeps its SHA-256 digest.",
+			request: client.CreateTokenRequest{},
+			responses: withBody(response{http.StatusCreated, "The token's secret and description.", client.CreateTokenResponse{}},
+				resp401, resp500)},
+		"GET /api/v1/tokens": {op: "ListTokens", summary: "List API tokens",
+			description: "What `chatd token list` shows: every token, or one user's, never a secret.",
+			query:       []queryParam{{"user", "Only this user's tokens (by name).", map[string]any{"type": "string"}}},
+			responses:   []response{{http.StatusOK, "The tokens.", client.ListTokensResponse{}}, resp401, resp500}},
+		"DELETE /api/v1/tokens/{token}": {op: "RevokeToken", summary: "Revoke an API token",
+			description: "What `chatd token revoke` does: the token stops working on every replica, and the streams opened " +
+				"with it (directly or through a ticket) end, within 5 seconds. No request body.",
+			responses: []response{{http.StatusNoContent, "Revoked.", nil}, resp401,
+				response{http.StatusNotFound, "No such token (or the id is malformed).", client.Error{}}, resp500}},
+		"GET /api/v1/users": {op: "ListUsers", summary: "List users",
+			description: "Every user by name, a page at a time: named users and identity providers' users (created by their " +
+				"first JWT or X-Chatd-User).",
+			query: []queryParam{{"limit", "How many users to return (default 100).", map[string]any{"type": "integer", "minimum": 1, "maximum": 1000}},
+				{"cursor", "The previous page's `next_cursor`.", map[string]any{"type": "string"}}},
+			responses: []response{{http.StatusOK, "The users.", client.ListUsersResponse{}},
+				{http.StatusBadRequest, "`limit` is out of range.", client.Error{}}, resp401, resp500}},
+	}
 }

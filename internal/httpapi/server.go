@@ -221,36 +221,50 @@ func New(o Options) *Server {
 	return s
 }
 
-// route is one documented endpoint.
+// route is one documented endpoint and the scope a caller needs for it
+// ("": no credential at all). authorize is the one gate: a route's scope
+// is all it takes to protect it.
 type route struct {
 	method, pattern string
-	auth            bool
+	scope           client.Scope
 	h               handlerFunc
 }
+
+// Scopes of the route table.
+const (
+	scopeNone  = client.Scope("")
+	scopeRead  = client.ScopeRead
+	scopeWrite = client.ScopeWrite
+	scopeAdmin = client.ScopeAdmin
+)
 
 // routeTable is every route of the API. Each needs its entry in routeDocs
 // (routedocs.go); TestEveryRouteIsDocumented fails otherwise.
 func (s *Server) routeTable() []route {
 	return []route{
-		{"GET", "/healthz", false, s.healthz},
-		{"GET", "/readyz", false, s.readyz},
-		{"GET", "/metrics", false, s.serveMetrics},
-		{"GET", "/api/v1/openapi.json", false, s.openAPI},
-		{"POST", "/api/v1/chats", true, s.createChat},
-		{"GET", "/api/v1/chats", true, s.listChats},
-		{"GET", "/api/v1/chats/watch", true, s.watch},
-		{"GET", "/api/v1/chats/{chat}", true, s.getChat},
-		{"PATCH", "/api/v1/chats/{chat}", true, s.updateChat},
-		{"GET", "/api/v1/chats/{chat}/messages", true, s.listMessages},
-		{"GET", "/api/v1/chats/{chat}/stream", true, s.stream},
-		{"POST", "/api/v1/chats/{chat}/stream-ticket", true, s.streamTicket},
-		{"POST", "/api/v1/chats/{chat}/messages", true, s.sendMessage},
-		{"PATCH", "/api/v1/chats/{chat}/messages/{message}", true, s.editMessage},
-		{"DELETE", "/api/v1/chats/{chat}/queue/{queued}", true, s.deleteQueued},
-		{"POST", "/api/v1/chats/{chat}/interrupt", true, s.interrupt},
-		{"POST", "/api/v1/chats/{chat}/compact", true, s.compact},
-		{"POST", "/api/v1/chats/{chat}/tool-results", true, s.toolResults},
-		{"GET", "/api/v1/structured-outputs/{request_id}", true, s.getStructuredOutput},
+		{"GET", "/healthz", scopeNone, s.healthz},
+		{"GET", "/readyz", scopeNone, s.readyz},
+		{"GET", "/metrics", scopeNone, s.serveMetrics},
+		{"GET", "/api/v1/openapi.json", scopeNone, s.openAPI},
+		{"POST", "/api/v1/chats", scopeWrite, s.createChat},
+		{"GET", "/api/v1/chats", scopeRead, s.listChats},
+		{"GET", "/api/v1/chats/watch", scopeRead, s.watch},
+		{"GET", "/api/v1/chats/{chat}", scopeRead, s.getChat},
+		{"PATCH", "/api/v1/chats/{chat}", scopeWrite, s.updateChat},
+		{"GET", "/api/v1/chats/{chat}/messages", scopeRead, s.listMessages},
+		{"GET", "/api/v1/chats/{chat}/stream", scopeRead, s.stream},
+		{"POST", "/api/v1/chats/{chat}/stream-ticket", scopeRead, s.streamTicket},
+		{"POST", "/api/v1/chats/{chat}/messages", scopeWrite, s.sendMessage},
+		{"PATCH", "/api/v1/chats/{chat}/messages/{message}", scopeWrite, s.editMessage},
+		{"DELETE", "/api/v1/chats/{chat}/queue/{queued}", scopeWrite, s.deleteQueued},
+		{"POST", "/api/v1/chats/{chat}/interrupt", scopeWrite, s.interrupt},
+		{"POST", "/api/v1/chats/{chat}/compact", scopeWrite, s.compact},
+		{"POST", "/api/v1/chats/{chat}/tool-results", scopeWrite, s.toolResults},
+		{"GET", "/api/v1/structured-outputs/{request_id}", scopeRead, s.getStructuredOutput},
+		{"POST", "/api/v1/tokens", scopeAdmin, s.createToken},
+		{"GET", "/api/v1/tokens", scopeAdmin, s.listTokens},
+		{"DELETE", "/api/v1/tokens/{token}", scopeAdmin, s.revokeToken},
+		{"GET", "/api/v1/users", scopeAdmin, s.listUsers},
 	}
 }
 
@@ -292,7 +306,7 @@ func (s *Server) handler(rt route) http.Handler {
 			// route that reads none would wait for it while discarding it).
 			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.bodyTimeout))
 		}
-		if rt.auth {
+		if rt.scope != scopeNone {
 			if err := s.checkQuery(r, rt); err != nil {
 				s.render(w, r, err)
 				return
@@ -302,8 +316,8 @@ func (s *Server) handler(rt route) http.Handler {
 			s.render(w, r, err)
 		}
 	})
-	if rt.auth {
-		h = s.authenticate(h)
+	if rt.scope != scopeNone {
+		h = s.authorize(rt.scope, h)
 	}
 	return h
 }

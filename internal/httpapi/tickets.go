@@ -44,7 +44,7 @@ func (s *Server) ticketUser(r *http.Request) (store.User, bool, error) {
 		return store.User{}, true, errorf(http.StatusNotFound, "No such chat.")
 	}
 	u, err := s.store.RedeemStreamTicket(r.Context(), ticket, chatID)
-	if err == nil && u.TokenID != uuid.Nil && s.tokenGone(r.Context(), user{TokenID: u.TokenID}) {
+	if err == nil && u.TokenID != uuid.Nil && s.tokenGone(r.Context(), u.TokenID) {
 		err = store.ErrNotFound // its token expired since it was issued
 	}
 	if isNotFound(err) {

@@ -17,11 +17,16 @@ const (
 	UsersPkey      Constraint = "users_pkey"
 	UsersNameKey   Constraint = "users_name_key"
 	UsersNameCheck Constraint = "users_name_check"
+	// UsersIssuerSubjectKey: an identity provider's user is one row per
+	// (issuer, subject).
+	UsersIssuerSubjectKey Constraint = "users_issuer_subject_key"
+	UsersIdentityCheck    Constraint = "users_identity_check"
 
 	APITokensPkey           Constraint = "api_tokens_pkey"
 	APITokensUserIDFkey     Constraint = "api_tokens_user_id_fkey"
 	APITokensTokenHashKey   Constraint = "api_tokens_token_hash_key"
 	APITokensTokenHashCheck Constraint = "api_tokens_token_hash_check"
+	APITokensScopesCheck    Constraint = "api_tokens_scopes_check"
 
 	ChatsPkey                       Constraint = "chats_pkey"
 	ChatsOwnerIDFkey                Constraint = "chats_owner_id_fkey"

@@ -81,6 +81,9 @@ func (e *StateError) Unwrap() error { return ErrConflict }
 // ErrInvalidUserName: a user name outside the users.name pattern.
 var ErrInvalidUserName = errors.New("invalid user name")
 
+// ErrInvalidScope: a token scope that is not one of client.Scopes.
+var ErrInvalidScope = errors.New("invalid scope")
+
 // Store runs transitions against one database.
 type Store struct {
 	pool *pgxpool.Pool
@@ -88,6 +91,7 @@ type Store struct {
 
 	finished *prometheus.CounterVec // nil until Instrument
 	tokens   tokenCache
+	users    tokenCache // identities (X-Chatd-User, JWT subjects) to users
 
 	hub  uuid.UUID // this process, when Tell was called
 	tell Teller
@@ -246,8 +250,8 @@ func HashToken(token string) []byte {
 	return sum[:]
 }
 
-// CreateToken creates the user if needed and a new token for them. The
-// token is returned once; only its digest is stored.
+// CreateToken creates the user if needed and a new token for them (read
+// and write scopes). The token is returned once; only its digest is stored.
 func (s *Store) CreateToken(ctx context.Context, userName string) (string, error) {
 	token, _, err := s.CreateExpiringToken(ctx, userName, 0)
 	return token, err
@@ -257,27 +261,52 @@ func (s *Store) CreateToken(ctx context.Context, userName string) (string, error
 // expiresIn from now on the database clock (0: never), returned with its
 // expiry (nil: never).
 func (s *Store) CreateExpiringToken(ctx context.Context, userName string, expiresIn time.Duration) (string, *time.Time, error) {
-	var expires *time.Time
+	token, info, err := s.CreateScopedToken(ctx, TokenSpec{User: userName, ExpiresIn: expiresIn})
+	return token, info.ExpiresAt, err
+}
+
+// TokenSpec says what a new token is for.
+type TokenSpec struct {
+	User      string         // the user's name, created on first use
+	Scopes    []client.Scope // nil: read and write
+	ActAs     bool           // may send X-Chatd-User
+	ExpiresIn time.Duration  // 0: never expires
+}
+
+// CreateScopedToken creates the user if needed and a token as spec says:
+// the secret, returned this once, and the token's description.
+// ErrInvalidUserName and ErrInvalidScope name what is wrong.
+func (s *Store) CreateScopedToken(ctx context.Context, spec TokenSpec) (string, TokenInfo, error) {
+	scopes, err := NormalizeScopes(spec.Scopes)
+	if err != nil {
+		return "", TokenInfo{}, err
+	}
 	var secret [32]byte
 	if _, err := rand.Read(secret[:]); err != nil {
-		return "", nil, err
+		return "", TokenInfo{}, err
 	}
 	token := TokenPrefix + base64.RawURLEncoding.EncodeToString(secret[:])
-	err := s.tx(ctx, "create_token", func(tx pgx.Tx) error {
-		u, err := s.q.UserUpsertByName(ctx, tx, userName)
+	names := make([]string, len(scopes))
+	for i, sc := range scopes {
+		names[i] = string(sc)
+	}
+	var info TokenInfo
+	err = s.tx(ctx, "create_token", func(tx pgx.Tx) error {
+		u, err := s.q.UserUpsertByName(ctx, tx, spec.User)
 		if err != nil {
 			return err
 		}
 		row, err := s.q.TokenInsert(ctx, tx, dbgen.TokenInsertParams{UserID: u.ID, TokenHash: HashToken(token),
-			ExpiresInSeconds: expiresIn.Seconds()})
-		expires = row.ExpiresAt
+			ExpiresInSeconds: spec.ExpiresIn.Seconds(), Scopes: names, ActAs: spec.ActAs})
+		info = TokenInfo{ID: row.ID, UserID: u.ID, UserName: u.Name, Scopes: names, ActAs: spec.ActAs,
+			CreatedAt: row.CreatedAt, ExpiresAt: row.ExpiresAt}
 		return err
 	})
 	if err != nil {
 		if IsConstraint(err, UsersNameCheck) {
-			return "", nil, fmt.Errorf("%w %q", ErrInvalidUserName, userName)
+			return "", TokenInfo{}, fmt.Errorf("%w %q", ErrInvalidUserName, spec.User)
 		}
-		return "", nil, err
+		return "", TokenInfo{}, err
 	}
-	return token, expires, nil
+	return token, info, nil
 }

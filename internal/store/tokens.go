@@ -2,11 +2,17 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base32"
+	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/dbgen"
 )
 
@@ -74,7 +80,7 @@ func (s *Store) Authenticate(ctx context.Context, token string) (User, error) {
 	if err != nil {
 		return User{}, mapError(err)
 	}
-	u := User{ID: row.ID, Name: row.Name, TokenID: row.TokenID}
+	u := User{ID: row.ID, Name: row.Name, TokenID: row.TokenID, Scopes: scopesOf(row.Scopes), ActAs: row.ActAs}
 	s.tokens.put(key, u, now)
 	return u, nil
 }
@@ -86,8 +92,102 @@ func (s *Store) TokenLive(ctx context.Context, id uuid.UUID) (bool, error) {
 	return live, mapError(err)
 }
 
-// TokenInfo describes a token for `chatd token list` (never its secret).
+// TokenInfo describes a token for `chatd token list` and the token API
+// (never its secret).
 type TokenInfo = dbgen.TokenListRow
+
+// UserInfo describes a user for the user API.
+type UserInfo = dbgen.User
+
+func scopesOf(names []string) []client.Scope {
+	out := make([]client.Scope, len(names))
+	for i, n := range names {
+		out[i] = client.Scope(n)
+	}
+	return out
+}
+
+// NormalizeScopes checks a token's scopes and puts them in their canonical
+// form: none means read and write (what a token could always do), write
+// brings read, duplicates go, and the order is client.Scopes'.
+func NormalizeScopes(scopes []client.Scope) ([]client.Scope, error) {
+	if len(scopes) == 0 {
+		return []client.Scope{client.ScopeRead, client.ScopeWrite}, nil
+	}
+	want := map[client.Scope]bool{}
+	for _, sc := range scopes {
+		if !slices.Contains(client.Scopes(), sc) {
+			return nil, fmt.Errorf("%w %q (use read, write or admin)", ErrInvalidScope, sc)
+		}
+		want[sc] = true
+	}
+	if want[client.ScopeWrite] {
+		want[client.ScopeRead] = true
+	}
+	var out []client.Scope
+	for _, sc := range client.Scopes() {
+		if want[sc] {
+			out = append(out, sc)
+		}
+	}
+	return out, nil
+}
+
+// ListUsers returns up to limit users by name, after the name after ("":
+// from the first).
+func (s *Store) ListUsers(ctx context.Context, after string, limit int) ([]UserInfo, error) {
+	var cursor *string
+	if after != "" {
+		cursor = &after
+	}
+	rows, err := s.q.UserList(ctx, s.pool, dbgen.UserListParams{After: cursor, MaxRows: int32(limit)})
+	return rows, mapError(err)
+}
+
+// SubjectUserName is the name of an identity provider's user: "idp:" and
+// 26 base32 letters of a digest of (issuer, subject), a form that a given
+// name cannot take (users_name_check).
+func SubjectUserName(issuer, subject string) string {
+	sum := sha256.Sum256([]byte(issuer + "\x00" + subject))
+	return "idp:" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:16]))
+}
+
+// UserBySubject is the user an identity provider's (issuer, subject)
+// stands for, created on first use. Lookups are cached for TokenCacheTTL,
+// as tokens are.
+func (s *Store) UserBySubject(ctx context.Context, issuer, subject string) (User, error) {
+	return s.cachedUser(ctx, "subject\x00"+issuer+"\x00"+subject, func() (dbgen.User, error) {
+		return s.q.UserUpsertBySubject(ctx, s.pool, dbgen.UserUpsertBySubjectParams{
+			Name: SubjectUserName(issuer, subject), Issuer: &issuer, Subject: &subject})
+	})
+}
+
+// UserByName is the user of that name, created on first use (as by
+// CreateToken); ErrInvalidUserName for a name outside the pattern.
+func (s *Store) UserByName(ctx context.Context, name string) (User, error) {
+	u, err := s.cachedUser(ctx, "name\x00"+name, func() (dbgen.User, error) {
+		return s.q.UserUpsertByName(ctx, s.pool, name)
+	})
+	if IsConstraint(err, UsersNameCheck) {
+		return User{}, fmt.Errorf("%w %q", ErrInvalidUserName, name)
+	}
+	return u, err
+}
+
+func (s *Store) cachedUser(ctx context.Context, key string, upsert func() (dbgen.User, error)) (User, error) {
+	digest := sha256.Sum256([]byte(key))
+	now := time.Now()
+	if u, ok := s.users.get(digest, now); ok {
+		return u, nil
+	}
+	row, err := upsert()
+	if err != nil {
+		return User{}, mapError(err)
+	}
+	u := User{ID: row.ID, Name: row.Name}
+	s.users.put(digest, u, now)
+	return u, nil
+}
 
 // ListTokens lists every token, or userName's (when not empty).
 func (s *Store) ListTokens(ctx context.Context, userName string) ([]TokenInfo, error) {

@@ -151,6 +151,9 @@ type User struct {
 	Name string
 	// TokenID is the token that authenticated the user (Authenticate).
 	TokenID uuid.UUID
+	// Scopes and ActAs are the token's (Authenticate).
+	Scopes []client.Scope
+	ActAs  bool
 }
 
 // Depths are the gauges /metrics reads from the database.

@@ -13,13 +13,13 @@ export interface paths {
         };
         /**
          * List the caller's chats
-         * @description Most recently updated first, a page at a time: `next_cursor`, present when older chats remain, is passed as `cursor` for the next page. A chat updated while you page moves to the front: it shows up in a fresh first page, not in the later pages.
+         * @description Most recently updated first, a page at a time: `next_cursor`, present when older chats remain, is passed as `cursor` for the next page. A chat updated while you page moves to the front: it shows up in a fresh first page, not in the later pages. Needs a token with the `read` scope.
          */
         get: operations["ListChats"];
         put?: never;
         /**
          * Create a chat with its first message
-         * @description Creates a chat owned by the caller and its first user message, and starts a turn. With a json_schema `response_format` the message carries a fresh `structured_output_request_id`. All validation happens before anything is stored. The `Location` header names the new chat. With an `Idempotency-Key` header the request can be retried safely: the first one with a key does the work and keeps its answer in the same transaction; a repeat within 24 hours with the same method, path and body gets the same status and body again, with `Idempotent-Replayed: true`, and changes nothing.
+         * @description Creates a chat owned by the caller and its first user message, and starts a turn. With a json_schema `response_format` the message carries a fresh `structured_output_request_id`. All validation happens before anything is stored. The `Location` header names the new chat. With an `Idempotency-Key` header the request can be retried safely: the first one with a key does the work and keeps its answer in the same transaction; a repeat within 24 hours with the same method, path and body gets the same status and body again, with `Idempotent-Replayed: true`, and changes nothing. Needs a token with the `write` scope.
          */
         post: operations["CreateChat"];
         delete?: never;
@@ -37,7 +37,7 @@ export interface paths {
         };
         /**
          * Follow all the caller's chats (Server-Sent Events)
-         * @description A `chat` event (Chat) for each of the caller's chats (most recently active first), then one after each committed change of a chat (coalesced: the latest state, not every intermediate one).
+         * @description A `chat` event (Chat) for each of the caller's chats (most recently active first), then one after each committed change of a chat (coalesced: the latest state, not every intermediate one). Needs a token with the `read` scope.
          */
         get: operations["Watch"];
         put?: never;
@@ -57,7 +57,7 @@ export interface paths {
         };
         /**
          * Get a chat
-         * @description The chat with its status; while it is `requires_action`, `pending_tool_calls` lists the client tool calls to answer (empty while it waits only for child chats it spawned).
+         * @description The chat with its status; while it is `requires_action`, `pending_tool_calls` lists the client tool calls to answer (empty while it waits only for child chats it spawned). Needs a token with the `read` scope.
          */
         get: operations["GetChat"];
         put?: never;
@@ -67,7 +67,7 @@ export interface paths {
         head?: never;
         /**
          * Change a chat's title or plan mode
-         * @description Omitted fields are kept. Switching into plan mode is refused with 409 while a structured request of the chat is active or queued (the message names it); a child chat cannot switch into plan mode (409).
+         * @description Omitted fields are kept. Switching into plan mode is refused with 409 while a structured request of the chat is active or queued (the message names it); a child chat cannot switch into plan mode (409). Needs a token with the `write` scope.
          */
         patch: operations["UpdateChat"];
         trace?: never;
@@ -83,7 +83,7 @@ export interface paths {
         put?: never;
         /**
          * Ask for compaction
-         * @description Asks for the chat's history before its current turn to be summarised for the model (originals are kept, marked compressed, and no longer sent to the provider). It happens at the chat's next step, or at the start of its next turn if it is idle. Receipts are never summarised and budgets are unaffected. No request body.
+         * @description Asks for the chat's history before its current turn to be summarised for the model (originals are kept, marked compressed, and no longer sent to the provider). It happens at the chat's next step, or at the start of its next turn if it is idle. Receipts are never summarised and budgets are unaffected. No request body. Needs a token with the `write` scope.
          */
         post: operations["Compact"];
         delete?: never;
@@ -103,7 +103,7 @@ export interface paths {
         put?: never;
         /**
          * Interrupt the running turn
-         * @description Asks the running turn to stop; the chat is `interrupting` until its worker keeps the partial output, writes a `cancelled` receipt (`interrupted`) for the turn's pending structured request and lets the queue move on. Interrupting an `interrupting` chat is a no-op. No request body.
+         * @description Asks the running turn to stop; the chat is `interrupting` until its worker keeps the partial output, writes a `cancelled` receipt (`interrupted`) for the turn's pending structured request and lets the queue move on. Interrupting an `interrupting` chat is a no-op. No request body. Needs a token with the `write` scope.
          */
         post: operations["Interrupt"];
         delete?: never;
@@ -121,13 +121,13 @@ export interface paths {
         };
         /**
          * List messages and the queue
-         * @description Client-visible messages with id greater than `after_id`, oldest first, receipts included, plus the whole queue, read in one snapshot.
+         * @description Client-visible messages with id greater than `after_id`, oldest first, receipts included, plus the whole queue, read in one snapshot. Needs a token with the `read` scope.
          */
         get: operations["ListMessages"];
         put?: never;
         /**
          * Send a message
-         * @description An idle chat (`waiting` or `error`) takes the message into history and starts a turn (`message` is set). A busy chat queues it (`queued` is true, `queued_message` is set); with `busy_behavior: interrupt` the running turn is interrupted too and the message runs once the queue reaches it. `response_format` is validated before anything is queued or interrupted. With an `Idempotency-Key` header the request can be retried safely: the first one with a key does the work and keeps its answer in the same transaction; a repeat within 24 hours with the same method, path and body gets the same status and body again, with `Idempotent-Replayed: true`, and changes nothing.
+         * @description An idle chat (`waiting` or `error`) takes the message into history and starts a turn (`message` is set). A busy chat queues it (`queued` is true, `queued_message` is set); with `busy_behavior: interrupt` the running turn is interrupted too and the message runs once the queue reaches it. `response_format` is validated before anything is queued or interrupted. With an `Idempotency-Key` header the request can be retried safely: the first one with a key does the work and keeps its answer in the same transaction; a repeat within 24 hours with the same method, path and body gets the same status and body again, with `Idempotent-Replayed: true`, and changes nothing. Needs a token with the `write` scope.
          */
         post: operations["SendMessage"];
         delete?: never;
@@ -151,7 +151,7 @@ export interface paths {
         head?: never;
         /**
          * Edit a user message
-         * @description Replaces a user message and discards everything after it. In one transaction: collect the pending structured requests the edit discards (active and queued), soft-delete the suffix and clear the queue, write a `cancelled` receipt (`superseded`) for each, insert the replacement. An omitted or null `response_format` keeps the edited message's format (with a fresh request id), `{"type":"text"}` clears it, a json_schema format replaces it.
+         * @description Replaces a user message and discards everything after it. In one transaction: collect the pending structured requests the edit discards (active and queued), soft-delete the suffix and clear the queue, write a `cancelled` receipt (`superseded`) for each, insert the replacement. An omitted or null `response_format` keeps the edited message's format (with a fresh request id), `{"type":"text"}` clears it, a json_schema format replaces it. Needs a token with the `write` scope.
          */
         patch: operations["EditMessage"];
         trace?: never;
@@ -168,7 +168,7 @@ export interface paths {
         post?: never;
         /**
          * Delete a queued message
-         * @description Removes a queued message. A structured one gets a `cancelled` receipt (`queue_deleted`) in the same transaction; it is returned and visible in history. A running turn is not disturbed.
+         * @description Removes a queued message. A structured one gets a `cancelled` receipt (`queue_deleted`) in the same transaction; it is returned and visible in history. A running turn is not disturbed. Needs a token with the `write` scope.
          */
         delete: operations["DeleteQueued"];
         options?: never;
@@ -185,7 +185,7 @@ export interface paths {
         };
         /**
          * Follow a chat live (Server-Sent Events)
-         * @description First the committed client-visible messages after `after_id` (or the `Last-Event-ID` header, or `after`), the queue and the status; while a step runs, its preview so far (a catch-up: the fragments the stream lacks, one `message_part` per part, `from_seq` to `seq`); then live events until the client leaves or the server shuts down, or until the token it was opened with (directly or through a ticket) is revoked or expires: then an `error` event ends it within 5 seconds. See docs/streams.md.
+         * @description First the committed client-visible messages after `after_id` (or the `Last-Event-ID` header, or `after`), the queue and the status; while a step runs, its preview so far (a catch-up: the fragments the stream lacks, one `message_part` per part, `from_seq` to `seq`); then live events until the client leaves or the server shuts down, or until the token it was opened with (directly or through a ticket) is revoked or expires: then an `error` event ends it within 5 seconds. See docs/streams.md. Needs a token with the `read` scope.
          */
         get: operations["Stream"];
         put?: never;
@@ -207,7 +207,7 @@ export interface paths {
         put?: never;
         /**
          * Get a ticket to open the chat's stream from a browser
-         * @description A browser's EventSource cannot send the Authorization header: it opens GET .../stream?ticket=TICKET instead. A ticket is good for one stream of this chat, once, within 60 seconds; any replica redeems it. To reconnect, get a new ticket (and pass `after`, the last event id). No request body.
+         * @description A browser's EventSource cannot send the Authorization header: it opens GET .../stream?ticket=TICKET instead. A ticket is good for one stream of this chat, once, within 60 seconds; any replica redeems it. To reconnect, get a new ticket (and pass `after`, the last event id). No request body. Needs a token with the `read` scope.
          */
         post: operations["CreateStreamTicket"];
         delete?: never;
@@ -227,7 +227,7 @@ export interface paths {
         put?: never;
         /**
          * Answer pending client tool calls
-         * @description Answers every pending client tool call of a `requires_action` chat at once and resumes the turn. The results must match `pending_tool_calls` exactly: one result per pending call, no unknown, duplicate or missing ids, and never a call of the server-owned finalizer.
+         * @description Answers every pending client tool call of a `requires_action` chat at once and resumes the turn. The results must match `pending_tool_calls` exactly: one result per pending call, no unknown, duplicate or missing ids, and never a call of the server-owned finalizer. Needs a token with the `write` scope.
          */
         post: operations["SubmitToolResults"];
         delete?: never;
@@ -265,9 +265,73 @@ export interface paths {
         };
         /**
          * Look up a structured request
-         * @description The state of a structured request by its UUID. With `wait`, a `pending` request is held until it is terminal or the wait ends (woken by the database), then answered as it is: check `status`.
+         * @description The state of a structured request by its UUID. With `wait`, a `pending` request is held until it is terminal or the wait ends (woken by the database), then answered as it is: check `status`. Needs a token with the `read` scope.
          */
         get: operations["GetStructuredOutput"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List API tokens
+         * @description What `chatd token list` shows: every token, or one user's, never a secret. Needs a token with the `admin` scope.
+         */
+        get: operations["ListTokens"];
+        put?: never;
+        /**
+         * Create an API token
+         * @description What `chatd token create` does: a token for a user (created on first use), with scopes, the act-as capability and an expiry. The secret is in this answer only; the database keeps its SHA-256 digest. Needs a token with the `admin` scope.
+         */
+        post: operations["CreateToken"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/tokens/{token}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke an API token
+         * @description What `chatd token revoke` does: the token stops working on every replica, and the streams opened with it (directly or through a ticket) end, within 5 seconds. No request body. Needs a token with the `admin` scope.
+         */
+        delete: operations["RevokeToken"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List users
+         * @description Every user by name, a page at a time: named users and identity providers' users (created by their first JWT or X-Chatd-User). Needs a token with the `admin` scope.
+         */
+        get: operations["ListUsers"];
         put?: never;
         post?: never;
         delete?: never;
@@ -465,6 +529,25 @@ export interface components {
             /** @description What the response_format schema holds that chatd admitted but does not check (the first 32, in document order); absent when there is nothing. */
             warnings?: components["schemas"]["SchemaWarning"][];
         };
+        /** @description The body of POST /api/v1/tokens. */
+        CreateTokenRequest: {
+            /** @description The token may send `X-Chatd-User` to act for any user (docs/operations.md#identity); for an application's backend. */
+            act_as?: boolean;
+            /**
+             * Format: int64
+             * @description Seconds until the token stops working, on the database clock; omitted or 0: never.
+             */
+            expires_in?: number;
+            /** @description What the token may do: `read` (GET routes and streams), `write` (everything a user does; brings `read`), `admin` (this token and user API). Omitted: `read` and `write`. */
+            scopes?: ("read" | "write" | "admin")[];
+            /** @description The user the token is for, by name (created on first use); an identity provider's user by its `idp:` name. */
+            user: string;
+        };
+        /** @description A new API token: its secret, shown this once (only a digest is stored), and its description. */
+        CreateTokenResponse: {
+            secret: string;
+            token: components["schemas"]["Token"];
+        };
         /** @description The deleted queued message and its cancellation receipt, if it was structured. */
         DeleteQueuedResponse: {
             /** @description The `cancelled` receipt of a structured queued message; empty otherwise. */
@@ -550,6 +633,16 @@ export interface components {
             has_more: boolean;
             messages: components["schemas"]["ChatMessage"][];
             queued_messages: components["schemas"]["QueuedMessage"][];
+        };
+        /** @description API tokens, by user name and age. */
+        ListTokensResponse: {
+            tokens: components["schemas"]["Token"][];
+        };
+        /** @description A page of users by name. */
+        ListUsersResponse: {
+            /** @description Present when more users follow: pass it as `cursor`. */
+            next_cursor?: string;
+            users: components["schemas"]["User"][];
         };
         /** @description One element of a message's content. Input messages take text parts only (`type` and `text`, with text that is not empty or only whitespace). Discriminated by `type`; ignore part types you do not know. */
         MessagePart: components["schemas"]["TextPart"] | components["schemas"]["ReasoningPart"] | components["schemas"]["ToolCallPart"] | components["schemas"]["ToolResultPart"] | components["schemas"]["FilePart"] | components["schemas"]["SourcePart"];
@@ -763,6 +856,31 @@ export interface components {
              */
             type: "text";
         };
+        /** @description An API token (never its secret). */
+        Token: {
+            act_as: boolean;
+            /** Format: date-time */
+            created_at: string;
+            /** @description Whether `expires_at` has passed (the token no longer works). */
+            expired: boolean;
+            /**
+             * Format: date-time
+             * @description Absent: the token never expires.
+             */
+            expires_at?: string;
+            /** Format: uuid */
+            id: string;
+            /**
+             * Format: date-time
+             * @description When the token last authenticated a request (refreshed at most once a minute).
+             */
+            last_used_at?: string;
+            scopes: ("read" | "write" | "admin")[];
+            /** @description The user's name. */
+            user: string;
+            /** Format: uuid */
+            user_id: string;
+        };
         /** @description A pending call of a client-executed tool. */
         ToolCall: {
             /** @description The arguments the model sent (any JSON value). */
@@ -850,6 +968,18 @@ export interface components {
              */
             reasoning_tokens: number | null;
         };
+        /** @description A chatd user: one named by an operator, or an identity provider's user, keyed by `issuer` and `subject` and named `idp:` and a digest of them. */
+        User: {
+            /** Format: date-time */
+            created_at: string;
+            /** Format: uuid */
+            id: string;
+            /** @description Set for an identity provider's user: the `iss` of its JWTs. */
+            issuer?: string;
+            name: string;
+            /** @description Set for an identity provider's user: the value of the server's user claim (`sub` by default). */
+            subject?: string;
+        };
         /** @description A request field at fault. */
         ValidationError: {
             detail: string;
@@ -876,6 +1006,8 @@ export interface operations {
                 parent_chat_id?: string;
             };
             header?: {
+                /** @description Act for this user (a token with the act-as capability only; otherwise 403): with an identity provider configured, the user's subject there (the value of the server's --jwt-user-claim), the same user as that user's own JWT; without one, a user name. The user is created on first use; the request is then theirs in every respect, with the token's scopes less `admin`. */
+                "X-Chatd-User"?: string;
                 /** @description An id for this request, echoed in the response and logged as `request_id`: 1 to 128 visible ASCII characters without quotes or backslashes (otherwise a fresh UUID is used). */
                 "X-Request-ID"?: string;
             };
@@ -895,7 +1027,7 @@ export interface operations {
                     "application/json": components["schemas"]["ListChatsResponse"];
                 };
             };
-            /** @description `limit` is out of range, `cursor` is not a cursor, or `parent_chat_id` is not a chat id. An unknown or repeated query parameter (`validations` names it). */
+            /** @description `limit` is out of range, `cursor` is not a cursor, or `parent_chat_id` is not a chat id. An unknown or repeated query parameter, or an unusable `X-Chatd-User` (`validations` names it). */
             400: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
@@ -906,11 +1038,22 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No bearer token, or the token is not valid. */
+            /** @description No bearer token, or the token is not valid: an unknown, revoked or expired API token, or a JWT the server refuses (expired, not yet valid, another audience or issuer, an unknown key, a bad signature, a disallowed algorithm, too large, a claim of the wrong type). `WWW-Authenticate` says why in `error_description`, never echoing the token. */
             401: {
                 headers: {
                     /** @description The Bearer challenge. */
                     "WWW-Authenticate"?: string;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token lacks the route's scope (`WWW-Authenticate` names it: `error="insufficient_scope", scope="write"`), or `X-Chatd-User` was sent with a credential that may not act for users. */
+            403: {
+                headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
                     "X-Request-ID"?: string;
                     [name: string]: unknown;
@@ -951,6 +1094,8 @@ export interface operations {
             header?: {
                 /** @description 1 to 255 visible ASCII characters chosen by the client, unique per request it means (a UUID, say); scoped to the caller. */
                 "Idempotency-Key"?: string;
+                /** @description Act for this user (a token with the act-as capability only; otherwise 403): with an identity provider configured, the user's subject there (the value of the server's --jwt-user-claim), the same user as that user's own JWT; without one, a user name. The user is created on first use; the request is then theirs in every respect, with the token's scopes less `admin`. */
+                "X-Chatd-User"?: string;
                 /** @description An id for this request, echoed in the response and logged as `request_id`: 1 to 128 visible ASCII characters without quotes or backslashes (otherwise a fresh UUID is used). */
                 "X-Request-ID"?: string;
             };
@@ -978,7 +1123,7 @@ export interface operations {
                     "application/json": components["schemas"]["CreateChatResponse"];
                 };
             };
-            /** @description The request is invalid; `validations` names the field at fault (`body` for malformed JSON or trailing data). An unknown or repeated query parameter (`validations` names it). */
+            /** @description The request is invalid; `validations` names the field at fault (`body` for malformed JSON or trailing data). An unknown or repeated query parameter, or an unusable `X-Chatd-User` (`validations` names it). */
             400: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
@@ -989,11 +1134,22 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No bearer token, or the token is not valid. */
+            /** @description No bearer token, or the token is not valid: an unknown, revoked or expired API token, or a JWT the server refuses (expired, not yet valid, another audience or issuer, an unknown key, a bad signature, a disallowed algorithm, too large, a claim of the wrong type). `WWW-Authenticate` says why in `error_description`, never echoing the token. */
             401: {
                 headers: {
                     /** @description The Bearer challenge. */
                     "WWW-Authenticate"?: string;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token lacks the route's scope (`WWW-Authenticate` names it: `error="insufficient_scope", scope="write"`), or `X-Chatd-User` was sent with a credential that may not act for users. */
+            403: {
+                headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
                     "X-Request-ID"?: string;
                     [name: string]: unknown;
@@ -1100,6 +1256,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description Act for this user (a token with the act-as capability only; otherwise 403): with an identity provider configured, the user's subject there (the value of the server's --jwt-user-claim), the same user as that user's own JWT; without one, a user name. The user is created on first use; the request is then theirs in every respect, with the token's scopes less `admin`. */
+                "X-Chatd-User"?: string;
                 /** @description An id for this request, echoed in the response and logged as `request_id`: 1 to 128 visible ASCII characters without quotes or backslashes (otherwise a fresh UUID is used). */
                 "X-Request-ID"?: string;
             };
@@ -1127,7 +1285,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description An unknown or repeated query parameter (`validations` names it). */
+            /** @description An unknown or repeated query parameter, or an unusable `X-Chatd-User` (`validations` names it). */
             400: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
@@ -1138,11 +1296,22 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No bearer token, or the token is not valid. */
+            /** @description No bearer token, or the token is not valid: an unknown, revoked or expired API token, or a JWT the server refuses (expired, not yet valid, another audience or issuer, an unknown key, a bad signature, a disallowed algorithm, too large, a claim of the wrong type). `WWW-Authenticate` says why in `error_description`, never echoing the token. */
             401: {
                 headers: {
                     /** @description The Bearer challenge. */
                     "WWW-Authenticate"?: string;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token lacks the route's scope (`WWW-Authenticate` names it: `error="insufficient_scope", scope="write"`), or `X-Chatd-User` was sent with a credential that may not act for users. */
+            403: {
+                headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
                     "X-Request-ID"?: string;
                     [name: string]: unknown;
@@ -1194,6 +1363,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description Act for this user (a token with the act-as capability only; otherwise 403): with an identity provider configured, the user's subject there (the value of the server's --jwt-user-claim), the same user as that user's own JWT; without one, a user name. The user is created on first use; the request is then theirs in every respect, with the token's scopes less `admin`. */
+                "X-Chatd-User"?: string;
                 /** @description An id for this request, echoed in the response and logged as `request_id`: 1 to 128 visible ASCII characters without quotes or backslashes (otherwise a fresh UUID is used). */
                 "X-Request-ID"?: string;
             };
@@ -1216,7 +1387,7 @@ export interface operations {
                     "application/json": components["schemas"]["Chat"];
                 };
             };
-            /** @description An unknown or repeated query parameter (`validations` names it). */
+            /** @description An unknown or repeated query parameter, or an unusable `X-Chatd-User` (`validations` names it). */
             400: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
@@ -1227,11 +1398,22 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No bearer token, or the token is not valid. */
+            /** @description No bearer token, or the token is not valid: an unknown, revoked or expired API token, or a JWT the server refuses (expired, not yet valid, another audience or issuer, an unknown key, a bad signature, a disallowed algorithm, too large, a claim of the wrong type). `WWW-Authenticate` says why in `error_description`, never echoing the token. */
             401: {
                 headers: {
                     /** @description The Bearer challenge. */
                     "WWW-Authenticate"?: string;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token lacks the route's scope (`WWW-Authenticate` names it: `error="insufficient_scope", scope="write"`), or `X-Chatd-User` was sent with a credential that may not act for users. */
+            403: {
+                headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
                     "X-Request-ID"?: string;
                     [name: string]: unknown;
@@ -1281,6 +1463,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description Act for this user (a token with the act-as capability only; otherwise 403): with an identity provider configured, the user's subject there (the value of the server's --jwt-user-claim), the same user as that user's own JWT; without one, a user name. The user is created on first use; the request is then theirs in every respect, with the token's scopes less `admin`. */
+                "X-Chatd-User"?: string;
                 /** @description An id for this request, echoed in the response and logged as `request_id`: 1 to 128 visible ASCII characters without quotes or backslashes (otherwise a fresh UUID is used). */
                 "X-Request-ID"?: string;
             };
@@ -1307,7 +1491,7 @@ export interface operations {
                     "application/json": components["schemas"]["Chat"];
                 };
             };
-            /** @description The request is invalid; `validations` names the field at fault (`body` for malformed JSON or trailing data). An unknown or repeated query parameter (`validations` names it). */
+            /** @description The request is invalid; `validations` names the field at fault (`body` for malformed JSON or trailing data). An unknown or repeated query parameter, or an unusable `X-Chatd-User` (`validations` names it). */
             400: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
@@ -1318,11 +1502,22 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No bearer token, or the token is not valid. */
+            /** @description No bearer token, or the token is not valid: an unknown, revoked or expired API token, or a JWT the server refuses (expired, not yet valid, another audience or issuer, an unknown key, a bad signature, a disallowed algorithm, too large, a claim of the wrong type). `WWW-Authenticate` says why in `error_description`, never echoing the token. */
             401: {
                 headers: {
                     /** @description The Bearer challenge. */
                     "WWW-Authenticate"?: string;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token lacks the route's scope (`WWW-Authenticate` names it: `error="insufficient_scope", scope="write"`), or `X-Chatd-User` was sent with a credential that may not act for users. */
+            403: {
+                headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
                     "X-Request-ID"?: string;
                     [name: string]: unknown;
@@ -1416,6 +1611,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description Act for this user (a token with the act-as capability only; otherwise 403): with an identity provider configured, the user's subject there (the value of the server's --jwt-user-claim), the same user as that user's own JWT; without one, a user name. The user is created on first use; the request is then theirs in every respect, with the token's scopes less `admin`. */
+                "X-Chatd-User"?: string;
                 /** @description An id for this request, echoed in the response and logged as `request_id`: 1 to 128 visible ASCII characters without quotes or backslashes (otherwise a fresh UUID is used). */
                 "X-Request-ID"?: string;
             };
@@ -1438,7 +1635,7 @@ export interface operations {
                     "application/json": components["schemas"]["Chat"];
                 };
             };
-            /** @description An unknown or repeated query parameter (`validations` names it). */
+            /** @description An unknown or repeated query parameter, or an unusable `X-Chatd-User` (`validations` names it). */
             400: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
@@ -1449,11 +1646,22 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No bearer token, or the token is not valid. */
+            /** @description No bearer token, or the token is not valid: an unknown, revoked or expired API token, or a JWT the server refuses (expired, not yet valid, another audience or issuer, an unknown key, a bad signature, a disallowed algorithm, too large, a claim of the wrong type). `WWW-Authenticate` says why in `error_description`, never echoing the token. */
             401: {
                 headers: {
                     /** @description The Bearer challenge. */
                     "WWW-Authenticate"?: string;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token lacks the route's scope (`WWW-Authenticate` names it: `error="insufficient_scope", scope="write"`), or `X-Chatd-User` was sent with a credential that may not act for users. */
+            403: {
+                headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
                     "X-Request-ID"?: string;
                     [name: string]: unknown;
@@ -1503,6 +1711,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description Act for this user (a token with the act-as capability only; otherwise 403): with an identity provider configured, the user's subject there (the value of the server's --jwt-user-claim), the same user as that user's own JWT; without one, a user name. The user is created on first use; the request is then theirs in every respect, with the token's scopes less `admin`. */
+                "X-Chatd-User"?: string;
                 /** @description An id for this request, echoed in the response and logged as `request_id`: 1 to 128 visible ASCII characters without quotes or backslashes (otherwise a fresh UUID is used). */
                 "X-Request-ID"?: string;
             };
@@ -1525,7 +1735,7 @@ export interface operations {
                     "application/json": components["schemas"]["Chat"];
                 };
             };
-            /** @description An unknown or repeated query parameter (`validations` names it). */
+            /** @description An unknown or repeated query parameter, or an unusable `X-Chatd-User` (`validations` names it). */
             400: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
@@ -1536,11 +1746,22 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No bearer token, or the token is not valid. */
+            /** @description No bearer token, or the token is not valid: an unknown, revoked or expired API token, or a JWT the server refuses (expired, not yet valid, another audience or issuer, an unknown key, a bad signature, a disallowed algorithm, too large, a claim of the wrong type). `WWW-Authenticate` says why in `error_description`, never echoing the token. */
             401: {
                 headers: {
                     /** @description The Bearer challenge. */
                     "WWW-Authenticate"?: string;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token lacks the route's scope (`WWW-Authenticate` names it: `error="insufficient_scope", scope="write"`), or `X-Chatd-User` was sent with a credential that may not act for users. */
+            403: {
+                headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
                     "X-Request-ID"?: string;
                     [name: string]: unknown;
@@ -1606,6 +1827,8 @@ export interface operations {
                 limit?: number;
             };
             header?: {
+                /** @description Act for this user (a token with the act-as capability only; otherwise 403): with an identity provider configured, the user's subject there (the value of the server's --jwt-user-claim), the same user as that user's own JWT; without one, a user name. The user is created on first use; the request is then theirs in every respect, with the token's scopes less `admin`. */
+                "X-Chatd-User"?: string;
                 /** @description An id for this request, echoed in the response and logged as `request_id`: 1 to 128 visible ASCII characters without quotes or backslashes (otherwise a fresh UUID is used). */
                 "X-Request-ID"?: string;
             };
@@ -1628,7 +1851,7 @@ export interface operations {
                     "application/json": components["schemas"]["ListMessagesResponse"];
                 };
             };
-            /** @description `after_id` or `limit` is out of range. An unknown or repeated query parameter (`validations` names it). */
+            /** @description `after_id` or `limit` is out of range. An unknown or repeated query parameter, or an unusable `X-Chatd-User` (`validations` names it). */
             400: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
@@ -1639,11 +1862,22 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No bearer token, or the token is not valid. */
+            /** @description No bearer token, or the token is not valid: an unknown, revoked or expired API token, or a JWT the server refuses (expired, not yet valid, another audience or issuer, an unknown key, a bad signature, a disallowed algorithm, too large, a claim of the wrong type). `WWW-Authenticate` says why in `error_description`, never echoing the token. */
             401: {
                 headers: {
                     /** @description The Bearer challenge. */
                     "WWW-Authenticate"?: string;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token lacks the route's scope (`WWW-Authenticate` names it: `error="insufficient_scope", scope="write"`), or `X-Chatd-User` was sent with a credential that may not act for users. */
+            403: {
+                headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
                     "X-Request-ID"?: string;
                     [name: string]: unknown;
@@ -1695,6 +1929,8 @@ export interface operations {
             header?: {
                 /** @description 1 to 255 visible ASCII characters chosen by the client, unique per request it means (a UUID, say); scoped to the caller. */
                 "Idempotency-Key"?: string;
+                /** @description Act for this user (a token with the act-as capability only; otherwise 403): with an identity provider configured, the user's subject there (the value of the server's --jwt-user-claim), the same user as that user's own JWT; without one, a user name. The user is created on first use; the request is then theirs in every respect, with the token's scopes less `admin`. */
+                "X-Chatd-User"?: string;
                 /** @description An id for this request, echoed in the response and logged as `request_id`: 1 to 128 visible ASCII characters without quotes or backslashes (otherwise a fresh UUID is used). */
                 "X-Request-ID"?: string;
             };
@@ -1723,7 +1959,7 @@ export interface operations {
                     "application/json": components["schemas"]["SendMessageResponse"];
                 };
             };
-            /** @description The request is invalid; `validations` names the field at fault (`body` for malformed JSON or trailing data). An unknown or repeated query parameter (`validations` names it). */
+            /** @description The request is invalid; `validations` names the field at fault (`body` for malformed JSON or trailing data). An unknown or repeated query parameter, or an unusable `X-Chatd-User` (`validations` names it). */
             400: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
@@ -1734,11 +1970,22 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No bearer token, or the token is not valid. */
+            /** @description No bearer token, or the token is not valid: an unknown, revoked or expired API token, or a JWT the server refuses (expired, not yet valid, another audience or issuer, an unknown key, a bad signature, a disallowed algorithm, too large, a claim of the wrong type). `WWW-Authenticate` says why in `error_description`, never echoing the token. */
             401: {
                 headers: {
                     /** @description The Bearer challenge. */
                     "WWW-Authenticate"?: string;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token lacks the route's scope (`WWW-Authenticate` names it: `error="insufficient_scope", scope="write"`), or `X-Chatd-User` was sent with a credential that may not act for users. */
+            403: {
+                headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
                     "X-Request-ID"?: string;
                     [name: string]: unknown;
@@ -1856,6 +2103,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description Act for this user (a token with the act-as capability only; otherwise 403): with an identity provider configured, the user's subject there (the value of the server's --jwt-user-claim), the same user as that user's own JWT; without one, a user name. The user is created on first use; the request is then theirs in every respect, with the token's scopes less `admin`. */
+                "X-Chatd-User"?: string;
                 /** @description An id for this request, echoed in the response and logged as `request_id`: 1 to 128 visible ASCII characters without quotes or backslashes (otherwise a fresh UUID is used). */
                 "X-Request-ID"?: string;
             };
@@ -1884,7 +2133,7 @@ export interface operations {
                     "application/json": components["schemas"]["EditMessageResponse"];
                 };
             };
-            /** @description The request is invalid; `validations` names the field at fault (`body` for malformed JSON or trailing data). An unknown or repeated query parameter (`validations` names it). */
+            /** @description The request is invalid; `validations` names the field at fault (`body` for malformed JSON or trailing data). An unknown or repeated query parameter, or an unusable `X-Chatd-User` (`validations` names it). */
             400: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
@@ -1895,11 +2144,22 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No bearer token, or the token is not valid. */
+            /** @description No bearer token, or the token is not valid: an unknown, revoked or expired API token, or a JWT the server refuses (expired, not yet valid, another audience or issuer, an unknown key, a bad signature, a disallowed algorithm, too large, a claim of the wrong type). `WWW-Authenticate` says why in `error_description`, never echoing the token. */
             401: {
                 headers: {
                     /** @description The Bearer challenge. */
                     "WWW-Authenticate"?: string;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token lacks the route's scope (`WWW-Authenticate` names it: `error="insufficient_scope", scope="write"`), or `X-Chatd-User` was sent with a credential that may not act for users. */
+            403: {
+                headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
                     "X-Request-ID"?: string;
                     [name: string]: unknown;
@@ -1982,6 +2242,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description Act for this user (a token with the act-as capability only; otherwise 403): with an identity provider configured, the user's subject there (the value of the server's --jwt-user-claim), the same user as that user's own JWT; without one, a user name. The user is created on first use; the request is then theirs in every respect, with the token's scopes less `admin`. */
+                "X-Chatd-User"?: string;
                 /** @description An id for this request, echoed in the response and logged as `request_id`: 1 to 128 visible ASCII characters without quotes or backslashes (otherwise a fresh UUID is used). */
                 "X-Request-ID"?: string;
             };
@@ -2006,7 +2268,7 @@ export interface operations {
                     "application/json": components["schemas"]["DeleteQueuedResponse"];
                 };
             };
-            /** @description An unknown or repeated query parameter (`validations` names it). */
+            /** @description An unknown or repeated query parameter, or an unusable `X-Chatd-User` (`validations` names it). */
             400: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
@@ -2017,11 +2279,22 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No bearer token, or the token is not valid. */
+            /** @description No bearer token, or the token is not valid: an unknown, revoked or expired API token, or a JWT the server refuses (expired, not yet valid, another audience or issuer, an unknown key, a bad signature, a disallowed algorithm, too large, a claim of the wrong type). `WWW-Authenticate` says why in `error_description`, never echoing the token. */
             401: {
                 headers: {
                     /** @description The Bearer challenge. */
                     "WWW-Authenticate"?: string;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token lacks the route's scope (`WWW-Authenticate` names it: `error="insufficient_scope", scope="write"`), or `X-Chatd-User` was sent with a credential that may not act for users. */
+            403: {
+                headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
                     "X-Request-ID"?: string;
                     [name: string]: unknown;
@@ -2080,6 +2353,8 @@ export interface operations {
             header?: {
                 /** @description Sent by a reconnecting client: the last SSE `id` it received (a message id, or `message:history:attempt:seq` after a preview fragment: the stream resumes the running step's preview after it, or sends `preview_reset` and the whole preview when it cannot); wins over `after` and `after_id`. One the server did not send is ignored. */
                 "Last-Event-ID"?: string;
+                /** @description Act for this user (a token with the act-as capability only; otherwise 403): with an identity provider configured, the user's subject there (the value of the server's --jwt-user-claim), the same user as that user's own JWT; without one, a user name. The user is created on first use; the request is then theirs in every respect, with the token's scopes less `admin`. */
+                "X-Chatd-User"?: string;
                 /** @description An id for this request, echoed in the response and logged as `request_id`: 1 to 128 visible ASCII characters without quotes or backslashes (otherwise a fresh UUID is used). */
                 "X-Request-ID"?: string;
             };
@@ -2145,7 +2420,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description `after_id` is not a non-negative integer, or `after` is not an event id. An unknown or repeated query parameter (`validations` names it). */
+            /** @description `after_id` is not a non-negative integer, or `after` is not an event id. An unknown or repeated query parameter, or an unusable `X-Chatd-User` (`validations` names it). */
             400: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
@@ -2156,11 +2431,22 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No bearer token, or the token is not valid. */
+            /** @description No bearer token, or the token is not valid: an unknown, revoked or expired API token, or a JWT the server refuses (expired, not yet valid, another audience or issuer, an unknown key, a bad signature, a disallowed algorithm, too large, a claim of the wrong type). `WWW-Authenticate` says why in `error_description`, never echoing the token. */
             401: {
                 headers: {
                     /** @description The Bearer challenge. */
                     "WWW-Authenticate"?: string;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token lacks the route's scope (`WWW-Authenticate` names it: `error="insufficient_scope", scope="write"`), or `X-Chatd-User` was sent with a credential that may not act for users. */
+            403: {
+                headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
                     "X-Request-ID"?: string;
                     [name: string]: unknown;
@@ -2223,6 +2509,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description Act for this user (a token with the act-as capability only; otherwise 403): with an identity provider configured, the user's subject there (the value of the server's --jwt-user-claim), the same user as that user's own JWT; without one, a user name. The user is created on first use; the request is then theirs in every respect, with the token's scopes less `admin`. */
+                "X-Chatd-User"?: string;
                 /** @description An id for this request, echoed in the response and logged as `request_id`: 1 to 128 visible ASCII characters without quotes or backslashes (otherwise a fresh UUID is used). */
                 "X-Request-ID"?: string;
             };
@@ -2245,7 +2533,7 @@ export interface operations {
                     "application/json": components["schemas"]["StreamTicket"];
                 };
             };
-            /** @description An unknown or repeated query parameter (`validations` names it). */
+            /** @description An unknown or repeated query parameter, or an unusable `X-Chatd-User` (`validations` names it). */
             400: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
@@ -2256,11 +2544,22 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No bearer token, or the token is not valid. */
+            /** @description No bearer token, or the token is not valid: an unknown, revoked or expired API token, or a JWT the server refuses (expired, not yet valid, another audience or issuer, an unknown key, a bad signature, a disallowed algorithm, too large, a claim of the wrong type). `WWW-Authenticate` says why in `error_description`, never echoing the token. */
             401: {
                 headers: {
                     /** @description The Bearer challenge. */
                     "WWW-Authenticate"?: string;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token lacks the route's scope (`WWW-Authenticate` names it: `error="insufficient_scope", scope="write"`), or `X-Chatd-User` was sent with a credential that may not act for users. */
+            403: {
+                headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
                     "X-Request-ID"?: string;
                     [name: string]: unknown;
@@ -2310,6 +2609,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description Act for this user (a token with the act-as capability only; otherwise 403): with an identity provider configured, the user's subject there (the value of the server's --jwt-user-claim), the same user as that user's own JWT; without one, a user name. The user is created on first use; the request is then theirs in every respect, with the token's scopes less `admin`. */
+                "X-Chatd-User"?: string;
                 /** @description An id for this request, echoed in the response and logged as `request_id`: 1 to 128 visible ASCII characters without quotes or backslashes (otherwise a fresh UUID is used). */
                 "X-Request-ID"?: string;
             };
@@ -2336,7 +2637,7 @@ export interface operations {
                     "application/json": components["schemas"]["ToolResultsResponse"];
                 };
             };
-            /** @description The request is invalid; `validations` names the field at fault (`body` for malformed JSON or trailing data). An unknown or repeated query parameter (`validations` names it). */
+            /** @description The request is invalid; `validations` names the field at fault (`body` for malformed JSON or trailing data). An unknown or repeated query parameter, or an unusable `X-Chatd-User` (`validations` names it). */
             400: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
@@ -2347,11 +2648,22 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No bearer token, or the token is not valid. */
+            /** @description No bearer token, or the token is not valid: an unknown, revoked or expired API token, or a JWT the server refuses (expired, not yet valid, another audience or issuer, an unknown key, a bad signature, a disallowed algorithm, too large, a claim of the wrong type). `WWW-Authenticate` says why in `error_description`, never echoing the token. */
             401: {
                 headers: {
                     /** @description The Bearer challenge. */
                     "WWW-Authenticate"?: string;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token lacks the route's scope (`WWW-Authenticate` names it: `error="insufficient_scope", scope="write"`), or `X-Chatd-User` was sent with a credential that may not act for users. */
+            403: {
+                headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
                     "X-Request-ID"?: string;
                     [name: string]: unknown;
@@ -2475,6 +2787,8 @@ export interface operations {
                 wait?: string;
             };
             header?: {
+                /** @description Act for this user (a token with the act-as capability only; otherwise 403): with an identity provider configured, the user's subject there (the value of the server's --jwt-user-claim), the same user as that user's own JWT; without one, a user name. The user is created on first use; the request is then theirs in every respect, with the token's scopes less `admin`. */
+                "X-Chatd-User"?: string;
                 /** @description An id for this request, echoed in the response and logged as `request_id`: 1 to 128 visible ASCII characters without quotes or backslashes (otherwise a fresh UUID is used). */
                 "X-Request-ID"?: string;
             };
@@ -2497,7 +2811,7 @@ export interface operations {
                     "application/json": components["schemas"]["StructuredOutputResult"];
                 };
             };
-            /** @description `wait` is not a duration. An unknown or repeated query parameter (`validations` names it). */
+            /** @description `wait` is not a duration. An unknown or repeated query parameter, or an unusable `X-Chatd-User` (`validations` names it). */
             400: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
@@ -2508,7 +2822,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No bearer token, or the token is not valid. */
+            /** @description No bearer token, or the token is not valid: an unknown, revoked or expired API token, or a JWT the server refuses (expired, not yet valid, another audience or issuer, an unknown key, a bad signature, a disallowed algorithm, too large, a claim of the wrong type). `WWW-Authenticate` says why in `error_description`, never echoing the token. */
             401: {
                 headers: {
                     /** @description The Bearer challenge. */
@@ -2521,8 +2835,420 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The token lacks the route's scope (`WWW-Authenticate` names it: `error="insufficient_scope", scope="write"`), or `X-Chatd-User` was sent with a credential that may not act for users. */
+            403: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No such request of the caller's. */
             404: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An internal error; the message carries no details. */
+            500: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database could not be reached or dropped the connection; retry after `Retry-After` seconds. A write answered 503 may have been applied if the connection was lost while it committed: repeat a create or send with the same `Idempotency-Key`, or read the state first. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    ListTokens: {
+        parameters: {
+            query?: {
+                /** @description Only this user's tokens (by name). */
+                user?: string;
+            };
+            header?: {
+                /** @description Act for this user (a token with the act-as capability only; otherwise 403): with an identity provider configured, the user's subject there (the value of the server's --jwt-user-claim), the same user as that user's own JWT; without one, a user name. The user is created on first use; the request is then theirs in every respect, with the token's scopes less `admin`. */
+                "X-Chatd-User"?: string;
+                /** @description An id for this request, echoed in the response and logged as `request_id`: 1 to 128 visible ASCII characters without quotes or backslashes (otherwise a fresh UUID is used). */
+                "X-Request-ID"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tokens. */
+            200: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ListTokensResponse"];
+                };
+            };
+            /** @description An unknown or repeated query parameter, or an unusable `X-Chatd-User` (`validations` names it). */
+            400: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No bearer token, or the token is not valid: an unknown, revoked or expired API token, or a JWT the server refuses (expired, not yet valid, another audience or issuer, an unknown key, a bad signature, a disallowed algorithm, too large, a claim of the wrong type). `WWW-Authenticate` says why in `error_description`, never echoing the token. */
+            401: {
+                headers: {
+                    /** @description The Bearer challenge. */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token lacks the route's scope (`WWW-Authenticate` names it: `error="insufficient_scope", scope="write"`), or `X-Chatd-User` was sent with a credential that may not act for users. */
+            403: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An internal error; the message carries no details. */
+            500: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database could not be reached or dropped the connection; retry after `Retry-After` seconds. A write answered 503 may have been applied if the connection was lost while it committed: repeat a create or send with the same `Idempotency-Key`, or read the state first. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    CreateToken: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Act for this user (a token with the act-as capability only; otherwise 403): with an identity provider configured, the user's subject there (the value of the server's --jwt-user-claim), the same user as that user's own JWT; without one, a user name. The user is created on first use; the request is then theirs in every respect, with the token's scopes less `admin`. */
+                "X-Chatd-User"?: string;
+                /** @description An id for this request, echoed in the response and logged as `request_id`: 1 to 128 visible ASCII characters without quotes or backslashes (otherwise a fresh UUID is used). */
+                "X-Request-ID"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateTokenRequest"];
+            };
+        };
+        responses: {
+            /** @description The token's secret and description. */
+            201: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreateTokenResponse"];
+                };
+            };
+            /** @description The request is invalid; `validations` names the field at fault (`body` for malformed JSON or trailing data). An unknown or repeated query parameter, or an unusable `X-Chatd-User` (`validations` names it). */
+            400: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No bearer token, or the token is not valid: an unknown, revoked or expired API token, or a JWT the server refuses (expired, not yet valid, another audience or issuer, an unknown key, a bad signature, a disallowed algorithm, too large, a claim of the wrong type). `WWW-Authenticate` says why in `error_description`, never echoing the token. */
+            401: {
+                headers: {
+                    /** @description The Bearer challenge. */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token lacks the route's scope (`WWW-Authenticate` names it: `error="insufficient_scope", scope="write"`), or `X-Chatd-User` was sent with a credential that may not act for users. */
+            403: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body did not arrive within the server's body read timeout (30 s by default); the connection is closed. */
+            408: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is larger than the server's limit (1 MiB by default). */
+            413: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A Content-Type other than application/json was sent. */
+            415: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An internal error; the message carries no details. */
+            500: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database could not be reached or dropped the connection; retry after `Retry-After` seconds. A write answered 503 may have been applied if the connection was lost while it committed: repeat a create or send with the same `Idempotency-Key`, or read the state first. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    RevokeToken: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Act for this user (a token with the act-as capability only; otherwise 403): with an identity provider configured, the user's subject there (the value of the server's --jwt-user-claim), the same user as that user's own JWT; without one, a user name. The user is created on first use; the request is then theirs in every respect, with the token's scopes less `admin`. */
+                "X-Chatd-User"?: string;
+                /** @description An id for this request, echoed in the response and logged as `request_id`: 1 to 128 visible ASCII characters without quotes or backslashes (otherwise a fresh UUID is used). */
+                "X-Request-ID"?: string;
+            };
+            path: {
+                /** @description The token's id (not its secret). */
+                token: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Revoked. */
+            204: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description An unknown or repeated query parameter, or an unusable `X-Chatd-User` (`validations` names it). */
+            400: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No bearer token, or the token is not valid: an unknown, revoked or expired API token, or a JWT the server refuses (expired, not yet valid, another audience or issuer, an unknown key, a bad signature, a disallowed algorithm, too large, a claim of the wrong type). `WWW-Authenticate` says why in `error_description`, never echoing the token. */
+            401: {
+                headers: {
+                    /** @description The Bearer challenge. */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token lacks the route's scope (`WWW-Authenticate` names it: `error="insufficient_scope", scope="write"`), or `X-Chatd-User` was sent with a credential that may not act for users. */
+            403: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such token (or the id is malformed). */
+            404: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An internal error; the message carries no details. */
+            500: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database could not be reached or dropped the connection; retry after `Retry-After` seconds. A write answered 503 may have been applied if the connection was lost while it committed: repeat a create or send with the same `Idempotency-Key`, or read the state first. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    ListUsers: {
+        parameters: {
+            query?: {
+                /** @description How many users to return (default 100). */
+                limit?: number;
+                /** @description The previous page's `next_cursor`. */
+                cursor?: string;
+            };
+            header?: {
+                /** @description Act for this user (a token with the act-as capability only; otherwise 403): with an identity provider configured, the user's subject there (the value of the server's --jwt-user-claim), the same user as that user's own JWT; without one, a user name. The user is created on first use; the request is then theirs in every respect, with the token's scopes less `admin`. */
+                "X-Chatd-User"?: string;
+                /** @description An id for this request, echoed in the response and logged as `request_id`: 1 to 128 visible ASCII characters without quotes or backslashes (otherwise a fresh UUID is used). */
+                "X-Request-ID"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The users. */
+            200: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ListUsersResponse"];
+                };
+            };
+            /** @description `limit` is out of range. An unknown or repeated query parameter, or an unusable `X-Chatd-User` (`validations` names it). */
+            400: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No bearer token, or the token is not valid: an unknown, revoked or expired API token, or a JWT the server refuses (expired, not yet valid, another audience or issuer, an unknown key, a bad signature, a disallowed algorithm, too large, a claim of the wrong type). `WWW-Authenticate` says why in `error_description`, never echoing the token. */
+            401: {
+                headers: {
+                    /** @description The Bearer challenge. */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token lacks the route's scope (`WWW-Authenticate` names it: `error="insufficient_scope", scope="write"`), or `X-Chatd-User` was sent with a credential that may not act for users. */
+            403: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
                     "X-Request-ID"?: string;
