@@ -4,7 +4,9 @@ go 1.26.8
 
 require (
 	charm.land/fantasy v0.41.2
+	github.com/MicahParks/jwkset v0.11.4
 	github.com/dlclark/regexp2/v2 v2.13.0
+	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0

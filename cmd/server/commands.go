@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -25,6 +26,7 @@ import (
 	"github.com/chatd/chatd/internal/handoff"
 	"github.com/chatd/chatd/internal/hooks"
 	"github.com/chatd/chatd/internal/httpapi"
+	"github.com/chatd/chatd/internal/jwtauth"
 	"github.com/chatd/chatd/internal/mcp"
 	"github.com/chatd/chatd/internal/migrate"
 	"github.com/chatd/chatd/internal/notify"
@@ -64,6 +66,12 @@ type serverArgs struct {
 	maxRunnable       *int
 	maxStreams        *int
 	debugListen       *string
+	oidcIssuer        *string
+	jwksURL           *string
+	jwtIssuer         *string
+	jwtAudience       *string
+	jwtUserClaim      *string
+	jwksRefresh       *time.Duration
 }
 
 // serverFlags defines the flags of chatd server: the one source of its
@@ -97,6 +105,12 @@ func serverFlags(stderr io.Writer) (*flags, *serverArgs) {
 		maxRunnable:       f.Int("max-runnable-per-user", "CHATD_MAX_RUNNABLE_PER_USER", httpapi.DefaultMaxRunnablePerUser, "runnable chats (running, or waiting for a slot) one user may have across all replicas; a create or send that would start one more is answered 429 (-1: no limit)"),
 		maxStreams:        f.Int("max-streams-per-user", "CHATD_MAX_STREAMS_PER_USER", httpapi.DefaultMaxStreamsPerUser, "event streams (chat streams and watches together) one user may have open on this process; one more is answered 429 with Retry-After (-1: no limit). Per process: behind a load balancer a user may hold this many on each replica"),
 		debugListen:       f.String("debug-listen", "CHATD_DEBUG_LISTEN", "", "serve Go's profiler (/debug/pprof/) on this address, e.g. 127.0.0.1:6060, never on the API's listener; off when empty. Keep it private: profiles reveal the process's internals"),
+		oidcIssuer:        f.String("oidc-issuer", "CHATD_OIDC_ISSUER", "", "the application's OpenID provider, by its issuer URL exactly as its tokens' iss: its keys are found through its discovery document, and its JWTs then sign users in beside API tokens (needs --jwt-audience; docs/operations.md#identity)"),
+		jwksURL:           f.String("jwks-url", "CHATD_JWKS_URL", "", "the identity provider's JWKS URL, for one without OpenID discovery (needs --jwt-issuer and --jwt-audience)"),
+		jwtIssuer:         f.String("jwt-issuer", "CHATD_JWT_ISSUER", "", "the iss the JWTs must carry, with --jwks-url (with --oidc-issuer it is that URL)"),
+		jwtAudience:       f.String("jwt-audience", "CHATD_JWT_AUDIENCE", "", "a value the JWTs' aud must hold: chatd's client or API identifier at the identity provider"),
+		jwtUserClaim:      f.String("jwt-user-claim", "CHATD_JWT_USER_CLAIM", jwtauth.DefaultUserClaim, "the JWT claim naming the user (a string; a dotted path for a nested claim, e.g. app_metadata.user_id); with the issuer it keys the chatd user"),
+		jwksRefresh:       f.Duration("jwks-refresh", "CHATD_JWKS_REFRESH", jwtauth.DefaultRefreshInterval, "how often the identity provider's keys are fetched again; an unknown key id fetches them at once, at most once a minute"),
 	}
 }
 
@@ -185,6 +199,7 @@ func parseServerFlags(f *flags, a *serverArgs, args []string) error {
 type webSettings struct {
 	origins        []string
 	accessLogLevel slog.Level
+	jwt            *jwtauth.Verifier // nil: API tokens only
 }
 
 // checkServerFlags refuses values out of range before anything starts.
@@ -200,7 +215,47 @@ func checkServerFlags(f *flags, a *serverArgs, logger *slog.Logger) (webSettings
 	if err := aliasWorkers(f, a.maxRunning, *a.workers, logger); err != nil {
 		return web, err
 	}
+	if web.jwt, err = jwtVerifier(a, logger); err != nil {
+		return web, err
+	}
 	return web, checkServerLimits(a)
+}
+
+// jwtVerifier is the identity provider's verifier the JWT flags describe
+// (nil when none is given).
+func jwtVerifier(a *serverArgs, logger *slog.Logger) (*jwtauth.Verifier, error) {
+	oidc, jwks, iss := *a.oidcIssuer, *a.jwksURL, *a.jwtIssuer
+	switch {
+	case oidc == "" && jwks == "":
+		if iss != "" || *a.jwtAudience != "" {
+			return nil, errors.New("--jwt-issuer and --jwt-audience need --oidc-issuer or --jwks-url")
+		}
+		return nil, nil
+	case oidc != "" && jwks != "":
+		return nil, errors.New("give --oidc-issuer or --jwks-url, not both")
+	case jwks != "" && iss == "":
+		return nil, errors.New("--jwks-url needs --jwt-issuer: the iss its tokens carry")
+	case oidc != "" && iss != "" && iss != oidc:
+		return nil, errors.New("--jwt-issuer differs from --oidc-issuer: give only --oidc-issuer")
+	case *a.jwtAudience == "":
+		return nil, errors.New("--jwt-audience is required with --oidc-issuer or --jwks-url")
+	case *a.jwksRefresh < time.Minute:
+		return nil, errors.New("--jwks-refresh must be at least 1m")
+	}
+	for name, u := range map[string]string{"--oidc-issuer": oidc, "--jwks-url": jwks} {
+		if p, err := url.Parse(u); u != "" && (err != nil || (p.Scheme != "https" && p.Scheme != "http") || p.Host == "") {
+			return nil, fmt.Errorf("%s: %q is not an http(s) URL", name, u)
+		}
+	}
+	if oidc != "" {
+		iss = oidc
+	}
+	v, err := jwtauth.New(jwtauth.Options{Issuer: iss, Discovery: oidc != "", JWKSURL: jwks, Audience: *a.jwtAudience,
+		UserClaim: *a.jwtUserClaim, RefreshInterval: *a.jwksRefresh, Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("--jwt-user-claim: %w", err)
+	}
+	return v, nil
 }
 
 // checkServerLimits checks the flags' numbers and durations.
@@ -320,7 +375,10 @@ func assembleServer(ctx context.Context, a *serverArgs, cfg *config.Config, exp 
 	s.slots = handoff.New[store.Turn]()
 	s.api = httpapi.New(httpapi.Options{Store: s.st, Models: models, Hub: s.hub, Experiments: exp, ServerTools: toolNames, MCP: s.mcps, SpawnAgents: spawn != nil, Slots: s.slots,
 		Logger: logger, AccessLogLevel: web.accessLogLevel, CORSOrigins: web.origins, Metrics: reg,
-		BodyReadTimeout: *a.bodyTimeout, MaxStreamsPerUser: *a.maxStreams, MaxRunnablePerUser: *a.maxRunnable})
+		BodyReadTimeout: *a.bodyTimeout, MaxStreamsPerUser: *a.maxStreams, MaxRunnablePerUser: *a.maxRunnable, JWT: web.jwt})
+	if web.jwt != nil {
+		go web.jwt.Run(ctx) // the keys, now and on schedule, until the server stops
+	}
 	if s.deliverer, err = startWebhooks(ctx, s.st, s.hub, cfg, reg, logger); err != nil {
 		return nil, err
 	}

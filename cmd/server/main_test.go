@@ -444,6 +444,12 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"server", "--config", "/nonexistent.json"}, 1, "read config"},
 		{[]string{"server", "--direct-database-url", "postgres://x/db"}, 1, "--direct-database-url needs --database-url"},
 		{[]string{"migrate", "up", "--direct-database-url", "postgres://x/db"}, 1, "--direct-database-url needs --database-url"},
+		{[]string{"server", "--oidc-issuer", "https://idp.example/"}, 1, "--jwt-audience is required"},
+		{[]string{"server", "--jwks-url", "https://idp.example/keys", "--jwt-audience", "a"}, 1, "--jwks-url needs --jwt-issuer"},
+		{[]string{"server", "--oidc-issuer", "https://idp.example/", "--jwks-url", "https://idp.example/keys"}, 1, "not both"},
+		{[]string{"server", "--jwt-audience", "a"}, 1, "need --oidc-issuer or --jwks-url"},
+		{[]string{"server", "--oidc-issuer", "idp.example", "--jwt-audience", "a"}, 1, "not an http(s) URL"},
+		{[]string{"server", "--oidc-issuer", "https://idp.example/", "--jwt-audience", "a", "--jwt-user-claim", "a..b"}, 1, "--jwt-user-claim"},
 	} {
 		_, _, err := runCmd(ctx, tc.args...)
 		if exitCode(err) != tc.code || (tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want))) {

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/jwtauth"
 	"github.com/chatd/chatd/internal/store"
 )
 
@@ -132,6 +133,13 @@ func (s *Server) identify(r *http.Request) (user, error) {
 	if !ok {
 		return user{}, errNoToken
 	}
+	if s.jwt != nil && looksLikeJWT(token) {
+		u, err := s.jwtUser(r, token)
+		if err != nil {
+			return user{}, err
+		}
+		return s.actFor(r, u)
+	}
 	row, err := s.store.Authenticate(r.Context(), token)
 	if isNotFound(err) {
 		return user{}, errBadToken
@@ -158,7 +166,13 @@ func (s *Server) actFor(r *http.Request, u user) (user, error) {
 	if len(names) > 1 || name == "" || len(name) > maxActAsLen || strings.ContainsFunc(name, unicode.IsControl) {
 		return user{}, badField(ActAsHeader, "give one user: 1 to 255 bytes, no control characters")
 	}
-	target, err := s.store.UserByName(r.Context(), name)
+	var target store.User
+	var err error
+	if s.jwt != nil {
+		target, err = s.store.UserBySubject(r.Context(), s.jwt.Issuer(), name)
+	} else {
+		target, err = s.store.UserByName(r.Context(), name)
+	}
 	if errors.Is(err, store.ErrInvalidUserName) {
 		return user{}, badField(ActAsHeader, "is not a user name: 1-64 letters, digits, '_', '.', '@' or '-', starting with a letter or digit")
 	}
@@ -167,6 +181,30 @@ func (s *Server) actFor(r *http.Request, u user) (user, error) {
 	}
 	scopes := slices.DeleteFunc(slices.Clone(u.Scopes), func(sc client.Scope) bool { return sc == client.ScopeAdmin })
 	return user{ID: target.ID, Name: target.Name, TokenID: u.TokenID, Scopes: scopes, Via: u.Via, ActorID: u.ID}, nil
+}
+
+// looksLikeJWT: three dot-separated parts; an API token has none.
+func looksLikeJWT(token string) bool {
+	return !strings.HasPrefix(token, store.TokenPrefix) && strings.Count(token, ".") == 2
+}
+
+// jwtUser verifies a JWT of the identity provider and finds its user,
+// (issuer, subject), created on first use. A refused token is a 401 whose
+// challenge says why; the token itself is never logged or stored.
+func (s *Server) jwtUser(r *http.Request, token string) (user, error) {
+	id, err := s.jwt.Verify(r.Context(), token)
+	var refused *jwtauth.Error
+	if errors.As(err, &refused) {
+		return user{}, unauthorized("invalid_token", "The JWT is not valid: "+refused.Reason+".")
+	}
+	if err != nil {
+		return user{}, err
+	}
+	u, err := s.store.UserBySubject(r.Context(), s.jwt.Issuer(), id.Subject)
+	if err != nil {
+		return user{}, err
+	}
+	return user{ID: u.ID, Name: u.Name, Scopes: []client.Scope{client.ScopeRead, client.ScopeWrite}, Via: authJWT}, nil
 }
 
 // bearerToken reads "Bearer <token>"; the scheme is case-insensitive (RFC

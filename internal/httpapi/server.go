@@ -21,6 +21,7 @@ import (
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/handoff"
+	"github.com/chatd/chatd/internal/jwtauth"
 	"github.com/chatd/chatd/internal/longpoll"
 	"github.com/chatd/chatd/internal/mcp"
 	"github.com/chatd/chatd/internal/notify"
@@ -80,6 +81,9 @@ type Options struct {
 	// one is free, a new chat is claimed for it in its admission and
 	// handed over. Nil: chats are announced to every replica (chatd_work).
 	Slots *handoff.Slots[store.Turn]
+	// JWT verifies the JWTs of the application's identity provider, which
+	// then stand for its users beside API tokens; nil: API tokens only.
+	JWT *jwtauth.Verifier
 	// TestSignals are points tests fault or hear from; nil in production.
 	TestSignals *TestSignals
 }
@@ -156,6 +160,7 @@ type Server struct {
 	log         *slog.Logger
 	accessLevel slog.Level
 	corsOrigins []string
+	jwt         *jwtauth.Verifier
 	mux         *http.ServeMux
 	openapi     []byte
 	queryNames  map[string][]string // "METHOD pattern": the documented query parameters
@@ -205,7 +210,7 @@ func New(o Options) *Server {
 	if s.signals == nil {
 		s.signals = &TestSignals{}
 	}
-	s.spawnAgents, s.slots = o.SpawnAgents, o.Slots
+	s.spawnAgents, s.slots, s.jwt = o.SpawnAgents, o.Slots, o.JWT
 	s.maxRunnable = max(o.MaxRunnablePerUser, 0)
 	if o.SpawnAgents {
 		s.serverTools[store.SpawnTool] = true

@@ -29,6 +29,7 @@ import (
 	"github.com/chatd/chatd/internal/handoff"
 	"github.com/chatd/chatd/internal/hooks"
 	"github.com/chatd/chatd/internal/httpapi"
+	"github.com/chatd/chatd/internal/jwtauth"
 	"github.com/chatd/chatd/internal/mcp"
 	"github.com/chatd/chatd/internal/mockllm"
 	"github.com/chatd/chatd/internal/notify"
@@ -104,6 +105,9 @@ type Options struct {
 	// Metrics, Wake and Render are set here).
 	Webhooks       []config.Webhook
 	WebhookOptions webhooks.Options
+	// JWT verifies an identity provider's JWTs beside API tokens (the
+	// test runs it, or lets Verify fetch the keys).
+	JWT *jwtauth.Verifier
 	// APISignals are the API's test signals (fault a stream's reads, hear
 	// token checks); Answered is armed here when ObserveHTTP was called.
 	APISignals *httpapi.TestSignals
@@ -275,7 +279,7 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 	e.Server = httpapi.New(httpapi.Options{Store: e.Store, Models: e.Models, Hub: e.Hub, Experiments: exp, ServerTools: toolNames, MCP: o.MCP,
 		SpawnAgents: o.Spawn != nil, Slots: slots,
 		Logger: e.Logger, Metrics: e.Metrics, CORSOrigins: o.CORSOrigins, MaxStreamsPerUser: o.MaxStreamsPerUser,
-		MaxRunnablePerUser: o.MaxRunnablePerUser, TestSignals: APISignals(o.APISignals)})
+		MaxRunnablePerUser: o.MaxRunnablePerUser, JWT: o.JWT, TestSignals: APISignals(o.APISignals)})
 	e.API = httptest.NewServer(e.Server)
 	e.stops = append(e.stops, func() {
 		e.Server.Shutdown()
