@@ -5,7 +5,7 @@ export GOFLAGS := -buildvcs=false
 # package: internal/crashtest takes 2–9 minutes alone and over 12 on a loaded machine.
 TEST_FLAGS ?= -race -count=1 -timeout 25m
 
-.PHONY: js-deps py-deps generate-sdk all build run mockllm test test-flaky test-short test-failover bench bench-all fuzz crash-long generate check-generated vet lint pg-deps pgbouncer-deps failover-deps mcp-deps clean
+.PHONY: js-deps py-deps generate-sdk all build run mockllm test test-flaky test-short test-failover bench bench-all fuzz crash-long generate check-generated vet lint pg-deps pgbouncer-deps failover-deps mcp-deps oidc-deps clean
 
 all: build
 
@@ -41,10 +41,11 @@ mockllm: build
 ## test: everything, against real PostgreSQL (each package starts its own),
 ## with node (the TypeScript SDK, the OpenAPI lint and type checks), Python
 ## (the Python SDK's tests, wheel and type checks, in virtual environments),
-## chromium (the browser test), PgBouncer (internal/pgbouncertest) and
-## pg_auto_failover (the failover tests of internal/crashtest) installed
-## first when missing.
-test: pg-deps pgbouncer-deps failover-deps mcp-deps js-deps py-deps
+## chromium (the browser test), PgBouncer (internal/pgbouncertest),
+## pg_auto_failover (the failover tests of internal/crashtest) and the
+## modules of the OpenID provider the identity tests start, installed first
+## when missing.
+test: pg-deps pgbouncer-deps failover-deps mcp-deps js-deps py-deps oidc-deps
 	go test $(TEST_FLAGS) ./...
 	@# Allocation bounds and timings cannot be measured under -race: run those tests without it.
 	go test -count=1 -run '^(TestFastPathAllocatesNothingExtra|TestEstimatorBoundsAllocation|TestRealisticValuesAccepted)$$' ./internal/jsonb/ ./internal/validate/
@@ -152,6 +153,12 @@ js-deps:
 	  { echo "installing chromium"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 	@cd sdk/typescript && { [ node_modules/.package-lock.json -nt package-lock.json ] && [ -f dist/src/index.js ] || npm ci --no-audit --no-fund --loglevel=error; }
 	@cd sdk/ai-sdk && { [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund --loglevel=error; }
+
+## oidc-deps: the modules of tools/oidcprovider, zitadel/oidc's example
+## OpenID provider, which the identity tests build and start
+## (internal/oidctest); a module of its own, out of chatd's go.mod.
+oidc-deps:
+	go -C tools/oidcprovider mod download
 
 ## generate-sdk: the TypeScript SDK's copy of the OpenAPI document and its
 ## generated types, and the Python SDK's Pydantic models (CI fails when they
