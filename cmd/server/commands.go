@@ -61,6 +61,7 @@ type serverArgs struct {
 	corsOrigins       *string
 	accessLevel       *string
 	withConsole       *bool
+	frameAncestors    *string
 	traceURL          *string
 	bodyTimeout       *time.Duration
 	maxRunnable       *int
@@ -100,6 +101,7 @@ func serverFlags(stderr io.Writer) (*flags, *serverArgs) {
 		corsOrigins:       f.String("cors-origins", "CHATD_CORS_ORIGINS", "", "comma-separated browser origins allowed to call the API (scheme://host[:port], or *); empty: CORS off (docs/api.md#browsers)"),
 		accessLevel:       f.String("access-log-level", "CHATD_ACCESS_LOG_LEVEL", "info", "level of the one access line per request: debug, info, warn, error (make run sets debug)"),
 		withConsole:       f.Bool("console", "CHATD_CONSOLE", false, "serve the web console at /console/ and redirect / to it (a client of the public API, so any replica serves it; sign in with an API token; docs/console.md)"),
+		frameAncestors:    f.String("console-frame-ancestors", "CHATD_CONSOLE_FRAME_ANCESTORS", "", "comma-separated origins (scheme://host[:port]) whose pages may embed the console in a frame and hand it their users' JWTs (docs/console.md#embedding); empty: no page may frame it"),
 		traceURL:          f.String("trace-url-template", "CHATD_TRACE_URL_TEMPLATE", "", "the console links a request to its trace at this URL, {trace_id} standing for its trace id, e.g. https://jaeger.example/trace/{trace_id} (docs/operations.md#traces)"),
 		bodyTimeout:       f.Duration("body-read-timeout", "CHATD_BODY_READ_TIMEOUT", httpapi.DefaultBodyReadTimeout, "how long a request body may take to arrive; a stalled body is answered 408 and its connection closed. Headers must arrive within 10s and an idle keep-alive connection is closed after 2m; there is no overall read or write timeout, which would cut event streams"),
 		maxRunnable:       f.Int("max-runnable-per-user", "CHATD_MAX_RUNNABLE_PER_USER", httpapi.DefaultMaxRunnablePerUser, "runnable chats (running, or waiting for a slot) one user may have across all replicas; a create or send that would start one more is answered 429 (-1: no limit)"),
@@ -155,7 +157,7 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer closeDebug()
-	srv := httpapi.NewHTTPServer(s.handler(*a.withConsole, *a.traceURL))
+	srv := httpapi.NewHTTPServer(s.handler(*a.withConsole, console.Config{TraceURLTemplate: *a.traceURL, FrameAncestors: web.frameAncestors}))
 	bg := s.startLoops(ctx, *a.maxRunning > 0, gcTuned)
 	defer bg.stopAll()
 	serveErr := make(chan error, 1)
@@ -200,6 +202,7 @@ type webSettings struct {
 	origins        []string
 	accessLogLevel slog.Level
 	jwt            *jwtauth.Verifier // nil: API tokens only
+	frameAncestors []string          // origins that may frame the console
 }
 
 // checkServerFlags refuses values out of range before anything starts.
@@ -214,6 +217,9 @@ func checkServerFlags(f *flags, a *serverArgs, logger *slog.Logger) (webSettings
 	}
 	if err := aliasWorkers(f, a.maxRunning, *a.workers, logger); err != nil {
 		return web, err
+	}
+	if web.frameAncestors, err = httpapi.ParseOrigins(*a.frameAncestors); err != nil || slices.Contains(web.frameAncestors, "*") {
+		return web, fmt.Errorf("--console-frame-ancestors: name the origins (scheme://host[:port]): %v", err)
 	}
 	if web.jwt, err = jwtVerifier(a, logger); err != nil {
 		return web, err
@@ -434,11 +440,11 @@ func startWebhooks(ctx context.Context, st *store.Store, hub *notify.Hub, cfg *c
 }
 
 // handler is the API, with the console mounted when it is served.
-func (s *server) handler(withConsole bool, traceURL string) http.Handler {
+func (s *server) handler(withConsole bool, cfg console.Config) http.Handler {
 	if !withConsole {
 		return s.api
 	}
-	return console.MountWith(s.api, console.Config{TraceURLTemplate: traceURL})
+	return console.MountWith(s.api, cfg)
 }
 
 // listen opens the API's listener and, when asked, the profiler's; the

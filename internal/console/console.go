@@ -25,12 +25,22 @@ var assets embed.FS
 var files, _ = fs.Sub(assets, "assets")
 
 // csp allows the console's own files and same-origin API calls only: no
-// inline script or style, no third-party origin, no framing.
-const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
-	"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+// inline script or style, no third-party origin, and framing only by the
+// origins given (none by default).
+func csp(frameAncestors []string) string {
+	ancestors := "'none'"
+	if len(frameAncestors) > 0 {
+		ancestors = strings.Join(frameAncestors, " ")
+	}
+	return "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+		"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors " + ancestors
+}
 
-// Handler serves the console's files under Prefix.
-func Handler() http.Handler {
+// Handler serves the console's files under Prefix; no page may frame it.
+func Handler() http.Handler { return handler(nil) }
+
+func handler(frameAncestors []string) http.Handler {
+	policy := csp(frameAncestors)
 	static := http.StripPrefix(Prefix, http.FileServerFS(files))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -39,7 +49,7 @@ func Handler() http.Handler {
 			return
 		}
 		h := w.Header()
-		h.Set("Content-Security-Policy", csp)
+		h.Set("Content-Security-Policy", policy)
 		h.Set("X-Content-Type-Options", "nosniff")
 		// Stream tickets travel in URLs: never send them on as a referrer.
 		h.Set("Referrer-Policy", "no-referrer")
@@ -61,6 +71,10 @@ type Config struct {
 	// absolute http(s) URL in which {trace_id} stands for the request's
 	// trace id (--trace-url-template).
 	TraceURLTemplate string `json:"trace_url_template"`
+	// FrameAncestors are the origins whose pages may embed the console in
+	// a frame, and hand it their users' JWTs (--console-frame-ancestors);
+	// none by default.
+	FrameAncestors []string `json:"-"`
 }
 
 // ParseTraceURLTemplate checks a trace URL template: empty (no links), or
@@ -86,7 +100,7 @@ func MountWith(api http.Handler, cfg Config) http.Handler {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		_, _ = w.Write(body)
 	})
-	mux.Handle(Prefix, Handler())
+	mux.Handle(Prefix, handler(cfg.FrameAncestors))
 	mux.Handle("GET /console", http.RedirectHandler(Prefix, http.StatusMovedPermanently))
 	mux.Handle("GET /{$}", http.RedirectHandler(Prefix, http.StatusFound))
 	mux.Handle("/", api)

@@ -233,9 +233,17 @@ func TestTokenAPI(t *testing.T) {
 	}
 	stream := collect(t, dora.Stream(t.Context(), chat.Chat.ID, 0))
 	stream.until(t, "the status", func(ev client.StreamEvent) bool { return ev.Type == client.EventStatus })
+	local := client.New(env.API.URL, created.Secret, env.API.Client())
+	if _, err := local.ListChats(t.Context(), 0, ""); err != nil { // cached here now
+		t.Fatal(err)
+	}
 	start := time.Now()
 	if err := admin.RevokeToken(t.Context(), tok.ID); err != nil {
 		t.Fatal(err)
+	}
+	// The replica that revoked it refuses it at once, its cache notwithstanding.
+	if _, err := local.ListChats(t.Context(), 0, ""); statusOf(err) != 401 {
+		t.Fatalf("the revoking replica accepts the token: %v", err)
 	}
 	if err := admin.RevokeToken(t.Context(), tok.ID); statusOf(err) != 404 {
 		t.Fatalf("revoking again: %v", err)

@@ -7,7 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/jwtauth"
 	"github.com/chatd/chatd/internal/mockllm"
+	"github.com/chatd/chatd/internal/oidctest"
+	"github.com/chatd/chatd/internal/store"
 	"github.com/chatd/chatd/internal/testenv"
 )
 
@@ -49,7 +53,8 @@ func partialsStep(r *mockllm.Request) (mockllm.Step, bool) {
 func TestSDK(t *testing.T) {
 	t.Parallel()
 	buildSDK(t)
-	env := testenv.New(t, testenv.Options{Mock: mockllm.Options{StepFor: func(r *mockllm.Request) (mockllm.Step, bool) {
+	idp, verifier := startIdP(t)
+	env := testenv.New(t, testenv.Options{JWT: verifier, Mock: mockllm.Options{StepFor: func(r *mockllm.Request) (mockllm.Step, bool) {
 		if st, ok := partialsStep(r); ok {
 			return st, true
 		}
@@ -78,7 +83,13 @@ func TestSDK(t *testing.T) {
 	buildSDK(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	out, err := run(ctx, sdkDir, []string{"CHATD_URL=" + env.API.URL, "CHATD_TOKEN=" + env.Token("alice")},
+	jwtA, jwtB := login(t, idp, oidctest.User), login(t, idp, oidctest.User2)
+	admin, _, err := env.Store.CreateScopedToken(ctx, store.TokenSpec{User: "sdk-admin", Scopes: []client.Scope{client.ScopeAdmin}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(ctx, sdkDir, []string{"CHATD_URL=" + env.API.URL, "CHATD_TOKEN=" + env.Token("alice"),
+		"CHATD_JWT_A=" + jwtA, "CHATD_JWT_B=" + jwtB, "CHATD_SUBJECT_A=id1", "CHATD_ADMIN_TOKEN=" + admin},
 		"node", "--test", "--test-force-exit", "--test-reporter=spec", "dist/test/")
 	t.Logf("node --test:\n%s", out)
 	if err != nil {
@@ -87,6 +98,29 @@ func TestSDK(t *testing.T) {
 		t.Logf("chatd's log, last lines:\n%s", lastLines(env.Logs(), 300))
 		t.Fatal(err)
 	}
+}
+
+// startIdP starts the real OpenID provider (internal/oidctest) and a
+// verifier of its ID tokens for chatd; redirects are more redirect URIs
+// of its client.
+func startIdP(t *testing.T, redirects ...string) (*oidctest.Provider, *jwtauth.Verifier) {
+	t.Helper()
+	p := oidctest.Start(t, redirects...)
+	v, err := jwtauth.New(jwtauth.Options{Issuer: p.Issuer, Discovery: true, Audience: oidctest.ClientID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, v
+}
+
+// login signs user in at the provider and returns the ID token.
+func login(t *testing.T, p *oidctest.Provider, user string) string {
+	t.Helper()
+	tok, err := p.Login(t.Context(), user, oidctest.Password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
 }
 
 // lastLines returns the last n lines of s.

@@ -67,6 +67,17 @@ func (c *tokenCache) put(key [32]byte, row User, now time.Time) {
 	c.m[key] = cachedToken{user: row, expires: now.Add(TokenCacheTTL)}
 }
 
+// drop forgets the token id's lookups (a revocation on this process).
+func (c *tokenCache) drop(id uuid.UUID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, e := range c.m {
+		if e.user.TokenID == id {
+			delete(c.m, k)
+		}
+	}
+}
+
 // Authenticate resolves a bearer token to its user, from the cache when it
 // was looked up less than TokenCacheTTL ago.
 func (s *Store) Authenticate(ctx context.Context, token string) (User, error) {
@@ -200,9 +211,12 @@ func (s *Store) ListTokens(ctx context.Context, userName string) ([]TokenInfo, e
 }
 
 // RevokeToken deletes a token; ErrNotFound when there is none with id.
-// Processes that cached it stop accepting it within TokenCacheTTL, and its
-// open streams end within that bound too.
+// This process stops accepting it at once; others that cached it within
+// TokenCacheTTL, and its open streams end within that bound too.
 func (s *Store) RevokeToken(ctx context.Context, id uuid.UUID) error {
 	_, err := s.q.TokenDelete(ctx, s.pool, id)
+	if err == nil {
+		s.tokens.drop(id)
+	}
 	return mapError(err)
 }

@@ -1,6 +1,7 @@
 // The console's only way to the server: the public API under /api/v1 on
-// this origin, with the API token kept in this tab's sessionStorage (never
-// in a URL, never in a cookie).
+// this origin, with the token (an API token or a JWT of the app's identity
+// provider) kept in this tab's sessionStorage (never in a URL, never in a
+// cookie).
 
 const KEY = "chatd.token";
 
@@ -9,6 +10,48 @@ export const token = {
   set: (t) => sessionStorage.setItem(KEY, t),
   clear: () => sessionStorage.removeItem(KEY),
 };
+
+/** The claims of a JWT (null for an API token); read, never trusted: the server verifies. */
+export function jwtClaims(t) {
+  const parts = t.split(".");
+  if (parts.length !== 3) return null;
+  try {
+    const b64 = parts[1].replace(/-/g, "+").replace(/_/g, "/");
+    return JSON.parse(atob(b64.padEnd(Math.ceil(b64.length / 4) * 4, "=")));
+  } catch {
+    return null;
+  }
+}
+
+// Embedded in an application's page (an iframe), the console takes its JWT
+// from the page, which knows the signed-in user: it asks with
+// {type: "chatd-token-request"} when it has none and a minute before the
+// one it has expires, and the page answers {type: "chatd-token", token}.
+let renewal;
+
+/** Listens for the embedding page's tokens; onFirst runs when the first arrives. */
+export function tokensFromParent(onFirst) {
+  if (window.parent === window) return;
+  addEventListener("message", (e) => {
+    if (e.source !== window.parent || e.data?.type !== "chatd-token" || typeof e.data.token !== "string") return;
+    const first = token.get() === "";
+    token.set(e.data.token);
+    scheduleRenewal();
+    if (first) onFirst();
+  });
+  if (token.get()) scheduleRenewal();
+  else askParent();
+}
+
+function askParent() {
+  window.parent.postMessage({ type: "chatd-token-request" }, "*");
+}
+
+function scheduleRenewal() {
+  clearTimeout(renewal);
+  const exp = jwtClaims(token.get())?.exp;
+  if (typeof exp === "number") renewal = setTimeout(askParent, Math.max(0, exp * 1000 - Date.now() - 60_000));
+}
 
 /** An error answer of the API: its status, message and field errors. */
 export class APIError extends Error {

@@ -1,7 +1,7 @@
 // The chatd console: hash routes, one view at a time. Every view gets an
 // AbortSignal that ends its streams and requests when it is left.
 
-import { api, token, APIError } from "./api.js";
+import { api, token, tokensFromParent, APIError } from "./api.js";
 import { h, field, showErrors } from "./dom.js";
 import { messageFields, alertLine } from "./forms.js";
 import { chatsView } from "./chats.js";
@@ -49,8 +49,8 @@ function route() {
 }
 
 function signInView() {
-  const tok = field("signin-token", "API token", h("input", { type: "password", autocomplete: "off", spellcheck: "false" }),
-    "From chatd token create --user NAME. It stays in this tab (sessionStorage) and is sent as Authorization: Bearer.");
+  const tok = field("signin-token", "API token or JWT", h("input", { type: "password", autocomplete: "off", spellcheck: "false" }),
+    "From chatd token create --user NAME, or a JWT of the app's identity provider. It stays in this tab (sessionStorage) and is sent as Authorization: Bearer.");
   const alert = alertLine();
   alert.textContent = notice;
   notice = "";
@@ -67,7 +67,7 @@ function signInView() {
         route();
       } catch (err) {
         token.clear();
-        tok.err(err instanceof APIError && err.status === 401 ? "The server does not know this token." : String(err.message || err));
+        tok.err(err instanceof APIError && err.status === 401 ? `The server refused this token: ${err.message}` : String(err.message || err));
         tok.control.focus();
       } finally {
         submit.disabled = false;
@@ -117,4 +117,5 @@ addEventListener("chatd:signed-out", () => {
   route();
 });
 addEventListener("hashchange", route);
+tokensFromParent(route);
 route();

@@ -1,11 +1,17 @@
-import { ChatdClient } from "@chatd/client";
+import { ChatdClient, type TokenSource } from "@chatd/client";
 import { ChatdLanguageModel } from "./model.js";
 
 export interface ChatdProviderSettings {
   /** The chatd server, e.g. http://127.0.0.1:8080. */
   baseURL: string;
-  /** A token from `chatd token create --user NAME`. */
-  token: string;
+  /**
+   * An API token (`chatd token create --user NAME`), or a function that
+   * returns the current JWT of the app's identity provider (see
+   * jwtSource in @chatd/client): asked before every request to chatd.
+   */
+  token: TokenSource;
+  /** Act for this user (X-Chatd-User): the token needs the act-as capability. */
+  actAs?: string;
   /** A fetch implementation (default: the global fetch). */
   fetch?: typeof fetch;
   /** Headers sent with every request to chatd (the call's own headers are not forwarded). */
@@ -43,6 +49,7 @@ export function clientOptions(s: ChatdProviderSettings) {
   return {
     baseUrl: s.baseURL,
     token: s.token,
+    ...(s.actAs !== undefined ? { actAs: s.actAs } : {}),
     fetch: f,
     ...(s.attempts !== undefined ? { attempts: s.attempts } : {}),
     ...(s.backoffMs !== undefined ? { backoffMs: s.backoffMs } : {}),

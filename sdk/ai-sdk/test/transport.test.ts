@@ -51,8 +51,10 @@ test("a structured request: the receipt part, its value as text, partials for on
   assert.equal((await chatsWith(m)).length, 1);
 });
 
-test("partials as one data part, replaced in place", async () => {
-  const chat = new Chat<Msg>({ transport: createChatdTransport({ baseURL, token, output: { schema: Titled }, partials: "part" }) });
+test("partials as one data part, replaced in place; the token from a function, asked per request", async () => {
+  let asked = 0;
+  const current = () => (asked++, token); // as a JWT getter would be
+  const chat = new Chat<Msg>({ transport: createChatdTransport({ baseURL, token: current, output: { schema: Titled }, partials: "part" }) });
   await chat.sendMessage({ text: marker("Set up.") });
   await chat.sendMessage({ text: "[prose-repair] Title it again." });
   const parts = partsOf(last(chat), "data-chatd-partial");
@@ -60,6 +62,7 @@ test("partials as one data part, replaced in place", async () => {
   // The repair's latest partial: a partial of its value (the last one sent
   // before the receipt is usually all of it).
   assert.ok(isPartialOf((parts[0]?.data as ChatdPartialData).value, { title: "repaired", count: 2 }), JSON.stringify(parts[0]));
+  assert.ok(asked >= 3, `the token function was asked ${asked} times: once per request and stream`);
 });
 
 test("a failed receipt: the receipt part, and the chat's error", async () => {

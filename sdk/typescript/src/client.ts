@@ -26,11 +26,26 @@ export type AttemptError = Schemas["AttemptError"];
 /** Something in a response_format schema that chatd admitted but does not check (create/send/edit `warnings`). */
 export type SchemaWarning = Schemas["SchemaWarning"];
 
+/** A token, or a function that returns the current one (called before every request and stream connection). */
+export type TokenSource = string | (() => string | Promise<string>);
+
+/** The token API's wire types. */
+export type Token = Schemas["Token"];
+export type CreateTokenRequest = Schemas["CreateTokenRequest"];
+export type CreateTokenResponse = Schemas["CreateTokenResponse"];
+export type User = Schemas["User"];
+
 export interface ClientOptions {
   /** The server, e.g. http://127.0.0.1:8080. */
   baseUrl: string;
-  /** A token from `chatd token create --user NAME`. */
-  token: string;
+  /**
+   * An API token (`chatd token create --user NAME`), or a function that
+   * returns the current JWT of the app's identity provider: wrap your
+   * provider's token getter in jwtSource to have it refreshed before it expires.
+   */
+  token: TokenSource;
+  /** Act for this user (X-Chatd-User): the token needs the act-as capability (docs/operations.md#identity). */
+  actAs?: string;
   /** Attempts of a retried call (default 4): creates, sends and reads are retried on 503 and connection errors. */
   attempts?: number;
   /** The first backoff in ms (default 250), doubled per attempt unless the server sends Retry-After. */
@@ -59,7 +74,8 @@ export type StructuredResult<T> =
 /** The chatd HTTP API. */
 export class ChatdClient {
   readonly baseUrl: string;
-  private readonly token: string;
+  private readonly token: TokenSource;
+  private readonly actAs: string | undefined;
   private readonly attempts: number;
   private readonly backoffMs: number;
   private readonly fetchImpl: typeof fetch;
@@ -67,6 +83,7 @@ export class ChatdClient {
   constructor(o: ClientOptions) {
     this.baseUrl = o.baseUrl.replace(/\/+$/, "");
     this.token = o.token;
+    this.actAs = o.actAs;
     this.attempts = o.attempts ?? 4;
     this.backoffMs = o.backoffMs ?? 250;
     this.fetchImpl = o.fetch ?? globalThis.fetch.bind(globalThis);
@@ -183,13 +200,41 @@ export class ChatdClient {
     return readStream<WatchEvent>(this.streamInit(), `${this.baseUrl}/api/v1/chats/watch`, o);
   }
 
+  /** Creates an API token (admin scope): the secret is in this answer only. */
+  createToken(req: CreateTokenRequest, o: CallOptions = {}): Promise<CreateTokenResponse> {
+    return this.call("POST", "/api/v1/tokens", req, o);
+  }
+
+  /** Lists every token, or one user's (admin scope); never a secret. */
+  listTokens(q: { user?: string } = {}, o: CallOptions = {}): Promise<Schemas["ListTokensResponse"]> {
+    return this.call("GET", `/api/v1/tokens${query({ user: q.user })}`, undefined, o);
+  }
+
+  /** Revokes a token by its id (admin scope): every replica refuses it, and ends its streams, within 5 s. */
+  async revokeToken(id: string, o: CallOptions = {}): Promise<void> {
+    await this.call("DELETE", `/api/v1/tokens/${enc(id)}`, undefined, o);
+  }
+
+  /** Lists users by name, a page at a time (admin scope). */
+  listUsers(q: { limit?: number; cursor?: string } = {}, o: CallOptions = {}): Promise<Schemas["ListUsersResponse"]> {
+    return this.call("GET", `/api/v1/users${query({ limit: q.limit, cursor: q.cursor })}`, undefined, o);
+  }
+
+  /** The credentials of a request: the current token, and X-Chatd-User when acting for a user. */
+  private async auth(): Promise<Record<string, string>> {
+    const token = typeof this.token === "function" ? await this.token() : this.token;
+    const h: Record<string, string> = { Authorization: `Bearer ${token}` };
+    if (this.actAs !== undefined) h["X-Chatd-User"] = this.actAs;
+    return h;
+  }
+
   private streamInit() {
-    return { fetch: this.fetchImpl, headers: { Authorization: `Bearer ${this.token}` }, backoffMs: this.backoffMs };
+    return { fetch: this.fetchImpl, headers: () => this.auth(), backoffMs: this.backoffMs };
   }
 
   private async call<T>(method: string, path: string, body: unknown, o: CallOptions, idempotencyKey?: string): Promise<T> {
     const retried = method === "GET" || idempotencyKey !== undefined;
-    const headers: Record<string, string> = { Authorization: `Bearer ${this.token}`, Accept: "application/json" };
+    const headers: Record<string, string> = { ...(await this.auth()), Accept: "application/json" };
     if (body !== undefined) headers["Content-Type"] = "application/json";
     if (idempotencyKey !== undefined) headers["Idempotency-Key"] = idempotencyKey;
     let backoff = this.backoffMs;
@@ -209,6 +254,7 @@ export class ChatdClient {
         backoff *= 2;
         continue; // no answer: a connection error
       }
+      if (resp.status === 204) return undefined as T;
       if (resp.ok) return (await resp.json()) as T;
       if (resp.status === 503 && !last) {
         await resp.body?.cancel();
@@ -239,4 +285,40 @@ function query(q: Record<string, string | number | undefined>): string {
   for (const [k, v] of Object.entries(q)) if (v !== undefined) p.set(k, String(v));
   const s = p.toString();
   return s ? `?${s}` : "";
+}
+
+/**
+ * A token function over your identity provider's token getter (Auth0's
+ * getAccessTokenSilently, Supabase's session, ...): the JWT it gave is
+ * reused until refreshBeforeSeconds (default 60) before its exp, then
+ * fetched again; concurrent calls share one fetch.
+ */
+export function jwtSource(fetchToken: () => Promise<string>, o: { refreshBeforeSeconds?: number } = {}): () => Promise<string> {
+  const margin = (o.refreshBeforeSeconds ?? 60) * 1000;
+  let current: { token: string; renewAt: number } | undefined;
+  let pending: Promise<string> | undefined;
+  return async () => {
+    if (current && Date.now() < current.renewAt) return current.token;
+    pending ??= fetchToken()
+      .then((token) => {
+        current = { token, renewAt: jwtExpiry(token) - margin };
+        return token;
+      })
+      .finally(() => {
+        pending = undefined;
+      });
+    return pending;
+  };
+}
+
+/** The exp of a JWT in ms (0 when it has none: always fetched again). */
+function jwtExpiry(token: string): number {
+  try {
+    const part = token.split(".")[1] ?? "";
+    const json = atob(part.replace(/-/g, "+").replace(/_/g, "/").padEnd(Math.ceil(part.length / 4) * 4, "="));
+    const exp = (JSON.parse(json) as { exp?: unknown }).exp;
+    return typeof exp === "number" ? exp * 1000 : 0;
+  } catch {
+    return 0;
+  }
 }

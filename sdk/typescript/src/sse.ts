@@ -57,7 +57,8 @@ export interface StreamOptions {
 
 interface Init {
   fetch: typeof fetch;
-  headers: Record<string, string>;
+  /** The credentials, asked anew for each connection (a JWT may have been refreshed). */
+  headers: () => Promise<Record<string, string>>;
   backoffMs: number;
 }
 
@@ -78,7 +79,7 @@ export async function* readStream<E>(init: Init, url: string, o: StreamOptions):
   for (;;) {
     let cause: unknown;
     try {
-      const headers: Record<string, string> = { ...init.headers, Accept: "text/event-stream" };
+      const headers: Record<string, string> = { ...(await init.headers()), Accept: "text/event-stream" };
       if (lastId !== undefined) headers["Last-Event-ID"] = lastId;
       const resp = await init.fetch(url, { headers, signal: o.signal ?? null });
       if (!resp.ok || !resp.body) {

@@ -6,7 +6,7 @@ import type { AddressInfo } from "node:net";
 import { randomUUID } from "node:crypto";
 import { test } from "node:test";
 import { z } from "zod";
-import { type Attempt, type AttemptError, ChatdClient, ChatdError, partials, type PartialEvent, type StreamEvent } from "../src/index.js";
+import { type Attempt, type AttemptError, ChatdClient, ChatdError, jwtSource, partials, type PartialEvent, type StreamEvent } from "../src/index.js";
 import { responseFormat, schemaFromZod } from "../src/zod.js";
 
 const baseUrl = process.env["CHATD_URL"] ?? "";
@@ -393,4 +393,61 @@ test("eventSourceUrl carries a single-use ticket", async () => {
   await res.body?.cancel();
   const bad = await c.eventSourceUrl(created.chat.id, { after: "1:2" });
   assert.equal((await fetch(bad)).status, 400);
+});
+
+// The app's identity provider (zitadel/oidc's example, started by the
+// driver): two users' ID tokens, the first user's subject, an admin token.
+const jwtA = process.env["CHATD_JWT_A"] ?? "";
+const jwtB = process.env["CHATD_JWT_B"] ?? "";
+const subjectA = process.env["CHATD_SUBJECT_A"] ?? "";
+const adminToken = process.env["CHATD_ADMIN_TOKEN"] ?? "";
+
+test("a JWT from a token function: each user sees only their chats", async () => {
+  let asked = 0;
+  const a = new ChatdClient({ baseUrl, token: jwtSource(async () => (asked++, jwtA)) });
+  const b = new ChatdClient({ baseUrl, token: jwtB });
+  const created = await a.createChat({ content: [{ type: "text", text: "Signed in with a JWT." }] });
+  assert.equal((await a.getChat(created.chat.id)).id, created.chat.id);
+  await assert.rejects(b.getChat(created.chat.id), (e: unknown) => e instanceof ChatdError && e.status === 404);
+  const ac = new AbortController();
+  for await (const e of a.stream(created.chat.id, { signal: ac.signal })) {
+    if (e.type === "status") break;
+  }
+  ac.abort();
+  assert.equal(asked, 1, "the JWT, valid for an hour, was fetched once");
+});
+
+test("jwtSource fetches again before the JWT expires, once for concurrent calls", async () => {
+  const fake = (expIn: number) =>
+    `e30.${Buffer.from(JSON.stringify({ exp: Math.floor(Date.now() / 1000) + expIn })).toString("base64url")}.sig`;
+  let fetched = 0;
+  const soon = jwtSource(async () => (fetched++, fake(30)));
+  await Promise.all([soon(), soon(), soon()]);
+  assert.equal(fetched, 1, "concurrent calls share one fetch");
+  await soon();
+  assert.equal(fetched, 2, "a JWT 30 s from its exp is within the 60 s margin: fetched again");
+  let later = 0;
+  const hour = jwtSource(async () => (later++, fake(3600)));
+  await hour();
+  await hour();
+  assert.equal(later, 1);
+});
+
+test("the token API, and a backend acting for a user by subject", async () => {
+  const admin = new ChatdClient({ baseUrl, token: adminToken });
+  const made = await admin.createToken({ user: "sdk-backend", act_as: true, scopes: ["read"] });
+  assert.match(made.secret, /^chatd_/);
+  assert.deepEqual(made.token.scopes, ["read"]);
+  const listed = await admin.listTokens({ user: "sdk-backend" });
+  assert.equal(listed.tokens.length, 1);
+  assert.ok(!JSON.stringify(listed).includes(made.secret));
+  const users = await admin.listUsers({ limit: 1000 });
+  assert.ok(users.users.some((u) => u.subject === subjectA && u.name.startsWith("idp:")));
+  const backend = new ChatdClient({ baseUrl, token: made.secret, actAs: subjectA });
+  const a = new ChatdClient({ baseUrl, token: jwtA });
+  const mine = (await a.listChats()).chats.map((c) => c.id).sort();
+  assert.deepEqual((await backend.listChats()).chats.map((c) => c.id).sort(), mine);
+  await assert.rejects(backend.createChat({ content: [{ type: "text", text: "x" }] }), (e: unknown) => e instanceof ChatdError && e.status === 403);
+  await admin.revokeToken(made.token.id);
+  await assert.rejects(backend.listChats(), (e: unknown) => e instanceof ChatdError && e.status === 401);
 });
