@@ -55,6 +55,8 @@ type user struct {
 	ActAs bool
 	// ActorID is the token's own user when the request acts for ID.
 	ActorID uuid.UUID
+	// ValidUntil is when a JWT stops being accepted (zero otherwise).
+	ValidUntil time.Time
 }
 
 // has says whether the caller holds scope (write includes read).
@@ -180,7 +182,8 @@ func (s *Server) actFor(r *http.Request, u user) (user, error) {
 		return user{}, err
 	}
 	scopes := slices.DeleteFunc(slices.Clone(u.Scopes), func(sc client.Scope) bool { return sc == client.ScopeAdmin })
-	return user{ID: target.ID, Name: target.Name, TokenID: u.TokenID, Scopes: scopes, Via: u.Via, ActorID: u.ID}, nil
+	return user{ID: target.ID, Name: target.Name, TokenID: u.TokenID, Scopes: scopes, Via: u.Via, ActorID: u.ID,
+		ValidUntil: u.ValidUntil}, nil
 }
 
 // looksLikeJWT: three dot-separated parts; an API token has none.
@@ -204,7 +207,8 @@ func (s *Server) jwtUser(r *http.Request, token string) (user, error) {
 	if err != nil {
 		return user{}, err
 	}
-	return user{ID: u.ID, Name: u.Name, Scopes: []client.Scope{client.ScopeRead, client.ScopeWrite}, Via: authJWT}, nil
+	return user{ID: u.ID, Name: u.Name, Scopes: []client.Scope{client.ScopeRead, client.ScopeWrite}, Via: authJWT,
+		ValidUntil: id.ValidUntil}, nil
 }
 
 // bearerToken reads "Bearer <token>"; the scheme is case-insensitive (RFC
@@ -243,6 +247,11 @@ type tokenWatch struct {
 // working (nil when there is no token to check: an old ticket), and the
 // function that stops watching.
 func (s *Server) watchToken(u user) (<-chan struct{}, func()) {
+	if !u.ValidUntil.IsZero() { // a JWT: its streams end when the server stops accepting it
+		gone := make(chan struct{})
+		t := time.AfterFunc(time.Until(u.ValidUntil), func() { close(gone) })
+		return gone, func() { t.Stop() }
+	}
 	if u.TokenID == uuid.Nil {
 		return nil, func() {}
 	}

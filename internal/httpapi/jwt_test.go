@@ -159,3 +159,36 @@ func TestJWTRefusals(t *testing.T) {
 		t.Fatal("a refused JWT reached the logs")
 	}
 }
+
+// TestJWTStreamEndsWithTheJWT: a stream opened with a JWT ends with an
+// error event once the server stops accepting the JWT (its exp plus the
+// leeway), and reconnecting with it is refused.
+func TestJWTStreamEndsWithTheJWT(t *testing.T) {
+	t.Parallel()
+	p, v := newTestIdP(t)
+	env := testenv.New(t, testenv.Options{NoRunner: true, JWT: v})
+	// Expired 25 s ago: accepted for 5 s more (the leeway is 30 s).
+	expiring := p.token(t, "auth0|carol", jwt.MapClaims{"exp": time.Now().Add(-jwtauth.DefaultLeeway + 5*time.Second).Unix()})
+	c := client.New(env.API.URL, expiring, env.API.Client())
+	chat, err := c.CreateChat(t.Context(), client.CreateChatRequest{Content: text("hi")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := collect(t, c.Stream(t.Context(), chat.Chat.ID, 0))
+	stream.until(t, "the status", func(ev client.StreamEvent) bool { return ev.Type == client.EventStatus })
+	select {
+	case err := <-stream.errs:
+		if statusOf(err) != 401 {
+			t.Fatalf("reconnect with the expired JWT: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the stream outlived its JWT")
+	}
+	var last client.StreamEvent
+	for len(stream.events) > 0 {
+		last = <-stream.events
+	}
+	if last.Error == nil || !strings.Contains(last.Error.Message, "revoked or has expired") {
+		t.Fatalf("the last event: %+v", last)
+	}
+}

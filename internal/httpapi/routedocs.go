@@ -196,7 +196,8 @@ func routeDocs() map[string]routeDoc {
 				"`after`), the queue and the status; while a step runs, its preview so far (a catch-up: the fragments the " +
 				"stream lacks, one `message_part` per part, `from_seq` to `seq`); then live events until the client leaves or " +
 				"the server shuts down, or until the token it was opened with (directly or through a ticket) is revoked or " +
-				"expires: then an `error` event ends it within 5 seconds. See docs/streams.md.",
+				"expires: then an `error` event ends it within 5 seconds (a stream opened with a JWT ends when the server stops " +
+				"accepting the JWT: its exp plus 30 s). See docs/streams.md.",
 			query: []queryParam{{"after_id", "Send only messages with a larger id (default 0: all).",
 				map[string]any{"type": "integer", "format": "int64", "minimum": 0}},
 				{"after", "Resume after an SSE `id` this stream sent, as `Last-Event-ID` does (for clients that cannot send " +

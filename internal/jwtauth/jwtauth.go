@@ -175,8 +175,10 @@ func (v *Verifier) Fetches() int {
 
 // Identity is what a valid token says of its user.
 type Identity struct {
-	Subject string    // the user claim's value
-	Expires time.Time // the token's exp
+	Subject string // the user claim's value
+	// ValidUntil is when the token stops being accepted: its exp plus the
+	// leeway (streams opened with it end then).
+	ValidUntil time.Time
 }
 
 // Error is a refused token: Reason says why in words that never repeat
@@ -207,7 +209,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Identity, error) {
 		return Identity{}, err
 	}
 	exp, _ := claims.GetExpirationTime() // required and checked by the parser
-	return Identity{Subject: subject, Expires: exp.Time}, nil
+	return Identity{Subject: subject, ValidUntil: exp.Add(v.o.Leeway)}, nil
 }
 
 // headerAlg reads the alg of the token's header without trusting it.
