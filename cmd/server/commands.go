@@ -743,6 +743,11 @@ func cmdToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "revoked %s (servers stop accepting it, and end its open streams, within %s)\n", revokeID, store.TokenCacheTTL)
 		return nil
 	}
+	return createToken(ctx, st, spec, stdout, stderr)
+}
+
+// createToken is `chatd token create`: the secret on stdout, alone.
+func createToken(ctx context.Context, st *store.Store, spec store.TokenSpec, stdout, stderr io.Writer) error {
 	token, info, err := st.CreateScopedToken(ctx, spec)
 	if errors.Is(err, store.ErrInvalidUserName) {
 		return fmt.Errorf("user name %q: use 1-64 letters, digits, '_', '.', '@' or '-'", spec.User)
