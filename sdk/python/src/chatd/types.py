@@ -31,6 +31,28 @@ class AttemptError(BaseModel):
     """
 
 
+class CreateTokenRequest(BaseModel):
+    model_config = ConfigDict(
+        extra='allow',
+    )
+    act_as: bool | None = None
+    """
+    The token may send `X-Chatd-User` to act for any user (docs/operations.md#identity); for an application's backend.
+    """
+    expires_in: Annotated[int | None, Field(ge=0, le=315360000)] = None
+    """
+    Seconds until the token stops working, on the database clock; omitted or 0: never.
+    """
+    scopes: list[Literal['read', 'write', 'admin']] | None = None
+    """
+    What the token may do: `read` (GET routes and streams), `write` (everything a user does; brings `read`), `admin` (this token and user API). Omitted: `read` and `write`.
+    """
+    user: Annotated[str, Field(min_length=1)]
+    """
+    The user the token is for, by name (created on first use); an identity provider's user by its `idp:` name.
+    """
+
+
 class DynamicTool(BaseModel):
     model_config = ConfigDict(
         extra='allow',
@@ -226,6 +248,33 @@ class TextPart(BaseModel):
     type: Literal['text']
 
 
+class Token(BaseModel):
+    model_config = ConfigDict(
+        extra='allow',
+    )
+    act_as: bool
+    created_at: AwareDatetime
+    expired: bool
+    """
+    Whether `expires_at` has passed (the token no longer works).
+    """
+    expires_at: AwareDatetime | None = None
+    """
+    Absent: the token never expires.
+    """
+    id: UUID
+    last_used_at: AwareDatetime | None = None
+    """
+    When the token last authenticated a request (refreshed at most once a minute).
+    """
+    scopes: list[Literal['read', 'write', 'admin']]
+    user: str
+    """
+    The user's name.
+    """
+    user_id: UUID
+
+
 class ToolCall(BaseModel):
     model_config = ConfigDict(
         extra='allow',
@@ -327,6 +376,23 @@ class Usage(BaseModel):
     reasoning_tokens: Annotated[int | None, Field(...)]
     """
     Reasoning tokens within output_tokens (OpenAI reasoning_tokens; Anthropic reports none).
+    """
+
+
+class User(BaseModel):
+    model_config = ConfigDict(
+        extra='allow',
+    )
+    created_at: AwareDatetime
+    id: UUID
+    issuer: str | None = None
+    """
+    Set for an identity provider's user: the `iss` of its JWTs.
+    """
+    name: str
+    subject: str | None = None
+    """
+    Set for an identity provider's user: the value of the server's user claim (`sub` by default).
     """
 
 
@@ -470,6 +536,14 @@ class CreateChatRequest(BaseModel):
     """
 
 
+class CreateTokenResponse(BaseModel):
+    model_config = ConfigDict(
+        extra='allow',
+    )
+    secret: str
+    token: Token
+
+
 class EditMessageRequest(BaseModel):
     model_config = ConfigDict(
         extra='allow',
@@ -507,6 +581,24 @@ class ListChatsResponse(BaseModel):
     """
     Present when older chats remain: pass it as `cursor` for the next page.
     """
+
+
+class ListTokensResponse(BaseModel):
+    model_config = ConfigDict(
+        extra='allow',
+    )
+    tokens: list[Token]
+
+
+class ListUsersResponse(BaseModel):
+    model_config = ConfigDict(
+        extra='allow',
+    )
+    next_cursor: str | None = None
+    """
+    Present when more users follow: pass it as `cursor`.
+    """
+    users: list[User]
 
 
 MessagePart = TypeAliasType(
