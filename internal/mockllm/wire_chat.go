@@ -407,3 +407,111 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
+
+// parseRequest decodes what we need and keeps raw bytes where tests want to
+// compare exactly (tool parameters, messages).
+func parseRequest(body []byte) (Request, error) {
+	var wire struct {
+		Model               string            `json:"model"`
+		Messages            []json.RawMessage `json:"messages"`
+		Tools               []json.RawMessage `json:"tools"`
+		ToolChoice          json.RawMessage   `json:"tool_choice"`
+		Stream              bool              `json:"stream"`
+		MaxTokens           int64             `json:"max_tokens"`
+		MaxCompletionTokens int64             `json:"max_completion_tokens"`
+		ReasoningEffort     string            `json:"reasoning_effort"`
+		Options             *struct {
+			IncludeUsage bool `json:"include_usage"`
+		} `json:"stream_options"`
+	}
+	if err := json.Unmarshal(body, &wire); err != nil {
+		return Request{}, fmt.Errorf("we could not parse the JSON body of your request: %w", err)
+	}
+	if wire.Model == "" {
+		return Request{}, errors.New("you must provide a model parameter")
+	}
+	if len(wire.Messages) == 0 {
+		return Request{}, errors.New("messages must be a non-empty array")
+	}
+	req := Request{
+		Model:           wire.Model,
+		ToolChoice:      wire.ToolChoice,
+		Stream:          wire.Stream,
+		MaxTokens:       cmp.Or(wire.MaxCompletionTokens, wire.MaxTokens),
+		ReasoningEffort: wire.ReasoningEffort,
+		Body:            body,
+	}
+	req.IncludeUsage = wire.Options != nil && wire.Options.IncludeUsage
+	for i, raw := range wire.Messages {
+		var m struct {
+			Role             string            `json:"role"`
+			Content          json.RawMessage   `json:"content"`
+			ReasoningContent string            `json:"reasoning_content"`
+			ReasoningDetails []json.RawMessage `json:"reasoning_details"`
+			ToolCallID       string            `json:"tool_call_id"`
+			ToolCalls        []struct {
+				ID       string `json:"id"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		}
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return Request{}, fmt.Errorf("messages[%d]: %w", i, err)
+		}
+		msg := Message{Role: m.Role, Content: flattenContent(m.Content), ToolCallID: m.ToolCallID, Reasoning: m.ReasoningContent,
+			ReasoningDetails: m.ReasoningDetails, Raw: raw}
+		for _, d := range m.ReasoningDetails {
+			var e struct{ Type, Text, Signature string }
+			if json.Unmarshal(d, &e) == nil && e.Type == "reasoning.text" {
+				if m.ReasoningContent == "" {
+					msg.Reasoning += e.Text
+				}
+				msg.Signature += e.Signature
+			}
+		}
+		for _, tc := range m.ToolCalls {
+			msg.ToolCalls = append(msg.ToolCalls, MessageToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		}
+		req.Messages = append(req.Messages, msg)
+	}
+	for i, raw := range wire.Tools {
+		var t struct {
+			Type     string `json:"type"`
+			Function struct {
+				Name        string          `json:"name"`
+				Description string          `json:"description"`
+				Parameters  json.RawMessage `json:"parameters"`
+				Strict      *bool           `json:"strict"`
+			} `json:"function"`
+		}
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return Request{}, fmt.Errorf("tools[%d]: %w", i, err)
+		}
+		if t.Type != "function" || t.Function.Name == "" {
+			return Request{}, fmt.Errorf("tools[%d]: only function tools with a name are supported", i)
+		}
+		req.Tools = append(req.Tools, Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters,
+			Strict: t.Function.Strict})
+	}
+	return req, nil
+}
+
+// flattenContent turns a string or an array of content parts into text.
+func flattenContent(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(raw, &parts) // anything else (null, images) has no text
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}
