@@ -1,7 +1,6 @@
 package mockllm
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/hmac"
@@ -359,12 +358,6 @@ func (anthropicFormat) writeJSON(w http.ResponseWriter, req *Request, rep reply)
 	_, _ = w.Write(body)
 }
 
-// sseEvent is one named server-sent event.
-type sseEvent struct {
-	name string
-	data any
-}
-
 func (anthropicFormat) writeStream(ctx context.Context, w http.ResponseWriter, req *Request, rep reply, delay time.Duration) {
 	rep, stop := anthropicReply(req, rep)
 	usage := anthropicUsage(req, rep)
@@ -422,30 +415,6 @@ func (anthropicFormat) writeStream(ctx context.Context, w http.ResponseWriter, r
 	}
 	w.Header().Set("Request-Id", "req_"+rand.Text())
 	writeEvents(ctx, w, events, delay)
-}
-
-// writeEvents sends named server-sent events, flushing each, pausing delay
-// between them, and stopping when the client goes away.
-func writeEvents(ctx context.Context, w http.ResponseWriter, events []sseEvent, delay time.Duration) {
-	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	_ = rc.Flush()
-	for i, ev := range events {
-		if i > 0 && !sleep(ctx, delay) {
-			return
-		}
-		data, err := json.Marshal(ev.data)
-		if err != nil {
-			return
-		}
-		var b bytes.Buffer
-		fmt.Fprintf(&b, "event: %s\ndata: %s\n\n", ev.name, data)
-		if _, err := w.Write(b.Bytes()); err != nil || rc.Flush() != nil || ctx.Err() != nil {
-			return
-		}
-	}
 }
 
 // anthropicErrorType is the error.type Anthropic uses for a status.

@@ -82,103 +82,6 @@ type Options struct {
 	StepFor func(req *Request) (Step, bool)
 }
 
-// Wire formats, each on its own route (also without the /v1 prefix).
-const (
-	FormatOpenAI    = "openai"    // Chat Completions: POST /v1/chat/completions
-	FormatResponses = "responses" // OpenAI Responses: POST /v1/responses
-	FormatAnthropic = "anthropic" // Anthropic Messages: POST /v1/messages
-	FormatGemini    = "gemini"    // Gemini: POST /v1beta/models/MODEL:streamGenerateContent (and :generateContent)
-)
-
-// Request is a request as received, in a form common to the wire formats.
-// Messages are normalised: an Anthropic tool_result block or a Responses
-// function_call_output item becomes a Message with role "tool"; Responses
-// function_call items and Anthropic tool_use blocks become ToolCalls of an
-// assistant Message; Anthropic's system field becomes a leading "system"
-// Message. Body keeps the exact bytes.
-type Request struct {
-	// Format is the wire format the request came in.
-	Format   string
-	Model    string
-	Messages []Message
-	Tools    []Tool
-	// ToolChoice is the raw tool_choice ("auto", {"type":"function",...}),
-	// nil when absent.
-	ToolChoice   json.RawMessage
-	Stream       bool
-	IncludeUsage bool
-	// MaxTokens is max_tokens, max_completion_tokens or max_output_tokens
-	// (0 when absent).
-	MaxTokens int64
-	// ThinkingBudget is Anthropic's thinking.budget_tokens when thinking is
-	// enabled, or Gemini's thinkingConfig.thinkingBudget; else 0.
-	ThinkingBudget int64
-	// IncludeThoughts and ThinkingLevel are Gemini's
-	// thinkingConfig.includeThoughts and thinkingLevel.
-	IncludeThoughts bool
-	ThinkingLevel   string
-	// ReasoningEffort is reasoning_effort (Chat Completions) or
-	// reasoning.effort (Responses).
-	ReasoningEffort string
-	// Script names the script that answered ("" for Options.Script).
-	Script string
-	// Header holds the request headers (the API key among them).
-	Header http.Header
-	// Body is the raw request body.
-	Body []byte
-
-	include []string      // Responses "include"
-	issued  *signatureLog // Gemini: the signatures the answer issued
-}
-
-// Message is one prompt message; Content flattens text parts.
-type Message struct {
-	Role       string
-	Content    string
-	ToolCallID string
-	ToolCalls  []MessageToolCall
-	// Reasoning is replayed reasoning: an Anthropic thinking block's text
-	// (Signature its signature), a chat message's reasoning_content (or the
-	// text of its reasoning_details; Signature their signature), the
-	// content of the Responses reasoning items before it (Signature their
-	// encrypted_content), or Gemini thought text (Signature the bytes of
-	// the thought signature of the message's first function call).
-	Reasoning string
-	Signature string
-	// ReasoningDetails are a chat message's reasoning_details entries as
-	// sent.
-	ReasoningDetails []json.RawMessage
-	// IsError marks an Anthropic tool_result with is_error.
-	IsError bool
-	Raw     json.RawMessage
-}
-
-// MessageToolCall is a tool call made by an earlier assistant message.
-type MessageToolCall struct {
-	ID        string
-	Name      string
-	Arguments string
-}
-
-// Tool is one offered function tool; Parameters are the bytes as sent
-// (Anthropic's input_schema).
-type Tool struct {
-	Name        string
-	Description string
-	Parameters  json.RawMessage
-	// Strict is the tool's strict flag as sent (nil when absent).
-	Strict *bool
-}
-
-// Tool returns the offered tool with that name, or nil.
-func (r *Request) Tool(name string) *Tool {
-	i := slices.IndexFunc(r.Tools, func(t Tool) bool { return t.Name == name })
-	if i < 0 {
-		return nil
-	}
-	return &r.Tools[i]
-}
-
 // Server is an http.Handler speaking the OpenAI Chat Completions protocol.
 type Server struct {
 	opts Options
@@ -318,20 +221,6 @@ func (s *Server) nextStep(name string, sc *Script, req *Request) (st Step, index
 	return Step{}, -1
 }
 
-// wireFormat is one provider API: how its requests parse and check, and how
-// its answers and errors look.
-type wireFormat interface {
-	name() string
-	parse(body []byte) (Request, error)
-	// check applies the API's rules on the conversation (tool call
-	// pairing, thinking signatures, strict schemas); an error is a 400.
-	check(req *Request) error
-	callID() string
-	writeError(w http.ResponseWriter, e ErrorSpec)
-	writeJSON(w http.ResponseWriter, req *Request, rep reply)
-	writeStream(ctx context.Context, w http.ResponseWriter, req *Request, rep reply, delay time.Duration)
-}
-
 func (s *Server) handler(f wireFormat) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) { s.serve(f, w, r) }
 }
@@ -442,22 +331,6 @@ func (s *Server) serve(f wireFormat, w http.ResponseWriter, r *http.Request) {
 	log.Info("answered", "finish_reason", rep.finish, "tool_calls", len(rep.calls), "refusal", rep.refusal != "",
 		"text_bytes", len(rep.text), "truncated", rep.truncate, "duration_ms", time.Since(start).Milliseconds())
 }
-
-// reply is what the model "says", independent of the wire format. finish
-// uses the Chat Completions words (stop, length, content_filter,
-// tool_calls); each format maps them to its own.
-type reply struct {
-	reasoning string
-	details   bool // reasoning as OpenRouter's reasoning_details (Chat Completions)
-	text      string
-	refusal   string
-	calls     []call
-	finish    string
-	truncate  bool
-	usage     *Usage // scripted figures; nil: from the lengths
-}
-
-type call struct{ id, name, args string }
 
 func (s *Server) plan(req *Request, st Step, newID func() string) (reply, error) {
 	rep := reply{reasoning: st.Reasoning, details: st.ReasoningDetails && st.Reasoning != "", text: st.Text, truncate: st.Truncate, usage: st.Usage}

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // The shapes below follow recorded OpenAI traffic (fantasy's
@@ -131,9 +130,6 @@ type usage struct {
 		RejectedPredictionTokens int `json:"rejected_prediction_tokens"`
 	} `json:"completion_tokens_details"`
 }
-
-// tokens is a rough count: about four bytes of English per token.
-func tokens(n int) int { return max(1, (n+3)/4) }
 
 // openAIUsage is a scripted usage object of the OpenAI APIs: Chat
 // Completions names (prompt, completion) or Responses names (input,
@@ -343,27 +339,6 @@ func streamDeltas(rep reply) []map[string]any {
 	return deltas
 }
 
-// pieces splits s into fragments of at most 16 bytes, on rune boundaries so
-// that every fragment survives JSON encoding intact.
-func pieces(s string) []string {
-	// Small pieces, as real providers send, but at most about 64 of them:
-	// a 300 KiB argument string must not cost tens of thousands of events.
-	size := max(16, len(s)/64)
-	var out []string
-	for len(s) > 0 {
-		n := min(size, len(s))
-		for n < len(s) && n > 0 && !utf8.RuneStart(s[n]) {
-			n--
-		}
-		if n == 0 { // a rune longer than size cannot happen, but never loop forever
-			n = min(size, len(s))
-		}
-		out = append(out, s[:n])
-		s = s[n:]
-	}
-	return out
-}
-
 func writeError(w http.ResponseWriter, e ErrorSpec) {
 	status := cmp.Or(e.Status, http.StatusInternalServerError)
 	typ := e.Type
@@ -395,17 +370,6 @@ func writeError(w http.ResponseWriter, e ErrorSpec) {
 		"param":   nil,
 		"code":    code,
 	}})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
 }
 
 // parseRequest decodes what we need and keeps raw bytes where tests want to
