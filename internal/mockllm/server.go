@@ -413,8 +413,6 @@ func echo(req *Request) string {
 	return "mockllm: " + text
 }
 
-func newCallID() string { return "call_" + rand.Text() }
-
 // sleep waits d or until ctx is done, reporting whether to carry on.
 func sleep(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {

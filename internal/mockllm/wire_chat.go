@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -115,71 +114,12 @@ type chunkChoice struct {
 	FinishReason *string        `json:"finish_reason"`
 }
 
-type usage struct {
-	PromptTokens        int `json:"prompt_tokens"`
-	CompletionTokens    int `json:"completion_tokens"`
-	TotalTokens         int `json:"total_tokens"`
-	PromptTokensDetails struct {
-		CachedTokens int `json:"cached_tokens"`
-		AudioTokens  int `json:"audio_tokens"`
-	} `json:"prompt_tokens_details"`
-	CompletionTokensDetails struct {
-		ReasoningTokens          int `json:"reasoning_tokens"`
-		AudioTokens              int `json:"audio_tokens"`
-		AcceptedPredictionTokens int `json:"accepted_prediction_tokens"`
-		RejectedPredictionTokens int `json:"rejected_prediction_tokens"`
-	} `json:"completion_tokens_details"`
-}
-
-// openAIUsage is a scripted usage object of the OpenAI APIs: Chat
-// Completions names (prompt, completion) or Responses names (input,
-// output).
-func openAIUsage(u *Usage, responses bool) map[string]any {
-	in, out, details, outDetails := "prompt_tokens", "completion_tokens", "prompt_tokens_details", "completion_tokens_details"
-	if responses {
-		in, out, details, outDetails = "input_tokens", "output_tokens", "input_tokens_details", "output_tokens_details"
-	}
-	m := map[string]any{}
-	var total int64
-	if u.InputTokens != nil {
-		n := *u.InputTokens
-		if u.CacheReadTokens != nil {
-			n += *u.CacheReadTokens
-		}
-		m[in], total = n, total+n
-	}
-	if u.OutputTokens != nil {
-		m[out], total = *u.OutputTokens, total+*u.OutputTokens
-	}
-	if u.CacheReadTokens != nil {
-		m[details] = map[string]any{"cached_tokens": *u.CacheReadTokens}
-	}
-	if u.ReasoningTokens != nil {
-		m[outDetails] = map[string]any{"reasoning_tokens": *u.ReasoningTokens}
-	}
-	m["total_tokens"] = total
-	return m
-}
-
 // chatUsage is the usage object of a Chat Completions answer.
 func chatUsage(req *Request, rep reply) any {
 	if rep.usage != nil {
 		return openAIUsage(rep.usage, false)
 	}
 	return usageFor(req, rep)
-}
-
-func usageFor(req *Request, rep reply) *usage {
-	out := len(rep.text) + len(rep.reasoning)
-	for _, c := range rep.calls {
-		out += len(c.name) + len(c.args)
-	}
-	u := &usage{PromptTokens: tokens(len(req.Body)), CompletionTokens: tokens(out)}
-	u.TotalTokens = u.PromptTokens + u.CompletionTokens
-	if rep.reasoning != "" {
-		u.CompletionTokensDetails.ReasoningTokens = tokens(len(rep.reasoning))
-	}
-	return u
 }
 
 func writeCompletion(w http.ResponseWriter, req *Request, rep reply) {
@@ -337,39 +277,6 @@ func streamDeltas(rep reply) []map[string]any {
 		}
 	}
 	return deltas
-}
-
-func writeError(w http.ResponseWriter, e ErrorSpec) {
-	status := cmp.Or(e.Status, http.StatusInternalServerError)
-	typ := e.Type
-	if typ == "" {
-		switch {
-		case status == http.StatusTooManyRequests:
-			typ = "requests"
-		case status >= 500:
-			typ = "server_error"
-		default:
-			typ = "invalid_request_error"
-		}
-	}
-	code := any(nil)
-	if e.Code != "" {
-		code = e.Code
-	} else if status == http.StatusTooManyRequests {
-		code = "rate_limit_exceeded"
-	}
-	if e.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.FormatFloat(e.RetryAfter, 'f', -1, 64))
-	}
-	if e.ShouldRetry != nil {
-		w.Header().Set("X-Should-Retry", strconv.FormatBool(*e.ShouldRetry))
-	}
-	writeJSON(w, status, map[string]any{"error": map[string]any{
-		"message": cmp.Or(e.Message, http.StatusText(status)),
-		"type":    typ,
-		"param":   nil,
-		"code":    code,
-	}})
 }
 
 // parseRequest decodes what we need and keeps raw bytes where tests want to
