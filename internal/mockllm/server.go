@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -413,21 +412,6 @@ func echo(req *Request) string {
 	return "mockllm: " + text
 }
 
-// sleep waits d or until ctx is done, reporting whether to carry on.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{modelObject("mock-1")}})
 }
@@ -454,29 +438,3 @@ func (s *Server) checkSigned(req *Request) error {
 	}
 	return nil
 }
-
-// chunkHook runs Options.BeforeChunk before each write of a stream: every
-// wire format writes one event per Write.
-type chunkHook struct {
-	http.ResponseWriter
-	before func(n int) error
-	n      int
-	failed bool
-}
-
-func (c *chunkHook) Write(b []byte) (int, error) {
-	if c.failed {
-		return 0, errHookStopped
-	}
-	if err := c.before(c.n); err != nil {
-		c.failed = true
-		return 0, err
-	}
-	c.n++
-	return c.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the real writer (Flush).
-func (c *chunkHook) Unwrap() http.ResponseWriter { return c.ResponseWriter }
-
-var errHookStopped = errors.New("stream stopped by BeforeChunk")

@@ -3,9 +3,14 @@ package mockllm
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"time"
 )
+
+// How answers are paced: the waits (sleep) for Options.Latency, a step's
+// delay_ms and the gaps between stream events; Options.StreamChunks
+// (writeInChunks); and the Options.BeforeChunk hook (chunkHook).
 
 // writeInChunks sends a streamed answer in n chunks, delay apart, the
 // first at once: write renders the stream (with no delay of its own) into
@@ -52,3 +57,44 @@ func (r *eventRecorder) Write(b []byte) (int, error) {
 
 // Flush is a no-op: the events are sent later, in chunks.
 func (r *eventRecorder) Flush() {}
+
+// sleep waits d or until ctx is done, reporting whether to carry on.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// chunkHook runs Options.BeforeChunk before each write of a stream: every
+// wire format writes one event per Write.
+type chunkHook struct {
+	http.ResponseWriter
+	before func(n int) error
+	n      int
+	failed bool
+}
+
+func (c *chunkHook) Write(b []byte) (int, error) {
+	if c.failed {
+		return 0, errHookStopped
+	}
+	if err := c.before(c.n); err != nil {
+		c.failed = true
+		return 0, err
+	}
+	c.n++
+	return c.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the real writer (Flush).
+func (c *chunkHook) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+var errHookStopped = errors.New("stream stopped by BeforeChunk")
