@@ -34,34 +34,59 @@ func (s *Server) scriptFor(req *Request) (string, *Script) {
 	return "", s.opts.Script
 }
 
-// ruleStep is the step index nextStep gives rule 0; rule i is ruleStep-i.
-const ruleStep = -2
+// stepChoice is the step that answers a request and where it came from.
+type stepChoice struct {
+	step     Step
+	rule     int    // index of the rule that matched, -1 when none did
+	contains string // that rule's text
+	index    int    // index of the script step taken, -1 when none was
+	stepFor  bool   // Options.StepFor chose the step
+}
+
+// logArgs say in the request's log lines where the step came from.
+func (c stepChoice) logArgs() []any {
+	if c.rule >= 0 {
+		return []any{"rule", c.rule, "contains", c.contains, "step_for", c.stepFor}
+	}
+	return []any{"script_step", c.index, "step_for", c.stepFor}
+}
+
+// chooseStep picks the step that answers req: Options.StepFor's when it
+// has one, else one of its script sc (see nextStep).
+func (s *Server) chooseStep(req *Request, sc *Script) stepChoice {
+	if pick := s.opts.StepFor; pick != nil {
+		if st, ok := pick(req); ok {
+			return stepChoice{step: st, rule: -1, index: -1, stepFor: true}
+		}
+	}
+	return s.nextStep(req.Script, sc, req)
+}
 
 // nextStep takes the step of the named script's first matching rule, or its
-// next step; index is -1 for an unscripted answer and ruleStep-i for
-// rule i.
-func (s *Server) nextStep(name string, sc *Script, req *Request) (st Step, index int) {
+// next step; none (an unscripted answer) when it has neither.
+func (s *Server) nextStep(name string, sc *Script, req *Request) stepChoice {
+	none := stepChoice{rule: -1, index: -1}
 	if sc == nil {
-		return Step{}, -1
+		return none
 	}
 	for i, r := range sc.Rules {
 		if r.matches(req) {
-			return r.Step, ruleStep - i
+			return stepChoice{step: r.Step, rule: i, contains: r.Contains, index: -1}
 		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(sc.Steps) == 0 {
-		return Step{}, -1
+		return none
 	}
-	if n := s.next[name]; n < len(sc.Steps) {
-		s.next[name] = n + 1
-		return sc.Steps[n], n
+	if n := s.position[name]; n < len(sc.Steps) {
+		s.position[name] = n + 1
+		return stepChoice{step: sc.Steps[n], rule: -1, index: n}
 	}
 	if sc.Then == ThenRepeat {
-		return sc.Steps[len(sc.Steps)-1], len(sc.Steps) - 1
+		return stepChoice{step: sc.Steps[len(sc.Steps)-1], rule: -1, index: len(sc.Steps) - 1}
 	}
-	return Step{}, -1
+	return none
 }
 
 func (s *Server) plan(req *Request, st Step, newID func() string) (reply, error) {

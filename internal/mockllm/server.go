@@ -77,7 +77,8 @@ type Options struct {
 	StepFor func(req *Request) (Step, bool)
 }
 
-// Server is an http.Handler speaking the OpenAI Chat Completions protocol.
+// Server is the mock's http.Handler: a route per wire format served (see
+// New), GET /v1/models and the /_mockllm/stats endpoints.
 type Server struct {
 	opts Options
 	log  *slog.Logger
@@ -85,12 +86,12 @@ type Server struct {
 
 	mu       sync.Mutex
 	requests []Request
-	next     map[string]int // index of the next step, per script name
+	position map[string]int // index of each script's next step, by script name
 
-	// signed are the reasoning texts answered as reasoning_details: a
-	// conversation that comes back with one of them must carry its
-	// signed entry (the upstream model refuses unsigned thinking).
-	signed map[string]bool
+	// signedReasoning are the reasoning texts answered as Chat Completions
+	// reasoning_details: a conversation that comes back with one of them
+	// must carry its signed entry (see checkSigned).
+	signedReasoning map[string]bool
 
 	released    chan struct{} // closed by Release: held requests go on
 	releaseOnce sync.Once
@@ -100,7 +101,7 @@ type Server struct {
 
 // New returns a Server; see Options.
 func New(opts Options) *Server {
-	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux(), next: map[string]int{}, signed: map[string]bool{},
+	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux(), position: map[string]int{}, signedReasoning: map[string]bool{},
 		released: make(chan struct{})}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -163,7 +164,7 @@ func (s *Server) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.requests = nil
-	clear(s.next)
+	clear(s.position)
 }
 
 func (s *Server) handler(f wireFormat) http.HandlerFunc {
@@ -173,34 +174,14 @@ func (s *Server) handler(f wireFormat) http.HandlerFunc {
 func (s *Server) serve(f wireFormat, w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	defer s.calls.begin()()
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	if err != nil {
-		f.writeError(w, ErrorSpec{Status: http.StatusBadRequest, Message: "could not read the request body: " + err.Error()})
+	req, sc, ok := s.admit(f, w, r)
+	if !ok {
 		return
 	}
-	req, err := f.parse(body)
-	if err == nil {
-		err = f.check(&req)
-	}
-	if err == nil && f.name() == FormatOpenAI {
-		err = s.checkSigned(&req)
-	}
-	if err != nil {
-		s.log.Warn("bad request", "format", f.name(), "error", err)
-		f.writeError(w, ErrorSpec{Status: http.StatusBadRequest, Message: err.Error()})
-		return
-	}
-	req.Format, req.Header = f.name(), r.Header.Clone()
-	name, sc := s.scriptFor(&req)
-	req.Script = name
-	s.mu.Lock()
-	s.requests = append(s.requests, req)
-	s.mu.Unlock()
-
 	ctx := r.Context()
 	log := s.log.With("format", f.name(), "model", req.Model, "stream", req.Stream, "tools", len(req.Tools))
-	if name != "" {
-		log = log.With("script", name)
+	if req.Script != "" {
+		log = log.With("script", req.Script)
 	}
 	if hook := s.opts.BeforeRespond; hook != nil {
 		if err := hook(ctx, &req); err != nil {
@@ -209,31 +190,10 @@ func (s *Server) serve(f wireFormat, w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	var st Step
-	index, chosen := -1, false
-	if pick := s.opts.StepFor; pick != nil {
-		st, chosen = pick(&req)
-	}
-	if !chosen {
-		st, index = s.nextStep(name, sc, &req)
-	}
-	if index <= ruleStep {
-		log = log.With("rule", ruleStep-index, "contains", sc.Rules[ruleStep-index].Contains)
-	} else {
-		log = log.With("script_step", index)
-	}
-	log = log.With("step_for", chosen)
-	if st.Hold {
-		log.Info("holding the request until the client goes away or mockllm stops")
-		select {
-		case <-s.released:
-		case <-ctx.Done():
-			log.Info("client gone while held")
-			return
-		}
-	}
-	if !sleep(ctx, s.opts.Latency+time.Duration(st.DelayMS)*time.Millisecond) {
-		log.Info("client gone before response")
+	choice := s.chooseStep(&req, sc)
+	st := choice.step
+	log = log.With(choice.logArgs()...)
+	if !s.wait(ctx, st, log) {
 		return
 	}
 	if st.Error != nil {
@@ -249,32 +209,83 @@ func (s *Server) serve(f wireFormat, w http.ResponseWriter, r *http.Request) {
 		f.writeError(w, ErrorSpec{Status: http.StatusInternalServerError, Type: "mockllm_error", Message: err.Error(), ShouldRetry: &no})
 		return
 	}
-	if rep.details && f.name() == FormatOpenAI {
-		s.mu.Lock()
-		s.signed[rep.reasoning] = true
-		s.mu.Unlock()
+	if f.name() == FormatOpenAI {
+		s.rememberSigned(rep)
 	}
+	s.write(ctx, f, w, &req, rep, st)
+	log.Info("answered", "finish_reason", rep.finish, "tool_calls", len(rep.calls), "refusal", rep.refusal != "",
+		"text_bytes", len(rep.text), "truncated", rep.truncate, "duration_ms", time.Since(start).Milliseconds())
+}
+
+// admit reads, parses and checks a request, then records it with the name
+// of its script; a request refused gets its 400 here and ok false.
+func (s *Server) admit(f wireFormat, w http.ResponseWriter, r *http.Request) (req Request, sc *Script, ok bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		f.writeError(w, ErrorSpec{Status: http.StatusBadRequest, Message: "could not read the request body: " + err.Error()})
+		return Request{}, nil, false
+	}
+	req, err = f.parse(body)
+	if err == nil {
+		err = f.check(&req)
+	}
+	if err == nil && f.name() == FormatOpenAI {
+		err = s.checkSigned(&req)
+	}
+	if err != nil {
+		s.log.Warn("bad request", "format", f.name(), "error", err)
+		f.writeError(w, ErrorSpec{Status: http.StatusBadRequest, Message: err.Error()})
+		return Request{}, nil, false
+	}
+	req.Format, req.Header = f.name(), r.Header.Clone()
+	req.Script, sc = s.scriptFor(&req)
+	s.mu.Lock()
+	s.requests = append(s.requests, req)
+	s.mu.Unlock()
+	return req, sc, true
+}
+
+// wait holds a step with hold until Release, then waits Options.Latency
+// plus the step's delay; false when the client went away meanwhile.
+func (s *Server) wait(ctx context.Context, st Step, log *slog.Logger) bool {
+	if st.Hold {
+		log.Info("holding the request until the client goes away or mockllm stops")
+		select {
+		case <-s.released:
+		case <-ctx.Done():
+			log.Info("client gone while held")
+			return false
+		}
+	}
+	if !sleep(ctx, s.opts.Latency+time.Duration(st.DelayMS)*time.Millisecond) {
+		log.Info("client gone before response")
+		return false
+	}
+	return true
+}
+
+// write sends the reply: a stream (event by event, or in
+// Options.StreamChunks chunks) or one JSON body.
+func (s *Server) write(ctx context.Context, f wireFormat, w http.ResponseWriter, req *Request, rep reply, st Step) {
 	chunkDelay := s.opts.ChunkDelay
 	if st.ChunkDelayMS > 0 {
 		chunkDelay = time.Duration(st.ChunkDelayMS) * time.Millisecond
 	}
-	if req.Stream {
-		if hook := s.opts.BeforeChunk; hook != nil {
-			w = &chunkHook{ResponseWriter: w, before: func(n int) error { return hook(ctx, &req, n) }}
-		}
-		if n := s.opts.StreamChunks; n > 0 {
-			writeInChunks(ctx, w, n, chunkDelay, func(w http.ResponseWriter) { f.writeStream(ctx, w, &req, rep, 0) })
-		} else {
-			f.writeStream(ctx, w, &req, rep, chunkDelay)
-		}
-	} else {
+	if !req.Stream {
 		if n := s.opts.StreamChunks; n > 1 && !sleep(ctx, time.Duration(n-1)*chunkDelay) {
 			return
 		}
-		f.writeJSON(w, &req, rep)
+		f.writeJSON(w, req, rep)
+		return
 	}
-	log.Info("answered", "finish_reason", rep.finish, "tool_calls", len(rep.calls), "refusal", rep.refusal != "",
-		"text_bytes", len(rep.text), "truncated", rep.truncate, "duration_ms", time.Since(start).Milliseconds())
+	if hook := s.opts.BeforeChunk; hook != nil {
+		w = &chunkHook{ResponseWriter: w, before: func(n int) error { return hook(ctx, req, n) }}
+	}
+	if n := s.opts.StreamChunks; n > 0 {
+		writeInChunks(ctx, w, n, chunkDelay, func(w http.ResponseWriter) { f.writeStream(ctx, w, req, rep, 0) })
+		return
+	}
+	f.writeStream(ctx, w, req, rep, chunkDelay)
 }
 
 func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
@@ -288,18 +299,4 @@ func (s *Server) model(w http.ResponseWriter, r *http.Request) {
 
 func modelObject(id string) map[string]any {
 	return map[string]any{"id": id, "object": "model", "created": 1700000000, "owned_by": "mockllm"}
-}
-
-// checkSigned refuses an assistant message that replays reasoning the mock
-// sent as reasoning_details without that entry and its signature, as the
-// upstream model refuses thinking it cannot verify.
-func (s *Server) checkSigned(req *Request) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, m := range req.Messages {
-		if m.Role == "assistant" && s.signed[m.Reasoning] && len(m.ReasoningDetails) == 0 {
-			return fmt.Errorf("messages.%d: the thinking of this assistant message was sent without its reasoning_details signature", i)
-		}
-	}
-	return nil
 }

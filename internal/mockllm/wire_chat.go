@@ -386,3 +386,28 @@ func flattenContent(raw json.RawMessage) string {
 	}
 	return b.String()
 }
+
+// checkSigned refuses an assistant message that replays reasoning the mock
+// sent as reasoning_details without that entry and its signature, as the
+// upstream model refuses thinking it cannot verify.
+func (s *Server) checkSigned(req *Request) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, m := range req.Messages {
+		if m.Role == "assistant" && s.signedReasoning[m.Reasoning] && len(m.ReasoningDetails) == 0 {
+			return fmt.Errorf("messages.%d: the thinking of this assistant message was sent without its reasoning_details signature", i)
+		}
+	}
+	return nil
+}
+
+// rememberSigned notes reasoning answered as reasoning_details, which
+// checkSigned then requires back with its signature.
+func (s *Server) rememberSigned(rep reply) {
+	if !rep.details {
+		return
+	}
+	s.mu.Lock()
+	s.signedReasoning[rep.reasoning] = true
+	s.mu.Unlock()
+}
