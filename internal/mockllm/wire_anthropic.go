@@ -64,20 +64,27 @@ func anthropicBlocks(raw json.RawMessage) ([]anthropicBlock, error) {
 	return blocks, nil
 }
 
+// anthropicRequest is the body of POST /v1/messages, as far as the mock
+// reads it.
+type anthropicRequest struct {
+	Model      string            `json:"model"`
+	MaxTokens  int64             `json:"max_tokens"`
+	System     json.RawMessage   `json:"system"`
+	Messages   []json.RawMessage `json:"messages"`
+	Tools      []json.RawMessage `json:"tools"`
+	ToolChoice json.RawMessage   `json:"tool_choice"`
+	Stream     bool              `json:"stream"`
+	Thinking   *struct {
+		Type         string `json:"type"`
+		BudgetTokens int64  `json:"budget_tokens"`
+	} `json:"thinking"`
+}
+
+// parse reads a request and applies the API's rules: the fields it
+// requires, the thinking budget, and the conversation's
+// (anthropicMessages).
 func (anthropicFormat) parse(body []byte) (Request, error) {
-	var wire struct {
-		Model      string            `json:"model"`
-		MaxTokens  int64             `json:"max_tokens"`
-		System     json.RawMessage   `json:"system"`
-		Messages   []json.RawMessage `json:"messages"`
-		Tools      []json.RawMessage `json:"tools"`
-		ToolChoice json.RawMessage   `json:"tool_choice"`
-		Stream     bool              `json:"stream"`
-		Thinking   *struct {
-			Type         string `json:"type"`
-			BudgetTokens int64  `json:"budget_tokens"`
-		} `json:"thinking"`
-	}
+	var wire anthropicRequest
 	if err := json.Unmarshal(body, &wire); err != nil {
 		return Request{}, fmt.Errorf("invalid JSON body: %w", err)
 	}
@@ -104,129 +111,175 @@ func (anthropicFormat) parse(body []byte) (Request, error) {
 		if err != nil {
 			return Request{}, fmt.Errorf("system: %w", err)
 		}
-		var b strings.Builder
-		for _, bl := range blocks {
-			b.WriteString(bl.Text)
-		}
-		req.Messages = append(req.Messages, Message{Role: "system", Content: b.String(), Raw: wire.System})
+		req.Messages = append(req.Messages, Message{Role: "system", Content: blocksText(blocks), Raw: wire.System})
 	}
+	if err := anthropicMessages(&req, wire.Messages); err != nil {
+		return Request{}, err
+	}
+	tools, err := anthropicTools(wire.Tools)
+	if err != nil {
+		return Request{}, err
+	}
+	req.Tools = tools
+	return req, nil
+}
+
+// anthropicMessages adds the conversation to req, each message read by
+// anthropicUser or anthropicAssistant: it starts with a user message and
+// every tool_use is answered by a tool_result in the next message.
+func anthropicMessages(req *Request, messages []json.RawMessage) error {
 	var prevToolUses []string // tool_use ids of the previous assistant message
-	for i, raw := range wire.Messages {
+	for i, raw := range messages {
 		var m struct {
 			Role    string          `json:"role"`
 			Content json.RawMessage `json:"content"`
 		}
 		if err := json.Unmarshal(raw, &m); err != nil {
-			return Request{}, fmt.Errorf("messages.%d: %w", i, err)
+			return fmt.Errorf("messages.%d: %w", i, err)
 		}
 		if i == 0 && m.Role != "user" {
-			return Request{}, errors.New(`messages: first message must use the "user" role`)
+			return errors.New(`messages: first message must use the "user" role`)
 		}
 		blocks, err := anthropicBlocks(m.Content)
 		if err != nil {
-			return Request{}, fmt.Errorf("messages.%d.%w", i, err)
+			return fmt.Errorf("messages.%d.%w", i, err)
 		}
 		switch m.Role {
 		case "user":
-			answered := map[string]bool{}
-			var text *Message
-			for j, bl := range blocks {
-				switch bl.Type {
-				case "text":
-					if text == nil {
-						req.Messages = append(req.Messages, Message{Role: "user", Raw: raw})
-						text = &req.Messages[len(req.Messages)-1]
-					}
-					text.Content += bl.Text
-				case "tool_result":
-					if !slices.Contains(prevToolUses, bl.ToolUseID) {
-						return Request{}, fmt.Errorf("messages.%d.content.%d: unexpected `tool_use_id` found in `tool_result` blocks: %s. "+
-							"Each `tool_result` block must have a corresponding `tool_use` block in the previous message.", i, j, bl.ToolUseID)
-					}
-					answered[bl.ToolUseID] = true
-					req.Messages = append(req.Messages, Message{Role: "tool", ToolCallID: bl.ToolUseID, Content: toolResultText(bl.Content),
-						IsError: bl.IsError, Raw: raw})
-					text = nil
-				case "image", "document":
-				default:
-					return Request{}, fmt.Errorf("messages.%d.content.%d.type: unexpected block type %q in a user message", i, j, bl.Type)
-				}
-			}
-			var missing []string
-			for _, id := range prevToolUses {
-				if !answered[id] {
-					missing = append(missing, id)
-				}
-			}
-			if len(missing) > 0 {
-				return Request{}, fmt.Errorf("messages.%d: `tool_use` ids were found without `tool_result` blocks immediately after: %s. "+
-					"Each `tool_use` block must have a corresponding `tool_result` block in the next message.", i-1, strings.Join(missing, ", "))
+			if err := anthropicUser(req, i, raw, blocks, prevToolUses); err != nil {
+				return err
 			}
 			prevToolUses = nil
 		case "assistant":
 			if len(prevToolUses) > 0 {
-				return Request{}, fmt.Errorf("messages.%d: `tool_use` ids were found without `tool_result` blocks immediately after: %s. "+
-					"Each `tool_use` block must have a corresponding `tool_result` block in the next message.", i-1, strings.Join(prevToolUses, ", "))
+				return unansweredToolUses(i-1, prevToolUses)
 			}
-			msg := Message{Role: "assistant", Raw: raw}
-			var serverUses []string // server_tool_use ids still without their result
-			for j, bl := range blocks {
-				switch bl.Type {
-				case "text":
-					msg.Content += bl.Text
-				case "thinking":
-					if bl.Signature == nil || !hmac.Equal([]byte(*bl.Signature), []byte(SignThinking(bl.Thinking))) {
-						return Request{}, fmt.Errorf("messages.%d.content.%d: Invalid `signature` in `thinking` block", i, j)
-					}
-					msg.Reasoning += bl.Thinking
-					msg.Signature = *bl.Signature
-				case "redacted_thinking":
-				case "tool_use":
-					if bl.ID == "" || bl.Name == "" {
-						return Request{}, fmt.Errorf("messages.%d.content.%d: tool_use needs an id and a name", i, j)
-					}
-					prevToolUses = append(prevToolUses, bl.ID)
-					msg.ToolCalls = append(msg.ToolCalls, MessageToolCall{ID: bl.ID, Name: bl.Name, Arguments: string(bl.Input)})
-				case "server_tool_use":
-					// A tool Anthropic ran (web search): its result block
-					// must follow in the same message.
-					if !strings.HasPrefix(bl.ID, "srvtoolu_") || bl.Name == "" {
-						return Request{}, fmt.Errorf("messages.%d.content.%d.id: server_tool_use needs a srvtoolu_ id and a name", i, j)
-					}
-					serverUses = append(serverUses, bl.ID)
-				case "web_search_tool_result":
-					k := slices.Index(serverUses, bl.ToolUseID)
-					if k < 0 {
-						return Request{}, fmt.Errorf("messages.%d.content.%d: unexpected `tool_use_id` found in `web_search_tool_result` blocks: %s. "+
-							"Each `web_search_tool_result` block must have a corresponding `server_tool_use` block before it.", i, j, bl.ToolUseID)
-					}
-					serverUses = slices.Delete(serverUses, k, k+1)
-				default:
-					return Request{}, fmt.Errorf("messages.%d.content.%d.type: unexpected block type %q in an assistant message", i, j, bl.Type)
-				}
+			// With thinking on, the assistant turn that the request
+			// continues (its tool calls answered by the final user message)
+			// must start with its thinking block.
+			continued := req.ThinkingBudget > 0 && i == len(messages)-2
+			msg, err := anthropicAssistant(i, raw, blocks, continued)
+			if err != nil {
+				return err
 			}
-			if len(serverUses) > 0 {
-				return Request{}, fmt.Errorf("messages.%d: `web_search` tool use with id `%s` was found without a corresponding "+
-					"`web_search_tool_result` block", i, serverUses[0])
-			}
-			// With thinking on, the assistant turn that the request continues
-			// (tool calls answered by the final user message) must start
-			// with its thinking block, replayed with its signature.
-			if req.ThinkingBudget > 0 && len(msg.ToolCalls) > 0 && i == len(wire.Messages)-2 &&
-				blocks[0].Type != "thinking" && blocks[0].Type != "redacted_thinking" {
-				return Request{}, fmt.Errorf("messages.%d.content.0.type: Expected `thinking` or `redacted_thinking`, but found `%s`. "+
-					"When `thinking` is enabled, a final `assistant` message must start with a thinking block.", i, blocks[0].Type)
+			for _, tc := range msg.ToolCalls {
+				prevToolUses = append(prevToolUses, tc.ID)
 			}
 			req.Messages = append(req.Messages, msg)
 		default:
-			return Request{}, fmt.Errorf("messages.%d.role: Input should be 'user' or 'assistant'", i)
+			return fmt.Errorf("messages.%d.role: Input should be 'user' or 'assistant'", i)
 		}
 	}
 	if len(prevToolUses) > 0 {
-		return Request{}, fmt.Errorf("messages.%d: `tool_use` ids were found without `tool_result` blocks immediately after: %s. "+
-			"Each `tool_use` block must have a corresponding `tool_result` block in the next message.", len(wire.Messages)-1, strings.Join(prevToolUses, ", "))
+		return unansweredToolUses(len(messages)-1, prevToolUses)
 	}
-	for i, raw := range wire.Tools {
+	return nil
+}
+
+// unansweredToolUses is the API's error for tool_use blocks of message i
+// without their tool_result in the next message.
+func unansweredToolUses(i int, ids []string) error {
+	return fmt.Errorf("messages.%d: `tool_use` ids were found without `tool_result` blocks immediately after: %s. "+
+		"Each `tool_use` block must have a corresponding `tool_result` block in the next message.", i, strings.Join(ids, ", "))
+}
+
+// anthropicUser adds user message i to req: its text as a user Message,
+// each tool_result as a tool Message. The tool_results must answer the
+// previous message's tool_uses (prevToolUses), all of them.
+func anthropicUser(req *Request, i int, raw json.RawMessage, blocks []anthropicBlock, prevToolUses []string) error {
+	answered := map[string]bool{}
+	var text *Message
+	for j, bl := range blocks {
+		switch bl.Type {
+		case "text":
+			if text == nil {
+				req.Messages = append(req.Messages, Message{Role: "user", Raw: raw})
+				text = &req.Messages[len(req.Messages)-1]
+			}
+			text.Content += bl.Text
+		case "tool_result":
+			if !slices.Contains(prevToolUses, bl.ToolUseID) {
+				return fmt.Errorf("messages.%d.content.%d: unexpected `tool_use_id` found in `tool_result` blocks: %s. "+
+					"Each `tool_result` block must have a corresponding `tool_use` block in the previous message.", i, j, bl.ToolUseID)
+			}
+			answered[bl.ToolUseID] = true
+			req.Messages = append(req.Messages, Message{Role: "tool", ToolCallID: bl.ToolUseID, Content: toolResultText(bl.Content),
+				IsError: bl.IsError, Raw: raw})
+			text = nil
+		case "image", "document":
+		default:
+			return fmt.Errorf("messages.%d.content.%d.type: unexpected block type %q in a user message", i, j, bl.Type)
+		}
+	}
+	var missing []string
+	for _, id := range prevToolUses {
+		if !answered[id] {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 {
+		return unansweredToolUses(i-1, missing)
+	}
+	return nil
+}
+
+// anthropicAssistant reads assistant message i: text, thinking (with a
+// signature the mock issued), tool_use blocks as ToolCalls, and server
+// tool uses, each followed by its result in the same message. A continued
+// turn with tool calls must start with its thinking block.
+func anthropicAssistant(i int, raw json.RawMessage, blocks []anthropicBlock, continued bool) (Message, error) {
+	msg := Message{Role: "assistant", Raw: raw}
+	var serverUses []string // server_tool_use ids still without their result
+	for j, bl := range blocks {
+		switch bl.Type {
+		case "text":
+			msg.Content += bl.Text
+		case "thinking":
+			if bl.Signature == nil || !hmac.Equal([]byte(*bl.Signature), []byte(SignThinking(bl.Thinking))) {
+				return Message{}, fmt.Errorf("messages.%d.content.%d: Invalid `signature` in `thinking` block", i, j)
+			}
+			msg.Reasoning += bl.Thinking
+			msg.Signature = *bl.Signature
+		case "redacted_thinking":
+		case "tool_use":
+			if bl.ID == "" || bl.Name == "" {
+				return Message{}, fmt.Errorf("messages.%d.content.%d: tool_use needs an id and a name", i, j)
+			}
+			msg.ToolCalls = append(msg.ToolCalls, MessageToolCall{ID: bl.ID, Name: bl.Name, Arguments: string(bl.Input)})
+		case "server_tool_use":
+			// A tool Anthropic ran (web search): its result block must
+			// follow in the same message.
+			if !strings.HasPrefix(bl.ID, "srvtoolu_") || bl.Name == "" {
+				return Message{}, fmt.Errorf("messages.%d.content.%d.id: server_tool_use needs a srvtoolu_ id and a name", i, j)
+			}
+			serverUses = append(serverUses, bl.ID)
+		case "web_search_tool_result":
+			k := slices.Index(serverUses, bl.ToolUseID)
+			if k < 0 {
+				return Message{}, fmt.Errorf("messages.%d.content.%d: unexpected `tool_use_id` found in `web_search_tool_result` blocks: %s. "+
+					"Each `web_search_tool_result` block must have a corresponding `server_tool_use` block before it.", i, j, bl.ToolUseID)
+			}
+			serverUses = slices.Delete(serverUses, k, k+1)
+		default:
+			return Message{}, fmt.Errorf("messages.%d.content.%d.type: unexpected block type %q in an assistant message", i, j, bl.Type)
+		}
+	}
+	if len(serverUses) > 0 {
+		return Message{}, fmt.Errorf("messages.%d: `web_search` tool use with id `%s` was found without a corresponding "+
+			"`web_search_tool_result` block", i, serverUses[0])
+	}
+	if continued && len(msg.ToolCalls) > 0 && blocks[0].Type != "thinking" && blocks[0].Type != "redacted_thinking" {
+		return Message{}, fmt.Errorf("messages.%d.content.0.type: Expected `thinking` or `redacted_thinking`, but found `%s`. "+
+			"When `thinking` is enabled, a final `assistant` message must start with a thinking block.", i, blocks[0].Type)
+	}
+	return msg, nil
+}
+
+// anthropicTools reads the custom (function) tools; server tools such as
+// web_search are not offered to the mock's answers.
+func anthropicTools(raws []json.RawMessage) ([]Tool, error) {
+	var tools []Tool
+	for i, raw := range raws {
 		var t struct {
 			Type        string          `json:"type"`
 			Name        string          `json:"name"`
@@ -234,7 +287,7 @@ func (anthropicFormat) parse(body []byte) (Request, error) {
 			InputSchema json.RawMessage `json:"input_schema"`
 		}
 		if err := json.Unmarshal(raw, &t); err != nil {
-			return Request{}, fmt.Errorf("tools.%d: %w", i, err)
+			return nil, fmt.Errorf("tools.%d: %w", i, err)
 		}
 		if t.Type != "" && t.Type != "custom" {
 			continue // a server tool (web_search...): not a function tool
@@ -243,11 +296,11 @@ func (anthropicFormat) parse(body []byte) (Request, error) {
 			Type string `json:"type"`
 		}
 		if t.Name == "" || json.Unmarshal(t.InputSchema, &schema) != nil || schema.Type != "object" {
-			return Request{}, fmt.Errorf("tools.%d: a custom tool needs a name and an input_schema of type object", i)
+			return nil, fmt.Errorf("tools.%d: a custom tool needs a name and an input_schema of type object", i)
 		}
-		req.Tools = append(req.Tools, Tool{Name: t.Name, Description: t.Description, Parameters: t.InputSchema})
+		tools = append(tools, Tool{Name: t.Name, Description: t.Description, Parameters: t.InputSchema})
 	}
-	return req, nil
+	return tools, nil
 }
 
 // toolResultText flattens a tool_result's content (a string or blocks).
@@ -259,6 +312,11 @@ func toolResultText(raw json.RawMessage) string {
 	if err != nil {
 		return ""
 	}
+	return blocksText(blocks)
+}
+
+// blocksText is the text of the blocks, joined.
+func blocksText(blocks []anthropicBlock) string {
 	var b strings.Builder
 	for _, bl := range blocks {
 		b.WriteString(bl.Text)
