@@ -23,20 +23,26 @@ func (responsesFormat) name() string                                  { return F
 func (responsesFormat) callID() string                                { return newCallID() }
 func (responsesFormat) writeError(w http.ResponseWriter, e ErrorSpec) { writeError(w, e) }
 
+// responsesRequest is the body of POST /v1/responses, as far as the mock
+// reads it.
+type responsesRequest struct {
+	Model           string            `json:"model"`
+	Input           json.RawMessage   `json:"input"`
+	Instructions    *string           `json:"instructions"`
+	Tools           []json.RawMessage `json:"tools"`
+	ToolChoice      json.RawMessage   `json:"tool_choice"`
+	Stream          bool              `json:"stream"`
+	MaxOutputTokens int64             `json:"max_output_tokens"`
+	Include         []string          `json:"include"`
+	Reasoning       *struct {
+		Effort string `json:"effort"`
+	} `json:"reasoning"`
+}
+
+// parse reads a request: instructions as a system message, the input (a
+// string, or items read by responsesInput) and the function tools.
 func (responsesFormat) parse(body []byte) (Request, error) {
-	var wire struct {
-		Model           string            `json:"model"`
-		Input           json.RawMessage   `json:"input"`
-		Instructions    *string           `json:"instructions"`
-		Tools           []json.RawMessage `json:"tools"`
-		ToolChoice      json.RawMessage   `json:"tool_choice"`
-		Stream          bool              `json:"stream"`
-		MaxOutputTokens int64             `json:"max_output_tokens"`
-		Include         []string          `json:"include"`
-		Reasoning       *struct {
-			Effort string `json:"effort"`
-		} `json:"reasoning"`
-	}
+	var wire responsesRequest
 	if err := json.Unmarshal(body, &wire); err != nil {
 		return Request{}, fmt.Errorf("we could not parse the JSON body of your request: %w", err)
 	}
@@ -54,97 +60,149 @@ func (responsesFormat) parse(body []byte) (Request, error) {
 	var text string
 	if json.Unmarshal(wire.Input, &text) == nil {
 		req.Messages = append(req.Messages, Message{Role: "user", Content: text, Raw: wire.Input})
-	} else {
-		var items []json.RawMessage
-		if err := json.Unmarshal(wire.Input, &items); err != nil || len(items) == 0 {
-			return Request{}, errors.New("invalid 'input': expected a string or a non-empty array of input items")
-		}
-		calls := map[string]bool{}    // function_call call_ids seen
-		answered := map[string]bool{} // function_call_output call_ids seen
-		var order []string
-		var pending replayedReasoning // reasoning items waiting for their following item
-		for i, raw := range items {
-			var it struct {
-				Type      string          `json:"type"`
-				Role      string          `json:"role"`
-				Content   json.RawMessage `json:"content"`
-				ID        string          `json:"id"`
-				CallID    string          `json:"call_id"`
-				Name      string          `json:"name"`
-				Arguments string          `json:"arguments"`
-				Output    json.RawMessage `json:"output"`
-			}
-			if err := json.Unmarshal(raw, &it); err != nil {
-				return Request{}, fmt.Errorf("input[%d]: %w", i, err)
-			}
-			switch it.Type {
-			case "", "message":
-				switch it.Role {
-				case "system", "developer", "user", "assistant":
-				default:
-					return Request{}, fmt.Errorf("input[%d].role: invalid value %q", i, it.Role)
-				}
-				req.Messages = append(req.Messages, Message{Role: it.Role, Content: responsesText(it.Content), Raw: raw})
-				if it.Role == "assistant" {
-					pending.attach(&req.Messages[len(req.Messages)-1])
-				}
-			case "function_call":
-				if it.CallID == "" || it.Name == "" {
-					return Request{}, fmt.Errorf("input[%d]: a function_call needs call_id and name", i)
-				}
-				calls[it.CallID] = true
-				order = append(order, it.CallID)
-				tc := MessageToolCall{ID: it.CallID, Name: it.Name, Arguments: it.Arguments}
-				if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == "assistant" {
-					req.Messages[n-1].ToolCalls = append(req.Messages[n-1].ToolCalls, tc)
-				} else {
-					req.Messages = append(req.Messages, Message{Role: "assistant", ToolCalls: []MessageToolCall{tc}, Raw: raw})
-				}
-				pending.attach(&req.Messages[len(req.Messages)-1])
-			case "function_call_output":
-				if !calls[it.CallID] {
-					return Request{}, fmt.Errorf("No tool call found for function call output with call_id %s.", it.CallID)
-				}
-				answered[it.CallID] = true
-				var out string
-				if json.Unmarshal(it.Output, &out) != nil {
-					out = string(it.Output)
-				}
-				req.Messages = append(req.Messages, Message{Role: "tool", ToolCallID: it.CallID, Content: out, Raw: raw})
-			case "reasoning":
-				// With store false (the mock stores nothing) an item is
-				// usable only through its encrypted_content, which must be
-				// one the mock issued, and it must lead to a following item.
-				var r struct {
-					EncryptedContent *string `json:"encrypted_content"`
-				}
-				_ = json.Unmarshal(raw, &r)
-				if r.EncryptedContent == nil {
-					return Request{}, fmt.Errorf("Item with id '%s' not found. Items are not persisted when `store` is set to false. "+
-						"Try again with `store` set to `true`, or remove this item from your input.", it.ID)
-				}
-				text, ok := decryptReasoning(*r.EncryptedContent)
-				if !ok {
-					return Request{}, fmt.Errorf("The encrypted content for item %s could not be verified.", it.ID)
-				}
-				if i+1 >= len(items) || !followsReasoning(items[i+1]) {
-					return Request{}, fmt.Errorf("Item '%s' of type 'reasoning' was provided without its required following item.", it.ID)
-				}
-				pending = append(pending, replayed{text: text, encrypted: *r.EncryptedContent})
-				continue
-			case "item_reference":
-				return Request{}, fmt.Errorf("Item with id '%s' not found. Items are not persisted when `store` is set to false.", it.ID)
-			default:
-				return Request{}, fmt.Errorf("input[%d].type: unsupported item type %q", i, it.Type)
-			}
-		}
-		for _, id := range order {
-			if !answered[id] {
-				return Request{}, fmt.Errorf("No tool output found for function call %s.", id)
-			}
+	} else if err := responsesInput(&req, wire.Input); err != nil {
+		return Request{}, err
+	}
+	tools, err := responsesTools(wire.Tools)
+	if err != nil {
+		return Request{}, err
+	}
+	req.Tools = tools
+	return req, nil
+}
+
+// inputItem is an input item, as far as the mock reads it.
+type inputItem struct {
+	Type      string          `json:"type"`
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	ID        string          `json:"id"`
+	CallID    string          `json:"call_id"`
+	Name      string          `json:"name"`
+	Arguments string          `json:"arguments"`
+	Output    json.RawMessage `json:"output"`
+}
+
+// inputReader turns input items into req's messages: messages, function
+// calls (ToolCalls of an assistant message), their outputs (tool
+// messages) and replayed reasoning (on the assistant message it leads to).
+type inputReader struct {
+	req      *Request
+	calls    map[string]bool // function_call call_ids seen
+	answered map[string]bool // function_call_output call_ids seen
+	order    []string        // the call_ids, in order
+	pending  replayedReasoning
+}
+
+// responsesInput reads the input items into req, applying the API's
+// rules: every function call has its output and every output its call.
+func responsesInput(req *Request, input json.RawMessage) error {
+	var items []json.RawMessage
+	if err := json.Unmarshal(input, &items); err != nil || len(items) == 0 {
+		return errors.New("invalid 'input': expected a string or a non-empty array of input items")
+	}
+	r := inputReader{req: req, calls: map[string]bool{}, answered: map[string]bool{}}
+	for i, raw := range items {
+		if err := r.item(items, i, raw); err != nil {
+			return err
 		}
 	}
-	for i, raw := range wire.Tools {
+	for _, id := range r.order {
+		if !r.answered[id] {
+			return fmt.Errorf("No tool output found for function call %s.", id)
+		}
+	}
+	return nil
+}
+
+// item reads input item i of items.
+func (r *inputReader) item(items []json.RawMessage, i int, raw json.RawMessage) error {
+	var it inputItem
+	if err := json.Unmarshal(raw, &it); err != nil {
+		return fmt.Errorf("input[%d]: %w", i, err)
+	}
+	req := r.req
+	switch it.Type {
+	case "", "message":
+		switch it.Role {
+		case "system", "developer", "user", "assistant":
+		default:
+			return fmt.Errorf("input[%d].role: invalid value %q", i, it.Role)
+		}
+		req.Messages = append(req.Messages, Message{Role: it.Role, Content: responsesText(it.Content), Raw: raw})
+		if it.Role == "assistant" {
+			r.pending.attach(&req.Messages[len(req.Messages)-1])
+		}
+	case "function_call":
+		return r.functionCall(i, it, raw)
+	case "function_call_output":
+		if !r.calls[it.CallID] {
+			return fmt.Errorf("No tool call found for function call output with call_id %s.", it.CallID)
+		}
+		r.answered[it.CallID] = true
+		var out string
+		if json.Unmarshal(it.Output, &out) != nil {
+			out = string(it.Output)
+		}
+		req.Messages = append(req.Messages, Message{Role: "tool", ToolCallID: it.CallID, Content: out, Raw: raw})
+	case "reasoning":
+		return r.reasoning(items, i, it.ID, raw)
+	case "item_reference":
+		return fmt.Errorf("Item with id '%s' not found. Items are not persisted when `store` is set to false.", it.ID)
+	default:
+		return fmt.Errorf("input[%d].type: unsupported item type %q", i, it.Type)
+	}
+	return nil
+}
+
+// functionCall adds a call to the assistant message before it, or to a
+// new one.
+func (r *inputReader) functionCall(i int, it inputItem, raw json.RawMessage) error {
+	if it.CallID == "" || it.Name == "" {
+		return fmt.Errorf("input[%d]: a function_call needs call_id and name", i)
+	}
+	r.calls[it.CallID] = true
+	r.order = append(r.order, it.CallID)
+	req := r.req
+	tc := MessageToolCall{ID: it.CallID, Name: it.Name, Arguments: it.Arguments}
+	if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == "assistant" {
+		req.Messages[n-1].ToolCalls = append(req.Messages[n-1].ToolCalls, tc)
+	} else {
+		req.Messages = append(req.Messages, Message{Role: "assistant", ToolCalls: []MessageToolCall{tc}, Raw: raw})
+	}
+	r.pending.attach(&req.Messages[len(req.Messages)-1])
+	return nil
+}
+
+// reasoning keeps a replayed reasoning item for the item it leads to. With
+// store false (the mock stores nothing) an item is usable only through its
+// encrypted_content, which must be one the mock issued, and it must lead
+// to a following item.
+func (r *inputReader) reasoning(items []json.RawMessage, i int, id string, raw json.RawMessage) error {
+	var it struct {
+		EncryptedContent *string `json:"encrypted_content"`
+	}
+	_ = json.Unmarshal(raw, &it)
+	if it.EncryptedContent == nil {
+		return fmt.Errorf("Item with id '%s' not found. Items are not persisted when `store` is set to false. "+
+			"Try again with `store` set to `true`, or remove this item from your input.", id)
+	}
+	text, ok := decryptReasoning(*it.EncryptedContent)
+	if !ok {
+		return fmt.Errorf("The encrypted content for item %s could not be verified.", id)
+	}
+	if i+1 >= len(items) || !followsReasoning(items[i+1]) {
+		return fmt.Errorf("Item '%s' of type 'reasoning' was provided without its required following item.", id)
+	}
+	r.pending = append(r.pending, replayed{text: text, encrypted: *it.EncryptedContent})
+	return nil
+}
+
+// responsesTools reads the function tools; built-in tools (web_search...)
+// are not offered to the mock's answers.
+func responsesTools(raws []json.RawMessage) ([]Tool, error) {
+	var tools []Tool
+	for i, raw := range raws {
 		var t struct {
 			Type        string          `json:"type"`
 			Name        string          `json:"name"`
@@ -153,17 +211,17 @@ func (responsesFormat) parse(body []byte) (Request, error) {
 			Strict      *bool           `json:"strict"`
 		}
 		if err := json.Unmarshal(raw, &t); err != nil {
-			return Request{}, fmt.Errorf("tools[%d]: %w", i, err)
+			return nil, fmt.Errorf("tools[%d]: %w", i, err)
 		}
 		if t.Type != "function" {
 			continue // a built-in tool (web_search...)
 		}
 		if t.Name == "" {
-			return Request{}, fmt.Errorf("missing required parameter: 'tools[%d].name'", i)
+			return nil, fmt.Errorf("missing required parameter: 'tools[%d].name'", i)
 		}
-		req.Tools = append(req.Tools, Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict})
+		tools = append(tools, Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict})
 	}
-	return req, nil
+	return tools, nil
 }
 
 // EncryptReasoning is the encrypted_content the mock issues for a
