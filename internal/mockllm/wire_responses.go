@@ -289,13 +289,14 @@ func responsesText(raw json.RawMessage) string {
 
 func (responsesFormat) check(req *Request) error { return checkStrictTools(req.Tools) }
 
-// responsesItems builds the output items of a reply, with fresh ids.
+// responsesItem is one output item of an answer.
 type responsesItem struct {
 	kind string // reasoning, message, function_call
 	id   string
 	call call
 }
 
+// responsesPlan lists the output items of a reply, with fresh ids.
 func responsesPlan(rep reply) []responsesItem {
 	var items []responsesItem
 	if rep.reasoning != "" {
@@ -391,6 +392,9 @@ func (responsesFormat) writeJSON(w http.ResponseWriter, req *Request, rep reply)
 	_, _ = w.Write(body)
 }
 
+// writeStream sends response.created and in_progress, each output item's
+// events (added, its parts and deltas, done), then response.completed or
+// response.incomplete; a truncated stream stops half-way without one.
 func (responsesFormat) writeStream(ctx context.Context, w http.ResponseWriter, req *Request, rep reply, delay time.Duration) {
 	status, incomplete := responsesStatus(rep)
 	itemStatus := "completed"
@@ -398,69 +402,22 @@ func (responsesFormat) writeStream(ctx context.Context, w http.ResponseWriter, r
 		itemStatus = "incomplete"
 	}
 	id := "resp_" + rand.Text()
-	var events []sseEvent
-	add := func(typ string, fields map[string]any) {
-		fields["type"] = typ
-		events = append(events, sseEvent{typ, fields})
-	}
-	add("response.created", map[string]any{"response": responseObject(req, id, "in_progress", nil, []any{}, nil)})
-	add("response.in_progress", map[string]any{"response": responseObject(req, id, "in_progress", nil, []any{}, nil)})
-	var output []any
+	var events responsesEvents
+	events.add("response.created", map[string]any{"response": responseObject(req, id, "in_progress", nil, []any{}, nil)})
+	events.add("response.in_progress", map[string]any{"response": responseObject(req, id, "in_progress", nil, []any{}, nil)})
+	output := []any{}
 	for n, it := range responsesPlan(rep) {
 		done := it.done(req, rep, itemStatus)
 		output = append(output, done)
-		ref := func(m map[string]any) map[string]any {
-			m["item_id"], m["output_index"] = it.id, n
-			return m
-		}
 		switch it.kind {
 		case "reasoning":
-			added := map[string]any{"id": it.id, "type": "reasoning", "summary": []any{}}
-			if _, ok := done["encrypted_content"]; ok {
-				// Like the API: the added item carries an encrypted content
-				// issued before the model reasoned; only the done item's
-				// holds the reasoning.
-				added["encrypted_content"] = EncryptReasoning("")
-			}
-			add("response.output_item.added", map[string]any{"item": added, "output_index": n})
-			add("response.reasoning_summary_part.added", ref(map[string]any{"summary_index": 0, "part": map[string]any{"type": "summary_text", "text": ""}}))
-			for _, p := range pieces(rep.reasoning) {
-				add("response.reasoning_summary_text.delta", ref(map[string]any{"summary_index": 0, "delta": p}))
-			}
-			add("response.reasoning_summary_text.done", ref(map[string]any{"summary_index": 0, "text": rep.reasoning}))
-			add("response.reasoning_summary_part.done", ref(map[string]any{"summary_index": 0, "part": map[string]any{"type": "summary_text", "text": rep.reasoning}}))
+			events.reasoning(n, it, done, rep.reasoning)
 		case "message":
-			add("response.output_item.added", map[string]any{"output_index": n,
-				"item": map[string]any{"id": it.id, "type": "message", "status": "in_progress", "content": []any{}, "role": "assistant"}})
-			if rep.refusal != "" {
-				add("response.content_part.added", ref(map[string]any{"content_index": 0, "part": map[string]any{"type": "refusal", "refusal": ""}}))
-				for _, p := range pieces(rep.refusal) {
-					add("response.refusal.delta", ref(map[string]any{"content_index": 0, "delta": p}))
-				}
-				add("response.refusal.done", ref(map[string]any{"content_index": 0, "refusal": rep.refusal}))
-				add("response.content_part.done", ref(map[string]any{"content_index": 0, "part": map[string]any{"type": "refusal", "refusal": rep.refusal}}))
-			} else {
-				add("response.content_part.added", ref(map[string]any{"content_index": 0,
-					"part": map[string]any{"type": "output_text", "annotations": []any{}, "logprobs": []any{}, "text": ""}}))
-				for _, p := range pieces(rep.text) {
-					add("response.output_text.delta", ref(map[string]any{"content_index": 0, "delta": p, "logprobs": []any{}}))
-				}
-				add("response.output_text.done", ref(map[string]any{"content_index": 0, "text": rep.text, "logprobs": []any{}}))
-				add("response.content_part.done", ref(map[string]any{"content_index": 0,
-					"part": map[string]any{"type": "output_text", "annotations": []any{}, "logprobs": []any{}, "text": rep.text}}))
-			}
+			events.message(n, it, rep)
 		case "function_call":
-			add("response.output_item.added", map[string]any{"output_index": n, "item": map[string]any{"id": it.id, "type": "function_call",
-				"status": "in_progress", "arguments": "", "call_id": it.call.id, "name": it.call.name}})
-			for _, p := range pieces(it.call.args) {
-				add("response.function_call_arguments.delta", ref(map[string]any{"delta": p}))
-			}
-			add("response.function_call_arguments.done", ref(map[string]any{"arguments": it.call.args}))
+			events.functionCall(n, it)
 		}
-		add("response.output_item.done", map[string]any{"output_index": n, "item": done})
-	}
-	if output == nil {
-		output = []any{}
+		events.add("response.output_item.done", map[string]any{"output_index": n, "item": done})
 	}
 	if rep.truncate {
 		events = events[:(len(events)+1)/2] // no response.completed
@@ -469,10 +426,76 @@ func (responsesFormat) writeStream(ctx context.Context, w http.ResponseWriter, r
 		if status == "incomplete" {
 			terminal = "response.incomplete"
 		}
-		add(terminal, map[string]any{"response": responseObject(req, id, status, incomplete, output, responsesUsage(req, rep))})
+		events.add(terminal, map[string]any{"response": responseObject(req, id, status, incomplete, output, responsesUsage(req, rep))})
 	}
 	for i := range events {
 		events[i].data.(map[string]any)["sequence_number"] = i
 	}
 	writeEvents(ctx, w, events, delay)
+}
+
+// responsesEvents are a stream's events, each named by its type.
+type responsesEvents []sseEvent
+
+func (e *responsesEvents) add(typ string, fields map[string]any) {
+	fields["type"] = typ
+	*e = append(*e, sseEvent{typ, fields})
+}
+
+// addFor adds an event about output item n.
+func (e *responsesEvents) addFor(n int, it responsesItem, typ string, fields map[string]any) {
+	fields["item_id"], fields["output_index"] = it.id, n
+	e.add(typ, fields)
+}
+
+// reasoning adds a reasoning item's events: its summary part and deltas.
+func (e *responsesEvents) reasoning(n int, it responsesItem, done map[string]any, text string) {
+	added := map[string]any{"id": it.id, "type": "reasoning", "summary": []any{}}
+	if _, ok := done["encrypted_content"]; ok {
+		// Like the API: the added item carries an encrypted content issued
+		// before the model reasoned; only the done item's holds the
+		// reasoning.
+		added["encrypted_content"] = EncryptReasoning("")
+	}
+	e.add("response.output_item.added", map[string]any{"item": added, "output_index": n})
+	e.addFor(n, it, "response.reasoning_summary_part.added", map[string]any{"summary_index": 0, "part": map[string]any{"type": "summary_text", "text": ""}})
+	for _, p := range pieces(text) {
+		e.addFor(n, it, "response.reasoning_summary_text.delta", map[string]any{"summary_index": 0, "delta": p})
+	}
+	e.addFor(n, it, "response.reasoning_summary_text.done", map[string]any{"summary_index": 0, "text": text})
+	e.addFor(n, it, "response.reasoning_summary_part.done", map[string]any{"summary_index": 0, "part": map[string]any{"type": "summary_text", "text": text}})
+}
+
+// message adds a message item's events: one content part, a refusal or
+// output text, and its deltas.
+func (e *responsesEvents) message(n int, it responsesItem, rep reply) {
+	e.add("response.output_item.added", map[string]any{"output_index": n,
+		"item": map[string]any{"id": it.id, "type": "message", "status": "in_progress", "content": []any{}, "role": "assistant"}})
+	if rep.refusal != "" {
+		e.addFor(n, it, "response.content_part.added", map[string]any{"content_index": 0, "part": map[string]any{"type": "refusal", "refusal": ""}})
+		for _, p := range pieces(rep.refusal) {
+			e.addFor(n, it, "response.refusal.delta", map[string]any{"content_index": 0, "delta": p})
+		}
+		e.addFor(n, it, "response.refusal.done", map[string]any{"content_index": 0, "refusal": rep.refusal})
+		e.addFor(n, it, "response.content_part.done", map[string]any{"content_index": 0, "part": map[string]any{"type": "refusal", "refusal": rep.refusal}})
+		return
+	}
+	e.addFor(n, it, "response.content_part.added", map[string]any{"content_index": 0,
+		"part": map[string]any{"type": "output_text", "annotations": []any{}, "logprobs": []any{}, "text": ""}})
+	for _, p := range pieces(rep.text) {
+		e.addFor(n, it, "response.output_text.delta", map[string]any{"content_index": 0, "delta": p, "logprobs": []any{}})
+	}
+	e.addFor(n, it, "response.output_text.done", map[string]any{"content_index": 0, "text": rep.text, "logprobs": []any{}})
+	e.addFor(n, it, "response.content_part.done", map[string]any{"content_index": 0,
+		"part": map[string]any{"type": "output_text", "annotations": []any{}, "logprobs": []any{}, "text": rep.text}})
+}
+
+// functionCall adds a function_call item's events: its arguments deltas.
+func (e *responsesEvents) functionCall(n int, it responsesItem) {
+	e.add("response.output_item.added", map[string]any{"output_index": n, "item": map[string]any{"id": it.id, "type": "function_call",
+		"status": "in_progress", "arguments": "", "call_id": it.call.id, "name": it.call.name}})
+	for _, p := range pieces(it.call.args) {
+		e.addFor(n, it, "response.function_call_arguments.delta", map[string]any{"delta": p})
+	}
+	e.addFor(n, it, "response.function_call_arguments.done", map[string]any{"arguments": it.call.args})
 }
