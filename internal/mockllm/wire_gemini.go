@@ -194,15 +194,12 @@ func (f geminiFormat) parse(body []byte) (Request, error) {
 }
 
 // geminiMessages normalises the contents: a user content's text is a user
-// message and its functionResponse parts tool messages; a model content is
-// an assistant message (thought text as Reasoning, the first function
-// call's signature as Signature). It applies the API's rules: function
-// responses answer the calls of the model content right before them, one
-// for one; every thought signature is one the API issued; and in the
-// current turn (after the last user text) the first function call of
-// every model content carries its signature.
+// message and its functionResponse parts tool messages
+// (geminiUserContent); a model content is an assistant message
+// (geminiModelContent). Function responses answer the calls of the model
+// content right before them, one for one.
 func geminiMessages(req *Request, contents []geminiContent) error {
-	turn := 0 // the first content of the current turn
+	turn := 0 // the first content of the current turn: the last with user text
 	for i, c := range contents {
 		for _, p := range c.Parts {
 			if c.Role == "user" && p.Text != nil {
@@ -215,69 +212,17 @@ func geminiMessages(req *Request, contents []geminiContent) error {
 		raw, _ := json.Marshal(c)
 		switch c.Role {
 		case "user":
-			var responses int
-			var text *Message
-			for j, p := range c.Parts {
-				switch {
-				case p.FunctionResponse != nil:
-					fr := p.FunctionResponse
-					id := cmp.Or(fr.ID, fr.Name)
-					if !answers(pending, id, fr.Name) {
-						return fmt.Errorf("* GenerateContentRequest.contents[%d].parts[%d].function_response: "+
-							"no function call named %q with id %q in the previous model turn", i, j, fr.Name, fr.ID)
-					}
-					responses++
-					req.Messages = append(req.Messages, Message{Role: "tool", ToolCallID: id, Content: geminiResult(fr.Response), Raw: raw})
-					text = nil
-				case p.Text != nil:
-					if text == nil {
-						req.Messages = append(req.Messages, Message{Role: "user", Raw: raw})
-						text = &req.Messages[len(req.Messages)-1]
-					}
-					text.Content += *p.Text
-				}
-			}
-			if len(pending) > 0 && responses != len(pending) {
-				return fmt.Errorf("Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn.")
+			if err := geminiUserContent(req, i, c, raw, pending); err != nil {
+				return err
 			}
 			pending = nil
 		case "model":
 			if len(pending) > 0 {
-				return fmt.Errorf("Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn.")
+				return errResponseCount
 			}
-			msg := Message{Role: "assistant", Raw: raw}
-			first := true
-			for j, p := range c.Parts {
-				name := ""
-				if p.FunctionCall != nil {
-					name = p.FunctionCall.Name
-				}
-				if len(p.ThoughtSignature) > 0 && !VerifyThoughtSignature(name, p.ThoughtSignature) {
-					return fmt.Errorf("Corrupted thought signature.")
-				}
-				switch {
-				case p.FunctionCall != nil:
-					fc := p.FunctionCall
-					if first && i >= turn && len(p.ThoughtSignature) == 0 {
-						return fmt.Errorf("Function call is missing a thought_signature in functionCall parts. This is required for tools "+
-							"to work correctly, and missing thought_signature may lead to degraded model performance. Additional data, "+
-							"function call `default_api:%s` , position %d. Please refer to https://ai.google.dev/gemini-api/docs/thought-signatures "+
-							"for more details.", fc.Name, i+1)
-					}
-					if first {
-						msg.Signature = string(p.ThoughtSignature)
-					}
-					first = false
-					if fc.Name == "" {
-						return fmt.Errorf("* GenerateContentRequest.contents[%d].parts[%d].function_call.name: Name cannot be empty.", i, j)
-					}
-					tc := MessageToolCall{ID: cmp.Or(fc.ID, fc.Name), Name: fc.Name, Arguments: cmp.Or(string(fc.Args), "{}")}
-					msg.ToolCalls = append(msg.ToolCalls, tc)
-				case p.Text != nil && p.Thought:
-					msg.Reasoning += *p.Text
-				case p.Text != nil:
-					msg.Content += *p.Text
-				}
+			msg, err := geminiModelContent(i, c, raw, i >= turn)
+			if err != nil {
+				return err
 			}
 			pending = msg.ToolCalls
 			req.Messages = append(req.Messages, msg)
@@ -286,6 +231,83 @@ func geminiMessages(req *Request, contents []geminiContent) error {
 		}
 	}
 	return nil
+}
+
+// errResponseCount is the API's error for function responses that do not
+// match the calls of the model content before them.
+var errResponseCount = errors.New("Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn.")
+
+// geminiUserContent adds user content i to req: its text as a user
+// message, each functionResponse, which must answer one of the pending
+// calls, as a tool message.
+func geminiUserContent(req *Request, i int, c geminiContent, raw json.RawMessage, pending []MessageToolCall) error {
+	var responses int
+	var text *Message
+	for j, p := range c.Parts {
+		switch {
+		case p.FunctionResponse != nil:
+			fr := p.FunctionResponse
+			id := cmp.Or(fr.ID, fr.Name)
+			if !answers(pending, id, fr.Name) {
+				return fmt.Errorf("* GenerateContentRequest.contents[%d].parts[%d].function_response: "+
+					"no function call named %q with id %q in the previous model turn", i, j, fr.Name, fr.ID)
+			}
+			responses++
+			req.Messages = append(req.Messages, Message{Role: "tool", ToolCallID: id, Content: geminiResult(fr.Response), Raw: raw})
+			text = nil
+		case p.Text != nil:
+			if text == nil {
+				req.Messages = append(req.Messages, Message{Role: "user", Raw: raw})
+				text = &req.Messages[len(req.Messages)-1]
+			}
+			text.Content += *p.Text
+		}
+	}
+	if len(pending) > 0 && responses != len(pending) {
+		return errResponseCount
+	}
+	return nil
+}
+
+// geminiModelContent reads model content i as an assistant message:
+// thought text as Reasoning, function calls as ToolCalls, the first call's
+// signature as Signature. Every thought signature must be one the mock
+// issued, and in the current turn the first function call must carry one.
+func geminiModelContent(i int, c geminiContent, raw json.RawMessage, current bool) (Message, error) {
+	msg := Message{Role: "assistant", Raw: raw}
+	first := true
+	for j, p := range c.Parts {
+		name := ""
+		if p.FunctionCall != nil {
+			name = p.FunctionCall.Name
+		}
+		if len(p.ThoughtSignature) > 0 && !VerifyThoughtSignature(name, p.ThoughtSignature) {
+			return Message{}, fmt.Errorf("Corrupted thought signature.")
+		}
+		switch {
+		case p.FunctionCall != nil:
+			fc := p.FunctionCall
+			if first && current && len(p.ThoughtSignature) == 0 {
+				return Message{}, fmt.Errorf("Function call is missing a thought_signature in functionCall parts. This is required for tools "+
+					"to work correctly, and missing thought_signature may lead to degraded model performance. Additional data, "+
+					"function call `default_api:%s` , position %d. Please refer to https://ai.google.dev/gemini-api/docs/thought-signatures "+
+					"for more details.", fc.Name, i+1)
+			}
+			if first {
+				msg.Signature = string(p.ThoughtSignature)
+			}
+			first = false
+			if fc.Name == "" {
+				return Message{}, fmt.Errorf("* GenerateContentRequest.contents[%d].parts[%d].function_call.name: Name cannot be empty.", i, j)
+			}
+			msg.ToolCalls = append(msg.ToolCalls, MessageToolCall{ID: cmp.Or(fc.ID, fc.Name), Name: fc.Name, Arguments: cmp.Or(string(fc.Args), "{}")})
+		case p.Text != nil && p.Thought:
+			msg.Reasoning += *p.Text
+		case p.Text != nil:
+			msg.Content += *p.Text
+		}
+	}
+	return msg, nil
 }
 
 // answers reports whether a function response with that id and name
