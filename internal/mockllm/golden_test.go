@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -491,5 +492,96 @@ func TestWireGoldenIsDeterministic(t *testing.T) {
 	}
 	if !strings.Contains(string(a), `"thoughtSignature"`) || !strings.Contains(string(a), "--- 200") {
 		t.Fatalf("the replay was not answered with a signature:\n%s", a)
+	}
+}
+
+// generationSchemas add to generatorSchemas the cases that reach the rest
+// of value generation: Draft-04 bounds, grids, merges, distinct elements,
+// near misses of every kind, schemas with no answer.
+var generationSchemas = []string{
+	`{"type":"array","items":{"type":"string"},"maxItems":2,"minItems":1}`,
+	`{"type":"string","maxLength":4}`,
+	`{"type":"integer","minimum":1,"maximum":5}`,
+	`{"type":"number","exclusiveMinimum":true,"minimum":0}`,
+	`{"type":"number","minimum":2,"exclusiveMinimum":true,"maximum":3}`,
+	`{"type":"number","maximum":-5}`,
+	`{"type":"number","exclusiveMaximum":-5}`,
+	`{"type":"number","minimum":-7.25,"exclusiveMaximum":-5}`,
+	`{"type":"integer","maximum":-5,"multipleOf":3}`,
+	`{"type":"integer","exclusiveMaximum":-6,"multipleOf":3}`,
+	`{"type":"number","exclusiveMinimum":0.25,"multipleOf":0.25}`,
+	`{"type":"integer","exclusiveMinimum":8,"exclusiveMaximum":9}`,
+	`{"type":"array","items":[{"type":"integer"}],"additionalItems":{"type":"string"},"minItems":3}`,
+	`{"type":"array","items":[{"type":"integer"},{"type":"boolean"}],"additionalItems":false}`,
+	`{"type":"array","items":{"type":"integer"},"uniqueItems":true,"minItems":3,"contains":{"const":7}}`,
+	`{"type":"array","items":{"type":"number","minimum":1,"maximum":2},"minItems":5,"uniqueItems":true}`,
+	`{"type":"array","items":{"type":"integer","maximum":3,"multipleOf":2},"minItems":4,"uniqueItems":true}`,
+	`{"type":"array","items":false}`,
+	`{"type":"array","items":false,"minItems":1}`,
+	`{"type":"array","maxItems":0}`,
+	`{"type":"object","properties":{"a":{"type":"integer"}},"required":["a","b"]}`,
+	`{"type":"object","properties":{"a":{"type":"array","items":{"type":"integer"},"minItems":1}},"required":["a"]}`,
+	`{"type":"object","maxProperties":0}`,
+	`{"allOf":[{"type":["integer","string"]},{"type":["number"]}],"minimum":2,"maximum":9,"multipleOf":2}`,
+	`{"allOf":[{"minLength":2,"maxLength":9},{"minLength":4,"maxLength":6}],"type":"string"}`,
+	`{"allOf":[{"minimum":1,"exclusiveMaximum":10},{"minimum":3,"exclusiveMaximum":8}],"type":"integer"}`,
+	`{"allOf":[{"multipleOf":0.3},{"multipleOf":0.4}],"type":"number"}`,
+	`{"allOf":[{"items":{"minimum":3}},{"items":{"maximum":5}}],"type":"array","minItems":2,"uniqueItems":true}`,
+	`{"allOf":[{"items":[{"type":"integer"}]},{"items":{"type":"integer"}}],"type":"array","minItems":1}`,
+	`{"allOf":[{"not":{"const":1}},{"not":{"const":0}}],"type":"integer"}`,
+	`{"allOf":[{"uniqueItems":true},{"uniqueItems":false,"minItems":2}],"type":"array","items":{"type":"boolean"}}`,
+	`{"allOf":[{"additionalProperties":{"type":"integer"}},{"additionalProperties":{"minimum":4}}],"minProperties":1}`,
+	`{"allOf":[{"properties":{"a":{"type":"string"}},"required":"a"},{"required":["b"]}]}`,
+	`{"anyOf":[{"type":"string","minLength":3},{"type":"integer","maximum":-1}],"not":{"type":"string"}}`,
+	`{"type":"string","format":"date","minLength":12}`,
+	`{"type":"string","pattern":"^x{2,3}[^a-z]$","maxLength":3}`,
+	`{"type":"string","pattern":"(?=lookahead)"}`,
+	`{"type":"string","pattern":"^\\p{Greek}+\\s.$"}`,
+	`{"type":"string","enum":[1,2]}`,
+	`{"type":"object","propertyNames":{"maxLength":3},"minProperties":1}`,
+	`{"type":"object","dependencies":{"a":{"required":["b"]}},"properties":{"a":{"type":"integer"}},"required":["a"]}`,
+	`{"$ref":"#/definitions/a","definitions":{"a":{"$ref":"#/definitions/a"}}}`,
+	`{"$ref":"#/nowhere"}`,
+	`{"$ref":"#","minimum":3,"title":"self"}`,
+	`{"type":"number","multipleOf":1e-3,"minimum":1e2}`,
+	`{"type":"number","minimum":1e999}`,
+	`{}`,
+	`true`,
+	`false`,
+	`[]`,
+}
+
+// TestGenerateGolden pins GenerateValue's and GenerateInvalid's answers
+// (values and errors) for every schema the generation tests use, in
+// testdata/generate.golden; the values are the tool call arguments the
+// wire formats send, so a refactoring must leave them unchanged.
+// Regenerate with -update-golden.
+func TestGenerateGolden(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	schemas := slices.Clone(generationSchemas)
+	for _, tc := range generatorSchemas {
+		schemas = append(schemas, tc.schema)
+	}
+	for _, schema := range schemas {
+		fmt.Fprintf(&out, "%s\n", schema)
+		v, err := GenerateValue(json.RawMessage(schema))
+		fmt.Fprintf(&out, "  valid:   %s %v\n", v, err)
+		v, err = GenerateInvalid(json.RawMessage(schema))
+		fmt.Fprintf(&out, "  invalid: %s %v\n", v, err)
+	}
+	path := filepath.Join("testdata", "generate.golden")
+	if *updateGolden {
+		if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update-golden to create it)", err)
+	}
+	if !bytes.Equal(out.Bytes(), want) {
+		t.Errorf("%s differs from the code's output:\n%s", path, firstDifference(want, out.Bytes()))
 	}
 }
