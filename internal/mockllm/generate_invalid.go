@@ -142,13 +142,13 @@ func numberMutations(m map[string]any, good json.Number, yield func(any) bool) {
 		return
 	}
 	one := big.NewRat(1, 1)
-	lo, _, hi, _ := bounds(m)
+	rg := bounds(m)
 	var near []*big.Rat
-	if lo != nil {
-		near = append(near, subRat(lo, one))
+	if rg.lo != nil {
+		near = append(near, subRat(rg.lo, one))
 	}
-	if hi != nil {
-		near = append(near, addRat(hi, one))
+	if rg.hi != nil {
+		near = append(near, addRat(rg.hi, one))
 	}
 	near = append(near, addRat(r, big.NewRat(1, 8)))
 	for _, c := range near {

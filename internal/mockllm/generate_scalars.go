@@ -18,13 +18,7 @@ import (
 // numbers picks values in range, on the multipleOf grid, using exact
 // rational arithmetic so that fractional multipleOf (0.01) stays exact.
 func numbers(v map[string]any, integer bool, nth int) []any {
-	lo, loEx, hi, hiEx := bounds(v)
-	inRange := func(x *big.Rat) bool {
-		if lo != nil && (x.Cmp(lo) < 0 || loEx && x.Cmp(lo) == 0) {
-			return false
-		}
-		return hi == nil || x.Cmp(hi) < 0 || !hiEx && x.Cmp(hi) == 0
-	}
+	rg := bounds(v)
 	var step *big.Rat
 	if m, ok := ratOf(v["multipleOf"]); ok && m.Sign() > 0 {
 		step = m
@@ -37,94 +31,130 @@ func numbers(v map[string]any, integer bool, nth int) []any {
 			step = new(big.Rat).SetInt(new(big.Int).Abs(step.Num()))
 		}
 	}
-	zero := new(big.Rat)
-	belowLo := lo != nil && !inRange(zero) && (zero.Cmp(lo) < 0 || loEx && zero.Cmp(lo) == 0)
 	var out []*big.Rat
-	add := func(x *big.Rat) { out = append(out, x) }
 	if step != nil {
-		c0 := zero
-		switch {
-		case inRange(zero):
-		case belowLo:
-			c0 = mulRat(ceilRat(quoRat(lo, step)), step)
-			if loEx && c0.Cmp(lo) == 0 {
-				c0 = addRat(c0, step)
-			}
-		case hi != nil:
-			c0 = mulRat(floorRat(quoRat(hi, step)), step)
-			if hiEx && c0.Cmp(hi) == 0 {
-				c0 = subRat(c0, step)
-			}
-		}
-		// A few spare values beyond nth give not/oneOf something to choose from.
-		for k := 0; k <= nth+2; k++ {
-			d := mulRat(big.NewRat(int64(k), 1), step)
-			add(addRat(c0, d))
-			if k > 0 {
-				add(subRat(c0, d))
-			}
-		}
+		out = gridNumbers(rg, step, nth)
 	} else {
-		c0 := zero
-		switch {
-		case inRange(zero):
-		case belowLo && !loEx:
-			c0 = lo
-		case belowLo && hi != nil:
-			c0 = quoRat(addRat(lo, hi), big.NewRat(2, 1))
-		case belowLo:
-			c0 = addRat(lo, big.NewRat(1, 1))
-		case hi != nil && !hiEx:
-			c0 = hi
-		case hi != nil && lo != nil:
-			c0 = quoRat(addRat(lo, hi), big.NewRat(2, 1))
-		case hi != nil:
-			c0 = subRat(hi, big.NewRat(1, 1))
-		}
-		add(c0)
-		for k := 1; k <= nth+2; k++ {
-			if hi != nil {
-				// Halve the distance to the upper bound: stays in range and
-				// keeps a finite decimal expansion.
-				gap := quoRat(subRat(hi, c0), new(big.Rat).SetInt(new(big.Int).Lsh(big.NewInt(1), uint(min(k, 64)))))
-				add(subRat(hi, gap))
-			} else {
-				add(addRat(c0, big.NewRat(int64(k), 1)))
-			}
-			add(subRat(c0, big.NewRat(int64(k), 1)))
-		}
+		out = freeNumbers(rg, nth)
 	}
 	res := make([]any, 0, len(out))
 	for _, x := range out {
-		if inRange(x) {
+		if rg.contains(x) {
 			res = append(res, json.Number(ratString(x)))
 		}
 	}
 	return res
 }
 
+// gridNumbers are multiples of step: the one nearest zero in range, then
+// alternately above and below it. A few spare values beyond nth give
+// not/oneOf something to choose from.
+func gridNumbers(rg numberRange, step *big.Rat, nth int) []*big.Rat {
+	zero := new(big.Rat)
+	c0 := zero
+	switch {
+	case rg.contains(zero):
+	case rg.below(zero):
+		c0 = mulRat(ceilRat(quoRat(rg.lo, step)), step)
+		if rg.loEx && c0.Cmp(rg.lo) == 0 {
+			c0 = addRat(c0, step)
+		}
+	case rg.hi != nil:
+		c0 = mulRat(floorRat(quoRat(rg.hi, step)), step)
+		if rg.hiEx && c0.Cmp(rg.hi) == 0 {
+			c0 = subRat(c0, step)
+		}
+	}
+	var out []*big.Rat
+	for k := 0; k <= nth+2; k++ {
+		d := mulRat(big.NewRat(int64(k), 1), step)
+		out = append(out, addRat(c0, d))
+		if k > 0 {
+			out = append(out, subRat(c0, d))
+		}
+	}
+	return out
+}
+
+// freeNumbers are numbers off any grid: zero, a bound or the middle of the
+// range, then values around it.
+func freeNumbers(rg numberRange, nth int) []*big.Rat {
+	zero := new(big.Rat)
+	lo, hi := rg.lo, rg.hi
+	c0 := zero
+	switch {
+	case rg.contains(zero):
+	case rg.below(zero) && !rg.loEx:
+		c0 = lo
+	case rg.below(zero) && hi != nil:
+		c0 = quoRat(addRat(lo, hi), big.NewRat(2, 1))
+	case rg.below(zero):
+		c0 = addRat(lo, big.NewRat(1, 1))
+	case hi != nil && !rg.hiEx:
+		c0 = hi
+	case hi != nil && lo != nil:
+		c0 = quoRat(addRat(lo, hi), big.NewRat(2, 1))
+	case hi != nil:
+		c0 = subRat(hi, big.NewRat(1, 1))
+	}
+	out := []*big.Rat{c0}
+	for k := 1; k <= nth+2; k++ {
+		if hi != nil {
+			// Halve the distance to the upper bound: stays in range and
+			// keeps a finite decimal expansion.
+			gap := quoRat(subRat(hi, c0), new(big.Rat).SetInt(new(big.Int).Lsh(big.NewInt(1), uint(min(k, 64)))))
+			out = append(out, subRat(hi, gap))
+		} else {
+			out = append(out, addRat(c0, big.NewRat(int64(k), 1)))
+		}
+		out = append(out, subRat(c0, big.NewRat(int64(k), 1)))
+	}
+	return out
+}
+
+// numberRange is the interval a number schema allows; a nil end is
+// unbounded, an exclusive one (loEx, hiEx) is not in the range.
+type numberRange struct {
+	lo, hi     *big.Rat
+	loEx, hiEx bool
+}
+
+// below reports whether x lies under the range.
+func (rg numberRange) below(x *big.Rat) bool {
+	return rg.lo != nil && (x.Cmp(rg.lo) < 0 || rg.loEx && x.Cmp(rg.lo) == 0)
+}
+
+// contains reports whether x lies in the range.
+func (rg numberRange) contains(x *big.Rat) bool {
+	if rg.below(x) {
+		return false
+	}
+	return rg.hi == nil || x.Cmp(rg.hi) < 0 || !rg.hiEx && x.Cmp(rg.hi) == 0
+}
+
 // bounds reads minimum/maximum and both spellings of exclusiveMinimum and
 // exclusiveMaximum (Draft-07 numbers, Draft-04 booleans).
-func bounds(v map[string]any) (lo *big.Rat, loEx bool, hi *big.Rat, hiEx bool) {
-	lo, _ = ratOf(v["minimum"])
+func bounds(v map[string]any) numberRange {
+	var rg numberRange
+	rg.lo, _ = ratOf(v["minimum"])
 	switch x := v["exclusiveMinimum"].(type) {
 	case bool:
-		loEx = x && lo != nil
+		rg.loEx = x && rg.lo != nil
 	default:
-		if r, ok := ratOf(x); ok && (lo == nil || r.Cmp(lo) >= 0) {
-			lo, loEx = r, true
+		if r, ok := ratOf(x); ok && (rg.lo == nil || r.Cmp(rg.lo) >= 0) {
+			rg.lo, rg.loEx = r, true
 		}
 	}
-	hi, _ = ratOf(v["maximum"])
+	rg.hi, _ = ratOf(v["maximum"])
 	switch x := v["exclusiveMaximum"].(type) {
 	case bool:
-		hiEx = x && hi != nil
+		rg.hiEx = x && rg.hi != nil
 	default:
-		if r, ok := ratOf(x); ok && (hi == nil || r.Cmp(hi) <= 0) {
-			hi, hiEx = r, true
+		if r, ok := ratOf(x); ok && (rg.hi == nil || r.Cmp(rg.hi) <= 0) {
+			rg.hi, rg.hiEx = r, true
 		}
 	}
-	return lo, loEx, hi, hiEx
+	return rg
 }
 
 // strings yields format examples, strings built from the pattern, then

@@ -112,11 +112,7 @@ func validNumber(s map[string]any, v any) bool {
 	if m, ok := ratOf(s["multipleOf"]); ok && m.Sign() > 0 && !new(big.Rat).Quo(r, m).IsInt() {
 		return false
 	}
-	lo, loEx, hi, hiEx := bounds(s)
-	if lo != nil && (r.Cmp(lo) < 0 || loEx && r.Cmp(lo) == 0) {
-		return false
-	}
-	return hi == nil || r.Cmp(hi) < 0 || !hiEx && r.Cmp(hi) == 0
+	return bounds(s).contains(r)
 }
 
 func (g *generator) validString(s map[string]any, v any) bool {
