@@ -503,7 +503,7 @@ func (g *generator) objects(v map[string]any, depth, nth int) iter.Seq[any] {
 				keys = append(keys, k)
 			}
 		}
-		minP, maxP := min(minKw(v, "minProperties"), maxLen), maxKw(v, "maxProperties")
+		minP, maxP := min(minCount(v, "minProperties"), maxLen), maxCount(v, "maxProperties")
 		for j := 0; j <= nth; j++ {
 			obj, ok := g.object(v, keys, nReq, minP, maxP, depth, j)
 			if ok && !yield(obj) {
@@ -616,7 +616,7 @@ func (g *generator) propSchema(v map[string]any, key string) any {
 // honouring tuple items, additionalItems, contains and uniqueItems.
 func (g *generator) arrays(v map[string]any, depth, nth int) iter.Seq[any] {
 	return func(yield func(any) bool) {
-		minI, maxI := minKw(v, "minItems"), maxKw(v, "maxItems")
+		minI, maxI := minCount(v, "minItems"), maxCount(v, "maxItems")
 		tuple, isTuple := v["items"].([]any)
 		var items any = true
 		if s, ok := v["items"]; ok && !isTuple {

@@ -115,7 +115,7 @@ func (g *generator) arrayMutations(m map[string]any, good []any, depth int, yiel
 			return
 		}
 	}
-	if maxI := maxKw(m, "maxItems"); maxI >= 0 && maxI < maxLen && len(good) > 0 {
+	if maxI := maxCount(m, "maxItems"); maxI >= 0 && maxI < maxLen && len(good) > 0 {
 		c := slices.Clone(good)
 		for len(c) <= maxI {
 			c = append(c, good[0])
@@ -126,7 +126,7 @@ func (g *generator) arrayMutations(m map[string]any, good []any, depth int, yiel
 
 // stringMutations: a string past maxLength, the empty string.
 func stringMutations(m map[string]any, yield func(any) bool) {
-	if maxL := maxKw(m, "maxLength"); maxL >= 0 && maxL < maxLen {
+	if maxL := maxCount(m, "maxLength"); maxL >= 0 && maxL < maxLen {
 		if !yield(strings.Repeat("x", maxL+1)) {
 			return
 		}

@@ -161,7 +161,7 @@ func bounds(v map[string]any) numberRange {
 // generic words sized to minLength/maxLength; the validity check picks.
 func (g *generator) strings(v map[string]any, nth int) iter.Seq[any] {
 	return func(yield func(any) bool) {
-		minL, maxL := minKw(v, "minLength"), maxKw(v, "maxLength")
+		minL, maxL := minCount(v, "minLength"), maxCount(v, "maxLength")
 		if maxL >= 0 && minL > maxL || minL > maxLen {
 			return
 		}
@@ -381,9 +381,9 @@ func bothRats(a, b any) (*big.Rat, *big.Rat, bool) {
 	return x, y, ok1 && ok2
 }
 
-// minKw / maxKw read a non-negative count keyword, rounding towards the
-// stricter side; maxKw returns -1 when absent.
-func minKw(v map[string]any, k string) int {
+// minCount and maxCount read a count keyword (minItems, maxLength...),
+// rounding towards the stricter side; maxCount is -1 when it is absent.
+func minCount(v map[string]any, k string) int {
 	r, ok := ratOf(v[k])
 	if !ok || r.Sign() <= 0 {
 		return 0
@@ -395,7 +395,7 @@ func minKw(v map[string]any, k string) int {
 	return int(c.Num().Int64())
 }
 
-func maxKw(v map[string]any, k string) int {
+func maxCount(v map[string]any, k string) int {
 	r, ok := ratOf(v[k])
 	if !ok {
 		return -1

@@ -121,10 +121,10 @@ func (g *generator) validString(s map[string]any, v any) bool {
 		return true
 	}
 	n := utf8.RuneCountInString(str)
-	if n < minKw(s, "minLength") {
+	if n < minCount(s, "minLength") {
 		return false
 	}
-	if maxL := maxKw(s, "maxLength"); maxL >= 0 && n > maxL {
+	if maxL := maxCount(s, "maxLength"); maxL >= 0 && n > maxL {
 		return false
 	}
 	if p, ok := s["pattern"].(string); ok {
@@ -141,10 +141,10 @@ func (g *generator) validArray(s map[string]any, v any, depth int) bool {
 	if !ok {
 		return true
 	}
-	if len(arr) < minKw(s, "minItems") {
+	if len(arr) < minCount(s, "minItems") {
 		return false
 	}
-	if maxI := maxKw(s, "maxItems"); maxI >= 0 && len(arr) > maxI {
+	if maxI := maxCount(s, "maxItems"); maxI >= 0 && len(arr) > maxI {
 		return false
 	}
 	switch items := s["items"].(type) {
@@ -190,10 +190,10 @@ func (g *generator) validObject(s map[string]any, v any, depth int) bool {
 	if !ok {
 		return true
 	}
-	if len(obj) < minKw(s, "minProperties") {
+	if len(obj) < minCount(s, "minProperties") {
 		return false
 	}
-	if maxP := maxKw(s, "maxProperties"); maxP >= 0 && len(obj) > maxP {
+	if maxP := maxCount(s, "maxProperties"); maxP >= 0 && len(obj) > maxP {
 		return false
 	}
 	for _, k := range stringList(s["required"]) {
