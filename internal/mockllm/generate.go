@@ -616,72 +616,102 @@ func (g *generator) propSchema(v map[string]any, key string) any {
 // honouring tuple items, additionalItems, contains and uniqueItems.
 func (g *generator) arrays(v map[string]any, depth, nth int) iter.Seq[any] {
 	return func(yield func(any) bool) {
-		minI, maxI := minCount(v, "minItems"), maxCount(v, "maxItems")
-		tuple, isTuple := v["items"].([]any)
-		var items any = true
-		if s, ok := v["items"]; ok && !isTuple {
-			items = s
-		}
-		addl, ok := v["additionalItems"]
-		if !ok {
-			addl = true
-		}
-		contains, hasContains := v["contains"]
-		unique := v["uniqueItems"] == true
-
-		n := minI
-		if isTuple {
-			n = max(n, len(tuple))
-		} else if n == 0 && depth <= softDepth {
-			n = 1
-		}
-		if maxI >= 0 {
-			n = min(n, maxI)
-		}
-		if isTuple && addl == false {
-			n = min(n, len(tuple))
-		}
-		n = min(n, maxLen)
-		schemaAt := func(i int) (any, int) {
-			switch {
-			case !isTuple:
-				return items, i
-			case i < len(tuple):
-				return tuple[i], 0
-			}
-			return addl, i - len(tuple)
-		}
+		a := readArraySchema(v, depth)
 		for j := 0; j <= nth; j++ {
-			arr := make([]any, 0, n)
-			for i := range n {
-				s, k := schemaAt(i)
-				if !unique {
-					k = 0 // k counts earlier elements drawn from the same schema
-				}
-				if i == 0 {
-					if j > 0 && unique {
-						k = n - 1 + j // vary past the values the other elements use
-					} else {
-						k += j
-					}
-					if hasContains {
-						s = map[string]any{"allOf": []any{s, contains}}
-					}
-				}
-				val, err := g.value(s, depth+1, k)
-				if err != nil {
-					break
-				}
-				arr = append(arr, val)
-			}
-			if len(arr) == n && !yield(arr) {
+			arr, ok := g.array(a, depth, j)
+			if ok && !yield(arr) {
 				return
 			}
 		}
-		if minI == 0 && !hasContains {
+		if a.minItems == 0 && !a.hasContains {
 			yield([]any{}) // when the item schema is unsatisfiable
 		}
 	}
+}
+
+// arraySchema is what an array schema asks of the array to build.
+type arraySchema struct {
+	n, minItems int // n: the length to build
+	items       any // the schema of every element, or of those past a tuple (additionalItems)
+	tuple       []any
+	isTuple     bool
+	contains    any
+	hasContains bool
+	unique      bool
+}
+
+// readArraySchema reads the array keywords of v and the length to build:
+// minItems (at least one above softDepth) or the tuple's, within maxItems
+// (and the tuple when additionalItems is false).
+func readArraySchema(v map[string]any, depth int) arraySchema {
+	a := arraySchema{minItems: minCount(v, "minItems"), items: true, unique: v["uniqueItems"] == true}
+	maxI := maxCount(v, "maxItems")
+	a.tuple, a.isTuple = v["items"].([]any)
+	if s, ok := v["items"]; ok && !a.isTuple {
+		a.items = s
+	}
+	if a.isTuple {
+		a.items = true
+		if s, ok := v["additionalItems"]; ok {
+			a.items = s
+		}
+	}
+	a.contains, a.hasContains = v["contains"]
+	a.n = a.minItems
+	if a.isTuple {
+		a.n = max(a.n, len(a.tuple))
+	} else if a.n == 0 && depth <= softDepth {
+		a.n = 1
+	}
+	if maxI >= 0 {
+		a.n = min(a.n, maxI)
+	}
+	if a.isTuple && a.items == false {
+		a.n = min(a.n, len(a.tuple))
+	}
+	a.n = min(a.n, maxLen)
+	return a
+}
+
+// schemaAt is the schema of element i, and how many earlier elements drew
+// from that schema.
+func (a arraySchema) schemaAt(i int) (any, int) {
+	switch {
+	case !a.isTuple:
+		return a.items, i
+	case i < len(a.tuple):
+		return a.tuple[i], 0
+	}
+	return a.items, i - len(a.tuple)
+}
+
+// array builds the jth variant: its first element varies with j (and
+// satisfies contains); with uniqueItems each element differs from those
+// drawn from the same schema before it.
+func (g *generator) array(a arraySchema, depth, j int) ([]any, bool) {
+	arr := make([]any, 0, a.n)
+	for i := range a.n {
+		s, k := a.schemaAt(i)
+		if !a.unique {
+			k = 0
+		}
+		if i == 0 {
+			if j > 0 && a.unique {
+				k = a.n - 1 + j // vary past the values the other elements use
+			} else {
+				k += j
+			}
+			if a.hasContains {
+				s = map[string]any{"allOf": []any{s, a.contains}}
+			}
+		}
+		val, err := g.value(s, depth+1, k)
+		if err != nil {
+			break
+		}
+		arr = append(arr, val)
+	}
+	return arr, len(arr) == a.n
 }
 
 func stringList(v any) []string {
