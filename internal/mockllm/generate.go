@@ -331,58 +331,63 @@ func merge(a, b map[string]any) map[string]any {
 			out[k] = bv
 			continue
 		}
-		switch k {
-		case "properties":
-			am, ok1 := av.(map[string]any)
-			bm, ok2 := bv.(map[string]any)
-			if !ok1 || !ok2 {
-				continue
-			}
-			pm := maps.Clone(am)
-			for pk, pv := range bm {
-				if x, ok := pm[pk]; ok {
-					pv = map[string]any{"allOf": []any{x, pv}}
-				}
-				pm[pk] = pv
-			}
-			out[k] = pm
-		case "required":
-			req := stringList(av)
-			for _, r := range stringList(bv) {
-				if !slices.Contains(req, r) {
-					req = append(req, r)
-				}
-			}
-			out[k] = toAnySlice(req)
-		case "type":
-			out[k] = intersectTypes(typeList(av), typeList(bv))
-		case "minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties":
-			if x, y, ok := bothRats(av, bv); ok && y.Cmp(x) > 0 {
-				out[k] = bv
-			}
-		case "maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties":
-			if x, y, ok := bothRats(av, bv); ok && y.Cmp(x) < 0 {
-				out[k] = bv
-			}
-		case "multipleOf":
-			if x, y, ok := bothRats(av, bv); ok && x.Sign() > 0 && y.Sign() > 0 {
-				out[k] = json.Number(ratString(ratLCM(x, y)))
-			}
-		case "items", "additionalItems", "additionalProperties", "contains", "propertyNames":
-			_, arr1 := av.([]any)
-			_, arr2 := bv.([]any)
-			if !arr1 && !arr2 {
-				out[k] = map[string]any{"allOf": []any{av, bv}}
-			}
-		case "not":
-			out[k] = map[string]any{"anyOf": []any{av, bv}}
-		case "uniqueItems":
-			out[k] = av == true || bv == true
+		if v, ok := mergeKeyword(k, av, bv); ok {
+			out[k] = v
 		}
-		// Anything else (enum, const, pattern, format, ...): keep the first;
-		// the final validity check rejects candidates that break the second.
 	}
 	return out
+}
+
+// mergeKeyword combines two values of keyword k: the stricter bound, the
+// union of required, the intersection of types, subschemas both apply...
+// Otherwise (enum, const, pattern, format, ...) it keeps the first (false):
+// the final validity check rejects candidates that break the second.
+func mergeKeyword(k string, av, bv any) (any, bool) {
+	switch k {
+	case "properties":
+		am, ok1 := av.(map[string]any)
+		bm, ok2 := bv.(map[string]any)
+		if !ok1 || !ok2 {
+			return nil, false
+		}
+		pm := maps.Clone(am)
+		for pk, pv := range bm {
+			if x, ok := pm[pk]; ok {
+				pv = map[string]any{"allOf": []any{x, pv}}
+			}
+			pm[pk] = pv
+		}
+		return pm, true
+	case "required":
+		req := stringList(av)
+		for _, r := range stringList(bv) {
+			if !slices.Contains(req, r) {
+				req = append(req, r)
+			}
+		}
+		return toAnySlice(req), true
+	case "type":
+		return intersectTypes(typeList(av), typeList(bv)), true
+	case "minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties":
+		x, y, ok := bothRats(av, bv)
+		return bv, ok && y.Cmp(x) > 0
+	case "maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties":
+		x, y, ok := bothRats(av, bv)
+		return bv, ok && y.Cmp(x) < 0
+	case "multipleOf":
+		if x, y, ok := bothRats(av, bv); ok && x.Sign() > 0 && y.Sign() > 0 {
+			return json.Number(ratString(ratLCM(x, y))), true
+		}
+	case "items", "additionalItems", "additionalProperties", "contains", "propertyNames":
+		_, arr1 := av.([]any)
+		_, arr2 := bv.([]any)
+		return map[string]any{"allOf": []any{av, bv}}, !arr1 && !arr2
+	case "not":
+		return map[string]any{"anyOf": []any{av, bv}}, true
+	case "uniqueItems":
+		return av == true || bv == true, true
+	}
+	return nil, false
 }
 
 var allTypes = []string{"string", "integer", "number", "boolean", "null", "object", "array"}
