@@ -27,18 +27,26 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("mockllm", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	listen := fs.String("listen", envOr("MOCKLLM_LISTEN", "127.0.0.1:9999"), "address to listen on (env MOCKLLM_LISTEN)")
-	script := fs.String("script", os.Getenv("MOCKLLM_SCRIPT"), "JSON script of canned responses (env MOCKLLM_SCRIPT)")
-	mode := fs.String("mode", os.Getenv("MOCKLLM_MODE"), "unscripted answers: valid, invalid or text (env MOCKLLM_MODE)")
-	chunkDelay := fs.String("chunk-delay", envOr("MOCKLLM_CHUNK_DELAY", "0s"), "delay between stream chunks (env MOCKLLM_CHUNK_DELAY)")
-	latency := fs.String("latency", envOr("MOCKLLM_LATENCY", "0s"), "delay before every response (env MOCKLLM_LATENCY)")
-	chunks := fs.String("stream-chunks", envOr("MOCKLLM_STREAM_CHUNKS", "0"),
-		"send each streamed answer in this many chunks, --chunk-delay apart (0: event by event) (env MOCKLLM_STREAM_CHUNKS)")
-	format := fs.String("format", envOr("MOCKLLM_FORMAT", "all"), "wire format served: openai, responses, anthropic, gemini or all (env MOCKLLM_FORMAT)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: mockllm [flags]
+	fl, code, ok := parseFlags(args, stderr)
+	if !ok {
+		return code
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	opts, err := fl.options(log)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	return serve(fl, opts, stdout, log)
+}
+
+// flags are the command line, each flag also read from the environment.
+type flags struct {
+	listen, script, mode, chunkDelay, latency, chunks, format string
+}
+
+// usage heads the --help text, before the flags.
+const usage = `Usage: mockllm [flags]
 
 Serves LLM provider APIs with scripted or generated answers, in their real wire
 formats: --format openai is Chat Completions (POST /v1/chat/completions, chatd
@@ -52,54 +60,72 @@ offering the coder_structured_output tool gets one call of it with a value
 generated from its output schema; any other request gets a short text echo.
 
 Flags (each also read from the environment variable named):
-`)
+`
+
+// parseFlags reads the command line; when it is not to run (--help, a bad
+// flag), ok is false and code the exit code.
+func parseFlags(args []string, stderr io.Writer) (fl flags, code int, ok bool) {
+	fs := flag.NewFlagSet("mockllm", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&fl.listen, "listen", envOr("MOCKLLM_LISTEN", "127.0.0.1:9999"), "address to listen on (env MOCKLLM_LISTEN)")
+	fs.StringVar(&fl.script, "script", os.Getenv("MOCKLLM_SCRIPT"), "JSON script of canned responses (env MOCKLLM_SCRIPT)")
+	fs.StringVar(&fl.mode, "mode", os.Getenv("MOCKLLM_MODE"), "unscripted answers: valid, invalid or text (env MOCKLLM_MODE)")
+	fs.StringVar(&fl.chunkDelay, "chunk-delay", envOr("MOCKLLM_CHUNK_DELAY", "0s"), "delay between stream chunks (env MOCKLLM_CHUNK_DELAY)")
+	fs.StringVar(&fl.latency, "latency", envOr("MOCKLLM_LATENCY", "0s"), "delay before every response (env MOCKLLM_LATENCY)")
+	fs.StringVar(&fl.chunks, "stream-chunks", envOr("MOCKLLM_STREAM_CHUNKS", "0"),
+		"send each streamed answer in this many chunks, --chunk-delay apart (0: event by event) (env MOCKLLM_STREAM_CHUNKS)")
+	fs.StringVar(&fl.format, "format", envOr("MOCKLLM_FORMAT", "all"), "wire format served: openai, responses, anthropic, gemini or all (env MOCKLLM_FORMAT)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return 0
+			return fl, 0, false
 		}
-		return 2
+		return fl, 2, false
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "mockllm: unexpected arguments: %v\n", fs.Args())
-		return 2
+		return fl, 2, false
 	}
+	return fl, 0, true
+}
 
-	log := slog.New(slog.NewTextHandler(stderr, nil))
-	opts := mockllm.Options{Mode: *mode, Logger: log}
-	switch *format {
+// options checks the flags' values and makes the server's options.
+func (fl flags) options(log *slog.Logger) (mockllm.Options, error) {
+	opts := mockllm.Options{Mode: fl.mode, Logger: log}
+	switch fl.format {
 	case mockllm.FormatOpenAI, mockllm.FormatResponses, mockllm.FormatAnthropic, mockllm.FormatGemini:
-		opts.Formats = []string{*format}
+		opts.Formats = []string{fl.format}
 	case "all":
 	default:
-		fmt.Fprintf(stderr, "mockllm: --format must be openai, responses, anthropic, gemini or all, not %q\n", *format)
-		return 2
+		return opts, fmt.Errorf("mockllm: --format must be openai, responses, anthropic, gemini or all, not %q", fl.format)
 	}
-	switch *mode {
+	switch fl.mode {
 	case "", mockllm.ModeValid, mockllm.ModeInvalid, mockllm.ModeText:
 	default:
-		fmt.Fprintf(stderr, "mockllm: --mode must be valid, invalid or text, not %q\n", *mode)
-		return 2
+		return opts, fmt.Errorf("mockllm: --mode must be valid, invalid or text, not %q", fl.mode)
 	}
 	var err error
-	if opts.ChunkDelay, err = parseDuration("chunk-delay", *chunkDelay); err == nil {
-		opts.Latency, err = parseDuration("latency", *latency)
+	if opts.ChunkDelay, err = parseDuration("chunk-delay", fl.chunkDelay); err == nil {
+		opts.Latency, err = parseDuration("latency", fl.latency)
 	}
 	if err == nil {
-		opts.StreamChunks, err = parseCount("stream-chunks", *chunks)
+		opts.StreamChunks, err = parseCount("stream-chunks", fl.chunks)
 	}
-	if err == nil && *script != "" {
-		opts.Script, err = mockllm.LoadScript(*script)
+	if err == nil && fl.script != "" {
+		opts.Script, err = mockllm.LoadScript(fl.script)
 	}
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 2
-	}
+	return opts, err
+}
 
-	ln, err := net.Listen("tcp", *listen)
+// serve listens, prints the base URL, and serves until SIGINT or SIGTERM,
+// then lets held requests go and streams finish for a few seconds.
+func serve(fl flags, opts mockllm.Options, stdout io.Writer, log *slog.Logger) int {
+	ln, err := net.Listen("tcp", fl.listen)
 	if err != nil {
-		log.Error("cannot listen", "addr", *listen, "error", err)
+		log.Error("cannot listen", "addr", fl.listen, "error", err)
 		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -107,18 +133,8 @@ Flags (each also read from the environment variable named):
 
 	mock := mockllm.New(opts)
 	srv := &http.Server{Handler: mock, ReadHeaderTimeout: 10 * time.Second}
-	// The first line is the base URL to configure; Anthropic's SDK adds
-	// /v1 itself, Google's /v1beta.
-	switch *format {
-	case mockllm.FormatAnthropic, mockllm.FormatGemini:
-		fmt.Fprintf(stdout, "mockllm listening on http://%s\n", ln.Addr())
-	case "all":
-		fmt.Fprintf(stdout, "mockllm listening on http://%s/v1\n", ln.Addr())
-		fmt.Fprintf(stdout, "anthropic and google base URL: http://%s\n", ln.Addr())
-	default:
-		fmt.Fprintf(stdout, "mockllm listening on http://%s/v1\n", ln.Addr())
-	}
-	log.Info("started", "addr", ln.Addr().String(), "format", *format, "mode", *mode, "script", *script,
+	printBaseURL(stdout, fl.format, ln.Addr())
+	log.Info("started", "addr", ln.Addr().String(), "format", fl.format, "mode", fl.mode, "script", fl.script,
 		"chunk_delay", opts.ChunkDelay, "latency", opts.Latency, "stream_chunks", opts.StreamChunks)
 
 	errc := make(chan error, 1)
@@ -140,6 +156,20 @@ Flags (each also read from the environment variable named):
 	}
 	log.Info("stopped")
 	return 0
+}
+
+// printBaseURL prints the base URL to configure first; Anthropic's SDK
+// adds /v1 itself, Google's /v1beta.
+func printBaseURL(stdout io.Writer, format string, addr net.Addr) {
+	switch format {
+	case mockllm.FormatAnthropic, mockllm.FormatGemini:
+		fmt.Fprintf(stdout, "mockllm listening on http://%s\n", addr)
+	case "all":
+		fmt.Fprintf(stdout, "mockllm listening on http://%s/v1\n", addr)
+		fmt.Fprintf(stdout, "anthropic and google base URL: http://%s\n", addr)
+	default:
+		fmt.Fprintf(stdout, "mockllm listening on http://%s/v1\n", addr)
+	}
 }
 
 func envOr(key, def string) string {
