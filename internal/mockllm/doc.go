@@ -113,4 +113,31 @@
 // nesting is limited to 32 levels and the work per call is bounded, so
 // deeply recursive or combinatorially large schemas fail with an error
 // instead of hanging. Numbers whose exponent exceeds 400 are not handled.
+//
+// # Reading the code
+//
+// A request passes through the files in this order:
+//
+//   - server.go: Options, New (the routes) and Server.serve, the steps of
+//     every request: admit (read, parse, check, record), chooseStep, wait,
+//     plan, write. server_pacing.go times the bytes (latency, chunk
+//     delays, StreamChunks, the BeforeChunk hook); server_stats.go counts
+//     the calls in flight.
+//   - wire.go: what the wire formats share: Request (a request in a form
+//     common to them), reply (an answer independent of them) and the
+//     wireFormat interface. Each format is one file that parses and checks
+//     its requests and writes its answers, streams and errors:
+//     wire_chat.go (Chat Completions), wire_responses.go (Responses),
+//     wire_anthropic.go (Anthropic Messages), wire_gemini.go (Gemini);
+//     wire_openai.go holds what the two OpenAI formats share.
+//   - script.go: the script format (Script, Rule, Step) and its checks;
+//     script_play.go picks the step that answers a request (a rule, the
+//     script's next step, or none) and makes its reply, the unscripted
+//     answers included.
+//   - generate.go: GenerateValue, GenerateInvalid and the candidates of
+//     each type; generate_flatten.go resolves $ref and flattens allOf,
+//     anyOf, oneOf and if/then/else; generate_scalars.go builds strings
+//     and numbers (exact arithmetic); generate_validator.go is the
+//     validator that picks among candidates; generate_invalid.go makes
+//     the near misses.
 package mockllm
