@@ -48,7 +48,7 @@ type Options struct {
 	Latency time.Duration
 	// StreamChunks, when positive, sends every streamed answer in that
 	// many chunks, ChunkDelay apart, instead of event by event
-	// (chunks.go): with Latency, an answer then takes Latency +
+	// (writeInChunks): with Latency, an answer then takes Latency +
 	// (StreamChunks-1) × ChunkDelay however many events it has. A
 	// non-streamed answer waits as long.
 	StreamChunks int
@@ -148,7 +148,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// Requests returns every request received so far, oldest first. The slice is a copy; the requests in it must not be modified.
+// Requests returns every request received so far, oldest first. The slice
+// is a copy; the requests in it must not be modified.
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -167,10 +168,14 @@ func (s *Server) Reset() {
 	clear(s.position)
 }
 
+// handler serves the completion route of format f.
 func (s *Server) handler(f wireFormat) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) { s.serve(f, w, r) }
 }
 
+// serve answers one completion request of format f: admit it, let
+// BeforeRespond see it, choose its step, wait, plan the reply and write
+// it, logging one line.
 func (s *Server) serve(f wireFormat, w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	defer s.calls.begin()()
