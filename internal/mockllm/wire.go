@@ -26,13 +26,16 @@ const (
 // wireFormat is one provider API: how its requests parse and check, and how
 // its answers and errors look.
 type wireFormat interface {
-	name() string
+	name() string // FormatOpenAI...
+	// parse reads a request body; an error is a 400.
 	parse(body []byte) (Request, error)
 	// check applies the API's rules on the conversation (tool call
 	// pairing, thinking signatures, strict schemas); an error is a 400.
 	check(req *Request) error
-	callID() string
+	callID() string // a fresh tool call id, in the API's style
 	writeError(w http.ResponseWriter, e ErrorSpec)
+	// writeJSON sends the reply as one body, writeStream as a stream of
+	// events delay apart, each event in one Write.
 	writeJSON(w http.ResponseWriter, req *Request, rep reply)
 	writeStream(ctx context.Context, w http.ResponseWriter, req *Request, rep reply, delay time.Duration)
 }
@@ -74,8 +77,8 @@ type Request struct {
 	// Body is the raw request body.
 	Body []byte
 
-	include []string      // Responses "include"
-	issued  *signatureLog // Gemini: the signatures the answer issued
+	responsesInclude []string      // the Responses request's include
+	issuedSignatures *signatureLog // the Gemini thought signatures the answer carried
 }
 
 // Tool returns the offered tool with that name, or nil.
@@ -140,16 +143,17 @@ type reply struct {
 	usage     *Usage // scripted figures; nil: from the lengths
 }
 
+// call is a tool call the reply makes; args are sent as they are.
 type call struct{ id, name, args string }
 
 // tokens is a rough count: about four bytes of English per token.
 func tokens(n int) int { return max(1, (n+3)/4) }
 
-// pieces splits s into fragments of at most 16 bytes, on rune boundaries so
-// that every fragment survives JSON encoding intact.
+// pieces splits s into the fragments a stream sends: small, as real
+// providers send them (16 bytes), but at most about 64, so that a 300 KiB
+// argument string does not cost tens of thousands of events; cut on rune
+// boundaries, so that every fragment survives JSON encoding intact.
 func pieces(s string) []string {
-	// Small pieces, as real providers send, but at most about 64 of them:
-	// a 300 KiB argument string must not cost tens of thousands of events.
 	size := max(16, len(s)/64)
 	var out []string
 	for len(s) > 0 {
@@ -196,6 +200,7 @@ func writeEvents(ctx context.Context, w http.ResponseWriter, events []sseEvent, 
 	}
 }
 
+// writeJSON sends v as the JSON body of a response with that status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	body, err := json.Marshal(v)
 	if err != nil {

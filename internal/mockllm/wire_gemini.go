@@ -107,12 +107,12 @@ func (l *signatureLog) add(sig []byte) {
 // IssuedSignatures are the thought signatures the answer to this Gemini
 // request carried, in order (empty until it was answered).
 func (r *Request) IssuedSignatures() [][]byte {
-	if r.issued == nil {
+	if r.issuedSignatures == nil {
 		return nil
 	}
-	r.issued.mu.Lock()
-	defer r.issued.mu.Unlock()
-	return append([][]byte(nil), r.issued.sigs...)
+	r.issuedSignatures.mu.Lock()
+	defer r.issuedSignatures.mu.Unlock()
+	return append([][]byte(nil), r.issuedSignatures.sigs...)
 }
 
 type geminiPart struct {
@@ -159,7 +159,7 @@ func (f geminiFormat) parse(body []byte) (Request, error) {
 	if len(wire.Contents) == 0 {
 		return Request{}, fmt.Errorf("* GenerateContentRequest.contents: contents is not specified")
 	}
-	req := Request{Model: f.model, Stream: f.stream, IncludeUsage: true, ToolChoice: wire.ToolConfig, Body: body, issued: &signatureLog{}}
+	req := Request{Model: f.model, Stream: f.stream, IncludeUsage: true, ToolChoice: wire.ToolConfig, Body: body, issuedSignatures: &signatureLog{}}
 	if g := wire.GenerationConfig; g != nil {
 		req.MaxTokens = g.MaxOutputTokens
 		if t := g.ThinkingConfig; t != nil {
@@ -503,14 +503,14 @@ func geminiReply(req *Request, rep reply) geminiAnswer {
 		part := map[string]any{"functionCall": map[string]any{"name": c.name, "args": json.RawMessage(c.args), "id": c.id}}
 		if i == 0 {
 			sig := ThoughtSignature(c.name)
-			req.issued.add(sig)
+			req.issuedSignatures.add(sig)
 			part["thoughtSignature"] = sig
 		}
 		a.calls = append(a.calls, part)
 	}
 	if len(a.calls) == 0 && a.finish != "SAFETY" {
 		a.textSig = ThoughtSignature("")
-		req.issued.add(a.textSig)
+		req.issuedSignatures.add(a.textSig)
 	}
 	a.usage = geminiUsage(req, rep, a)
 	return a

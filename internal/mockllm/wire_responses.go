@@ -50,7 +50,7 @@ func (responsesFormat) parse(body []byte) (Request, error) {
 		return Request{}, errors.New("missing required parameter: 'model'")
 	}
 	req := Request{Model: wire.Model, ToolChoice: wire.ToolChoice, Stream: wire.Stream, IncludeUsage: true,
-		MaxTokens: wire.MaxOutputTokens, Body: body, include: wire.Include}
+		MaxTokens: wire.MaxOutputTokens, Body: body, responsesInclude: wire.Include}
 	if wire.Reasoning != nil {
 		req.ReasoningEffort = wire.Reasoning.Effort
 	}
@@ -326,7 +326,7 @@ func (it responsesItem) done(req *Request, rep reply, status string) map[string]
 	switch it.kind {
 	case "reasoning":
 		m := map[string]any{"id": it.id, "type": "reasoning", "summary": []any{map[string]any{"type": "summary_text", "text": rep.reasoning}}}
-		if slices.Contains(req.include, "reasoning.encrypted_content") {
+		if slices.Contains(req.responsesInclude, "reasoning.encrypted_content") {
 			m["encrypted_content"] = EncryptReasoning(rep.reasoning)
 		}
 		return m
