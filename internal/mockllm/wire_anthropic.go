@@ -18,8 +18,11 @@ import (
 )
 
 // The Anthropic Messages API (POST /v1/messages), shaped after the recorded
-// traffic in fantasy's providertests/testdata/TestAnthropic* cassettes.
+// traffic in fantasy's providertests/testdata/TestAnthropic* cassettes:
+// reading a request (parse and its steps, which apply the API's rules),
+// then writing the answer (writeJSON, writeStream) or an error.
 
+// anthropicFormat is the Anthropic Messages API.
 type anthropicFormat struct{}
 
 func (anthropicFormat) name() string   { return FormatAnthropic }
@@ -37,6 +40,8 @@ func SignThinking(thinking string) string {
 	return base64.StdEncoding.EncodeToString(m.Sum(nil))
 }
 
+// anthropicBlock is a content block of any type, as far as the mock reads
+// it.
 type anthropicBlock struct {
 	Type      string          `json:"type"`
 	Text      string          `json:"text"`

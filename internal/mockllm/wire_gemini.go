@@ -27,6 +27,8 @@ import (
 // separated by CRLF CRLF, each a GenerateContentResponse with the
 // cumulative usageMetadata, the last with the candidate's finishReason.
 
+// geminiFormat is the Gemini API for one request: the model and the
+// method (streamed or not) are in the URL, not the body.
 type geminiFormat struct {
 	model  string
 	stream bool

@@ -15,8 +15,11 @@ import (
 
 // The OpenAI Responses API (POST /v1/responses), shaped after the recorded
 // traffic in fantasy's providertests/testdata/TestOpenAIResponses*
-// cassettes. Errors use the OpenAI envelope, like Chat Completions.
+// cassettes: reading a request (parse and its input items), then writing
+// the answer (writeJSON, writeStream). Errors use the OpenAI envelope, like
+// Chat Completions (wire_openai.go).
 
+// responsesFormat is the OpenAI Responses API.
 type responsesFormat struct{}
 
 func (responsesFormat) name() string                                  { return FormatResponses }
