@@ -263,6 +263,9 @@ func (g *generator) objects(v map[string]any, depth, nth int) iter.Seq[any] {
 	}
 }
 
+// object builds the nth object of objects: keys in order (the first nReq
+// required, the others while maxP and the depth allow), then the
+// properties dependencies ask for, then padding up to minP.
 func (g *generator) object(v map[string]any, keys []string, nReq, minP, maxP, depth, nth int) (map[string]any, bool) {
 	obj := map[string]any{}
 	put := func(k string, required bool, n int) bool {

@@ -63,6 +63,7 @@ func refSiblings(m map[string]any) map[string]any {
 	return rest
 }
 
+// resolvePointer finds the local JSON pointer ref (#/a/b) in root.
 func resolvePointer(root any, ref string) (any, error) {
 	frag, ok := strings.CutPrefix(ref, "#")
 	if !ok {
@@ -141,6 +142,8 @@ func (g *generator) variants(m map[string]any, depth int) []map[string]any {
 	return out
 }
 
+// branchVariants flattens one branch of a combinator; none when it is
+// false or cannot be read.
 func (g *generator) branchVariants(s any, depth int) []map[string]any {
 	if g.tick(depth+1) != nil {
 		return nil
@@ -160,6 +163,8 @@ func (g *generator) branchVariants(s any, depth int) []map[string]any {
 	return nil
 }
 
+// cross merges every schema of a with every schema of b, up to
+// maxVariants.
 func cross(a, b []map[string]any) []map[string]any {
 	var out []map[string]any
 	for _, x := range a {
@@ -253,6 +258,8 @@ func typeList(t any) []string {
 	return nil
 }
 
+// intersectTypes keeps the types both lists allow (integer where one says
+// number and the other integer).
 func intersectTypes(a, b []string) []any {
 	out := []any{}
 	for _, t := range a {

@@ -278,6 +278,8 @@ func patternStrings(p string, minL, nth int) iter.Seq[string] {
 	}
 }
 
+// synth writes one string that a pattern's syntax tree matches: pick
+// chooses among characters and branches, reps counts unbounded repeats.
 type synth struct {
 	pick, reps int
 	b          strings.Builder

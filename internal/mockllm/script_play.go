@@ -89,6 +89,9 @@ func (s *Server) nextStep(name string, sc *Script, req *Request) stepChoice {
 	return none
 }
 
+// plan makes the reply of step st: its refusal, text, tool calls or value
+// or, unscripted, a finalizer call or an echo; newID makes tool call ids
+// in the format's style.
 func (s *Server) plan(req *Request, st Step, newID func() string) (reply, error) {
 	rep := reply{reasoning: st.Reasoning, details: st.ReasoningDetails && st.Reasoning != "", text: st.Text, truncate: st.Truncate, usage: st.Usage}
 	var err error
