@@ -658,6 +658,10 @@ func TestKillRestart(t *testing.T) {
 	}
 }
 
+// attemptsSpentMessage matches the receipt of a turn whose provider attempts
+// were all spent without a committed step (runner's crash-loop guard).
+const attemptsSpentMessage = "no answer of the model could be completed and stored in % attempts"
+
 // geminiAudit checks the Gemini share of a kill run: kills landed during
 // Gemini calls, Gemini structured requests succeeded, and none failed on
 // the provider (the mock refuses a conversation whose thought signatures
@@ -675,10 +679,15 @@ func geminiAudit(t *testing.T, pool *pgxpool.Pool, mock *mockllm.Server, kills, 
 			}
 		}
 	}
-	var succeeded, providerErrors int
+	// A chat killed during its step as many times as the runner allows
+	// attempts ends in provider_error by the crash-loop guard: that is the
+	// kills' doing, not the signatures', so it is counted apart.
+	var succeeded, providerErrors, spent int
 	if err := pool.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE r.status = 'succeeded'),
-			count(*) FILTER (WHERE r.error_code = 'provider_error')
-		FROM structured_requests r JOIN chats c ON c.id = r.chat_id WHERE c.model = $1`, geminiModel).Scan(&succeeded, &providerErrors); err != nil {
+			count(*) FILTER (WHERE r.error_code = 'provider_error' AND r.error_message NOT LIKE $2),
+			count(*) FILTER (WHERE r.error_code = 'provider_error' AND r.error_message LIKE $2)
+		FROM structured_requests r JOIN chats c ON c.id = r.chat_id WHERE c.model = $1`,
+		geminiModel, attemptsSpentMessage).Scan(&succeeded, &providerErrors, &spent); err != nil {
 		t.Fatal(err)
 	}
 	if kills-timed >= 10 && geminiKills == 0 {
@@ -690,5 +699,6 @@ func geminiAudit(t *testing.T, pool *pgxpool.Pool, mock *mockllm.Server, kills, 
 	if providerErrors > 0 {
 		t.Errorf("%d Gemini structured requests failed with provider_error", providerErrors)
 	}
-	return fmt.Sprintf("gemini: %d calls (%d replayed signed calls), %d kills during them, %d requests succeeded", calls, signed, geminiKills, succeeded)
+	return fmt.Sprintf("gemini: %d calls (%d replayed signed calls), %d kills during them, %d requests succeeded, %d failed by the kills spending their attempts",
+		calls, signed, geminiKills, succeeded, spent)
 }
