@@ -202,7 +202,7 @@ func TestSchemaWarningsInResponses(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("edit", edited.Warnings)
-	clean, err := c.CreateChat(t.Context(), client.CreateChatRequest{Content: []client.MessagePart{client.TextPart("Go.")}, ResponseFormat: format(`{"type":"object","x-order":1,"markdownDescription":"m"}`)})
+	clean, err := c.CreateChat(t.Context(), client.CreateChatRequest{Content: []client.MessagePart{client.TextPart("Go.")}, ResponseFormat: format(`{"type":"object","title":"t","markdownDescription":"m"}`)})
 	if err != nil || clean.Warnings != nil {
 		t.Fatalf("clean schema: %+v %v", clean.Warnings, err)
 	}

@@ -112,6 +112,24 @@ func (s *screener) warn(ptr, keyword, format string, args ...any) {
 	}
 }
 
+// namedAnnotation says why a key's name marks it as an annotation, or "":
+// a leading "_" (how authors and tools disable a keyword: "_format",
+// "_uniqueItems"), an "x-" prefix (OpenAPI's extensions) or a comment
+// ("//", "#...", any name with "comment" in it). Nobody types these by
+// accident, so they are never taken for a typo of a keyword.
+func namedAnnotation(k string) string {
+	lk := strings.ToLower(k)
+	switch {
+	case strings.HasPrefix(k, "_"):
+		return `its name starts with "_"`
+	case strings.HasPrefix(lk, "x-"):
+		return `its name starts with "x-"`
+	case strings.HasPrefix(k, "//"), strings.HasPrefix(k, "#"), strings.Contains(lk, "comment"):
+		return "its name makes it a comment"
+	}
+	return ""
+}
+
 // unknownKeyword handles a key at a schema position that is no keyword:
 // refused as a typo when it is close to a validation keyword, otherwise
 // admitted as an annotation, with a warning.

@@ -37,7 +37,7 @@ func TestSchemasAsWritten(t *testing.T) {
 			noOracle: true},
 		{name: "unknown keywords are annotations, warned",
 			schema:   `{"type":"object","abcIsValidColor":true,"x-order":1,"markdownDescription":"*m*","properties":{"a":{"type":"string","postActions":[{"$ref":"http://example.invalid/"}]}}}`,
-			warnings: []string{"/abcIsValidColor", "/properties/a/postActions"},
+			warnings: []string{"/abcIsValidColor", "/x-order", "/properties/a/postActions"},
 			valid:    []string{`{"a":"x"}`}, invalid: []string{`{"a":1}`, `[]`}},
 		{name: "unknown format is an annotation, warned",
 			schema:   `{"type":"string","format":"content-security-policy"}`,
@@ -71,7 +71,7 @@ func TestSchemasAsWritten(t *testing.T) {
 			invalid: []string{`{"key":"@@a"}`, `{"pkg":"org.bukkit.x"}`, `{"any":"x"}`, `{"twice":"ab"}`}},
 		{name: "references into vendor containers",
 			schema:   `{"abcDefs":{"s":{"type":"string"}},"x-defs":{"n":{"type":"integer","minimum":0}},"properties":{"n":{"$ref":"#/x-defs/n"},"s":{"$ref":"#/abcDefs/s"}}}`,
-			warnings: []string{"/abcDefs"},
+			warnings: []string{"/abcDefs", "/x-defs"},
 			valid:    []string{`{"n":1,"s":"x"}`}, invalid: []string{`{"n":-1}`, `{"s":1}`}},
 	}
 	for _, c := range cases {
@@ -120,6 +120,7 @@ func TestTypoRefused(t *testing.T) {
 		"requried": "required", "requird": "required", "minLenght": "minLength", "additonalProperties": "additionalProperties", //nolint:misspell // typos on purpose
 		"additionalPropertie": "additionalProperties", "MaxItems": "maxItems", "IF": "if", "$REF": "$ref", "patern": "pattern",
 		"propertys": "properties", "itmes": "items", "exclusiveMaximun": "exclusiveMaximum", "anyof": "anyOf", "Enum": "enum",
+		"exclusiveMinimumm": "exclusiveMinimum", "require": "required", "definition": "definitions", "additionalproperties": "additionalProperties",
 	} {
 		se := compileErr(t, `{"properties":{"a":{"`+typo+`":true}}}`)
 		if se == nil || se.Pointer != "/properties/a/"+typo || !strings.Contains(se.Detail, `did you mean "`+meant+`"`) {
@@ -131,6 +132,42 @@ func TestTypoRefused(t *testing.T) {
 		if se := compileErr(t, `{"properties":{"a":{"`+word+`":true}}}`); se != nil {
 			t.Errorf("%s: %v", word, se)
 		}
+	}
+}
+
+// TestNamedAnnotations: a member whose name marks it as an annotation (a
+// leading "_", as JSONSchemaBench and hand-edited schemas disable
+// "format" and "uniqueItems"; "x-"; a comment) is admitted with a warning,
+// never taken for a typo, and validates as the oracle does (which ignores
+// it); a real typo next to it is still refused. Before, "_format" and
+// "_uniqueItems" were refused as typos ("did you mean") and "x-foo"
+// admitted without a warning.
+func TestNamedAnnotations(t *testing.T) {
+	t.Parallel()
+	schema := `{"type":"object","x-foo":{"bar":1},"properties":{"d":{"type":"string","_format":"date-time","#note":"n"},` +
+		`"l":{"type":"array","_uniqueItems":true,"//":"c","$comments":"c"}}}`
+	s := mustCompile(t, schema)
+	var got []string
+	for _, w := range s.Warnings {
+		got = append(got, w.Location+" "+w.Keyword)
+		if !strings.Contains(w.Message, "is an annotation") {
+			t.Errorf("%+v", w)
+		}
+	}
+	want := "/x-foo x-foo /properties/d/#note #note /properties/d/_format _format /properties/l/$comments $comments /properties/l/~1~1 // /properties/l/_uniqueItems _uniqueItems"
+	if strings.Join(got, " ") != want {
+		t.Errorf("warnings %q, want %q", got, want)
+	}
+	o := oracleSchema(t, []byte(schema))
+	for _, v := range []string{`{"d":"not a date","l":[1,1]}`, `{"d":1}`, `{"l":{}}`, `[]`} {
+		inst, _ := oracle.UnmarshalJSON(strings.NewReader(v))
+		if want, r := o.Validate(inst) == nil, s.Validate([]byte(v)); r.Valid() != want {
+			t.Errorf("%s: valid=%v (%s), the oracle says %v", v, r.Valid(), r.Summary(), want)
+		}
+	}
+	if se := compileErr(t, `{"properties":{"a":{"_format":"date","minLenght":1}}}`); se == nil || se.Pointer != "/properties/a/minLenght" ||
+		!strings.Contains(se.Detail, `did you mean "minLength"`) {
+		t.Errorf("minLenght: %v", se)
 	}
 }
 

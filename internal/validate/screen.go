@@ -106,9 +106,10 @@ var keywords = map[string]kwKind{
 // EditorAnnotations are keywords of widely used editors and generators
 // (VS Code, JSON Schema Store, ajv-errors, OpenAPI, Pydantic) that assert
 // nothing: they are admitted anywhere a schema is, with any value, and
-// ignored without a warning, like any key starting with "x-". Other
-// unknown keywords are ignored too, with a warning, unless they look like
-// a typo of a validation keyword (admission.go).
+// ignored without a warning. A key whose name marks it as an annotation
+// ("_format", "x-order", "//": namedAnnotation) is ignored with a warning;
+// other unknown keywords are ignored too, with a warning, unless they look
+// like a typo of a validation keyword (admission.go).
 var EditorAnnotations = []string{
 	"markdownDescription", "markdownEnumDescriptions", "enumDescriptions", "enumItemLabels",
 	"deprecationMessage", "defaultSnippets", "doNotSuggest", "suggestSortText", "errorMessage",
@@ -161,7 +162,7 @@ func kindAt(k, ptr string, d dialect) (kwKind, bool) {
 func (s *screener) kindAt(k, ptr string) (kwKind, bool) { return kindAt(k, ptr, s.dialect) }
 
 // isAnnotation reports whether a key at a schema position asserts nothing.
-func isAnnotation(k string) bool { return annotations[k] || strings.HasPrefix(k, "x-") }
+func isAnnotation(k string) bool { return annotations[k] || namedAnnotation(k) != "" }
 
 // Unsupported2020 are the 2020-12 keywords with no Draft-07 equivalent the
 // validator checks (or none at all: additionalItems and dependencies are
@@ -354,6 +355,9 @@ func (s *screener) schema(node any, ptr string, depth int, base *url.URL) error 
 				return err
 			}
 			continue
+		}
+		if why := namedAnnotation(k); why != "" && kind == kwAnnotation && !annotations[k] {
+			s.warn(kp, k, "%q is an annotation (%s) and is ignored: nothing is validated by it", k, why)
 		}
 		if ignored && assertsBesideRef(k, kind) {
 			s.warn(kp, k, "%q beside \"$ref\" is ignored, as Draft-07 says; to apply both, put them in allOf "+
