@@ -1,7 +1,9 @@
 package validate
 
 import (
+	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -30,23 +32,42 @@ func (s *screener) identify(obj map[string]any, ptr string, base *url.URL, ignor
 	if err != nil {
 		return nil, err
 	}
-	if a, has := obj["$anchor"]; has && s.dialect == draft2020 {
+	for _, k := range []string{"$anchor", "$dynamicAnchor"} {
+		a, has := obj[k]
+		if !has || !inDialect(k, ptr, s.dialect) {
+			continue
+		}
 		name, isStr := a.(string)
 		if !isStr || !anchorName(name) {
-			return nil, fail(ptr+"/$anchor", "must be a plain name (a letter or underscore, then letters, digits, \"-\", \"_\", \".\")")
+			return nil, fail(ptr+"/"+k, "must be a plain name (a letter or underscore, then letters, digits, \"-\", \"_\", \".\")")
 		}
-		if err := s.anchorAt(base, name, ptr+"/$anchor"); err != nil {
+		if err := s.anchorAt(base, name, ptr+"/"+k); err != nil {
 			return nil, err
+		}
+		if k == "$dynamicAnchor" {
+			s.dynamic[name] = append(s.dynamic[name], ptr)
+		}
+	}
+	if a, has := obj["$recursiveAnchor"]; has && inDialect("$recursiveAnchor", ptr, s.dialect) {
+		on, isBool := a.(bool)
+		if !isBool {
+			return nil, fail(ptr+"/$recursiveAnchor", "must be a boolean")
+		}
+		if on && s.resources[base.String()] == ptr {
+			s.recursive[ptr] = true
 		}
 	}
 	return base, nil
 }
 
-// identifier reads "$id" (at the root, "id" too).
+// identifier reads "$id" (at the root, "id" too; in Draft-04, "id").
 func (s *screener) identifier(obj map[string]any, ptr string, base *url.URL, ignored bool) (*url.URL, error) {
 	key := "$id"
+	if s.dialect == draft04 {
+		key = "id"
+	}
 	raw, ok := obj[key]
-	if !ok && ptr == "" {
+	if !ok && ptr == "" && s.dialect != draft04 {
 		key = "id"
 		raw, ok = obj[key]
 	}
@@ -74,8 +95,8 @@ func (s *screener) identifier(obj map[string]any, ptr string, base *url.URL, ign
 	}
 	switch {
 	case frag == "":
-	case s.dialect == draft2020:
-		return nil, fail(kp, "in 2020-12, $id must not have a fragment; name a location with $anchor")
+	case s.dialect.modern():
+		return nil, fail(kp, "in %s, $id must not have a fragment; name a location with $anchor", s.dialect)
 	case frag[0] == '/':
 		// generators write "$id": "#/properties/a"; it names nothing
 		s.warn(kp, "$id", "%q is ignored: a JSON Pointer fragment is not an identifier", str)
@@ -180,4 +201,41 @@ func (s *screener) vendorTarget(doc any, target, kp, ref string) error {
 	}
 	s.detached = append(s.detached, target)
 	return s.schema(node, target, s.depth[owner]+1, s.bases[owner])
+}
+
+// resolveDynamic turns a "$recursiveRef" or "$dynamicRef" whose initial
+// (static) target is known into the schema it names wherever it applies,
+// or says why that depends on the path a value took. The lookup lands on
+// the outermost schema resource, in the dynamic scope, that declares the
+// anchor. Every validation starts at the document's root resource, so if
+// that declares it, it is the outermost every time; otherwise, if a single
+// resource declares it, that one, which the initial target is in, is.
+func (s *screener) resolveDynamic(r *refSite, static string) (string, string) {
+	byResource := map[string]string{} // resource root pointer → the declaring schema
+	switch r.key {
+	case "$recursiveRef":
+		if !s.recursive[static] {
+			return static, "" // no "$recursiveAnchor": true there: static
+		}
+		for p := range s.recursive {
+			byResource[p] = p
+		}
+	default:
+		u, err := url.Parse(r.ref)
+		if err != nil || u.Fragment == "" || u.Fragment[0] == '/' || !slices.Contains(s.dynamic[u.Fragment], static) {
+			return static, "" // not a $dynamicAnchor: static
+		}
+		for _, p := range s.dynamic[u.Fragment] {
+			byResource[s.resources[s.bases[p].String()]] = p
+		}
+	}
+	if p, ok := byResource[""]; ok {
+		return p, ""
+	}
+	if len(byResource) == 1 {
+		return static, ""
+	}
+	declared := sortedKeysOf(byResource)
+	return "", fmt.Sprintf("resolves to %s or %s depending on the path by which a value reaches it, which cannot be checked exactly; "+
+		"declare the anchor in the root resource, or in one resource only", displayPointer(byResource[declared[0]]), displayPointer(byResource[declared[1]]))
 }

@@ -115,7 +115,9 @@ func TestHermetic(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_ = metaCheck(doc)
+			for _, d := range []dialect{draft04, draft06, draft07} {
+				_ = metaCheck(doc, d)
+			}
 			adapt(doc, doc, "", nil)
 			compiled, err := compileDoc(doc)
 			if err == nil {

@@ -38,13 +38,18 @@ const (
 	MaxCompiled = 8192
 )
 
-// refSite is a "$ref" met by the screening.
+// refSite is a "$ref" (or "$recursiveRef", "$dynamicRef") met by the
+// screening.
 type refSite struct {
 	node   map[string]any // the schema holding it
 	ptr    string         // that schema's pointer
+	key    string         // "$ref", "$recursiveRef" or "$dynamicRef"
 	ref    string         // the value as written
 	target string         // the pointer it names, once resolved
 }
+
+// edge is a reference from a schema: the schema it names, and the keyword.
+type edge struct{ target, key string }
 
 // pointerTokens splits a JSON Pointer ("" or "/a/b") into unescaped tokens.
 func pointerTokens(p string) ([]string, bool) {
@@ -110,8 +115,11 @@ func (s *screener) resolveRefs(doc any) error {
 	// screening a referenced schema under an unknown keyword may add refs
 	for i := 0; i < len(s.refs); i++ {
 		r := &s.refs[i]
-		kp := r.ptr + "/$ref"
+		kp := r.ptr + "/" + escapePointer(r.key)
 		target, why := s.resolve(r.ref, s.bases[r.ptr])
+		if r.key != "$ref" && why == "" {
+			target, why = s.resolveDynamic(r, target)
+		}
 		if why != "" {
 			return fail(kp, "%q %s", r.ref, why)
 		}
@@ -121,8 +129,8 @@ func (s *screener) resolveRefs(doc any) error {
 			}
 			r = &s.refs[i]
 		}
-		r.node["$ref"], r.target = canonicalRef(target), target
-		s.refEdge[r.ptr] = target
+		r.node[r.key], r.target = canonicalRef(target), target
+		s.refEdge[r.ptr] = append(s.refEdge[r.ptr], edge{target, r.key})
 		s.targets[target] = true
 	}
 	if err := s.checkGraph(); err != nil {
@@ -172,13 +180,13 @@ func (s *screener) checkGraph() error {
 		state[p] = active
 		n, d := 1, 1
 		kids := s.inplace[p]
-		if t, ok := s.refEdge[p]; ok {
-			kids = append(kids[:len(kids):len(kids)], t)
+		for _, e := range s.refEdge[p] {
+			kids = append(kids[:len(kids):len(kids)], e.target)
 		}
 		for i, c := range kids {
 			via := c
-			if i == len(s.inplace[p]) {
-				via = p + "/$ref"
+			if i >= len(s.inplace[p]) {
+				via = p + "/" + escapePointer(s.refEdge[p][i-len(s.inplace[p])].key)
 			}
 			if err := visit(c, via); err != nil {
 				return err
@@ -216,12 +224,15 @@ func sortedPositions(m map[string]any) []string {
 // Pointer at of a larger document, such as the parameters of the
 // finalizer tool ("/properties/output"): every "$ref" is rewritten to the
 // canonical pointer under at, so that it resolves inside what the provider
-// receives, and the identifiers ($id at every schema, the root's id,
-// $anchor) and $schema, which would change how references resolve or mean
-// nothing below a root, are dropped, and so are unknown keywords and x-* and
-// editor annotations (providerDrops; a skeleton stays where a reference
-// names a schema inside one). Everything else is kept as the caller wrote
-// it; numbers are json.Number.
+// receives (a "$recursiveRef" or "$dynamicRef" becomes the "$ref" it
+// resolves to), and the identifiers ($id, Draft-04's id, the root's id,
+// $anchor, $dynamicAnchor, $recursiveAnchor) and $schema, which would
+// change how references resolve or mean nothing below a root, are
+// dropped, and so are unknown keywords and annotations named as such
+// (providerDrops; a skeleton stays where a reference names a schema inside
+// one). Draft-04's boolean exclusiveMaximum/exclusiveMinimum take the form
+// later dialects (and providers) read. Everything else is kept as the
+// caller wrote it; numbers are json.Number.
 func ToolSchema(raw []byte, at string) (map[string]any, error) {
 	doc, err := Decode(raw, schemaLimits)
 	if err != nil {
@@ -236,7 +247,18 @@ func ToolSchema(raw []byte, at string) (map[string]any, error) {
 		return nil, &ScanError{Detail: "must be a JSON object"}
 	}
 	for _, r := range sc.refs {
-		r.node["$ref"] = canonicalRef(at + r.target)
+		r.node[r.key] = canonicalRef(at + r.target)
+	}
+	for _, r := range sc.refs {
+		// a provider knows "$ref" alone; the dynamic ones are resolved
+		if _, has := r.node["$ref"]; r.key != "$ref" && !has {
+			r.node["$ref"] = r.node[r.key]
+			delete(r.node, r.key)
+		} else if r.key != "$ref" {
+			all, _ := r.node["allOf"].([]any)
+			r.node["allOf"] = append(all, map[string]any{"$ref": r.node[r.key]})
+			delete(r.node, r.key)
+		}
 	}
 	delete(root, "id")
 	needed := withAncestors(sc.targets)
@@ -245,11 +267,16 @@ func ToolSchema(raw []byte, at string) (map[string]any, error) {
 		if !ok {
 			continue
 		}
+		for k := range obj {
+			if kind, known := kindAt(k, ptr, sc.dialect); known && (kind == kwID || kind == kwAnchor || kind == kwDynamicAnchor) {
+				delete(obj, k)
+			}
+		}
+		if sc.dialect == draft04 {
+			exclusiveFlags(obj) // what every provider reads as Draft-04 means it
+		}
 		delete(obj, "$id")
 		delete(obj, "$schema")
-		if sc.dialect == draft2020 {
-			delete(obj, "$anchor")
-		}
 		for k, v := range obj {
 			if !providerDrops(k, v, ptr, sc.dialect) {
 				continue

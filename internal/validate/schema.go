@@ -1,6 +1,6 @@
-// Package validate admits caller JSON Schemas (Draft-07, inline only) and
-// validates model-submitted values against them, hermetically and within a
-// fixed budget: nothing here reads a file, resolves a name or opens a
+// Package validate admits caller JSON Schemas (Draft-04 to 2020-12:
+// dialect.go; inline only) and validates model-submitted values against
+// them, hermetically and within a fixed budget: nothing here reads a file, resolves a name or opens a
 // connection, no input panics the process, and no validation runs whose
 // predicted cost exceeds BudgetTime / BudgetBytes (cost.go). It imports
 // neither pgx nor HTTP server code. docs/structured-output.md is the
@@ -67,27 +67,48 @@ func (denyFS) Open(name string) (http.File, error) {
 	return nil, fmt.Errorf("opening %q is not allowed", name)
 }
 
-var (
-	metaOnce   sync.Once
-	metaSchema *gojsonschema.Schema
-	metaErr    error
-)
+// metaSchema is one bundled meta-schema, compiled once.
+type metaSchema struct {
+	once   sync.Once
+	url    string
+	draft  gojsonschema.Draft
+	schema *gojsonschema.Schema
+	err    error
+}
 
-// meta compiles the bundled Draft-07 meta-schema once, in a loader of its
-// own that no caller document ever touches.
-func meta() (*gojsonschema.Schema, error) {
-	metaOnce.Do(func() {
-		doc, err := gojsonschema.NewReferenceLoaderFileSystem("http://json-schema.org/draft-07/schema", denyFS{}).LoadJSON()
+// metas are the meta-schemas documents are checked against: Draft-04's
+// and Draft-06's, and Draft-07's for the rest (2019-09 and 2020-12 are
+// checked once translated).
+var metas = map[dialect]*metaSchema{
+	draft04: {url: "http://json-schema.org/draft-04/schema", draft: gojsonschema.Draft4},
+	draft06: {url: "http://json-schema.org/draft-06/schema", draft: gojsonschema.Draft6},
+	draft07: {url: "http://json-schema.org/draft-07/schema", draft: gojsonschema.Draft7},
+}
+
+// metaFor is the meta-schema a document of dialect d is checked against,
+// and its dialect.
+func metaFor(d dialect) (*metaSchema, dialect) {
+	if m, ok := metas[d]; ok {
+		return m, d
+	}
+	return metas[draft07], draft07
+}
+
+// compiled compiles a bundled meta-schema once, in its own dialect, in a
+// loader of its own that no caller document ever touches.
+func (m *metaSchema) compiled() (*gojsonschema.Schema, error) {
+	m.once.Do(func() {
+		doc, err := gojsonschema.NewReferenceLoaderFileSystem(m.url, denyFS{}).LoadJSON()
 		if err != nil {
-			metaErr = fmt.Errorf("load the bundled Draft-07 meta-schema: %w", err)
+			m.err = fmt.Errorf("load the bundled meta-schema %s: %w", m.url, err)
 			return
 		}
-		metaSchema, metaErr = compileDoc(doc)
-		if metaErr == nil {
+		m.schema, m.err = compileDraft(doc, m.draft)
+		if m.err == nil && m.draft == gojsonschema.Draft7 {
 			warmUp()
 		}
 	})
-	return metaSchema, metaErr
+	return m.schema, m.err
 }
 
 // warmUp makes the library render one error of every type, so that its
@@ -166,11 +187,14 @@ func Compile(raw []byte) (*Schema, error) {
 func compileScreened(doc any, sc *screened) (*Schema, error) {
 	// the document, and the schemas references name inside dropped keys
 	for _, d := range append([]detachedSchema{{doc, ""}}, prepare(doc, sc)...) {
-		if err := metaCheck(d.node); err != nil {
+		if err := metaCheck(d.node, sc.dialect); err != nil {
 			if se, ok := err.(*ScanError); ok {
 				se.Pointer = d.ptr + se.Pointer
 			}
 			return nil, err
+		}
+		if sc.dialect == draft04 {
+			fromDraft04(d.node, d.ptr)
 		}
 		adapt(d.node, doc, d.ptr, sc.targets)
 	}
@@ -182,9 +206,14 @@ func compileScreened(doc any, sc *screened) (*Schema, error) {
 }
 
 // metaCheck is stage 1: the document validated as data against the
-// trusted meta-schema (instance validation never loads anything).
-func metaCheck(doc any) (err error) {
-	m, err := meta()
+// trusted meta-schema of its dialect (instance validation never loads
+// anything).
+func metaCheck(doc any, d dialect) (err error) {
+	if _, err := metas[draft07].compiled(); err != nil {
+		return err // it warms the library up (warmUp), whatever the dialect
+	}
+	ms, md := metaFor(d)
+	m, err := ms.compiled()
 	if err != nil {
 		return err
 	}
@@ -192,16 +221,16 @@ func metaCheck(doc any) (err error) {
 	defer func() { <-slots }()
 	defer func() {
 		if r := recover(); r != nil {
-			err = &ScanError{Detail: "the schema cannot be checked against the Draft-07 meta-schema"}
+			err = &ScanError{Detail: fmt.Sprintf("the schema cannot be checked against the %s meta-schema", md)}
 		}
 	}()
 	res, err := m.Validate(docLoader{doc})
 	if err != nil {
-		return &ScanError{Detail: "the schema cannot be checked against the Draft-07 meta-schema: " + err.Error()}
+		return &ScanError{Detail: fmt.Sprintf("the schema cannot be checked against the %s meta-schema: %v", md, err)}
 	}
 	if r := convert(res.Errors()); !r.Valid() {
 		e := r.Errors[0]
-		return &ScanError{Pointer: e.Location, Detail: "does not conform to the Draft-07 meta-schema: " + e.Message}
+		return &ScanError{Pointer: e.Location, Detail: fmt.Sprintf("does not conform to the %s meta-schema: %s", md, e.Message)}
 	}
 	return nil
 }
@@ -211,7 +240,11 @@ func metaCheck(doc any) (err error) {
 // dialect auto-detection, no library meta-validation (it would replace our
 // deny-all factory with the OS/HTTP one: schemaLoader.go:72), and a root
 // loader whose factory denies everything.
-func compileDoc(doc any) (s *gojsonschema.Schema, err error) {
+func compileDoc(doc any) (*gojsonschema.Schema, error) { return compileDraft(doc, gojsonschema.Draft7) }
+
+// compileDraft is compileDoc in another of the library's drafts (the
+// bundled meta-schemas' own).
+func compileDraft(doc any, draft gojsonschema.Draft) (s *gojsonschema.Schema, err error) {
 	slots <- struct{}{}
 	defer func() { <-slots }()
 	defer func() {
@@ -220,7 +253,7 @@ func compileDoc(doc any) (s *gojsonschema.Schema, err error) {
 		}
 	}()
 	sl := gojsonschema.NewSchemaLoader()
-	sl.Draft, sl.AutoDetect, sl.Validate = gojsonschema.Draft7, false, false
+	sl.Draft, sl.AutoDetect, sl.Validate = draft, false, false
 	return sl.Compile(docLoader{doc})
 }
 

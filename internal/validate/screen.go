@@ -80,7 +80,15 @@ const (
 	kwID          // $id (id at the root): an identifier (bundle.go)
 	kwAnnotation  // any JSON value, never asserted
 	kwNullable    // OpenAPI 3.0's nullable: true adds "null" to "type"
-	kwAnchor      // 2020-12's $anchor: a plain-name fragment (bundle.go)
+	kwAnchor      // 2019-09's and 2020-12's $anchor: a plain-name fragment (bundle.go)
+
+	kwExclusiveFlag     // Draft-04's boolean exclusiveMaximum / exclusiveMinimum
+	kwDependentRequired // an object of lists of names (dependencies' lists)
+	kwDependentSchemas  // an object of schemas (dependencies' schemas)
+	kwUnevaluated       // unevaluatedProperties / unevaluatedItems: a schema (unevaluated.go)
+	kwDynamicRef        // $recursiveRef, $dynamicRef: a reference resolved where it applies (bundle.go)
+	kwDynamicAnchor     // $recursiveAnchor, $dynamicAnchor
+	kwUntranslatable    // refused (dialect.go)
 )
 
 var keywords = map[string]kwKind{
@@ -101,6 +109,10 @@ var keywords = map[string]kwKind{
 	"allOf": kwSchemaArray, "anyOf": kwSchemaArray, "oneOf": kwSchemaArray,
 	"$ref": kwRef, "definitions": kwDefinitions, "$defs": kwDefinitions, "$id": kwID, "id": kwID,
 	"nullable": kwNullable, "$anchor": kwAnchor,
+	"dependentRequired": kwDependentRequired, "dependentSchemas": kwDependentSchemas,
+	"unevaluatedProperties": kwUnevaluated, "unevaluatedItems": kwUnevaluated,
+	"$recursiveRef": kwDynamicRef, "$dynamicRef": kwDynamicRef, "$recursiveAnchor": kwDynamicAnchor, "$dynamicAnchor": kwDynamicAnchor,
+	"minContains": kwUntranslatable, "maxContains": kwUntranslatable, "$vocabulary": kwUntranslatable, "prefixItems": kwUntranslatable,
 }
 
 // EditorAnnotations are keywords of widely used editors and generators
@@ -149,12 +161,14 @@ func kindOf(k string) (kwKind, bool) {
 }
 
 // kindAt classifies a key at the schema position ptr of a document of
-// dialect d: "id" is a name at the root only (Draft-07 has no "id"), and
-// "$anchor" exists in 2020-12 only.
+// dialect d: a keyword d does not have is unknown there (dialect.go), and
+// Draft-04's exclusiveMaximum and exclusiveMinimum are flags.
 func kindAt(k, ptr string, d dialect) (kwKind, bool) {
-	switch {
-	case k == "id" && ptr != "", k == "$anchor" && d != draft2020:
+	if !inDialect(k, ptr, d) {
 		return 0, false
+	}
+	if d == draft04 && (k == "exclusiveMaximum" || k == "exclusiveMinimum") {
+		return kwExclusiveFlag, true
 	}
 	return kindOf(k)
 }
@@ -164,40 +178,7 @@ func (s *screener) kindAt(k, ptr string) (kwKind, bool) { return kindAt(k, ptr, 
 // isAnnotation reports whether a key at a schema position asserts nothing.
 func isAnnotation(k string) bool { return annotations[k] || namedAnnotation(k) != "" }
 
-// Unsupported2020 are the 2020-12 keywords with no Draft-07 equivalent the
-// validator checks (or none at all: additionalItems and dependencies are
-// gone from 2020-12); a 2020-12 document that uses one is refused, naming it.
-var Unsupported2020 = []string{
-	"prefixItems", "unevaluatedProperties", "unevaluatedItems", "dependentSchemas", "dependentRequired",
-	"$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "minContains", "maxContains",
-	"$vocabulary", "additionalItems", "dependencies",
-}
-
-var unsupported2020 = func() map[string]bool {
-	m := map[string]bool{}
-	for _, k := range Unsupported2020 {
-		m[k] = true
-	}
-	return m
-}()
-
 var simpleTypes = map[string]bool{"array": true, "boolean": true, "integer": true, "null": true, "number": true, "object": true, "string": true}
-
-// Draft07URI is the $schema value accepted at the root (with or without
-// the empty fragment).
-const Draft07URI = "http://json-schema.org/draft-07/schema#"
-
-// Draft2020URI is the 2020-12 dialect, accepted at the root (with or
-// without the empty fragment) when every keyword has a Draft-07
-// equivalent; the document is then translated (transform.go).
-const Draft2020URI = "https://json-schema.org/draft/2020-12/schema"
-
-type dialect uint8
-
-const (
-	draft07 dialect = iota
-	draft2020
-)
 
 // screened is what the screening learnt and later stages reuse.
 type screened struct {
@@ -210,28 +191,33 @@ type screened struct {
 	warnings  []Warning
 	ecma      []string                   // sources of the patterns only the ECMAScript engine runs (ecma.go)
 	ecmaRE    map[string]*regexp2.Regexp // and their compiled form
+	uneval    map[string]unevalPlan      // unevaluatedProperties / unevaluatedItems pointer → its translation
 }
 
 type screener struct {
-	subschemas int
-	patterns   int
-	patInsts   int // instructions of all patterns
-	insts      map[string]int
-	dialect    dialect
-	positions  map[string]any      // pointer → schema, for every schema position
-	depth      map[string]int      // pointer → nesting depth of that schema
-	bases      map[string]*url.URL // pointer → the base URI references there resolve against
-	resources  map[string]string   // absolute URI of an identified schema → its pointer
-	anchors    map[string]string   // URI#name of a plain-name fragment → its pointer
-	inplace    map[string][]string // pointer → schemas applied to the same value (applicators)
-	refEdge    map[string]string   // pointer → the schema its "$ref" names
-	targets    map[string]bool     // pointers named by a "$ref"
-	detached   []string
-	refs       []refSite
-	warnings   []Warning
-	ecma       map[string]*regexp2.Regexp
-	problems   Problems // the refusals found so far (note)
-	stop       bool     // a cap was passed, or MaxProblems found: screening stops
+	subschemas  int
+	patterns    int
+	patInsts    int // instructions of all patterns
+	insts       map[string]int
+	dialect     dialect
+	positions   map[string]any      // pointer → schema, for every schema position
+	depth       map[string]int      // pointer → nesting depth of that schema
+	bases       map[string]*url.URL // pointer → the base URI references there resolve against
+	resources   map[string]string   // absolute URI of an identified schema → its pointer
+	anchors     map[string]string   // URI#name of a plain-name fragment → its pointer
+	inplace     map[string][]string // pointer → schemas applied to the same value (applicators)
+	refEdge     map[string][]edge   // pointer → the schemas its "$ref" (and dynamic references) name
+	targets     map[string]bool     // pointers named by a "$ref"
+	recursive   map[string]bool     // pointer of a resource whose root has "$recursiveAnchor": true
+	dynamic     map[string][]string // $dynamicAnchor name → the pointers of the schemas declaring it
+	unevaluated []string            // pointers of unevaluatedProperties / unevaluatedItems keywords
+	uneval      map[string]unevalPlan
+	detached    []string
+	refs        []refSite
+	warnings    []Warning
+	ecma        map[string]*regexp2.Regexp
+	problems    Problems // the refusals found so far (note)
+	stop        bool     // a cap was passed, or MaxProblems found: screening stops
 }
 
 // screen checks a decoded schema document: the keyword allowlist at schema
@@ -240,9 +226,11 @@ type screener struct {
 // examples) may hold anything, "$ref" included.
 func screen(doc any) (*screened, error) {
 	s := &screener{insts: map[string]int{}, positions: map[string]any{}, inplace: map[string][]string{},
-		refEdge: map[string]string{}, targets: map[string]bool{}, depth: map[string]int{},
+		refEdge: map[string][]edge{}, targets: map[string]bool{}, depth: map[string]int{},
+		recursive: map[string]bool{}, dynamic: map[string][]string{}, uneval: map[string]unevalPlan{},
 		bases: map[string]*url.URL{}, resources: map[string]string{docBase.String(): ""}, anchors: map[string]string{},
 		ecma: map[string]*regexp2.Regexp{}}
+	s.dialect = draft07
 	if root, ok := doc.(map[string]any); ok {
 		s.dialect, _ = dialectOf(root["$schema"])
 	}
@@ -253,6 +241,9 @@ func screen(doc any) (*screened, error) {
 	if len(s.problems) == 0 {
 		_ = s.note(s.resolveRefs(doc))
 	}
+	if len(s.problems) == 0 {
+		_ = s.note(s.planUnevaluated())
+	}
 	if len(s.problems) == 1 {
 		return nil, s.problems[0]
 	}
@@ -260,22 +251,8 @@ func screen(doc any) (*screened, error) {
 		slices.SortStableFunc(s.problems, func(a, b *ScanError) int { return strings.Compare(a.Pointer, b.Pointer) })
 		return nil, s.problems
 	}
-	return &screened{insts: s.insts, dialect: s.dialect, refs: s.refs, positions: s.positions, targets: s.targets,
+	return &screened{insts: s.insts, dialect: s.dialect, refs: s.refs, positions: s.positions, targets: s.targets, uneval: s.uneval,
 		detached: s.detached, warnings: s.warnings, ecma: sortedKeysOf(s.ecma), ecmaRE: s.ecma}, nil
-}
-
-// dialectOf reads a "$schema" value: Draft-07 when absent.
-func dialectOf(v any) (dialect, bool) {
-	if v == nil {
-		return draft07, true
-	}
-	switch str, _ := v.(string); str {
-	case Draft07URI, strings.TrimSuffix(Draft07URI, "#"):
-		return draft07, true
-	case Draft2020URI, Draft2020URI + "#":
-		return draft2020, true
-	}
-	return draft07, false
 }
 
 func fail(ptr, format string, args ...any) error {
@@ -335,7 +312,7 @@ func (s *screener) schema(node any, ptr string, depth int, base *url.URL) error 
 	}
 	keys := sortedKeys(obj)
 	_, hasRef := obj["$ref"]
-	ignored := hasRef && s.dialect == draft07 // Draft-07 ignores the siblings of $ref
+	ignored := hasRef && !s.dialect.modern() // Draft-04 to Draft-07 ignore the siblings of $ref
 	base, err := s.identify(obj, ptr, base, ignored)
 	if err != nil {
 		return s.note(err)
@@ -343,13 +320,19 @@ func (s *screener) schema(node any, ptr string, depth int, base *url.URL) error 
 	s.bases[ptr] = base
 	for _, k := range keys {
 		kp := ptr + "/" + escapePointer(k)
-		if s.dialect == draft2020 && unsupported2020[k] {
-			if err := s.note(fail(kp, "%q has no Draft-07 equivalent that the validator can check, so this 2020-12 document is refused", k)); err != nil {
+		if other, err := s.otherDialect(k, ptr, kp); other {
+			if err := s.note(err); err != nil {
 				return err
 			}
 			continue
 		}
 		kind, known := s.kindAt(k, ptr)
+		if known && kind == kwUntranslatable {
+			if err := s.note(untranslatableError(kp, k, s.dialect)); err != nil {
+				return err
+			}
+			continue
+		}
 		if !known {
 			if err := s.note(s.unknownKeyword(k, kp)); err != nil {
 				return err
@@ -360,8 +343,8 @@ func (s *screener) schema(node any, ptr string, depth int, base *url.URL) error 
 			s.warn(kp, k, "%q is an annotation (%s) and is ignored: nothing is validated by it", k, why)
 		}
 		if ignored && assertsBesideRef(k, kind) {
-			s.warn(kp, k, "%q beside \"$ref\" is ignored, as Draft-07 says; to apply both, put them in allOf "+
-				"({\"allOf\":[{\"$ref\":...},{%q:...}]}), or declare %q, where keywords beside $ref apply", k, k, Draft2020URI)
+			s.warn(kp, k, "%q beside \"$ref\" is ignored, as %s says; to apply both, put them in allOf "+
+				"({\"allOf\":[{\"$ref\":...},{%q:...}]}), or declare %q, where keywords beside $ref apply", k, s.dialect, k, Draft2020URI)
 		}
 	}
 	for _, k := range keys {
@@ -387,13 +370,52 @@ func (s *screener) keyword(obj map[string]any, k, ptr string, depth int, base *u
 	case kwSchemaURI:
 		d, ok := dialectOf(v)
 		if !ok {
-			return fail(kp, "only the Draft-07 dialect %q is supported (and %q where it translates exactly)", Draft07URI, Draft2020URI)
+			return fail(kp, "unknown dialect: $schema must be one of %q (Draft-04), %q (Draft-06), %q (Draft-07), %q (2019-09) or %q (2020-12), "+
+				"each with or without the trailing \"#\"", Draft04URI, Draft06URI, Draft07URI, Draft2019URI, Draft2020URI)
 		}
 		if d != s.dialect {
 			return fail(kp, "a bundled schema must use the document's dialect: a different $schema below the root is not supported")
 		}
-	case kwID, kwAnchor:
-		// read and registered by identify
+	case kwID, kwAnchor, kwDynamicAnchor, kwUntranslatable:
+		// read and registered by identify, or refused already
+	case kwExclusiveFlag:
+		if _, ok := v.(bool); !ok {
+			return fail(kp, "must be a boolean in %s (it makes %q exclusive)", s.dialect, strings.ToLower(k[9:10])+k[10:])
+		}
+	case kwDynamicRef:
+		str, ok := v.(string)
+		if !ok {
+			return fail(kp, "must be a string")
+		}
+		if k == "$recursiveRef" && str != "#" {
+			return fail(kp, `must be "#" (2019-09 defines no other value)`)
+		}
+		s.refs = append(s.refs, refSite{node: obj, ptr: ptr, ref: str, key: k})
+	case kwUnevaluated:
+		s.unevaluated = append(s.unevaluated, kp)
+		return s.schema(v, kp, depth+1, base)
+	case kwDependentRequired:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return fail(kp, "must be an object whose values are arrays of property names")
+		}
+		for _, name := range sortedKeys(m) {
+			if err := stringSet(m[name], kp+"/"+escapePointer(name)); err != nil {
+				return err
+			}
+		}
+	case kwDependentSchemas:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return fail(kp, "must be an object whose values are schemas")
+		}
+		for _, name := range sortedKeys(m) {
+			dp := kp + "/" + escapePointer(name)
+			s.inplace[ptr] = append(s.inplace[ptr], dp)
+			if err := s.schema(m[name], dp, depth+1, base); err != nil {
+				return err
+			}
+		}
 	case kwNullable:
 		if _, ok := v.(bool); !ok {
 			return fail(kp, "must be a boolean")
@@ -403,7 +425,7 @@ func (s *screener) keyword(obj map[string]any, k, ptr string, depth int, base *u
 		if !ok {
 			return fail(kp, "must be a string")
 		}
-		s.refs = append(s.refs, refSite{node: obj, ptr: ptr, ref: str})
+		s.refs = append(s.refs, refSite{node: obj, ptr: ptr, ref: str, key: k})
 	case kwDefinitions:
 		m, ok := v.(map[string]any)
 		if !ok {
@@ -474,7 +496,7 @@ func (s *screener) keyword(obj map[string]any, k, ptr string, depth int, base *u
 	case kwItems:
 		if arr, ok := v.([]any); ok {
 			if s.dialect == draft2020 {
-				return fail(kp, "in 2020-12, items must be one schema (a list of schemas is prefixItems, which is not supported)")
+				return fail(kp, "in 2020-12, items must be one schema (a list of schemas is prefixItems)")
 			}
 			return s.schemaArray(arr, kp, depth, false, base)
 		}

@@ -111,14 +111,18 @@ func TestScreenSchemaDialect(t *testing.T) {
 		`{"$schema":"https://json-schema.org/draft/2020-12/schema"}`, `{"$schema":"https://json-schema.org/draft/2020-12/schema#"}`,
 		`{"items":{"$schema":"http://json-schema.org/draft-07/schema#"}}`, // a bundled schema of the same dialect
 		`{"$schema":"https://json-schema.org/draft/2020-12/schema","$defs":{"a":{"$schema":"https://json-schema.org/draft/2020-12/schema"}}}`,
+		`{"$schema":"http://json-schema.org/draft-04/schema#"}`, `{"$schema":"http://json-schema.org/draft-04/schema"}`,
+		`{"$schema":"http://json-schema.org/draft-06/schema#"}`, `{"$schema":"http://json-schema.org/draft-06/schema"}`,
+		`{"$schema":"https://json-schema.org/draft/2019-09/schema"}`, `{"$schema":"https://json-schema.org/draft/2019-09/schema#"}`,
 	} {
 		if se := compileErr(t, ok); se != nil {
 			t.Errorf("%s: %v", ok, se)
 		}
 	}
 	for _, c := range []struct{ schema, ptr string }{
-		{`{"$schema":"http://json-schema.org/draft-04/schema#"}`, "/$schema"},
-		{`{"$schema":"https://json-schema.org/draft/2019-09/schema"}`, "/$schema"},
+		{`{"$schema":"http://json-schema.org/draft-03/schema#"}`, "/$schema"},
+		{`{"$schema":"http://json-schema.org/schema#"}`, "/$schema"},
+		{`{"$schema":"https://json-schema.org/draft/2019-09/schema","items":{"$schema":"https://json-schema.org/draft/2020-12/schema"}}`, "/items/$schema"},
 		{`{"$schema":"https://json-schema.org/draft-07/schema#"}`, "/$schema"},
 		{`{"$schema":"http://example.invalid/meta","type":"string"}`, "/$schema"},
 		{`{"$schema":7}`, "/$schema"},
@@ -337,7 +341,7 @@ func TestScreenImpliesMetaAndCompile(t *testing.T) {
 		if _, err := screen(doc); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if err := metaCheck(doc); err != nil {
+		if err := metaCheck(doc, draft07); err != nil {
 			t.Errorf("%s: meta: %v", name, err)
 		}
 		adapt(doc, doc, "", nil)

@@ -2,7 +2,9 @@ package validate
 
 import (
 	"encoding/json"
+	"maps"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -138,10 +140,13 @@ func integerRange(lo, hi string) map[string]any {
 //     resolution, which never leaves the document;
 //   - OpenAPI's "nullable": true adds "null" to "type" (what OpenAPI 3.0.3
 //     says it means), and goes;
-//   - in a Draft-07 document, the keywords beside a "$ref" go: Draft-07
-//     ignores them (the screening warned);
-//   - in a 2020-12 document, a "$ref" beside other keywords becomes one
-//     more allOf entry, {"$ref": R}: in 2020-12 the siblings apply.
+//   - in a Draft-04, -06 or -07 document, the keywords beside a "$ref"
+//     go: those dialects ignore them (the screening warned);
+//   - in a 2019-09 or 2020-12 document (modern), dependentRequired and
+//     dependentSchemas become dependencies, each unevaluated keyword the
+//     allOf entry its plan says (unevaluated.go), and a "$ref" (or a
+//     resolved "$recursiveRef"/"$dynamicRef") beside other keywords one
+//     more allOf entry, {"$ref": R}: there the siblings apply.
 //
 // A dropped key that holds a schema some "$ref" names (a vendor container
 // of definitions, a sibling of a Draft-07 "$ref") is kept as a skeleton
@@ -149,7 +154,7 @@ func integerRange(lo, hi string) map[string]any {
 // pointer. Those schemas are prepared too, and returned: adapt and the
 // meta-schema check must see them as well.
 func prepare(doc any, sc *screened) []detachedSchema {
-	p := &preparer{d: sc.dialect, targets: sc.targets, needed: map[string]bool{}, ecma: map[string]bool{}}
+	p := &preparer{d: sc.dialect, targets: sc.targets, needed: map[string]bool{}, ecma: map[string]bool{}, uneval: sc.uneval}
 	for _, src := range sc.ecma {
 		p.ecma[src] = true
 	}
@@ -176,6 +181,7 @@ type preparer struct {
 	targets  map[string]bool // pointers named by a "$ref"
 	needed   map[string]bool // those and every pointer above them
 	ecma     map[string]bool // patterns only the ECMAScript engine runs
+	uneval   map[string]unevalPlan
 	detached []detachedSchema
 }
 
@@ -191,9 +197,9 @@ func (p *preparer) node(node any, ptr string) {
 	for k, v := range obj {
 		kind, known := kindAt(k, ptr, p.d)
 		drop := !known || kind == kwAnnotation || annotations[k] || kind == kwID || kind == kwAnchor ||
-			kind == kwSchemaURI || kind == kwNullable ||
+			kind == kwDynamicAnchor || kind == kwSchemaURI || kind == kwNullable ||
 			(kind == kwFormat && !formatSet[asString(v)]) ||
-			(hasRef && p.d == draft07 && k != "$ref" && kind != kwDefinitions)
+			(hasRef && !p.d.modern() && k != "$ref" && kind != kwDefinitions)
 		if !drop {
 			continue
 		}
@@ -214,16 +220,122 @@ func (p *preparer) node(node any, ptr string) {
 		}
 	}
 	eachSubschemaAt(obj, ptr, p.node)
-	ref, hasRef := obj["$ref"]
-	if !hasRef || p.d != draft2020 {
+	if p.d.modern() {
+		p.dependents(obj, ptr)
+		p.unevaluated(obj, ptr)
+		p.refs(obj)
+	}
+}
+
+// dependents turns dependentSchemas and dependentRequired into
+// dependencies (a name both list goes to an allOf entry of its own).
+func (p *preparer) dependents(obj map[string]any, ptr string) {
+	ds, hasDS := obj["dependentSchemas"].(map[string]any)
+	dr, hasDR := obj["dependentRequired"].(map[string]any)
+	if !hasDS && !hasDR {
 		return
 	}
+	deps := maps.Clone(ds)
+	if deps == nil {
+		deps = map[string]any{}
+	}
+	for _, name := range sortedKeys(dr) {
+		if _, both := deps[name]; both {
+			appendAllOf(obj, map[string]any{"dependencies": map[string]any{name: dr[name]}})
+		} else {
+			deps[name] = dr[name]
+		}
+	}
+	obj["dependencies"] = deps
+	delete(obj, "dependentRequired")
+	if !p.needed[ptr+"/dependentSchemas"] {
+		delete(obj, "dependentSchemas")
+	}
+}
+
+// unevaluated replaces each unevaluated keyword by the allOf entry its
+// plan makes (nothing when every member is evaluated anyway). A schema a
+// reference names inside it stays where it is, and the entry refers to it.
+func (p *preparer) unevaluated(obj map[string]any, ptr string) {
+	for _, k := range []string{"unevaluatedProperties", "unevaluatedItems"} {
+		kp := ptr + "/" + k
+		u, has := obj[k]
+		plan, planned := p.uneval[kp]
+		if !has || !planned {
+			continue
+		}
+		if !p.needed[kp] {
+			delete(obj, k)
+		} else if _, isBool := u.(bool); !isBool {
+			u = map[string]any{"$ref": canonicalRef(kp)}
+		}
+		if !plan.set.all {
+			appendAllOf(obj, unevaluatedEntry(plan, u))
+		}
+	}
+}
+
+// refs makes the references of a modern schema beside other keywords
+// allOf entries, and a lone "$recursiveRef"/"$dynamicRef" (resolved) a
+// "$ref".
+func (p *preparer) refs(obj map[string]any) {
+	var refs []string
+	others := false
 	for k := range obj {
-		if k != "$ref" && keywords[k] != kwDefinitions {
-			delete(obj, "$ref")
-			all, _ := obj["allOf"].([]any)
-			obj["allOf"] = append(all, map[string]any{"$ref": ref})
-			return
+		switch {
+		case k == "$ref" || k == "$recursiveRef" || k == "$dynamicRef":
+			refs = append(refs, k)
+		case keywords[k] != kwDefinitions:
+			others = true
+		}
+	}
+	if len(refs) == 1 && !others {
+		obj["$ref"] = obj[refs[0]]
+		if refs[0] != "$ref" {
+			delete(obj, refs[0])
+		}
+		return
+	}
+	sort.Strings(refs)
+	for _, k := range refs {
+		appendAllOf(obj, map[string]any{"$ref": obj[k]})
+		delete(obj, k)
+	}
+}
+
+// appendAllOf adds an entry to a schema's allOf.
+func appendAllOf(obj map[string]any, entry map[string]any) {
+	all, _ := obj["allOf"].([]any)
+	obj["allOf"] = append(all, entry)
+}
+
+// fromDraft04 rewrites Draft-04's boolean exclusiveMaximum and
+// exclusiveMinimum, in a meta-validated Draft-04 schema and the schemas in
+// it, as the Draft-07 keywords they mean (exclusiveFlags).
+func fromDraft04(node any, ptr string) {
+	obj, ok := node.(map[string]any)
+	if !ok {
+		return
+	}
+	exclusiveFlags(obj)
+	eachSubschemaAt(obj, ptr, fromDraft04)
+}
+
+// exclusiveFlags rewrites one Draft-04 schema object's flags:
+// {"maximum": M, "exclusiveMaximum": true} is {"exclusiveMaximum": M};
+// false, and a flag without its bound (which the meta-schema refuses),
+// mean nothing.
+func exclusiveFlags(obj map[string]any) {
+	for _, b := range []string{"maximum", "minimum"} {
+		flag := "exclusive" + strings.ToUpper(b[:1]) + b[1:]
+		on, isBool := obj[flag].(bool)
+		if !isBool {
+			continue
+		}
+		delete(obj, flag)
+		if bound, has := obj[b]; has && on {
+			obj[flag] = bound
+			delete(obj, b)
 		}
 	}
 }
@@ -290,7 +402,7 @@ func eachSubschemaAt(obj map[string]any, ptr string, f func(any, string)) {
 	for k, v := range obj {
 		kp := ptr + "/" + escapePointer(k)
 		switch keywords[k] {
-		case kwSchema:
+		case kwSchema, kwUnevaluated:
 			f(v, kp)
 		case kwItems, kwSchemaArray:
 			if arr, ok := v.([]any); ok {
@@ -300,7 +412,7 @@ func eachSubschemaAt(obj map[string]any, ptr string, f func(any, string)) {
 			} else {
 				f(v, kp)
 			}
-		case kwProperties, kwPatternProperties, kwDependencies, kwDefinitions:
+		case kwProperties, kwPatternProperties, kwDependencies, kwDependentSchemas, kwDefinitions:
 			if m, ok := v.(map[string]any); ok {
 				for name, sub := range m {
 					if _, isArr := sub.([]any); !isArr {
