@@ -17,9 +17,14 @@ func worstSchemas() map[string]string {
 		"subschemas1024": `{"properties":{` + repeatJoin(MaxSubschemas-1, func(i int) string { return fmt.Sprintf(`"p%d":%s`, i, smallLeaf) }) + `}}`,
 		// 32 patterns of about 500 instructions
 		"patterns32x500": `{"properties":{` + repeatJoin(MaxPatternTotal/512, func(i int) string { return fmt.Sprintf(`"p%d":{"pattern":"^%c.{490}$"}`, i, 'a'+i%26) }) + `}}`,
-		// four enums of 256 entries, 16 KiB each
-		"enums4x1024": `{"properties":{` + repeatJoin(4, func(i int) string {
-			return fmt.Sprintf(`"e%d":{"enum":[`, i) + repeatJoin(MaxEnumEntries, func(j int) string { return fmt.Sprintf(`"%d-%s"`, j, strings.Repeat("v", 6)) }) + `]}`
+		// four enums the library checks, at the cap of those (a value that
+		// is not a string in each)
+		"enums4x2048": `{"properties":{` + repeatJoin(4, func(i int) string {
+			return fmt.Sprintf(`"e%d":{"enum":[null,`, i) + repeatJoin(MaxMixedEnums-1, func(j int) string { return fmt.Sprintf(`"%d-%s"`, j, strings.Repeat("v", 6)) }) + `]}`
+		}) + `}}`,
+		// two enums of strings checked as sets, at the cap
+		"enumsets2x8192": `{"properties":{` + repeatJoin(2, func(i int) string {
+			return fmt.Sprintf(`"e%d":{"enum":[`, i) + repeatJoin(MaxEnumEntries-8, func(j int) string { return fmt.Sprintf(`"%c%d"`, 'a'+i, j) }) + `]}`
 		}) + `}}`,
 		// 16,384 JSON values in required lists at their cap
 		"nodes16384": `{"allOf":[` + repeatJoin(32, func(j int) string {
@@ -56,7 +61,7 @@ func compiledAtCap() string {
 func BenchmarkCompile(b *testing.B) {
 	cases := worstSchemas()
 	cases["realistic"] = realisticSchema
-	for _, name := range []string{"realistic", "subschemas1024", "patterns32x500", "enums4x1024", "nodes16384", "deep16", "ecma256x1k", "compiled8192"} {
+	for _, name := range []string{"realistic", "subschemas1024", "patterns32x500", "enums4x2048", "enumsets2x8192", "nodes16384", "deep16", "ecma256x1k", "compiled8192"} {
 		raw := []byte(cases[name])
 		if _, err := Compile(raw); err != nil {
 			b.Fatalf("%s: %v", name, err)

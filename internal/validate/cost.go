@@ -135,6 +135,14 @@ var formatCost = map[string]struct {
 	"relative-json-pointer": {fixedNs: 500, ns: 25, b: 8, fixedB: 2 << 10},
 }
 
+// The cost of checking a string against an enum set (enumset.go): the
+// registry's lock and lookup, and hashing the string.
+const (
+	enumSetNs     = 600
+	enumSetByteNs = 2
+	enumSetB      = 64
+)
+
 // formatCheckCost bounds one check of s by the named format's checker.
 func formatCheckCost(name, s string) (ns, b float64) {
 	fc := formatCost[name]
@@ -482,6 +490,13 @@ func (e *estimate) str(n *cnode, v *vnode, pl int) float64 {
 		}
 		if !matched {
 			errs += e.err(pl, len(n.ecma.src))
+		}
+	}
+	if n.enumSet != nil {
+		// the library's lookup (and its format registry's lock)
+		e.add(enumSetNs+float64(len(s))*enumSetByteNs, enumSetB)
+		if !n.enumSet.values[s] {
+			errs += e.err(pl, len(n.enumSet.name))
 		}
 	}
 	if n.format != "" {

@@ -30,6 +30,7 @@ type cnode struct {
 	minLen, maxLen int        // -1 when absent
 	pat            *pattern   // nil when absent
 	ecma           *ecmaEntry // an ECMAScript pattern, which the library runs as a format
+	enumSet        *enumSet   // an enum of strings, which the library runs as a format
 	format         string
 
 	itemsOne      *cnode
@@ -241,6 +242,9 @@ func (b *modelBuilder) fill(n *cnode, doc any) {
 	n.format, _ = m["format"].(string)
 	if e := ecmaEntryOf(n.format); e != nil {
 		n.ecma, n.format = e, ""
+	}
+	if e := enumSetOf(n.format); e != nil {
+		n.enumSet, n.format = e, ""
 	}
 
 	if items, ok := m["items"]; ok {

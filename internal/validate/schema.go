@@ -173,12 +173,15 @@ func Compile(raw []byte) (*Schema, error) {
 		return nil, err
 	}
 	entries := acquireECMA(sc.ecma, sc.ecmaRE)
+	sets := acquireEnums(sc.enums)
 	s, err := compileScreened(doc, sc)
 	if err != nil {
 		releaseECMA(entries)
+		releaseEnums(sets)
 		return nil, err
 	}
 	holdECMA(s, entries)
+	holdEnums(s, sets)
 	return s, nil
 }
 
@@ -454,10 +457,14 @@ var errorKeywords = map[string]string{
 }
 
 // keywordOf is the Draft-07 keyword that failed: "pattern" for an
-// ECMAScript pattern, which the library runs as a format.
+// ECMAScript pattern and "enum" for an enum checked as a set, which the
+// library runs as formats.
 func keywordOf(e gojsonschema.ResultError) string {
 	if e.Type() == "format" && strings.HasPrefix(detail(e, "format"), ecmaFormat) {
 		return "pattern"
+	}
+	if e.Type() == "format" && strings.HasPrefix(detail(e, "format"), enumFormat) {
+		return "enum"
 	}
 	return keyword(e.Type())
 }
@@ -527,6 +534,8 @@ func describe(e gojsonschema.ResultError) string {
 	case "format":
 		if src, ok := strings.CutPrefix(d("format"), ecmaFormat); ok {
 			m = "must match the pattern " + src
+		} else if set := enumSetOf(d("format")); set != nil {
+			m = "must be one of " + set.list
 		} else {
 			m = fmt.Sprintf("must be a valid %s", d("format"))
 		}

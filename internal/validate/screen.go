@@ -26,7 +26,8 @@ const (
 	MaxPatternTotal   = 16384     // compiled program instructions of all patterns together (catalogue: 2,882)
 	MaxPatternBytes   = 1024      // source length of one pattern (catalogue: 650)
 	MaxPatternInsts   = 1024      // compiled RE2 program size of one pattern, regexp/syntax instructions (catalogue: 683)
-	MaxEnumEntries    = 2048      // entries of one enum (catalogue: 1,772)
+	MaxEnumEntries    = 8192      // entries of one enum of strings, checked as a set above 256 (enumset.go; catalogue: 2,461)
+	MaxMixedEnums     = 2048      // entries of an enum with a value that is not a string (the library's check is quadratic)
 	MaxNames          = 512       // entries of one required or dependencies array (the library's duplicate check is quadratic; catalogue: 39)
 	MaxLiteralBytes   = 64 << 10  // compact JSON size of one const / enum / default / examples value (catalogue: 19,025)
 	maxCount          = 1<<31 - 1 // count keywords above this are clamped (values are far smaller)
@@ -192,6 +193,7 @@ type screened struct {
 	ecma      []string                   // sources of the patterns only the ECMAScript engine runs (ecma.go)
 	ecmaRE    map[string]*regexp2.Regexp // and their compiled form
 	uneval    map[string]unevalPlan      // unevaluatedProperties / unevaluatedItems pointer → its translation
+	enums     map[string][]string        // enums checked as sets, by format name (enumset.go)
 }
 
 type screener struct {
@@ -216,8 +218,9 @@ type screener struct {
 	refs        []refSite
 	warnings    []Warning
 	ecma        map[string]*regexp2.Regexp
-	problems    Problems // the refusals found so far (note)
-	stop        bool     // a cap was passed, or MaxProblems found: screening stops
+	enums       map[string][]string // enums checked as sets, by format name (enumset.go)
+	problems    Problems            // the refusals found so far (note)
+	stop        bool                // a cap was passed, or MaxProblems found: screening stops
 }
 
 // screen checks a decoded schema document: the keyword allowlist at schema
@@ -227,7 +230,7 @@ type screener struct {
 func screen(doc any) (*screened, error) {
 	s := &screener{insts: map[string]int{}, positions: map[string]any{}, inplace: map[string][]string{},
 		refEdge: map[string][]edge{}, targets: map[string]bool{}, depth: map[string]int{},
-		recursive: map[string]bool{}, dynamic: map[string][]string{}, uneval: map[string]unevalPlan{},
+		recursive: map[string]bool{}, dynamic: map[string][]string{}, uneval: map[string]unevalPlan{}, enums: map[string][]string{},
 		bases: map[string]*url.URL{}, resources: map[string]string{docBase.String(): ""}, anchors: map[string]string{},
 		ecma: map[string]*regexp2.Regexp{}}
 	s.dialect = draft07
@@ -251,7 +254,7 @@ func screen(doc any) (*screened, error) {
 		slices.SortStableFunc(s.problems, func(a, b *ScanError) int { return strings.Compare(a.Pointer, b.Pointer) })
 		return nil, s.problems
 	}
-	return &screened{insts: s.insts, dialect: s.dialect, refs: s.refs, positions: s.positions, targets: s.targets, uneval: s.uneval,
+	return &screened{insts: s.insts, dialect: s.dialect, refs: s.refs, positions: s.positions, targets: s.targets, uneval: s.uneval, enums: s.enums,
 		detached: s.detached, warnings: s.warnings, ecma: sortedKeysOf(s.ecma), ecmaRE: s.ecma}, nil
 }
 
@@ -454,7 +457,12 @@ func (s *screener) keyword(obj map[string]any, k, ptr string, depth int, base *u
 		}
 		return literalSize(v, kp)
 	case kwEnum:
-		return checkEnum(v, kp)
+		if err := checkEnum(v, kp); err != nil {
+			return err
+		}
+		if values := setEnum(v); values != nil {
+			s.enums[enumSetName(values)] = values
+		}
 	case kwType:
 		return checkType(v, kp)
 	case kwNumber:
@@ -721,6 +729,9 @@ func checkEnum(v any, kp string) error {
 	}
 	if len(arr) > MaxEnumEntries {
 		return fail(kp, "has %d values, more than the limit of %d", len(arr), MaxEnumEntries)
+	}
+	if len(arr) > MaxMixedEnums && setEnum(v) == nil {
+		return fail(kp, "has %d values, more than the limit of %d for an enum with a value that is not a string", len(arr), MaxMixedEnums)
 	}
 	if err := literalSize(v, kp); err != nil {
 		return err

@@ -5,6 +5,8 @@ import (
 	"regexp/syntax"
 	"strings"
 	"testing"
+
+	oracle "github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // compileErr compiles and returns the admission error as a *ScanError.
@@ -252,6 +254,9 @@ func TestScreenCaps(t *testing.T) {
 	enum := func(n int) string {
 		return `{"enum":[` + repeatJoin(n, func(i int) string { return fmt.Sprintf(`"e%d"`, i) }) + `]}`
 	}
+	mixed := func(n int) string {
+		return `{"enum":[null,` + repeatJoin(n-1, func(i int) string { return fmt.Sprintf(`"e%d"`, i) }) + `]}`
+	}
 	literal := func(n int) string { return `{"const":"` + strings.Repeat("a", n-2) + `"}` }
 	names := func(n int) string {
 		return `{"dependencies":{"a":[` + repeatJoin(n, func(i int) string { return fmt.Sprintf(`"n%d"`, i) }) + `]}}`
@@ -270,6 +275,7 @@ func TestScreenCaps(t *testing.T) {
 		{"branches", branches(MaxBranches), branches(MaxBranches + 1), "/anyOf"},
 		{"patterns", patterns(MaxPatterns), patterns(MaxPatterns + 1), ""},
 		{"enum", enum(MaxEnumEntries), enum(MaxEnumEntries + 1), "/enum"},
+		{"mixed enum", mixed(MaxMixedEnums), mixed(MaxMixedEnums + 1), "/enum"},
 		{"literal", literal(MaxLiteralBytes), literal(MaxLiteralBytes + 1), "/const"},
 		{"names", names(MaxNames), names(MaxNames + 1), "/dependencies/a"},
 		{"pattern instructions", patternsOf(MaxPatternTotal/perPattern, 490), patternsOf(MaxPatternTotal/perPattern+1, 490), ""},
@@ -370,4 +376,36 @@ func screenedSchemas() map[string]string {
 		m[k] = v
 	}
 	return m
+}
+
+// TestLargeEnums: an enum of 5,000 strings (real ones run to thousands:
+// time zones, languages, a game engine's 2,461 console variables) is
+// admitted, compiled within the cost of the smaller enums before, and
+// validates as the oracle does, with the enum's own error; one with a
+// value that is not a string stays at the library's cap. Before, every
+// enum above 2,048 values was refused.
+func TestLargeEnums(t *testing.T) {
+	t.Parallel()
+	schema := `{"type":"object","properties":{"tz":{"enum":[` +
+		repeatJoin(5000, func(i int) string { return fmt.Sprintf(`"Zone/%d"`, i) }) + `]},"small":{"enum":["a","b"]}}}`
+	s := mustCompile(t, schema)
+	o := oracleSchema(t, []byte(schema))
+	for _, v := range []string{`{"tz":"Zone/0"}`, `{"tz":"Zone/4999"}`, `{"tz":"Zone/5000"}`, `{"tz":"zone/1"}`, `{"tz":1}`,
+		`{"tz":null}`, `{"tz":["Zone/1"]}`, `{"small":"a","tz":"Zone/17"}`} {
+		inst, _ := oracle.UnmarshalJSON(strings.NewReader(v))
+		want := o.Validate(inst) == nil
+		r := s.Validate([]byte(v))
+		if r.Valid() != want {
+			t.Errorf("%s: valid=%v (%s), the oracle says %v", v, r.Valid(), r.Summary(), want)
+		}
+	}
+	r := s.Validate([]byte(`{"tz":"Zone/5000"}`))
+	if r.Total != 1 || r.Errors[0].Keyword != "enum" || r.Errors[0].Location != "/tz" ||
+		!strings.HasPrefix(r.Errors[0].Message, `must be one of "Zone/0", "Zone/1", `) {
+		t.Errorf("%+v", r)
+	}
+	se := compileErr(t, `{"enum":[1,`+repeatJoin(MaxMixedEnums, func(i int) string { return fmt.Sprintf(`"%d"`, i) })+`]}`)
+	if se == nil || se.Pointer != "/enum" || !strings.Contains(se.Detail, "not a string") {
+		t.Errorf("mixed: %v", se)
+	}
 }

@@ -220,6 +220,11 @@ func (p *preparer) node(node any, ptr string) {
 		}
 	}
 	eachSubschemaAt(obj, ptr, p.node)
+	if values := setEnum(obj["enum"]); values != nil {
+		// checked as a set (enumset.go)
+		delete(obj, "enum")
+		appendAllOf(obj, map[string]any{"type": "string", "format": enumSetName(values)})
+	}
 	if p.d.modern() {
 		p.dependents(obj, ptr)
 		p.unevaluated(obj, ptr)
