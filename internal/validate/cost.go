@@ -212,8 +212,13 @@ func (e *estimate) add(ns, b float64) {
 
 // estimateCost estimates the cost of validating v (decoded from rawLen
 // bytes) against the schema model n, the decoding included.
-func estimateCost(n *cnode, v *vnode, rawLen int) *estimate {
+func estimateCost(n *cnode, v *vnode, rawLen int) *estimate { return estimateWith(n, v, rawLen, 0) }
+
+// estimateWith is estimateCost with work done before it charged: the
+// ECMAScript matches of property names (ecmakeys.go), in ns.
+func estimateWith(n *cnode, v *vnode, rawLen int, doneNs float64) *estimate {
 	e := &estimate{root: v}
+	e.add(doneNs, 0)
 	e.add(coef.baseNs+coef.decNodeNs*float64(v.nodes)+coef.decByteNs*float64(rawLen),
 		coef.baseB+coef.decNodeB*float64(v.nodes)+coef.decByteB*float64(rawLen))
 	e.eval(n, v, len("(root)"))

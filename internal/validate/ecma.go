@@ -27,10 +27,11 @@ import (
 // match: inside anyOf, not or if, it decides as a pattern would. The
 // checker is registered in the library's process-wide format registry
 // while a compiled schema uses it (reference-counted, released when the
-// last such schema is garbage), under a name no caller can write (it holds
-// U+0000, which the scan refuses). A patternProperties key must be RE2:
-// the library matches keys with Go's regexp by name, which no format can
-// stand in for.
+// last such schema is garbage), under a name no caller can write (a
+// format chatd does not check is dropped before the library sees the
+// document). A patternProperties key the library matches with Go's
+// regexp by its source, which no format can stand in for: such a key is
+// handled by specialising the document (ecmakeys.go).
 
 // ecmaFormat prefixes the format name standing for an ECMAScript pattern.
 const ecmaFormat = "\x00ecma\x00"

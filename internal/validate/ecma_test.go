@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	oracle "github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // An ECMAScript pattern fails as a pattern: keyword "pattern", its source
@@ -63,7 +65,7 @@ func TestECMALibraryDeadline(t *testing.T) {
 	if (ecmaChecker{s.ecma[0]}).IsFormat(slow) {
 		t.Fatal("matched")
 	}
-	if r := s.run(slow); r.Valid() || r.Errors[0].Keyword != CodeBudget {
+	if r := s.run(s.compiled, slow); r.Valid() || r.Errors[0].Keyword != CodeBudget {
 		t.Errorf("%+v", r)
 	}
 }
@@ -104,4 +106,47 @@ func mustJSON(v any) string {
 		panic(err)
 	}
 	return string(b)
+}
+
+// TestECMAPatternKeys: patternProperties keys only the ECMAScript engine
+// runs (lookahead, as Hugo's and the browser extensions' message schemas
+// write them) work, directly, beside additionalProperties, behind a
+// reference inside anyOf, and in propertyNames; verdicts are the oracle's.
+// Before, such a key was refused ("a patternProperties key must be a
+// pattern RE2 can run").
+func TestECMAPatternKeys(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		schema string
+		values []string
+	}{
+		{`{"type":"object","patternProperties":{"^(?!title|weight)[a-z]+$":{"type":"string"}},"properties":{"title":{"type":"integer"}},"additionalProperties":false}`,
+			[]string{`{"title":1}`, `{"foo":"x"}`, `{"foo":1}`, `{"weight":"x"}`, `{"Foo":"x"}`, `{}`, `{"title":1,"abc":"s","xyz":2}`, `{"titles":"x"}`}},
+		{`{"additionalProperties":{"type":"object","patternProperties":{"^(?!@@)[\\w@]+$":{"type":"object","required":["message"]}}}}`,
+			[]string{`{"en":{"greet":{"message":"hi"}}}`, `{"en":{"greet":{}}}`, `{"en":{"@@x":{}}}`, `{"en":{"greet":{"message":"hi"},"bye":[]}}`}},
+		{`{"definitions":{"m":{"patternProperties":{"^(?=a)":{"minimum":3},"^a":{"maximum":9}}}},"anyOf":[{"$ref":"#/definitions/m"},{"type":"string"}]}`,
+			[]string{`{"ab":1}`, `{"ab":5}`, `{"ab":10}`, `"s"`, `{"b":1}`, `[{"ab":1}]`}},
+		{`{"propertyNames":{"pattern":"^(?!_)"},"patternProperties":{"^(?<=)x$":true}}`,
+			[]string{`{"a":1}`, `{"_a":1}`, `{"x":{"_y":1}}`}},
+	} {
+		s := mustCompile(t, c.schema)
+		o := oracleSchema(t, []byte(c.schema))
+		for _, v := range c.values {
+			inst, _ := oracle.UnmarshalJSON(strings.NewReader(v))
+			want := o.Validate(inst) == nil
+			for range 2 { // compiled, then from the kept specialisation
+				if r := s.Validate([]byte(v)); r.Valid() != want {
+					t.Errorf("%s %s: valid=%v (%s), the oracle says %v", c.schema, v, r.Valid(), r.Summary(), want)
+				}
+			}
+		}
+	}
+	// A key whose match backtracks without end refuses the value as too
+	// expensive, in about the budget.
+	s := mustCompile(t, `{"patternProperties":{"^(?!(a+)+$)":{"type":"string"}}}`)
+	start := time.Now()
+	r := s.Validate([]byte(`{"` + strings.Repeat("a", 40) + `!":1}`))
+	if r.Valid() || r.Errors[0].Keyword != CodeBudget || time.Since(start) > time.Second {
+		t.Errorf("%+v after %s", r, time.Since(start))
+	}
 }

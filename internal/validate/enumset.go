@@ -26,8 +26,8 @@ import (
 // string is in no such enum. Its error reads as the enum's own ("must be
 // one of ..."). The checker is registered in the library's process-wide
 // format registry while a compiled schema uses it, as ECMAScript patterns
-// are (ecma.go), under a name no caller can write (it holds U+0000, and
-// unknown formats are dropped before the library sees them).
+// are (ecma.go), under a name no caller can write (a format chatd does
+// not check is dropped before the library sees the document).
 
 // setEnumMin is the largest enum of strings the library checks itself.
 const setEnumMin = 256

@@ -123,6 +123,11 @@ func (s *screener) resolveRefs(doc any) error {
 		if why != "" {
 			return fail(kp, "%q %s", r.ref, why)
 		}
+		for _, k := range s.ecmaKeyPtrs {
+			if target == k || strings.HasPrefix(target, k+"/") {
+				return fail(kp, "%q names the schema of a patternProperties key only ECMAScript runs, which cannot be referred to", r.ref)
+			}
+		}
 		if _, ok := s.positions[target]; !ok {
 			if err := s.vendorTarget(doc, target, kp, r.ref); err != nil {
 				return err

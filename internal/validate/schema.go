@@ -8,6 +8,7 @@
 package validate
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"runtime"
@@ -157,6 +158,13 @@ type Schema struct {
 	// the first MaxWarnings, in document order. Read only.
 	Warnings []Warning
 	ecma     []*ecmaEntry // registered while s lives (ecma.go)
+
+	// patternProperties keys only ECMAScript runs (ecmakeys.go): the
+	// document to specialise, and the specialisations made
+	ecmaKeys []ecmaKey
+	template any
+	insts    map[string]int
+	specs    *specializations
 }
 
 // Compile admits a caller schema document: strict scan, screening and
@@ -189,7 +197,9 @@ func Compile(raw []byte) (*Schema, error) {
 // and its ECMAScript patterns registered.
 func compileScreened(doc any, sc *screened) (*Schema, error) {
 	// the document, and the schemas references name inside dropped keys
-	for _, d := range append([]detachedSchema{{doc, ""}}, prepare(doc, sc)...) {
+	nodes := append([]detachedSchema{{doc, ""}}, prepare(doc, sc)...)
+	keys := renameECMAKeys(nodes, sc.ecmaKeys)
+	for _, d := range nodes {
 		if err := metaCheck(d.node, sc.dialect); err != nil {
 			if se, ok := err.(*ScanError); ok {
 				se.Pointer = d.ptr + se.Pointer
@@ -201,11 +211,16 @@ func compileScreened(doc any, sc *screened) (*Schema, error) {
 		}
 		adapt(d.node, doc, d.ptr, sc.targets)
 	}
+	s := &Schema{Warnings: sc.warnings, ecmaKeys: keys, insts: sc.insts}
+	if len(keys) > 0 {
+		s.template, s.specs = deepCopy(doc), &specializations{byKey: map[string]*specialized{}}
+	}
 	compiled, err := compileDoc(doc)
 	if err != nil {
 		return nil, &ScanError{Detail: "the schema cannot be compiled: " + err.Error()}
 	}
-	return &Schema{compiled: compiled, model: buildModel(doc, sc.insts), Warnings: sc.warnings}, nil
+	s.compiled, s.model = compiled, buildModel(doc, sc.insts)
+	return s, nil
 }
 
 // metaCheck is stage 1: the document validated as data against the
@@ -345,14 +360,24 @@ func (s *Schema) Validate(raw []byte) (res Result) {
 		}
 		return failure("", CodeInvalidJSON, err.Error())
 	}
-	est := estimateCost(s.model, v, len(raw))
+	compiled, model, matchNs := s.compiled, s.model, 0.0
+	if len(s.ecmaKeys) > 0 {
+		compiled, model, matchNs, err = s.specialize(v)
+		if errors.Is(err, errKeysOverBudget) {
+			return failure("", CodeBudget, TooExpensive)
+		}
+		if err != nil {
+			return failure("", CodeInternal, err.Error())
+		}
+	}
+	est := estimateWith(model, v, len(raw), matchNs)
 	if est.over {
 		return failure("", CodeBudget, TooExpensive)
 	}
 	if est.imprecise != nil {
 		return Result{Errors: []ValueError{*est.imprecise}, Total: 1}
 	}
-	return s.run(v.val)
+	return s.run(compiled, v.val)
 }
 
 // libraryRuns counts value validations handed to the library (tests check
@@ -361,7 +386,7 @@ var libraryRuns atomic.Int64
 
 // run calls the library on a decoded value. recover() is the second guard
 // behind the scan: no input known to us panics it.
-func (s *Schema) run(doc any) (res Result) {
+func (s *Schema) run(compiled *gojsonschema.Schema, doc any) (res Result) {
 	libraryRuns.Add(1)
 	slots <- struct{}{}
 	defer func() { <-slots }()
@@ -371,7 +396,7 @@ func (s *Schema) run(doc any) (res Result) {
 		}
 	}()
 	failed := ecmaFailures(s.ecma)
-	out, err := s.compiled.Validate(docLoader{doc})
+	out, err := compiled.Validate(docLoader{doc})
 	if err != nil {
 		return failure("", CodeInternal, "the value cannot be validated: "+err.Error())
 	}

@@ -194,6 +194,7 @@ type screened struct {
 	ecmaRE    map[string]*regexp2.Regexp // and their compiled form
 	uneval    map[string]unevalPlan      // unevaluatedProperties / unevaluatedItems pointer → its translation
 	enums     map[string][]string        // enums checked as sets, by format name (enumset.go)
+	ecmaKeys  map[string]*regexp2.Regexp // patternProperties keys only ECMAScript runs (ecmakeys.go)
 }
 
 type screener struct {
@@ -218,9 +219,11 @@ type screener struct {
 	refs        []refSite
 	warnings    []Warning
 	ecma        map[string]*regexp2.Regexp
-	enums       map[string][]string // enums checked as sets, by format name (enumset.go)
-	problems    Problems            // the refusals found so far (note)
-	stop        bool                // a cap was passed, or MaxProblems found: screening stops
+	enums       map[string][]string        // enums checked as sets, by format name (enumset.go)
+	ecmaKeys    map[string]*regexp2.Regexp // patternProperties keys only ECMAScript runs (ecmakeys.go)
+	ecmaKeyPtrs []string                   // and where they are
+	problems    Problems                   // the refusals found so far (note)
+	stop        bool                       // a cap was passed, or MaxProblems found: screening stops
 }
 
 // screen checks a decoded schema document: the keyword allowlist at schema
@@ -231,7 +234,8 @@ func screen(doc any) (*screened, error) {
 	s := &screener{insts: map[string]int{}, positions: map[string]any{}, inplace: map[string][]string{},
 		refEdge: map[string][]edge{}, targets: map[string]bool{}, depth: map[string]int{},
 		recursive: map[string]bool{}, dynamic: map[string][]string{}, uneval: map[string]unevalPlan{}, enums: map[string][]string{},
-		bases: map[string]*url.URL{}, resources: map[string]string{docBase.String(): ""}, anchors: map[string]string{},
+		ecmaKeys: map[string]*regexp2.Regexp{},
+		bases:    map[string]*url.URL{}, resources: map[string]string{docBase.String(): ""}, anchors: map[string]string{},
 		ecma: map[string]*regexp2.Regexp{}}
 	s.dialect = draft07
 	if root, ok := doc.(map[string]any); ok {
@@ -254,7 +258,7 @@ func screen(doc any) (*screened, error) {
 		slices.SortStableFunc(s.problems, func(a, b *ScanError) int { return strings.Compare(a.Pointer, b.Pointer) })
 		return nil, s.problems
 	}
-	return &screened{insts: s.insts, dialect: s.dialect, refs: s.refs, positions: s.positions, targets: s.targets, uneval: s.uneval, enums: s.enums,
+	return &screened{insts: s.insts, dialect: s.dialect, refs: s.refs, positions: s.positions, targets: s.targets, uneval: s.uneval, enums: s.enums, ecmaKeys: s.ecmaKeys,
 		detached: s.detached, warnings: s.warnings, ecma: sortedKeysOf(s.ecma), ecmaRE: s.ecma}, nil
 }
 
@@ -588,9 +592,9 @@ func (s *screener) schemaArray(arr []any, kp string, depth int, branches bool, b
 // pattern checks one regular expression: Go RE2 syntax (what the library
 // compiles), a bounded source and a bounded compiled program. Each
 // pattern is compiled here once; its program size feeds the cost model.
-// A "pattern" RE2 cannot parse (lookaround, backreferences) is run by the
-// ECMAScript engine instead (ecma.go); a patternProperties key (key) must
-// be RE2.
+// A pattern RE2 cannot parse (lookaround, backreferences) is run by the
+// ECMAScript engine instead: a "pattern" as a format (ecma.go), a
+// patternProperties key (key) by specialising the document (ecmakeys.go).
 func (s *screener) pattern(src, ptr string, key bool) error {
 	s.patterns++
 	if s.patterns > MaxPatterns {
@@ -920,8 +924,9 @@ func (s *screener) ecmaPattern(src, ptr string, key bool, re2 error) error {
 		return fail(ptr, "pattern is neither ECMAScript nor RE2 syntax: %v (RE2: %s)", err, construct)
 	}
 	if key {
-		return fail(ptr, "a patternProperties key must be a pattern RE2 can run (the validator matches property names with it); "+
-			"this one has %s, which chatd runs with an ECMAScript engine in \"pattern\" only", construct)
+		s.ecmaKeys[src] = re
+		s.ecmaKeyPtrs = append(s.ecmaKeyPtrs, ptr)
+		return nil
 	}
 	s.ecma[src] = re
 	return nil
