@@ -59,14 +59,13 @@ func TestSchemaAdmission(t *testing.T) {
 		{"$defs", `{"properties":{"x":{"$defs":{"a":{"$ref":"#/nowhere"}}}}}`, "/properties/x/$defs/a/$ref:"},
 		{"cycle in place", `{"anyOf":[{"$ref":"#"}]}`, "/anyOf/0/$ref:"},
 		{"remote $schema", `{"$schema":"http://example.invalid/meta","type":"string"}`, "/$schema:"},
-		{"draft 2019-09", `{"$schema":"https://json-schema.org/draft/2019-09/schema"}`, "/$schema:"},
+		{"draft-03", `{"$schema":"http://json-schema.org/draft-03/schema#"}`, "/$schema:"},
 		{"nullable not a boolean", `{"properties":{"a":{"type":"string","nullable":"yes"}}}`, "/properties/a/nullable:"},
 		{"$schema below the root", `{"items":{"$schema":"https://json-schema.org/draft/2020-12/schema"}}`, "/items/$schema:"},
-		{"ECMAScript patternProperties key", `{"patternProperties":{"(?=lookahead)":{}}}`, "/patternProperties/(?=lookahead):"},
+		{"patternProperties key neither dialect", `{"patternProperties":{"(?=look":{}}}`, "/patternProperties/(?=look:"},
 		{"pattern neither dialect", `{"type":"string","pattern":"(?=look"}`, "/pattern:"},
 		{"pattern program", `{"patternProperties":{".{1000}.{100}":{}}}`, "/patternProperties/.{1000}.{100}:"},
 		{"duplicate keyword", `{"properties":{"a":{"type":"string","type":"number"}}}`, "/properties/a/type:"},
-		{"U+0000", `{"title":"nul\u0000"}`, "/title:"},
 		{"lone surrogate", `{"properties":{"a":{"const":"\udc00"}}}`, "/properties/a/const:"},
 		{"huge exponent", `{"maximum":1e400}`, "/maximum:"},
 		{"number too close to zero", `{"minimum":1e-400}`, "/minimum:"},
@@ -119,6 +118,10 @@ func TestSchemaAdmission(t *testing.T) {
 	}
 	if !bytes.Contains(stored, []byte(`"$ref"`)) {
 		t.Errorf("stored schema %s", stored)
+	}
+	// U+0000 in a schema is stored through the JSONB-safe codec.
+	if status, e := post(t, `{"type":"string","pattern":"^[^\u0000]*$","title":"nul\u0000"}`); status != http.StatusCreated {
+		t.Fatalf("U+0000: status %d %+v", status, e)
 	}
 }
 

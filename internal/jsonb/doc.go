@@ -1,7 +1,9 @@
 // Package jsonb owns the stored form of message content: the Part type and
 // the only functions that turn parts into JSON for a jsonb column and back.
 // Every write and read of chat_messages.content and
-// chat_queued_messages.content goes through MarshalParts and ParseContent.
+// chat_queued_messages.content goes through MarshalParts and ParseContent,
+// and of structured_requests.schema through EncodeDocument and
+// DecodeDocument (the sentinel scheme below on a whole document).
 //
 // PostgreSQL jsonb refuses the escape \u0000 and unpaired surrogate escapes
 // (\ud800 alone), and text columns refuse invalid UTF-8. Model text, tool

@@ -179,8 +179,15 @@ func (s *Store) queueRequest(ctx context.Context, pl *pipeline, chatID uuid.UUID
 	}
 	// The span of the admission (the API request, or the parent's turn
 	// for a spawned child) is the parent of the request's turn.
-	p := dbgen.RequestInsertParams{RequestID: uuid.New(), ChatID: chatID, Name: spec.Name, Description: spec.Description, Schema: spec.Schema,
+	p := dbgen.RequestInsertParams{RequestID: uuid.New(), ChatID: chatID, Name: spec.Name, Description: spec.Description,
 		AdmittedBy: s.process()}
+	// Stored through the codec: its strings may hold U+0000 (requestFrom
+	// decodes). A document that is not JSON (never admitted) goes as it
+	// is, and the database refuses it.
+	p.Schema = spec.Schema
+	if schema, err := jsonb.EncodeDocument(spec.Schema); err == nil {
+		p.Schema = schema
+	}
 	if tp := tracing.Traceparent(ctx); tp != "" {
 		p.TraceParent = &tp
 	}

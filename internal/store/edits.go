@@ -94,7 +94,7 @@ func (s *Store) EditMessage(ctx context.Context, p EditParams) (EditResult, erro
 				if err != nil {
 					return err
 				}
-				spec = &RequestSpec{Name: r.Name, Description: r.Description, Schema: r.Schema}
+				spec = &RequestSpec{Name: r.Name, Description: r.Description, Schema: storedSchema(r.Schema)}
 			}
 		}
 		if p.Check != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/dbgen"
+	"github.com/chatd/chatd/internal/jsonb"
 )
 
 // The store's own row types. The generated dbgen rows stay inside this
@@ -198,9 +199,19 @@ func queuedFrom(q dbgen.ChatQueuedMessage) QueuedMessage {
 	return QueuedMessage{ID: q.ID, ChatID: q.ChatID, Content: q.Content, StructuredRequestID: q.StructuredRequestID, CreatedAt: q.CreatedAt}
 }
 
+// storedSchema reads a request's schema as its caller wrote it: stored
+// through the JSONB-safe codec (queueRequest), so that U+0000 in it
+// survives. jsonb always returns a JSON document, which decodes.
+func storedSchema(stored json.RawMessage) json.RawMessage {
+	if schema, err := jsonb.DecodeDocument(stored); err == nil {
+		return schema
+	}
+	return stored
+}
+
 func requestFrom(r dbgen.StructuredRequest) Request {
 	return Request{
-		RequestID: r.RequestID, ChatID: r.ChatID, Name: r.Name, Description: r.Description, Schema: r.Schema,
+		RequestID: r.RequestID, ChatID: r.ChatID, Name: r.Name, Description: r.Description, Schema: storedSchema(r.Schema),
 		Status: r.Status, Rejections: r.Rejections, ValidationRejections: r.ValidationRejections, Steps: r.Steps,
 		Candidate: r.Candidate, CandidateToolCallID: r.CandidateToolCallID, ErrorCode: r.ErrorCode,
 		ErrorMessage: r.ErrorMessage, ReceiptMessageID: r.ReceiptMessageID, CreatedAt: r.CreatedAt,

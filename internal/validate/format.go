@@ -57,7 +57,7 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // for a schema at its own limits (Compile enforces those, and reports
 // against the schema field), plus the envelope's few members.
 var envelopeLimits = Limits{MaxBytes: schemaLimits.MaxBytes + 4096, MaxDepth: schemaLimits.MaxDepth + 2,
-	MaxNodes: schemaLimits.MaxNodes + 16, MaxKeyBytes: schemaLimits.MaxKeyBytes, MaxNumberLen: schemaLimits.MaxNumberLen}
+	MaxNodes: schemaLimits.MaxNodes + 16, MaxKeyBytes: schemaLimits.MaxKeyBytes, MaxNumberLen: schemaLimits.MaxNumberLen, AllowNUL: true}
 
 // schemaPointer is where the schema sits in the envelope.
 const schemaPointer = "/json_schema/schema"
@@ -132,6 +132,9 @@ func ParseResponseFormat(raw json.RawMessage) (*Format, *FieldError) {
 		}
 		if len(s) > MaxDescriptionBytes {
 			return nil, &FieldError{Field: jf + ".description", Detail: fmt.Sprintf("must be at most %d UTF-8 bytes", MaxDescriptionBytes)}
+		}
+		if strings.IndexByte(s, 0) >= 0 {
+			return nil, &FieldError{Field: jf + ".description", Detail: "contains U+0000, which PostgreSQL text cannot store"}
 		}
 		f.Description = s
 	}

@@ -15,7 +15,7 @@ func TestParseResponseFormat(t *testing.T) {
 	}{
 		{env(`{"$ref":"http://example.invalid/s.json"}`), "response_format.json_schema.schema", "/$ref: \"http://example.invalid/s.json\" refers to another document"},
 		{env(`{"properties":{"a":{"type":"string","type":"number"}}}`), "response_format.json_schema.schema", `/properties/a/type: duplicate object key "type"`},
-		{env(`{"title":"a\u0000"}`), "response_format.json_schema.schema", "/title: string contains U+0000"},
+		{`{"type":"json_schema","json_schema":{"name":"r","description":"a\u0000","schema":{}}}`, "response_format.json_schema.description", "U+0000"},
 		{env(`{"description":"\ud800"}`), "response_format.json_schema.schema", "/description: string contains an unpaired surrogate"},
 		{env(`{"maximum":1e999}`), "response_format.json_schema.schema", "/maximum: number 1e999 is beyond the range of a 64-bit float"},
 		{env(`{"properties":{"a":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}}`), "response_format.json_schema.schema", "nested deeper than 64 levels"},
@@ -42,6 +42,13 @@ func TestParseResponseFormat(t *testing.T) {
 	f, fe := ParseResponseFormat([]byte(env(`{"type":"object","properties":{"$ref":{"const":{"$id":"x"}}}}`)))
 	if fe != nil || f == nil || f.Name != "r" || string(f.Schema) != `{"type":"object","properties":{"$ref":{"const":{"$id":"x"}}}}` {
 		t.Errorf("%+v %v", f, fe)
+	}
+	// U+0000 in the schema is admitted: schemas are stored through the
+	// JSONB-safe codec (internal/jsonb).
+	if f, fe := ParseResponseFormat([]byte(env(`{"type":"string","pattern":"^[^\u0000]*$","title":"a\u0000"}`))); fe != nil || f == nil {
+		t.Errorf("U+0000: %+v %v", f, fe)
+	} else if r := f.Compiled.Validate([]byte(`"ab"`)); !r.Valid() {
+		t.Errorf("U+0000 pattern: %s", r.Summary())
 	}
 	// OpenAI's strict: true is a no-op: chatd always validates.
 	if f, fe := ParseResponseFormat([]byte(`{"type":"json_schema","json_schema":{"name":"r","strict":true,"schema":{"type":"string"}}}`)); fe != nil || f == nil ||

@@ -18,6 +18,9 @@ type Limits struct {
 	MaxNodes     int // JSON values, containers included (object keys are not values)
 	MaxKeyBytes  int // one object key, in UTF-8 bytes after unescaping
 	MaxNumberLen int // one number literal, in characters
+	// AllowNUL admits U+0000 in strings and keys: schemas are stored
+	// through the JSONB-safe codec (internal/jsonb), values are not.
+	AllowNUL bool
 }
 
 // MaxNumberLen is the longest number literal, as written and in the plain
@@ -32,12 +35,18 @@ const MaxNumberLen = 400
 // ValueLimits below are copies for callers (the runner derives the
 // finalizer's limits from them), and changing those changes nothing here.
 var (
-	schemaLimits = Limits{MaxBytes: 512 << 10, MaxDepth: 64, MaxNodes: 16384, MaxKeyBytes: MaxPatternBytes, MaxNumberLen: MaxNumberLen}
+	schemaLimits = Limits{MaxBytes: 512 << 10, MaxDepth: 64, MaxNodes: 16384, MaxKeyBytes: MaxPatternBytes, MaxNumberLen: MaxNumberLen, AllowNUL: true}
 	valueLimits  = Limits{MaxBytes: 256 << 10, MaxDepth: 32, MaxNodes: 16384, MaxKeyBytes: 256, MaxNumberLen: MaxNumberLen}
 )
 
-// SchemaLimits apply to caller schemas.
-var SchemaLimits = schemaLimits
+// SchemaLimits apply to caller schemas stored as plain jsonb (a tool's
+// input_schema): those of response_format admit U+0000 too, as they are
+// stored through the codec.
+var SchemaLimits = func() Limits {
+	l := schemaLimits
+	l.AllowNUL = false
+	return l
+}()
 
 // ValueLimits apply to values submitted by models.
 var ValueLimits = valueLimits
@@ -571,7 +580,7 @@ func (p *parser) escape(what string) (rune, error) {
 			return 0, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("invalid JSON at byte %d: malformed \\u escape in a %s", at, what)}
 		}
 		switch {
-		case r == 0:
+		case r == 0 && !p.lim.AllowNUL:
 			return 0, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("%s contains U+0000 (byte %d), which PostgreSQL jsonb cannot store", what, at)}
 		case r >= 0xDC00 && r <= 0xDFFF:
 			return 0, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("%s contains an unpaired surrogate escape (byte %d), which PostgreSQL jsonb cannot store", what, at)}
