@@ -67,7 +67,7 @@ func (s *screener) identifier(obj map[string]any, ptr string, base *url.URL, ign
 		key = "id"
 	}
 	raw, ok := obj[key]
-	if !ok && ptr == "" && s.dialect != draft04 {
+	if !ok && ptr == "" && (s.dialect == draft06 || s.dialect == draft07) {
 		key = "id"
 		raw, ok = obj[key]
 	}

@@ -56,6 +56,9 @@ type ecmaKey struct {
 // key only the ECMAScript engine runs by its placeholder, and returns
 // them in order.
 func renameECMAKeys(nodes []detachedSchema, compiled map[string]*regexp2.Regexp) []ecmaKey {
+	if len(compiled) == 0 {
+		return nil
+	}
 	var keys []ecmaKey
 	var walk func(node any, ptr string)
 	walk = func(node any, ptr string) {

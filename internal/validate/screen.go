@@ -143,7 +143,8 @@ var editorAnnotation = func() map[string]bool {
 // "$ref".
 var annotations = func() map[string]bool {
 	m := map[string]bool{"title": true, "description": true, "$comment": true, "default": true, "examples": true,
-		"readOnly": true, "writeOnly": true, "deprecated": true, "contentMediaType": true, "contentEncoding": true}
+		"readOnly": true, "writeOnly": true, "deprecated": true, "contentMediaType": true, "contentEncoding": true,
+		"contentSchema": true}
 	for _, k := range EditorAnnotations {
 		m[k] = true
 	}
@@ -376,6 +377,12 @@ func (s *screener) keyword(obj map[string]any, k, ptr string, depth int, base *u
 	switch kind {
 	case kwSchemaURI:
 		d, ok := dialectOf(v)
+		if ptr != "" && !s.dialect.modern() {
+			if !ok || d != s.dialect {
+				s.warn(kp, k, "$schema below the root is ignored in %s, which reads it only at the root: this schema is read as %s too", s.dialect, s.dialect)
+			}
+			return nil
+		}
 		if !ok {
 			return fail(kp, "unknown dialect: $schema must be one of %q (Draft-04), %q (Draft-06), %q (Draft-07), %q (2019-09) or %q (2020-12), "+
 				"each with or without the trailing \"#\"", Draft04URI, Draft06URI, Draft07URI, Draft2019URI, Draft2020URI)
@@ -461,7 +468,7 @@ func (s *screener) keyword(obj map[string]any, k, ptr string, depth int, base *u
 		}
 		return literalSize(v, kp)
 	case kwEnum:
-		if err := checkEnum(v, kp); err != nil {
+		if err := checkEnum(v, kp, s.dialect.modern()); err != nil {
 			return err
 		}
 		if values := setEnum(v); values != nil {
@@ -723,10 +730,12 @@ func literalSize(v any, kp string) error {
 	return nil
 }
 
-// checkEnum: a bounded, non-empty array of distinct values. Two numbers
-// that differ only beyond float64 precision are refused too: the library
-// compares enum values as float64, so it could not tell them apart.
-func checkEnum(v any, kp string) error {
+// checkEnum: a bounded, non-empty array of distinct values (in 2019-09
+// and 2020-12, whose meta-schemas allow a value twice, of values).
+// Two numbers that differ only beyond float64 precision are refused too:
+// the library compares enum values as float64, so it could not tell them
+// apart.
+func checkEnum(v any, kp string, modern bool) error {
 	arr, ok := v.([]any)
 	if !ok || len(arr) == 0 {
 		return fail(kp, "must be a non-empty array")
@@ -745,7 +754,10 @@ func checkEnum(v any, kp string) error {
 	for i, e := range arr {
 		ek, fk := canonical(e, true), canonical(e, false)
 		if j, dup := exact[ek]; dup {
-			return fail(kp+"/"+strconv.Itoa(i), "duplicates enum value %d", j)
+			if modern {
+				continue // allowed there; the library is given each value once (prepare)
+			}
+			return fail(kp+"/"+strconv.Itoa(i), "duplicates enum value %d (the meta-schemas of Draft-04 to Draft-07 require distinct values)", j)
 		}
 		if j, dup := approx[fk]; dup {
 			return fail(kp+"/"+strconv.Itoa(i), "differs from enum value %d only beyond 64-bit float precision, which the validator cannot distinguish", j)

@@ -66,7 +66,6 @@ func TestScreenRejectsAtSchemaPositions(t *testing.T) {
 		{`{"additonalProperties":false}`, "additonalProperties", `did you mean "additionalProperties"`},
 		{`{"MaxItems":1}`, "MaxItems", `did you mean "maxItems"`},
 		{`{"$id":7}`, "$id", "must be a string"},
-		{`{"$schema":"https://json-schema.org/draft/2020-12/schema"}`, "$schema", "different $schema below the root"},
 	}
 	for _, p := range positions {
 		for _, k := range keywords {
@@ -121,6 +120,16 @@ func TestScreenSchemaDialect(t *testing.T) {
 			t.Errorf("%s: %v", ok, se)
 		}
 	}
+	// Below the root of a Draft-04 to Draft-07 document, $schema means
+	// nothing (the oracle, too, reads the schema in the document's
+	// dialect): warned.
+	for _, schema := range []string{`{"items":{"$schema":"https://json-schema.org/draft/2020-12/schema"}}`,
+		`{"$schema":"` + Draft04URI + `","items":{"$schema":"http://example.invalid/meta"}}`} {
+		s, err := Compile([]byte(schema))
+		if err != nil || len(s.Warnings) != 1 || s.Warnings[0].Location != "/items/$schema" {
+			t.Errorf("%s: %v %+v", schema, err, s)
+		}
+	}
 	for _, c := range []struct{ schema, ptr string }{
 		{`{"$schema":"http://json-schema.org/draft-03/schema#"}`, "/$schema"},
 		{`{"$schema":"http://json-schema.org/schema#"}`, "/$schema"},
@@ -128,9 +137,7 @@ func TestScreenSchemaDialect(t *testing.T) {
 		{`{"$schema":"https://json-schema.org/draft-07/schema#"}`, "/$schema"},
 		{`{"$schema":"http://example.invalid/meta","type":"string"}`, "/$schema"},
 		{`{"$schema":7}`, "/$schema"},
-		{`{"items":{"$schema":"https://json-schema.org/draft/2020-12/schema"}}`, "/items/$schema"},
 		{`{"$schema":"https://json-schema.org/draft/2020-12/schema","items":{"$schema":"http://json-schema.org/draft-07/schema#"}}`, "/items/$schema"},
-		{`{"items":{"$schema":"http://example.invalid/meta"}}`, "/items/$schema"},
 	} {
 		se := compileErr(t, c.schema)
 		if se == nil || se.Pointer != c.ptr {

@@ -220,6 +220,9 @@ func (p *preparer) node(node any, ptr string) {
 		}
 	}
 	eachSubschemaAt(obj, ptr, p.node)
+	if e, has := obj["enum"]; has && p.d.modern() {
+		obj["enum"] = distinct(e)
+	}
 	if values := setEnum(obj["enum"]); values != nil {
 		// checked as a set (enumset.go)
 		delete(obj, "enum")
@@ -445,6 +448,25 @@ func admitsNumbers(t any) bool {
 		}
 	}
 	return false
+}
+
+// distinct drops the values of an enum equal to one before them: 2019-09
+// and 2020-12 allow them, the library refuses to compile them, and the
+// enum means the same without them.
+func distinct(v any) any {
+	arr, ok := v.([]any)
+	if !ok {
+		return v
+	}
+	seen := make(map[string]bool, len(arr))
+	out := arr[:0:0]
+	for _, e := range arr {
+		if k := canonical(e, true); !seen[k] {
+			seen[k] = true
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // positiveZero returns v with every negative zero number replaced by 0.
