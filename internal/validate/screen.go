@@ -216,6 +216,7 @@ type screener struct {
 	dynamic     map[string][]string // $dynamicAnchor name → the pointers of the schemas declaring it
 	unevaluated []string            // pointers of unevaluatedProperties / unevaluatedItems keywords
 	uneval      map[string]unevalPlan
+	evalMemo    map[evalKey]evalAnswer // unevaluated.go
 	detached    []string
 	refs        []refSite
 	warnings    []Warning

@@ -5,6 +5,7 @@ import (
 	"regexp/syntax"
 	"strings"
 	"testing"
+	"time"
 
 	oracle "github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -415,5 +416,55 @@ func TestLargeEnums(t *testing.T) {
 	se := compileErr(t, `{"enum":[1,`+repeatJoin(MaxMixedEnums, func(i int) string { return fmt.Sprintf(`"%d"`, i) })+`]}`)
 	if se == nil || se.Pointer != "/enum" || !strings.Contains(se.Detail, "not a string") {
 		t.Errorf("mixed: %v", se)
+	}
+}
+
+// TestHostileSchemasRefusedQuickly: schemas built to make admission slow,
+// the caps' and the dialects' (unevaluated keywords over shared
+// definitions applied hundreds of times in place, dynamic references,
+// Draft-04 documents at the caps), are refused, or admitted, each within
+// a second of CPU time.
+func TestHostileSchemasRefusedQuickly(t *testing.T) {
+	t.Parallel()
+	const d20 = `"$schema":"https://json-schema.org/draft/2020-12/schema",`
+	doubling := func(depth int) string { // d0 applies d1 twice, ... : 2^depth schemas in place
+		defs := make([]string, depth+1)
+		for i := range depth {
+			defs[i] = fmt.Sprintf(`"d%d":{"allOf":[{"$ref":"#/$defs/d%d"},{"$ref":"#/$defs/d%d"}],"properties":{"p%d":true}}`, i, i+1, i+1, i)
+		}
+		defs[depth] = fmt.Sprintf(`"d%d":{"properties":{"z":true}}`, depth)
+		return strings.Join(defs, ",")
+	}
+	cases := map[string]string{
+		"unevaluated over shared definitions": `{` + d20 + `"$defs":{` + doubling(6) + `},"properties":{` +
+			repeatJoin(MaxSubschemas/2-40, func(i int) string { return fmt.Sprintf(`"k%d":{"$ref":"#/$defs/d0","unevaluatedProperties":false}`, i) }) + `}}`,
+		"unevaluated branches over shared definitions": `{` + d20 + `"$defs":{` + doubling(5) + `},"properties":{` +
+			repeatJoin(MaxSubschemas/4-40, func(i int) string {
+				return fmt.Sprintf(`"k%d":{"anyOf":[{"$ref":"#/$defs/d0"},{"$ref":"#/$defs/d1"}],"unevaluatedProperties":false}`, i)
+			}) + `}}`,
+		"dynamic references": `{` + d20 + `"$dynamicAnchor":"n","properties":{` +
+			repeatJoin(MaxSubschemas-2, func(i int) string { return fmt.Sprintf(`"k%d":{"$dynamicRef":"#n"}`, i) }) + `}}`,
+		"draft-04 subschemas": `{"$schema":"` + Draft04URI + `","properties":{` +
+			repeatJoin(MaxSubschemas/2, func(i int) string {
+				return fmt.Sprintf(`"p%d":{"id":"#a%d","maximum":%d,"exclusiveMaximum":true}`, i, i, i)
+			}) + `}}`,
+		"ecmascript keys": `{"properties":{` + repeatJoin(MaxPatterns, func(i int) string {
+			return fmt.Sprintf(`"p%d":{"patternProperties":{"^(?!a%d)(?=b)":{"type":"string"}}}`, i, i)
+		}) + `}}`,
+		"enum sets": `{"properties":{` + repeatJoin(3, func(i int) string {
+			return fmt.Sprintf(`"e%d":{"enum":[`, i) + repeatJoin(MaxEnumEntries/2, func(j int) string { return fmt.Sprintf(`"%d-%d"`, i, j) }) + `]}`
+		}) + `}}`,
+	}
+	limit := time.Second
+	if raceEnabled {
+		limit *= 10 // the race detector's instrumentation
+	}
+	for _, name := range sortedKeysOf(cases) {
+		var err error
+		took := threadCPU(func() { _, err = Compile([]byte(cases[name])) })
+		t.Logf("%s: %s (%v)", name, took, err)
+		if took > limit {
+			t.Errorf("%s: admission took %s of CPU time", name, took)
+		}
 	}
 }

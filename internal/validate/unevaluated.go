@@ -101,10 +101,37 @@ func (s *screener) planUnevaluated() error {
 	return nil
 }
 
+// evalKey names one question evaluated answers.
+type evalKey struct {
+	ptr         string
+	items, self bool
+}
+
+// evalAnswer is its answer, kept: shared definitions may apply hundreds of
+// times in place (MaxInPlace), under thousands of unevaluated keywords.
+type evalAnswer struct {
+	set evalSet
+	why string
+}
+
 // evaluated is what the schema at ptr evaluates of a value, or why that
 // depends on the value. self: count the schema's own unevaluated keyword
-// (it evaluates everything, when the schema holding it succeeds).
+// (it evaluates everything, when the schema holding it succeeds). The sets
+// it returns are shared: read them, never change them.
 func (s *screener) evaluated(ptr string, items, self bool) (evalSet, string) {
+	k := evalKey{ptr, items, self}
+	if a, ok := s.evalMemo[k]; ok {
+		return a.set, a.why
+	}
+	set, why := s.evaluate(ptr, items, self)
+	if s.evalMemo == nil {
+		s.evalMemo = map[evalKey]evalAnswer{}
+	}
+	s.evalMemo[k] = evalAnswer{set, why}
+	return set, why
+}
+
+func (s *screener) evaluate(ptr string, items, self bool) (evalSet, string) {
 	set := newEvalSet()
 	obj, ok := s.positions[ptr].(map[string]any)
 	if !ok {
