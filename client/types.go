@@ -406,8 +406,10 @@ type CreateChatResponse struct {
 
 // SchemaWarning is one thing in a response_format schema that chatd
 // admitted but does not check: an unknown keyword or format (an
-// annotation, as the JSON Schema specification says), or a keyword beside
-// a Draft-07 "$ref", which Draft-07 ignores. A typo is visible here.
+// annotation, as the JSON Schema specification says), a key named as an
+// annotation ("_format", "x-order", a comment), a keyword the document's
+// dialect does not have, or a keyword beside a Draft-04/06/07 "$ref",
+// which those dialects ignore. A typo is visible here.
 type SchemaWarning struct {
 	// Location is the JSON Pointer of the keyword in the schema.
 	Location string `json:"location"`

@@ -159,7 +159,7 @@ func TestAdmission(t *testing.T) {
 		{"schema boolean", "POST", "/api/v1/chats", createBody(named(`true`)), 400, "response_format.json_schema.schema"},
 		{"schema $ref", "POST", "/api/v1/chats", createBody(named(`{"$ref":"#/definitions/a"}`)), 400, "response_format.json_schema.schema"},
 		{"schema keyword typo", "POST", "/api/v1/chats", createBody(named(`{"requird":["a"]}`)), 400, "response_format.json_schema.schema"},
-		{"schema other dialect", "POST", "/api/v1/chats", createBody(named(`{"$schema":"https://json-schema.org/draft/2019-09/schema"}`)), 400, "response_format.json_schema.schema"},
+		{"schema unknown dialect", "POST", "/api/v1/chats", createBody(named(`{"$schema":"http://json-schema.org/draft-03/schema#"}`)), 400, "response_format.json_schema.schema"},
 		{"schema duplicate key", "POST", "/api/v1/chats", createBody(named(`{"type":"string","type":"object"}`)), 400, "response_format"},
 		{"format a string", "POST", "/api/v1/chats", createBody(`"json"`), 400, "response_format"},
 		{"format an array", "POST", "/api/v1/chats", createBody(`[]`), 400, "response_format"},

@@ -58,7 +58,7 @@ var typeDocs = map[string]string{
 	"StructuredOutputError": "Why a structured request failed or was cancelled.",
 	"Attempt":               "One rejected attempt at a structured request's result (a finalization the server refused), with why.",
 	"AttemptError":          "One reason an attempt was rejected.",
-	"SchemaWarning":         "Something in a response_format schema that chatd admitted but does not check: an unknown keyword or format (an annotation, as JSON Schema says), or a keyword beside a Draft-07 `$ref` (which Draft-07 ignores).",
+	"SchemaWarning":         "Something in a response_format schema that chatd admitted but does not check: an unknown keyword or format (an annotation, as JSON Schema says), a key named as an annotation (`_…`, `x-…`, a comment), a keyword the document's dialect does not have, or a keyword beside a Draft-04/06/07 `$ref` (which those dialects ignore).",
 	"QueuedMessage":         "A message waiting for the running turn to finish.",
 	"ProviderRetry": "A provider call of the running turn that failed and will be made again: the chat's and the lookup's " +
 		"`provider_retry`, and the stream's `provider_retry` event.",
@@ -185,8 +185,9 @@ var fieldDocs = map[string]map[string]any{
 	"JSONSchemaFormat.description":               {"description": "At most 1024 UTF-8 bytes."},
 	"JSONSchemaFormat.strict": {"enum": []any{true}, "description": "Accepted for requests written for OpenAI's response_format, " +
 		"and changes nothing: chatd always validates the result against the whole schema. `false` is refused (400)."},
-	"JSONSchemaFormat.schema": {"type": "object", "additionalProperties": true, "description": "An inline Draft-07 JSON Schema document (an object; " +
-		"the value it describes may be of any JSON type). Local references only ($ref to #… within the document, definitions, $defs); no unknown keywords; at most 256 KiB."},
+	"JSONSchemaFormat.schema": {"type": "object", "additionalProperties": true, "description": "An inline JSON Schema document of Draft-04, -06, -07, 2019-09 or 2020-12 " +
+		"(its $schema; Draft-07 when absent), read as its dialect says (an object; the value it describes may be of any JSON type). " +
+		"Local references only ($ref to #… within the document, definitions, $defs); unknown keywords are annotations, warned; at most 512 KiB."},
 	"CreateChatRequest.model":           {"description": "A model id of the server; omitted: the server's default model."},
 	"CreateChatRequest.system_prompt":   {"description": "At most 64 KiB."},
 	"CreateChatRequest.title":           {"description": "At most 256 bytes; omitted: taken from the first message."},

@@ -61,7 +61,7 @@ func TestSchemaAdmission(t *testing.T) {
 		{"remote $schema", `{"$schema":"http://example.invalid/meta","type":"string"}`, "/$schema:"},
 		{"draft-03", `{"$schema":"http://json-schema.org/draft-03/schema#"}`, "/$schema:"},
 		{"nullable not a boolean", `{"properties":{"a":{"type":"string","nullable":"yes"}}}`, "/properties/a/nullable:"},
-		{"$schema below the root", `{"items":{"$schema":"https://json-schema.org/draft/2020-12/schema"}}`, "/items/$schema:"},
+		{"$schema below the root", `{"$schema":"https://json-schema.org/draft/2020-12/schema","items":{"$schema":"http://json-schema.org/draft-07/schema#"}}`, "/items/$schema:"},
 		{"patternProperties key neither dialect", `{"patternProperties":{"(?=look":{}}}`, "/patternProperties/(?=look:"},
 		{"pattern neither dialect", `{"type":"string","pattern":"(?=look"}`, "/pattern:"},
 		{"pattern program", `{"patternProperties":{".{1000}.{100}":{}}}`, "/patternProperties/.{1000}.{100}:"},

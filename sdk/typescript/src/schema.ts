@@ -611,7 +611,7 @@ export interface components {
             /** @description At most 1024 UTF-8 bytes. */
             description?: string;
             name: string;
-            /** @description An inline Draft-07 JSON Schema document (an object; the value it describes may be of any JSON type). Local references only ($ref to #… within the document, definitions, $defs); no unknown keywords; at most 256 KiB. */
+            /** @description An inline JSON Schema document of Draft-04, -06, -07, 2019-09 or 2020-12 (its $schema; Draft-07 when absent), read as its dialect says (an object; the value it describes may be of any JSON type). Local references only ($ref to #… within the document, definitions, $defs); unknown keywords are annotations, warned; at most 512 KiB. */
             schema: {
                 [key: string]: unknown;
             };
@@ -711,7 +711,7 @@ export interface components {
             /** @enum {string} */
             type: "text" | "json_schema";
         };
-        /** @description Something in a response_format schema that chatd admitted but does not check: an unknown keyword or format (an annotation, as JSON Schema says), or a keyword beside a Draft-07 `$ref` (which Draft-07 ignores). */
+        /** @description Something in a response_format schema that chatd admitted but does not check: an unknown keyword or format (an annotation, as JSON Schema says), a key named as an annotation (`_…`, `x-…`, a comment), a keyword the document's dialect does not have, or a keyword beside a Draft-04/06/07 `$ref` (which those dialects ignore). */
         SchemaWarning: {
             keyword: string;
             /** @description The JSON Pointer of the keyword in the schema (`""` is the root). */
