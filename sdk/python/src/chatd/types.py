@@ -96,7 +96,7 @@ class JSONSchemaFormat(BaseModel):
     name: Annotated[str, Field(pattern='^[A-Za-z0-9_-]{1,64}$')]
     schema_: Annotated[dict[str, Any], Field(alias='schema')]
     """
-    An inline Draft-07 JSON Schema document (an object; the value it describes may be of any JSON type). Local references only ($ref to #… within the document, definitions, $defs); no unknown keywords; at most 256 KiB.
+    An inline JSON Schema document of Draft-04, -06, -07, 2019-09 or 2020-12 (its $schema; Draft-07 when absent), read as its dialect says (an object; the value it describes may be of any JSON type). Local references only ($ref to #… within the document, definitions, $defs); unknown keywords are annotations, warned; at most 512 KiB.
     """
     strict: Literal[True] | None = None
     """
