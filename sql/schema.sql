@@ -609,6 +609,7 @@ CREATE TABLE public.stream_tickets (
     chat_id uuid NOT NULL,
     expires_at timestamp with time zone NOT NULL,
     token_id uuid,
+    credential_valid_until timestamp with time zone,
     CONSTRAINT stream_tickets_digest_sha256 CHECK ((length(digest) = 32))
 );
 

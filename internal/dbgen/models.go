@@ -110,11 +110,12 @@ type McpCall struct {
 }
 
 type StreamTicket struct {
-	Digest    []byte
-	UserID    uuid.UUID
-	ChatID    uuid.UUID
-	ExpiresAt time.Time
-	TokenID   uuid.NullUUID
+	Digest               []byte
+	UserID               uuid.UUID
+	ChatID               uuid.UUID
+	ExpiresAt            time.Time
+	TokenID              uuid.NullUUID
+	CredentialValidUntil *time.Time
 }
 
 type StructuredRequest struct {

@@ -16,26 +16,31 @@ const streamTicketInsertIfOwned = `-- name: StreamTicketInsertIfOwned :one
 WITH purged AS (
     DELETE FROM stream_tickets WHERE stream_tickets.expires_at < now()
 )
-INSERT INTO stream_tickets (digest, user_id, chat_id, expires_at, token_id)
-SELECT $1, chats.owner_id, chats.id, now() + make_interval(secs => $2::double precision), $3::uuid
-FROM chats WHERE chats.id = $4 AND chats.owner_id = $5
+INSERT INTO stream_tickets (digest, user_id, chat_id, expires_at, token_id, credential_valid_until)
+SELECT $1, chats.owner_id, chats.id,
+    LEAST(now() + make_interval(secs => $2::double precision), $3::timestamptz),
+    $4::uuid, $3::timestamptz
+FROM chats WHERE chats.id = $5 AND chats.owner_id = $6
 RETURNING expires_at
 `
 
 type StreamTicketInsertIfOwnedParams struct {
-	Digest     []byte
-	TtlSeconds float64
-	TokenID    uuid.NullUUID
-	ChatID     uuid.UUID
-	UserID     uuid.UUID
+	Digest               []byte
+	TtlSeconds           float64
+	CredentialValidUntil *time.Time
+	TokenID              uuid.NullUUID
+	ChatID               uuid.UUID
+	UserID               uuid.UUID
 }
 
 // Issues a ticket for one of the user's chats (no row: not theirs) and
-// drops expired tickets on the way.
+// drops expired tickets on the way. A JWT's ticket expires by the time the
+// JWT stops being accepted (LEAST ignores the NULL of a token's).
 func (q *Queries) StreamTicketInsertIfOwned(ctx context.Context, db DBTX, arg StreamTicketInsertIfOwnedParams) (time.Time, error) {
 	row := db.QueryRow(ctx, streamTicketInsertIfOwned,
 		arg.Digest,
 		arg.TtlSeconds,
+		arg.CredentialValidUntil,
 		arg.TokenID,
 		arg.ChatID,
 		arg.UserID,
@@ -47,14 +52,15 @@ func (q *Queries) StreamTicketInsertIfOwned(ctx context.Context, db DBTX, arg St
 
 const streamTicketRedeem = `-- name: StreamTicketRedeem :one
 DELETE FROM stream_tickets WHERE stream_tickets.digest = $1
-RETURNING user_id, chat_id, token_id, (expires_at >= now())::boolean AS valid
+RETURNING user_id, chat_id, token_id, credential_valid_until, (expires_at >= now())::boolean AS valid
 `
 
 type StreamTicketRedeemRow struct {
-	UserID  uuid.UUID
-	ChatID  uuid.UUID
-	TokenID uuid.NullUUID
-	Valid   bool
+	UserID               uuid.UUID
+	ChatID               uuid.UUID
+	TokenID              uuid.NullUUID
+	CredentialValidUntil *time.Time
+	Valid                bool
 }
 
 // Uses a ticket up: it is deleted whether or not it is still valid, so it
@@ -66,6 +72,7 @@ func (q *Queries) StreamTicketRedeem(ctx context.Context, db DBTX, digest []byte
 		&i.UserID,
 		&i.ChatID,
 		&i.TokenID,
+		&i.CredentialValidUntil,
 		&i.Valid,
 	)
 	return i, err

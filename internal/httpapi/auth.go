@@ -55,7 +55,8 @@ type user struct {
 	ActAs bool
 	// ActorID is the token's own user when the request acts for ID.
 	ActorID uuid.UUID
-	// ValidUntil is when a JWT stops being accepted (zero otherwise).
+	// ValidUntil is when a JWT stops being accepted, used directly or
+	// through a stream ticket (zero otherwise).
 	ValidUntil time.Time
 }
 
@@ -125,11 +126,12 @@ func scopeList(scopes []client.Scope) string {
 // identify finds the caller: a stream ticket, a JWT of the identity
 // provider or an API token, then the user it acts for (X-Chatd-User).
 func (s *Server) identify(r *http.Request) (user, error) {
-	if tu, ok, err := s.ticketUser(r); ok {
+	if h, ok, err := s.ticketUser(r); ok {
 		if err != nil {
 			return user{}, err
 		}
-		return s.actFor(r, user{ID: tu.ID, TokenID: tu.TokenID, Scopes: []client.Scope{client.ScopeRead}, Via: authTicket})
+		return s.actFor(r, user{ID: h.UserID, TokenID: h.TokenID, Scopes: []client.Scope{client.ScopeRead}, Via: authTicket,
+			ValidUntil: h.ValidUntil})
 	}
 	token, ok := bearerToken(r.Header.Get("Authorization"))
 	if !ok {

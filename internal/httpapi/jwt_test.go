@@ -192,3 +192,47 @@ func TestJWTStreamEndsWithTheJWT(t *testing.T) {
 		t.Fatalf("the last event: %+v", last)
 	}
 }
+
+// TestJWTTicketStreamEndsWithTheJWT: a stream opened through a ticket that
+// a JWT asked for ends with an error event once the server stops accepting
+// the JWT, as one opened with the JWT itself does; the ticket expires with
+// the JWT, so one left unused is refused after.
+func TestJWTTicketStreamEndsWithTheJWT(t *testing.T) {
+	t.Parallel()
+	p, v := newTestIdP(t)
+	env := testenv.New(t, testenv.Options{NoRunner: true, JWT: v})
+	// Expired 25 s ago: accepted for 5 s more (the leeway is 30 s).
+	exp := time.Now().Add(-jwtauth.DefaultLeeway + 5*time.Second).Truncate(time.Second)
+	c := client.New(env.API.URL, p.token(t, "auth0|dave", jwt.MapClaims{"exp": exp.Unix()}), env.API.Client())
+	chat, err := c.CreateChat(t.Context(), client.CreateChatRequest{Content: text("hi")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spare, err := c.CreateStreamTicket(t.Context(), chat.Chat.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if validUntil := exp.Add(jwtauth.DefaultLeeway); spare.ExpiresAt.After(validUntil) {
+		t.Fatalf("the ticket expires at %s, after its JWT (%s)", spare.ExpiresAt, validUntil)
+	}
+	events := ticketStream(t, env, c, chat.Chat.ID)
+	timeout := time.After(60 * time.Second)
+	for last := ""; ; {
+		select {
+		case ev, open := <-events:
+			if open {
+				last = ev
+				continue
+			}
+			if last != "error" {
+				t.Fatalf("the ticket stream ended with %q", last)
+			}
+		case <-timeout:
+			t.Fatal("the ticket stream outlived its JWT")
+		}
+		break
+	}
+	if code, _ := openTicketStream(t, env.API.URL, chat.Chat.ID.String(), spare.Ticket); code != 401 {
+		t.Fatalf("a ticket of a JWT no longer accepted: %d", code)
+	}
+}

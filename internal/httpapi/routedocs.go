@@ -196,8 +196,8 @@ func routeDocs() map[string]routeDoc {
 				"`after`), the queue and the status; while a step runs, its preview so far (a catch-up: the fragments the " +
 				"stream lacks, one `message_part` per part, `from_seq` to `seq`); then live events until the client leaves or " +
 				"the server shuts down, or until the token it was opened with (directly or through a ticket) is revoked or " +
-				"expires: then an `error` event ends it within 5 seconds (a stream opened with a JWT ends when the server stops " +
-				"accepting the JWT: its exp plus 30 s). See docs/streams.md.",
+				"expires: then an `error` event ends it within 5 seconds (a stream opened with a JWT, directly or through a " +
+				"ticket, ends when the server stops accepting the JWT: its exp plus 30 s). See docs/streams.md.",
 			query: []queryParam{{"after_id", "Send only messages with a larger id (default 0: all).",
 				map[string]any{"type": "integer", "format": "int64", "minimum": 0}},
 				{"after", "Resume after an SSE `id` this stream sent, as `Last-Event-ID` does (for clients that cannot send " +
@@ -221,7 +221,8 @@ func routeDocs() map[string]routeDoc {
 				resp401, resp404, resp429Streams, resp500}},
 		"POST /api/v1/chats/{chat}/stream-ticket": {op: "CreateStreamTicket", summary: "Get a ticket to open the chat's stream from a browser",
 			description: "A browser's EventSource cannot send the Authorization header: it opens GET .../stream?ticket=TICKET " +
-				"instead. A ticket is good for one stream of this chat, once, within 60 seconds; any replica redeems it. " +
+				"instead. A ticket is good for one stream of this chat, once, within 60 seconds (or until the JWT that asked " +
+				"for it stops being accepted, when sooner); any replica redeems it. " +
 				"To reconnect, get a new ticket (and pass `after`, the last event id). No request body.",
 			responses: []response{{http.StatusCreated, "The ticket.", client.StreamTicket{}}, resp401, resp404, resp500}},
 		"GET /api/v1/chats/watch": {op: "Watch", summary: "Follow all the caller's chats (Server-Sent Events)",

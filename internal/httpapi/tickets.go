@@ -24,7 +24,8 @@ func (s *Server) streamTicket(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	u := currentUser(r)
-	ticket, expires, err := s.store.CreateStreamTicket(r.Context(), u.ID, u.TokenID, chatID, streamTicketTTL)
+	holder := store.TicketHolder{UserID: u.ID, TokenID: u.TokenID, ValidUntil: u.ValidUntil}
+	ticket, expires, err := s.store.CreateStreamTicket(r.Context(), holder, chatID, streamTicketTTL)
 	if err != nil {
 		return err
 	}
@@ -32,23 +33,23 @@ func (s *Server) streamTicket(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// ticketUser redeems the ?ticket= of a stream request: the user it was
-// issued to, or false when the request carries none.
-func (s *Server) ticketUser(r *http.Request) (store.User, bool, error) {
+// ticketUser redeems the ?ticket= of a stream request: whom it was issued
+// to, or false when the request carries none.
+func (s *Server) ticketUser(r *http.Request) (store.TicketHolder, bool, error) {
 	ticket := r.URL.Query().Get("ticket")
 	if r.Pattern != streamRoute || ticket == "" || r.Header.Get("Authorization") != "" {
-		return store.User{}, false, nil
+		return store.TicketHolder{}, false, nil
 	}
 	chatID, err := uuid.Parse(r.PathValue("chat"))
 	if err != nil {
-		return store.User{}, true, errorf(http.StatusNotFound, "No such chat.")
+		return store.TicketHolder{}, true, errorf(http.StatusNotFound, "No such chat.")
 	}
-	u, err := s.store.RedeemStreamTicket(r.Context(), ticket, chatID)
-	if err == nil && u.TokenID != uuid.Nil && s.tokenGone(r.Context(), u.TokenID) {
+	h, err := s.store.RedeemStreamTicket(r.Context(), ticket, chatID)
+	if err == nil && h.TokenID != uuid.Nil && s.tokenGone(r.Context(), h.TokenID) {
 		err = store.ErrNotFound // its token expired since it was issued
 	}
 	if isNotFound(err) {
-		return store.User{}, true, errorf(http.StatusUnauthorized, "The stream ticket is not valid (unknown, used, expired, for another chat, or its token was revoked or expired).")
+		return store.TicketHolder{}, true, errorf(http.StatusUnauthorized, "The stream ticket is not valid (unknown, used, expired, for another chat, or its token was revoked or expired).")
 	}
-	return u, true, err
+	return h, true, err
 }

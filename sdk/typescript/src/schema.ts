@@ -185,7 +185,7 @@ export interface paths {
         };
         /**
          * Follow a chat live (Server-Sent Events)
-         * @description First the committed client-visible messages after `after_id` (or the `Last-Event-ID` header, or `after`), the queue and the status; while a step runs, its preview so far (a catch-up: the fragments the stream lacks, one `message_part` per part, `from_seq` to `seq`); then live events until the client leaves or the server shuts down, or until the token it was opened with (directly or through a ticket) is revoked or expires: then an `error` event ends it within 5 seconds (a stream opened with a JWT ends when the server stops accepting the JWT: its exp plus 30 s). See docs/streams.md. Needs a token with the `read` scope.
+         * @description First the committed client-visible messages after `after_id` (or the `Last-Event-ID` header, or `after`), the queue and the status; while a step runs, its preview so far (a catch-up: the fragments the stream lacks, one `message_part` per part, `from_seq` to `seq`); then live events until the client leaves or the server shuts down, or until the token it was opened with (directly or through a ticket) is revoked or expires: then an `error` event ends it within 5 seconds (a stream opened with a JWT, directly or through a ticket, ends when the server stops accepting the JWT: its exp plus 30 s). See docs/streams.md. Needs a token with the `read` scope.
          */
         get: operations["Stream"];
         put?: never;
@@ -207,7 +207,7 @@ export interface paths {
         put?: never;
         /**
          * Get a ticket to open the chat's stream from a browser
-         * @description A browser's EventSource cannot send the Authorization header: it opens GET .../stream?ticket=TICKET instead. A ticket is good for one stream of this chat, once, within 60 seconds; any replica redeems it. To reconnect, get a new ticket (and pass `after`, the last event id). No request body. Needs a token with the `read` scope.
+         * @description A browser's EventSource cannot send the Authorization header: it opens GET .../stream?ticket=TICKET instead. A ticket is good for one stream of this chat, once, within 60 seconds (or until the JWT that asked for it stops being accepted, when sooner); any replica redeems it. To reconnect, get a new ticket (and pass `after`, the last event id). No request body. Needs a token with the `read` scope.
          */
         post: operations["CreateStreamTicket"];
         delete?: never;
