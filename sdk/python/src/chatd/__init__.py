@@ -8,7 +8,7 @@ validated into it. The wire types are in chatd.types.
 from . import types
 from ._async_client import AsyncClient, AsyncEventStream, AsyncPartials, AsyncStructuredTurn, AsyncTurn
 from ._client import Client, EventStream, Partials, StructuredTurn, Turn
-from ._core import ReconnectInfo, UnknownEvent
+from ._core import ReconnectInfo, Scope, UnknownEvent
 from ._errors import (
     APIConnectionError,
     APIError,
@@ -31,6 +31,7 @@ from ._errors import (
     UnprocessableEntityError,
     WaitTimeout,
 )
+from ._jwt import async_jwt_source, jwt_source
 from ._structured import Output, Partial, StructuredResult, output_of
 from ._tools import Tool, Tools, tool
 from ._unknown import UnknownPart
@@ -62,6 +63,7 @@ __all__ = [
     "PermissionDeniedError",
     "RateLimitError",
     "ReconnectInfo",
+    "Scope",
     "ServiceUnavailableError",
     "StructuredOutputCancelled",
     "StructuredOutputFailed",
@@ -77,6 +79,8 @@ __all__ = [
     "UnprocessableEntityError",
     "WaitTimeout",
     "__version__",
+    "async_jwt_source",
+    "jwt_source",
     "output_of",
     "tool",
     "types",

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from datetime import timedelta
 from types import TracebackType
 from typing import Any, Generic, Literal, TypeVar, overload
 from urllib.parse import quote, urlencode
+from uuid import UUID
 
 import anyio
 import httpx
@@ -34,8 +37,11 @@ class AsyncClient:
     """The chatd HTTP API, asynchronously (httpx; asyncio or trio).
 
     base_url and token default to CHATD_URL and CHATD_TOKEN. token may be a
-    callable that returns a fresh token (a JWT that expires): it is called
-    for every request, and once more after a 401. Reads, creates and sends
+    callable, sync or async, that returns a fresh token (a JWT that expires;
+    async_jwt_source wraps an identity provider's token getter): it is
+    called for every request and stream connection, and once more after a
+    401. act_as makes every request that user's (X-Chatd-User; the token
+    needs the act-as capability). Reads, creates and sends
     are retried on connection errors, 429 and 503 (honouring Retry-After),
     `max_retries` times with exponential backoff from `backoff` seconds;
     creates and sends carry one Idempotency-Key across their retries, so a
@@ -47,6 +53,7 @@ class AsyncClient:
         base_url: str | None = None,
         token: Token | None = None,
         *,
+        act_as: str | None = None,
         max_retries: int = 3,
         backoff: float = 0.25,
         timeout: float | httpx.Timeout = c.DEFAULT_TIMEOUT,
@@ -54,6 +61,7 @@ class AsyncClient:
     ) -> None:
         self.base_url = c.base_url_of(base_url)
         self._token = token if token is not None else c.env_token()
+        self._act_as = act_as
         self.max_retries = max_retries
         self.backoff = backoff
         self._timeout = timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
@@ -72,13 +80,23 @@ class AsyncClient:
     ) -> None:
         await self.aclose()
 
+    def act_as(self, user: str) -> AsyncClient:
+        """A client whose requests act for user (X-Chatd-User), sharing this one's token and connections.
+
+        user is the user's subject at the server's identity provider, or
+        its name when the server has none. Closing it leaves the
+        connections open: they are this client's.
+        """
+        other = copy.copy(self)
+        other._act_as = user
+        other._owns_http = False
+        return other
+
     async def _auth(self) -> dict[str, str]:
         tok: Any = self._token() if callable(self._token) else self._token
         if is_awaitable(tok):
             tok = await tok
-        if not tok:
-            raise ChatdError("chatd: no token: pass token= or set CHATD_TOKEN")
-        return {"Authorization": f"Bearer {tok}"}
+        return c.auth_headers(tok, self._act_as)
 
     async def _request(self, call: c.Call[T]) -> T:
         attempt = 0
@@ -256,6 +274,45 @@ class AsyncClient:
     ) -> t.ToolResultsResponse:
         body = {"results": [c.wire(r) for r in results]}
         return await self._request(c.Call("POST", f"/api/v1/chats/{_p(chat_id)}/tool-results", c.TOOL_RESULTS, body=body))
+
+    # Tokens and users (a token with the admin scope)
+
+    async def create_token(
+        self, user: str, *, scopes: Sequence[c.Scope] | None = None, act_as: bool | None = None,
+        expires_in: float | timedelta | None = None,
+    ) -> t.CreateTokenResponse:
+        """Creates an API token for user (created on first use); its secret is in this answer only.
+
+        scopes default to read and write; act_as lets it send X-Chatd-User;
+        expires_in (seconds or a timedelta) makes it stop working then.
+        """
+        body = c.token_body(user, scopes, act_as, expires_in)
+        return await self._request(c.Call("POST", "/api/v1/tokens", c.CREATE_TOKEN, body=body))
+
+    async def list_tokens(self, *, user: str | None = None) -> t.ListTokensResponse:
+        """Every token, or one user's by name; never a secret."""
+        return await self._request(c.Call("GET", "/api/v1/tokens", c.LIST_TOKENS, params={"user": user},
+                                          retried=True))
+
+    async def revoke_token(self, token_id: str | UUID) -> None:
+        """Revokes a token: every server refuses it, and ends its streams, within 5 s."""
+        await self._request(c.Call("DELETE", f"/api/v1/tokens/{_p(token_id)}", c.NO_CONTENT))
+
+    async def list_users(self, *, limit: int | None = None, cursor: str | None = None) -> t.ListUsersResponse:
+        """One page of the users by name (next_cursor: the next page)."""
+        params = {"limit": limit, "cursor": cursor}
+        return await self._request(c.Call("GET", "/api/v1/users", c.LIST_USERS, params=params, retried=True))
+
+    async def iter_users(self, *, page_size: int | None = None) -> AsyncIterator[t.User]:
+        """Every user, page after page."""
+        cursor: str | None = None
+        while True:
+            page = await self.list_users(limit=page_size, cursor=cursor)
+            for u in page.users:
+                yield u
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
 
     # Structured requests
 

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import email.utils
 import json
+import math
 import os
 import random
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, cast, get_args
+from datetime import timedelta
+from typing import Any, Generic, Literal, TypeVar, cast, get_args
 
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
 from . import types as t
+from ._errors import ChatdError
 
 T = TypeVar("T")
 
@@ -26,6 +29,13 @@ LONG_POLL_SECONDS = 30
 STREAM_READ_TIMEOUT = 60.0
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 MAX_BACKOFF = 8.0
+
+
+Scope = Literal["read", "write", "admin"]
+"""What a token may do: read (GET routes and streams), write (everything a user does; brings read), admin (the token and user API)."""
+
+# X-Chatd-User: the user a request acts for (a token with the act-as capability).
+ACT_AS_HEADER = "X-Chatd-User"
 
 
 def base_url_of(base_url: str | None) -> str:
@@ -61,6 +71,8 @@ class Call(Generic[T]):
         return {k: str(v) for k, v in self.params.items() if v is not None}
 
     def parse(self, content: bytes) -> T:
+        if not content:  # 204: no body
+            return self.adapter.validate_python(None)
         return self.adapter.validate_json(content)
 
 
@@ -129,6 +141,27 @@ def drop_none(d: Mapping[str, Any]) -> dict[str, Any]:
     return {k: wire(v) for k, v in d.items() if v is not None}
 
 
+def auth_headers(token: str | None, act_as: str | None) -> dict[str, str]:
+    """The credentials of a request: the token, and X-Chatd-User when acting for a user."""
+    if not token:
+        raise ChatdError("chatd: no token: pass token= or set CHATD_TOKEN")
+    h = {"Authorization": f"Bearer {token}"}
+    if act_as is not None:
+        h[ACT_AS_HEADER] = act_as
+    return h
+
+
+def token_body(
+    user: str, scopes: Sequence[Scope] | None, act_as: bool | None, expires_in: float | timedelta | None
+) -> dict[str, Any]:
+    """The body of POST /api/v1/tokens; expires_in in whole seconds, rounded up (0 would be never)."""
+    seconds = expires_in.total_seconds() if isinstance(expires_in, timedelta) else expires_in
+    return drop_none({
+        "user": user, "scopes": list(scopes) if scopes is not None else None, "act_as": act_as,
+        "expires_in": math.ceil(seconds) if seconds is not None else None,
+    })
+
+
 # The adapters of the answers, built once.
 CHAT = TypeAdapter(t.Chat)
 CREATE = TypeAdapter(t.CreateChatResponse)
@@ -140,6 +173,10 @@ DELETE_QUEUED = TypeAdapter(t.DeleteQueuedResponse)
 TOOL_RESULTS = TypeAdapter(t.ToolResultsResponse)
 LOOKUP = TypeAdapter(t.StructuredOutputResult)
 TICKET = TypeAdapter(t.StreamTicket)
+CREATE_TOKEN = TypeAdapter(t.CreateTokenResponse)
+LIST_TOKENS = TypeAdapter(t.ListTokensResponse)
+LIST_USERS = TypeAdapter(t.ListUsersResponse)
+NO_CONTENT = TypeAdapter(type(None))
 STREAM_EVENT: TypeAdapter[t.StreamEvent] = TypeAdapter(t.StreamEvent)
 WATCH_EVENT: TypeAdapter[t.WatchEvent] = TypeAdapter(t.WatchEvent)
 

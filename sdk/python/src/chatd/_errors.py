@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -60,7 +61,23 @@ class AuthenticationError(APIError):
 
 
 class PermissionDeniedError(APIError):
-    """403: the token may not do this."""
+    """403: the token may not do this.
+
+    `required_scope` is the scope the route needs when the token lacks it
+    (`write` for a read token's write); None for another refusal, such as
+    X-Chatd-User sent with a token that may not act for users.
+    """
+
+    required_scope: str | None
+
+    def __init__(self, status: int, body: Any, headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(status, body, headers)
+        m = _SCOPE.search(self.headers.get("www-authenticate", ""))
+        self.required_scope = m.group(1) if m else None
+
+
+# The scope parameter of an insufficient_scope challenge (RFC 6750 section 3).
+_SCOPE = re.compile(r'(?:^|[\s,])scope="([^"]*)"')
 
 
 class NotFoundError(APIError):
