@@ -7,7 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/jwtauth"
 	"github.com/chatd/chatd/internal/mockllm"
+	"github.com/chatd/chatd/internal/oidctest"
+	"github.com/chatd/chatd/internal/store"
 	"github.com/chatd/chatd/internal/testenv"
 )
 
@@ -67,18 +71,48 @@ func step(r *mockllm.Request) (mockllm.Step, bool) {
 
 // TestPythonSDK runs the SDK's pytest suite (sdk/python/tests) against one
 // live chatd with a mock model answering as step says; the suite shares it
-// (CHATD_URL, CHATD_TOKEN).
+// (CHATD_URL, CHATD_TOKEN), with an admin token (CHATD_ADMIN_TOKEN) and
+// the ID tokens of two users of the app's identity provider, a real one
+// whose JWTs chatd accepts (startIdP).
 func TestPythonSDK(t *testing.T) {
 	t.Parallel()
 	py := venv(t)
-	env := testenv.New(t, testenv.Options{Mock: mockllm.Options{StepFor: step}})
+	idp, verifier := startIdP(t)
+	env := testenv.New(t, testenv.Options{JWT: verifier, Mock: mockllm.Options{StepFor: step}})
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	out, err := run(ctx, sdkDir, []string{"CHATD_URL=" + env.API.URL, "CHATD_TOKEN=" + env.Token("alice")},
+	admin, _, err := env.Store.CreateScopedToken(ctx, store.TokenSpec{User: "py-admin", Scopes: []client.Scope{client.ScopeAdmin}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := append([]string{"CHATD_URL=" + env.API.URL, "CHATD_TOKEN=" + env.Token("alice"), "CHATD_ADMIN_TOKEN=" + admin}, idp...)
+	out, err := run(ctx, sdkDir, vars,
 		py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "console_output_style=classic", "tests")
 	t.Logf("pytest:\n%s", out)
 	if err != nil {
 		t.Logf("chatd's log, last lines:\n%s", lastLines(env.Logs(), 300))
 		t.Fatal(err)
 	}
+}
+
+// startIdP starts the real OpenID provider (internal/oidctest) and a
+// verifier of its ID tokens for chatd, and signs its two users in: the
+// suite gets their ID tokens (CHATD_JWT_A, CHATD_JWT_B) and subjects
+// (CHATD_SUBJECT_A, CHATD_SUBJECT_B).
+func startIdP(t *testing.T) ([]string, *jwtauth.Verifier) {
+	t.Helper()
+	p := oidctest.Start(t)
+	v, err := jwtauth.New(jwtauth.Options{Issuer: p.Issuer, Discovery: true, Audience: oidctest.ClientID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vars []string
+	for _, u := range []struct{ name, suffix, subject string }{{oidctest.User, "A", "id1"}, {oidctest.User2, "B", "id2"}} {
+		tok, err := p.Login(t.Context(), u.name, oidctest.Password)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vars = append(vars, "CHATD_JWT_"+u.suffix+"="+tok, "CHATD_SUBJECT_"+u.suffix+"="+u.subject)
+	}
+	return vars, v
 }
