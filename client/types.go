@@ -2,6 +2,7 @@ package client
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -37,6 +38,18 @@ func (s ChatStatus) Runnable() bool { return s == StatusRunning || s == StatusIn
 
 // Idle reports whether the chat waits for a user message (waiting or error).
 func (s ChatStatus) Idle() bool { return s == StatusWaiting || s == StatusError }
+
+// Word is the status as people read it, the same in the console and the
+// CLI: an idle chat has finished its turn, an error is a turn that failed.
+func (s ChatStatus) Word() string {
+	switch s {
+	case StatusWaiting:
+		return "finished"
+	case StatusError:
+		return "failed"
+	}
+	return strings.ReplaceAll(string(s), "_", " ")
+}
 
 // RequestStatus is where a structured output request is: pending until its
 // receipt commits one of the three terminal statuses.

@@ -314,7 +314,7 @@ func chatList(ctx context.Context, args []string, io IO) error {
 	tw := tabwriter.NewWriter(io.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tUPDATED\tTITLE")
 	for _, ch := range res.Chats {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ch.ID, ch.Status, ch.UpdatedAt.Local().Format(time.DateTime), oneLine(ch.Title, 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ch.ID, ch.Status.Word(), ch.UpdatedAt.Local().Format(time.DateTime), oneLine(ch.Title, 60))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

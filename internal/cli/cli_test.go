@@ -216,7 +216,7 @@ func TestChatCommands(t *testing.T) {
 	// and stops once the chat is idle.
 	code, out, errOut = r.run(ctx, "chat", "tail", "--until-idle", chat)
 	for _, want := range []string{"user: (structured request " + req + ")", "receipt " + req + " cancelled (interrupted:",
-		"user:\n    And then?", "assistant:\n    mockllm: And then?", "-- waiting"} {
+		"user:\n    And then?", "assistant:\n    mockllm: And then?", "-- finished"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("tail lacks %q:\n%s\n%s", want, out, errOut)
 		}
@@ -225,7 +225,7 @@ func TestChatCommands(t *testing.T) {
 		t.Fatalf("tail: exit %d %s", code, errOut)
 	}
 	code, show, _ := r.run(ctx, "chat", "show", chat)
-	if code != 0 || !strings.Contains(show, "chat "+chat+"  waiting") || !strings.Contains(show, "mockllm: And then?") {
+	if code != 0 || !strings.Contains(show, "chat "+chat+"  finished") || !strings.Contains(show, "mockllm: And then?") {
 		t.Fatalf("show: exit %d\n%s", code, show)
 	}
 	code, js, _ := r.run(ctx, "chat", "show", "--json", chat)
@@ -248,6 +248,10 @@ func TestChatCommands(t *testing.T) {
 	code, out, errOut = r.run(ctx, "chat", "list", "--limit", "1")
 	if code != 0 || !strings.HasPrefix(out, "ID") || !strings.Contains(out, "Plain question.") || !strings.Contains(errOut, "--cursor") {
 		t.Fatalf("list: exit %d %q %q", code, out, errOut)
+	}
+	// The console's word for an idle chat, not the API's.
+	if f := strings.Fields(lines(out)[1]); len(f) < 2 || f[1] != "finished" {
+		t.Errorf("list prints the status as %q, want finished:\n%s", f, out)
 	}
 }
 
@@ -337,7 +341,7 @@ func TestTailReconnects(t *testing.T) {
 	if ids := lastEventIDs(); len(ids) != 2 || ids[0] != "" || ids[1] != "1" {
 		t.Errorf("stream requests' Last-Event-ID: %q, want a first without and a reconnection after message 1", ids)
 	}
-	if !strings.Contains(errOut, "reconnected after message 1") || !strings.HasSuffix(out, "-- waiting\n") {
+	if !strings.Contains(errOut, "reconnected after message 1") || !strings.HasSuffix(out, "-- finished\n") {
 		t.Errorf("tail:\n%s\nstderr:\n%s", out, errOut)
 	}
 }

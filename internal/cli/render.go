@@ -13,7 +13,7 @@ import (
 
 func renderChat(ch client.Chat) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "chat %s  %s  model %s  %s\n", ch.ID, ch.Status, ch.Model, oneLine(ch.Title, 80))
+	fmt.Fprintf(&b, "chat %s  %s  model %s  %s\n", ch.ID, ch.Status.Word(), ch.Model, oneLine(ch.Title, 80))
 	if ch.LastError != nil {
 		fmt.Fprintf(&b, "  last error: %s\n", describeError(ch.LastError))
 	}

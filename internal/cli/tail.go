@@ -49,7 +49,7 @@ func chatTail(ctx context.Context, args []string, io IO) error {
 		case client.EventStatus:
 			if ev.Chat.Status != status {
 				status = ev.Chat.Status
-				fmt.Fprintf(io.Stdout, "-- %s\n", status)
+				fmt.Fprintf(io.Stdout, "-- %s\n", status.Word())
 			}
 			if *untilIdle && (status == client.StatusWaiting || status == client.StatusError || status == client.StatusRequiresAction) {
 				return nil

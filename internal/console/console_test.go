@@ -5,8 +5,11 @@ import (
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/chatd/chatd/client"
 )
 
 func TestHandler(t *testing.T) {
@@ -101,6 +104,33 @@ func TestTraceURLTemplate(t *testing.T) {
 	for _, bad := range []string{"https://jaeger.example/trace/", "javascript:alert({trace_id})", "/trace/{trace_id}", "ftp://h/{trace_id}"} {
 		if err := ParseTraceURLTemplate(bad); err == nil {
 			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// TestStatusWords: the console's badge says the same word for a chat status
+// as the CLI (client.ChatStatus.Word), read from dom.js's table.
+func TestStatusWords(t *testing.T) {
+	t.Parallel()
+	src, err := fs.ReadFile(assets, "assets/dom.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`const words = \{([^}]*)\};`).FindSubmatch(src)
+	if m == nil {
+		t.Fatal("dom.js has no `const words = {…};` table")
+	}
+	words := map[string]string{}
+	for _, kv := range regexp.MustCompile(`(\w+): "([^"]*)"`).FindAllSubmatch(m[1], -1) {
+		words[string(kv[1])] = string(kv[2])
+	}
+	for _, s := range client.ChatStatuses() {
+		shown, ok := words[string(s)]
+		if !ok {
+			shown = strings.Replace(string(s), "_", " ", 1)
+		}
+		if shown != s.Word() {
+			t.Errorf("the console shows %s as %q, the CLI as %q", s, shown, s.Word())
 		}
 	}
 }

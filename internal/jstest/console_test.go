@@ -384,8 +384,9 @@ func TestConsolePartialValue(t *testing.T) {
 	}
 }
 
-// TestConsoleStatusWords: a chat whose structured request failed reads as
-// failed, not as "waiting" (still working); a provider's failure shows
+// TestConsoleStatusWords: a chat reads the same word in the chat list as on
+// its own page: an idle chat whose structured request failed is finished
+// (its receipt says failed), not "waiting"; a provider's failure shows
 // once on the page, not in the header, the receipt and an alert; a
 // running chat reads as running; and each receipt's time is inside its
 // card. Screenshots: docs/console.md's failed and running chats.
@@ -441,14 +442,21 @@ func TestConsoleStatusWords(t *testing.T) {
 		}
 	}
 
-	// Rejected three times: the chat is idle ("waiting") and reads failed.
+	// Rejected three times: the chat is idle ("waiting"): finished, in the
+	// list as on its page; its receipt says failed.
 	open(invalid)
 	p.waitFor(`document.querySelector('.history .receipt[data-status="failed"]') && document.querySelector(".chat-head").dataset.status === "waiting"`, wait)
-	if word := p.text(".chat-head .badge"); word != "failed" {
-		t.Errorf("a chat whose request failed reads %q", word)
+	if word := p.text(".chat-head .badge"); word != "finished" {
+		t.Errorf("an idle chat whose request failed reads %q on its page", word)
 	}
 	timeInCard()
 	t.Logf("screenshot %s", p.screenshot(t.ArtifactDir(), "14-failed-chat"))
+	p.run(`location.hash = "#/chats"`)
+	item := `.chats li[data-chat="` + invalid + `"] .badge`
+	p.waitFor(`document.querySelector('`+item+`')`, wait)
+	if word := p.text(item); word != "finished" {
+		t.Errorf("the same chat reads %q in the chat list", word)
+	}
 
 	// The provider refused: the failure shows once.
 	open(broken)

@@ -35,11 +35,9 @@ export function chatView(id, signal) {
     if (!c) return;
     const focused = head.contains(document.activeElement);
     const receipt = lastReceipt();
-    // An idle chat whose last turn's request failed reads as failed.
-    const as = c.status === "waiting" && receipt?.status === "failed" ? "failed" : c.status;
     const failure = c.status === "error" && c.last_error;
     head.replaceChildren(...[
-      h("div", { class: "title-row" }, h("h1", { tabindex: -1 }, c.title || "(untitled)"), badge(c.status, as), conn),
+      h("div", { class: "title-row" }, h("h1", { tabindex: -1 }, c.title || "(untitled)"), badge(c.status), conn),
       h("p", { class: "meta" }, c.model, " · ", c.mode, " · ", h("code", {}, c.id), " · updated ", time(c.updated_at)),
       // Each failure once: not here when the last receipt says it.
       failure && !(receipt?.error && receipt.error.code === failure.code && receipt.error.message === failure.message)

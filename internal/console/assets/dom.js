@@ -25,16 +25,16 @@ export function h(tag, attrs = {}, ...kids) {
  * Words for a chat's statuses where the API's reads wrong to a person: an
  * idle chat ("waiting" for the user) has finished its turn, and "error"
  * is a turn that failed. Other statuses, and receipts', read as they are.
+ * One word per status everywhere: the CLI prints the same
+ * (client.ChatStatus.Word; console_test.go compares them).
  */
 const words = { waiting: "finished", error: "failed" };
 
 /**
- * A status badge, coloured by class. `as` shows another status's word and
- * colour (a finished chat whose last receipt failed reads "failed").
+ * A status badge, coloured by class.
  * @param {string} status
- * @param {string} [as]
  */
-export const badge = (status, as = status) => h("span", { class: `badge s-${as}`, "data-status": status }, (words[as] || as).replace("_", " "));
+export const badge = (status) => h("span", { class: `badge s-${status}`, "data-status": status }, (words[status] || status).replace("_", " "));
 
 /** Pretty JSON of a value, as the server sent it. */
 export const pretty = (v) => JSON.stringify(v, null, 2);
