@@ -109,7 +109,7 @@ func TestStartBanner(t *testing.T) {
 	exited := make(chan struct{})
 	wg.Go(func() {
 		defer close(exited)
-		if err := run(ctx, []string{"server", "--listen", addr, "--database-url", dbtest.NewURL(t), "--workers", "0",
+		if err := run(ctx, []string{"server", "--listen", addr, "--database-url", dbtest.NewURL(t), "--max-running", "0",
 			"--config", cfgPath, "--console"}, io.Discard, term); err != nil {
 			t.Errorf("server: %v", err)
 		}

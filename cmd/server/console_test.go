@@ -18,7 +18,7 @@ func TestConsoleFlag(t *testing.T) {
 	for _, on := range []bool{false, true} {
 		t.Run(map[bool]string{false: "off", true: "on"}[on], func(t *testing.T) {
 			t.Parallel()
-			args := []string{"server", "--listen", freeAddr(t), "--database-url", dbtest.NewURL(t), "--workers", "0"}
+			args := []string{"server", "--listen", freeAddr(t), "--database-url", dbtest.NewURL(t), "--max-running", "0"}
 			if on {
 				args = append(args, "--console")
 			}

@@ -41,8 +41,8 @@ func TestFlagReference(t *testing.T) {
 }
 
 // TestFlagReferenceRefusesUndocumented: a flag defined on the FlagSet
-// directly, without an environment twin and a help text, stops the
-// generator.
+// directly, without an environment twin and a help text, or deprecated
+// without the date after which it goes, stops the generator.
 func TestFlagReferenceRefusesUndocumented(t *testing.T) {
 	t.Parallel()
 	f := newFlags("server", "chatd server", io.Discard)
@@ -56,6 +56,11 @@ func TestFlagReferenceRefusesUndocumented(t *testing.T) {
 	f.String("listen", "CHATD_LISTEN", "", "")
 	if err := writeFlagTable(&b, f); err == nil || !strings.Contains(err.Error(), "--listen") {
 		t.Fatalf("writeFlagTable = %v, want an error naming --listen", err)
+	}
+	f = newFlags("server", "chatd server", io.Discard)
+	f.Int("old-knob", "CHATD_OLD_KNOB", 0, "deprecated: the old name of --knob")
+	if err := writeFlagTable(&b, f); err == nil || !strings.Contains(err.Error(), "--old-knob is deprecated") {
+		t.Fatalf("writeFlagTable = %v, want an error saying --old-knob's removal is undated", err)
 	}
 }
 
@@ -131,6 +136,9 @@ var (
 
 // writeFlagTable writes f's flags as a table, in the order defined; a flag
 // without an environment twin or a help text is an error.
+// removalDate is how a deprecated flag's help says when it goes.
+var removalDate = regexp.MustCompile(`removed in the first release after \d{4}-\d{2}-\d{2}`)
+
 func writeFlagTable(w io.Writer, f *flags) error {
 	documented := map[string]bool{}
 	for _, d := range f.docs {
@@ -150,6 +158,9 @@ func writeFlagTable(w io.Writer, f *flags) error {
 	for _, d := range f.docs {
 		if strings.TrimSpace(d.help) == "" {
 			return fmt.Errorf("--%s has no help text", d.name)
+		}
+		if strings.HasPrefix(d.help, "deprecated") && !removalDate.MatchString(d.help) {
+			return fmt.Errorf("--%s is deprecated without saying when it goes (%q)", d.name, removalDate)
 		}
 		def := "empty"
 		if v := f.Lookup(d.name).DefValue; v != "" {
