@@ -129,3 +129,29 @@ func TestArgsCodesAreValidatorCodes(t *testing.T) {
 		}
 	}
 }
+
+// The finalizer's feedback is sentences: what was wrong ends with a full
+// stop before what to do next starts.
+func TestFinalizeFeedbackSentences(t *testing.T) {
+	t.Parallel()
+	req := &store.Request{RequestID: uuid.New(), Name: "r",
+		Schema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`)}
+	finished := "tool-calls"
+	step := &parsed{row: store.Message{FinishReason: &finished}}
+	for _, args := range []string{`{"output":{"n":"one"}}`, `{"output":{}}`, `{"n":1}`, `[1]`} {
+		res, _, _, _ := finalize(step, jsonb.Part{Type: jsonb.PartToolCall, ToolCallID: "c", ToolName: FinalizerName, Args: json.RawMessage(args)}, req)
+		var text string
+		if err := json.Unmarshal(res.Result, &text); err != nil {
+			t.Fatal(err)
+		}
+		for _, next := range []string{" Fix ", " Call "} {
+			before, _, ok := strings.Cut(text, next)
+			if ok && !strings.HasSuffix(before, ".") && !strings.HasSuffix(before, "…") {
+				t.Errorf("%s: two sentences run together: %q", args, text)
+			}
+		}
+		if strings.Contains(text, "..") {
+			t.Errorf("%s: a doubled full stop: %q", args, text)
+		}
+	}
+}

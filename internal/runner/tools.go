@@ -370,9 +370,18 @@ func finalize(step *parsed, call jsonb.Part, req *store.Request) (jsonb.Part, js
 		if len(msg) > maxFeedbackBytes {
 			msg = msg[:maxFeedbackBytes] + "…"
 		}
-		return errorResult(call, msg+" Fix the value and call "+FinalizerName+" again."), nil, rejectValue, valueErrors(res)
+		return errorResult(call, fullStop(msg)+" Fix the value and call "+FinalizerName+" again."), nil, rejectValue, valueErrors(res)
 	}
 	return textResult(call, finalizerAccepted), value, "", attemptErrors{}
+}
+
+// fullStop ends a validator's message, which has no final punctuation of
+// its own, as a sentence before the next one starts.
+func fullStop(s string) string {
+	if strings.HasSuffix(s, ".") || strings.HasSuffix(s, "…") {
+		return s
+	}
+	return s + "."
 }
 
 // codeArgumentsShape is the attempt error code of finalizer arguments that
