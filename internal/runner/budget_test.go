@@ -542,6 +542,14 @@ func replicaTransactionBudget(t *testing.T, noHandoff, elsewhere bool, claims in
 	if elsewhere {
 		more += 4 + 2
 	}
+	// What else commits in the database meanwhile (autovacuum, statistics)
+	// only adds, and adds more the longer a loaded machine makes the run:
+	// an excess is measured again, and the least of three counts.
+	for try := 1; two > one+more+0.5 && try < 3; try++ {
+		again, _ := perTurn(2)
+		t.Logf("measured again: two replicas %.2f", again)
+		two = min(two, again)
+	}
 	if two > one+more+0.5 {
 		t.Errorf("%.2f database commits per turn with two replicas, %.2f with one: want at most %.0f more", two, one, more)
 	}
