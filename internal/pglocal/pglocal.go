@@ -212,20 +212,8 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !traversable(dir, acct) {
-		return nil, fmt.Errorf("the %s account cannot enter %s; PostgreSQL must run there as %s, so choose a directory outside any directory it cannot enter",
-			acct.name, filepath.Dir(dir), acct.name)
-	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return nil, fmt.Errorf("create cluster directory: %w", err)
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return nil, fmt.Errorf("create cluster directory: %w", err)
-	}
-	if acct.cred != nil {
-		if err := os.Chown(dir, acct.uid, acct.gid); err != nil {
-			return nil, fmt.Errorf("hand %s to %s: %w", dir, acct.name, err)
-		}
+	if err := makeClusterDir(dir, acct); err != nil {
+		return nil, err
 	}
 	c := &Cluster{dir: dir, socketDir: socketDir(dir), port: port, ephemeral: opts.Ephemeral, logger: logger}
 	if c.socketDir != dir {
@@ -236,29 +224,72 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			_ = os.Chown(c.socketDir, acct.uid, acct.gid)
 		}
 	}
-
 	if c.ping(ctx) == nil {
 		logger.Info("reusing running local postgres", slog.String("dir", dir))
 		return c, nil
 	}
-
 	dataDir := filepath.Join(dir, "data")
-	if _, err := os.Stat(filepath.Join(dataDir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
-		args := []string{"-D", dataDir, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-locale"}
-		if opts.Ephemeral {
-			args = append(args, "--no-sync")
-		}
-		start := time.Now()
-		cmd := exec.CommandContext(ctx, filepath.Join(binDir, "initdb"), args...)
-		cmd.Dir = dir
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: acct.cred}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("initdb %s: %w: %s", dataDir, err, strings.TrimSpace(string(out)))
-		}
-		logger.Info("created local postgres cluster", slog.String("dir", dataDir),
-			slog.Duration("took", time.Since(start)))
+	if err := initCluster(ctx, binDir, dataDir, acct, opts.Ephemeral, logger); err != nil {
+		return nil, err
 	}
+	logPath, err := c.launch(binDir, c.serverArgs(dataDir, opts), acct)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.waitReady(ctx, logPath); err != nil {
+		return nil, err
+	}
+	logger.Info("local postgres started", slog.String("dir", dataDir), slog.Int("pid", c.cmd.Process.Pid),
+		slog.String("psql", fmt.Sprintf("psql 'host=%s port=%d user=postgres dbname=chatd'", c.socketDir, port)))
+	return c, nil
+}
 
+// makeClusterDir creates dir for the account that runs PostgreSQL, which
+// must be able to enter every directory above it.
+func makeClusterDir(dir string, acct runAs) error {
+	if !traversable(dir, acct) {
+		return fmt.Errorf("the %s account cannot enter %s; PostgreSQL must run there as %s, so choose a directory outside any directory it cannot enter",
+			acct.name, filepath.Dir(dir), acct.name)
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return fmt.Errorf("create cluster directory: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("create cluster directory: %w", err)
+	}
+	if acct.cred != nil {
+		if err := os.Chown(dir, acct.uid, acct.gid); err != nil {
+			return fmt.Errorf("hand %s to %s: %w", dir, acct.name, err)
+		}
+	}
+	return nil
+}
+
+// initCluster runs initdb in dataDir unless a cluster is already there.
+func initCluster(ctx context.Context, binDir, dataDir string, acct runAs, ephemeral bool, logger *slog.Logger) error {
+	if _, err := os.Stat(filepath.Join(dataDir, "PG_VERSION")); !errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	args := []string{"-D", dataDir, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-locale"}
+	if ephemeral {
+		args = append(args, "--no-sync")
+	}
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "initdb"), args...)
+	cmd.Dir = filepath.Dir(dataDir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: acct.cred}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("initdb %s: %w: %s", dataDir, err, strings.TrimSpace(string(out)))
+	}
+	logger.Info("created local postgres cluster", slog.String("dir", dataDir),
+		slog.Duration("took", time.Since(start)))
+	return nil
+}
+
+// serverArgs is the postmaster's command line: the socket-only listener,
+// the ephemeral cluster's durability trade, then the caller's settings, in
+// a stable order.
+func (c *Cluster) serverArgs(dataDir string, opts Options) []string {
 	settings := map[string]string{
 		"listen_addresses":        "",
 		"unix_socket_directories": c.socketDir,
@@ -281,17 +312,22 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	for _, k := range keys {
 		args = append(args, "-c", k+"="+settings[k])
 	}
-	logPath := filepath.Join(dir, "postgres.log")
+	return args
+}
+
+// launch starts the postmaster with its output appended to postgres.log,
+// whose path it returns.
+func (c *Cluster) launch(binDir string, args []string, acct runAs) (string, error) {
+	logPath := filepath.Join(c.dir, "postgres.log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	if acct.cred != nil {
 		_ = os.Chown(logPath, acct.uid, acct.gid)
 	}
-
 	c.cmd = exec.Command(filepath.Join(binDir, "postgres"), args...)
-	c.cmd.Dir = dir
+	c.cmd.Dir = c.dir
 	c.cmd.Stdout = logFile
 	c.cmd.Stderr = logFile
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{
@@ -306,29 +342,33 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	})
 	if err != nil {
 		logFile.Close()
-		return nil, fmt.Errorf("start postgres: %w", err)
+		return "", fmt.Errorf("start postgres: %w", err)
 	}
+	return logPath, nil
+}
 
+// waitReady polls until the postmaster accepts connections, it exits, or
+// a minute passes.
+func (c *Cluster) waitReady(ctx context.Context, logPath string) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if err := c.ping(ctx); err == nil {
-			break
-		} else if time.Now().After(deadline) {
+		err := c.ping(ctx)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
 			_ = c.Stop(context.Background())
-			return nil, fmt.Errorf("postgres did not accept connections within 60s (log: %s): %w", logPath, err)
+			return fmt.Errorf("postgres did not accept connections within 60s (log: %s): %w", logPath, err)
 		}
 		select {
 		case <-c.exited:
-			return nil, fmt.Errorf("postgres exited during start-up: %s", tail(logPath, 20))
+			return fmt.Errorf("postgres exited during start-up: %s", tail(logPath, 20))
 		case <-ctx.Done():
 			_ = c.Stop(context.Background())
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	logger.Info("local postgres started", slog.String("dir", dataDir), slog.Int("pid", c.cmd.Process.Pid),
-		slog.String("psql", fmt.Sprintf("psql 'host=%s port=%d user=postgres dbname=chatd'", c.socketDir, port)))
-	return c, nil
 }
 
 // socketDir keeps the socket path under the kernel's 107-byte limit.
