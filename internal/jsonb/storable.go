@@ -31,92 +31,121 @@ const (
 func Storable(raw []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
-	type frame struct {
-		object  bool
-		wantKey bool
-		keys    map[string]struct{}
-	}
-	var stack []frame
-	var path []string
-	where := func() string {
-		if len(path) == 0 {
-			return "at the top level"
-		}
-		return "at /" + strings.Join(path, "/")
-	}
-	// value notes that a value (not a key) was read in the current container.
-	value := func() {
-		if n := len(stack); n > 0 && stack[n-1].object {
-			stack[n-1].wantKey = true
-			path = path[:len(path)-1]
-		} else if n > 0 {
-			i, _ := strconv.Atoi(path[len(path)-1])
-			path[len(path)-1] = strconv.Itoa(i + 1)
-		}
-	}
-	done := false
+	var sc storableScan
 	for {
 		tok, err := dec.Token()
 		if errors.Is(err, io.EOF) {
-			switch {
-			case len(stack) > 0:
-				return errors.New("not valid JSON: unexpected end of input")
-			case !done:
-				return errors.New("no JSON value")
-			}
-			return nil
+			return sc.end()
 		}
 		if err != nil {
 			return fmt.Errorf("not valid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
 		}
-		if done {
+		if sc.done {
 			return errors.New("data after the JSON value")
 		}
-		switch v := tok.(type) {
-		case json.Delim:
-			switch v {
-			case '{', '[':
-				if len(stack) >= MaxRawDepth {
-					return fmt.Errorf("nested deeper than %d levels %s", MaxRawDepth, where())
-				}
-				stack = append(stack, frame{object: v == '{', wantKey: v == '{'})
-				if v == '[' {
-					path = append(path, "0")
-				}
-				continue
-			default:
-				if !stack[len(stack)-1].object {
-					path = path[:len(path)-1]
-				}
-				stack = stack[:len(stack)-1]
-			}
-		case string:
-			if n := len(stack); n > 0 && stack[n-1].wantKey {
-				f := &stack[n-1]
-				if f.keys == nil {
-					f.keys = map[string]struct{}{}
-				}
-				if _, dup := f.keys[v]; dup {
-					return fmt.Errorf("duplicate key %s %s", quote(v), where())
-				}
-				if len(f.keys) >= storableMaxKeys {
-					return fmt.Errorf("more than %d keys in one object %s", storableMaxKeys, where())
-				}
-				f.keys[v] = struct{}{}
-				f.wantKey = false
-				path = append(path, escapePointer(v))
-				continue
-			}
-		case json.Number:
-			if err := storableNumber(string(v)); err != nil {
-				return fmt.Errorf("%v %s", err, where())
-			}
+		if err := sc.token(tok); err != nil {
+			return err
 		}
-		if len(stack) == 0 {
-			done = true
-			continue
+	}
+}
+
+// storableScan follows Storable's token stream: the open containers, the
+// JSON Pointer of the current position (for messages) and whether the one
+// top-level value has ended.
+type storableScan struct {
+	stack []storableFrame
+	path  []string
+	done  bool
+}
+
+type storableFrame struct {
+	object  bool
+	wantKey bool
+	keys    map[string]struct{}
+}
+
+func (sc *storableScan) end() error {
+	switch {
+	case len(sc.stack) > 0:
+		return errors.New("not valid JSON: unexpected end of input")
+	case !sc.done:
+		return errors.New("no JSON value")
+	}
+	return nil
+}
+
+func (sc *storableScan) where() string {
+	if len(sc.path) == 0 {
+		return "at the top level"
+	}
+	return "at /" + strings.Join(sc.path, "/")
+}
+
+// token takes one token; a key or an opening delimiter is not yet a value
+// of the enclosing container, everything else completes one.
+func (sc *storableScan) token(tok json.Token) error {
+	switch v := tok.(type) {
+	case json.Delim:
+		if v == '{' || v == '[' {
+			return sc.open(v)
 		}
-		value()
+		if !sc.stack[len(sc.stack)-1].object {
+			sc.path = sc.path[:len(sc.path)-1]
+		}
+		sc.stack = sc.stack[:len(sc.stack)-1]
+	case string:
+		if n := len(sc.stack); n > 0 && sc.stack[n-1].wantKey {
+			return sc.key(&sc.stack[n-1], v)
+		}
+	case json.Number:
+		if err := storableNumber(string(v)); err != nil {
+			return fmt.Errorf("%v %s", err, sc.where())
+		}
+	}
+	sc.value()
+	return nil
+}
+
+func (sc *storableScan) open(v json.Delim) error {
+	if len(sc.stack) >= MaxRawDepth {
+		return fmt.Errorf("nested deeper than %d levels %s", MaxRawDepth, sc.where())
+	}
+	sc.stack = append(sc.stack, storableFrame{object: v == '{', wantKey: v == '{'})
+	if v == '[' {
+		sc.path = append(sc.path, "0")
+	}
+	return nil
+}
+
+func (sc *storableScan) key(f *storableFrame, k string) error {
+	if f.keys == nil {
+		f.keys = map[string]struct{}{}
+	}
+	if _, dup := f.keys[k]; dup {
+		return fmt.Errorf("duplicate key %s %s", quote(k), sc.where())
+	}
+	if len(f.keys) >= storableMaxKeys {
+		return fmt.Errorf("more than %d keys in one object %s", storableMaxKeys, sc.where())
+	}
+	f.keys[k] = struct{}{}
+	f.wantKey = false
+	sc.path = append(sc.path, escapePointer(k))
+	return nil
+}
+
+// value notes that a value (not a key) ended: the top level is done, an
+// object wants its next key, an array moves to its next index.
+func (sc *storableScan) value() {
+	n := len(sc.stack)
+	switch {
+	case n == 0:
+		sc.done = true
+	case sc.stack[n-1].object:
+		sc.stack[n-1].wantKey = true
+		sc.path = sc.path[:len(sc.path)-1]
+	default:
+		i, _ := strconv.Atoi(sc.path[len(sc.path)-1])
+		sc.path[len(sc.path)-1] = strconv.Itoa(i + 1)
 	}
 }
 
