@@ -209,98 +209,134 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, dst any) er
 // dotted path. Values decoded into json.RawMessage are left to their own
 // checks (a schema's, a tool result's), which say more.
 func duplicateMember(data []byte, t reflect.Type) (string, bool) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	type frame struct {
-		typ   reflect.Type    // the container's Go type; nil: unknown
-		keys  map[string]bool // nil for an array
-		index int
-	}
-	var stack []frame
-	var path []string // per open container: the current member or index
-	expectKey := false
-	next := t // the Go type of the next value
-	deref := func(t reflect.Type) reflect.Type {
-		for t != nil && t.Kind() == reflect.Pointer {
-			t = t.Elem()
-		}
-		return t
-	}
-	endValue := func() { // a value of the innermost container ended
-		if n := len(stack); n > 0 {
-			if stack[n-1].keys != nil {
-				expectKey = true
-			} else {
-				stack[n-1].index++
-				path[n-1] = strconv.Itoa(stack[n-1].index)
-				expectKey = false
-			}
-		}
-	}
+	d := dupScan{dec: json.NewDecoder(bytes.NewReader(data)), next: t}
+	d.dec.UseNumber()
 	for {
-		if n := len(stack); n > 0 && !expectKey && stack[n-1].keys == nil {
-			if t := stack[n-1].typ; t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
-				next = t.Elem()
-			} else {
-				next = nil
-			}
-		}
-		if t := deref(next); !expectKey && t != nil && (t == reflect.TypeFor[json.RawMessage]() || t.Kind() == reflect.Interface) {
+		d.elemType()
+		if !d.expectKey && opaque(deref(d.next)) {
 			var skip json.RawMessage
-			if dec.Decode(&skip) != nil {
+			if d.dec.Decode(&skip) != nil || len(d.stack) == 0 {
 				return "", false
 			}
-			if len(stack) == 0 {
-				return "", false
-			}
-			endValue()
+			d.endValue()
 			continue
 		}
-		tok, err := dec.Token()
+		tok, err := d.dec.Token()
 		if err != nil {
 			return "", false
 		}
-		switch tok {
-		case json.Delim('{'):
-			stack, path, expectKey = append(stack, frame{typ: deref(next), keys: map[string]bool{}}), append(path, ""), true
-			continue
-		case json.Delim('['):
-			stack, path, expectKey = append(stack, frame{typ: deref(next)}), append(path, "0"), false
-			continue
-		case json.Delim('}'), json.Delim(']'):
-			stack, path = stack[:len(stack)-1], path[:len(path)-1]
-			if len(stack) == 0 {
-				return "", false
-			}
-			endValue()
-			continue
+		field, found, more := d.token(tok)
+		if !more {
+			return field, found
 		}
-		n := len(stack)
-		if n == 0 {
-			return "", false
-		}
-		if expectKey {
-			k := tok.(string)
-			path[n-1] = k
-			if stack[n-1].keys[k] {
-				return strings.Join(path, "."), true
-			}
-			stack[n-1].keys[k], expectKey = true, false
-			next = nil
-			switch ct := stack[n-1].typ; {
-			case ct == nil:
-			case ct.Kind() == reflect.Struct:
-				fields := jsonFields(ct)
-				if i := slices.IndexFunc(fields, func(f jsonField) bool { return f.name == k }); i >= 0 {
-					next = fields[i].typ
-				}
-			case ct.Kind() == reflect.Map:
-				next = ct.Elem()
-			}
-			continue
-		}
-		endValue()
 	}
+}
+
+// dupScan is duplicateMember's walk: the open containers with their Go
+// types, the path to the current position and the Go type of the next
+// value (nil: unknown).
+type dupScan struct {
+	dec       *json.Decoder
+	stack     []dupFrame
+	path      []string // per open container: the current member or index
+	expectKey bool
+	next      reflect.Type
+}
+
+type dupFrame struct {
+	typ   reflect.Type    // the container's Go type; nil: unknown
+	keys  map[string]bool // nil for an array
+	index int
+}
+
+func deref(t reflect.Type) reflect.Type {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t
+}
+
+// opaque: values decoded into json.RawMessage or an interface are left to
+// their own checks.
+func opaque(t reflect.Type) bool {
+	return t != nil && (t == reflect.TypeFor[json.RawMessage]() || t.Kind() == reflect.Interface)
+}
+
+// elemType sets the next value's type when it is an array's element.
+func (d *dupScan) elemType() {
+	n := len(d.stack)
+	if n == 0 || d.expectKey || d.stack[n-1].keys != nil {
+		return
+	}
+	d.next = nil
+	if t := d.stack[n-1].typ; t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+		d.next = t.Elem()
+	}
+}
+
+// endValue: a value of the innermost container ended.
+func (d *dupScan) endValue() {
+	n := len(d.stack)
+	if n == 0 {
+		return
+	}
+	if d.stack[n-1].keys != nil {
+		d.expectKey = true
+		return
+	}
+	d.stack[n-1].index++
+	d.path[n-1] = strconv.Itoa(d.stack[n-1].index)
+	d.expectKey = false
+}
+
+// token takes one token; more is false when the walk is over, with the
+// duplicate's path when found.
+func (d *dupScan) token(tok json.Token) (field string, found, more bool) {
+	switch tok {
+	case json.Delim('{'):
+		d.stack, d.path, d.expectKey = append(d.stack, dupFrame{typ: deref(d.next), keys: map[string]bool{}}), append(d.path, ""), true
+		return "", false, true
+	case json.Delim('['):
+		d.stack, d.path, d.expectKey = append(d.stack, dupFrame{typ: deref(d.next)}), append(d.path, "0"), false
+		return "", false, true
+	case json.Delim('}'), json.Delim(']'):
+		d.stack, d.path = d.stack[:len(d.stack)-1], d.path[:len(d.path)-1]
+		if len(d.stack) == 0 {
+			return "", false, false
+		}
+		d.endValue()
+		return "", false, true
+	}
+	if len(d.stack) == 0 {
+		return "", false, false
+	}
+	if !d.expectKey {
+		d.endValue()
+		return "", false, true
+	}
+	return d.key(tok.(string))
+}
+
+// key records member k of the innermost object and finds its Go type.
+func (d *dupScan) key(k string) (string, bool, bool) {
+	top := &d.stack[len(d.stack)-1]
+	d.path[len(d.path)-1] = k
+	if top.keys[k] {
+		return strings.Join(d.path, "."), true, false
+	}
+	top.keys[k], d.expectKey = true, false
+	d.next = nil
+	switch ct := top.typ; {
+	case ct == nil:
+	case ct.Kind() == reflect.Struct:
+		fields := jsonFields(ct)
+		if i := slices.IndexFunc(fields, func(f jsonField) bool { return f.name == k }); i >= 0 {
+			d.next = fields[i].typ
+		}
+	case ct.Kind() == reflect.Map:
+		d.next = ct.Elem()
+	}
+	return "", false, true
 }
 
 // readBody reads the whole body within limit (413) and within the body
@@ -340,100 +376,128 @@ func mismatch(data []byte, t reflect.Type) (field, detail string, ok bool) {
 }
 
 func mismatchAt(v any, t reflect.Type, path string) (string, string, bool) {
-	at := func(detail string) (string, string, bool) {
-		if path == "" {
-			return "body", detail, true
-		}
-		return path, detail, true
-	}
+	at := mismatchPath(path)
 	nullable := t.Kind() == reflect.Pointer // null leaves an optional field unset
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t == reflect.TypeFor[json.RawMessage]() || t.Kind() == reflect.Interface {
+	t = deref(t)
+	if opaque(t) {
 		return "", "", false
 	}
 	if v == nil {
-		switch t.Kind() {
-		case reflect.String, reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-			reflect.Float32, reflect.Float64:
-			// encoding/json would leave "" or 0 for null: a required
-			// scalar is omitted or given, never null.
-			if !nullable {
-				return at("must not be null")
-			}
+		// encoding/json would leave "" or 0 for null: a required scalar is
+		// omitted or given, never null. An absent slice, map or optional
+		// field is fine.
+		if isScalar(t.Kind()) && !nullable {
+			return at.bad("must not be null")
 		}
-		return "", "", false // an absent slice, map or optional field
-	}
-	join := func(name string) string {
-		if path == "" {
-			return name
-		}
-		return path + "." + name
+		return "", "", false
 	}
 	switch t.Kind() {
 	case reflect.Struct:
-		obj, isObj := v.(map[string]any)
-		if !isObj {
-			return at("must be an object")
-		}
-		fields := jsonFields(t)
-		for _, k := range slices.Sorted(maps.Keys(obj)) {
-			// Exact names only: encoding/json would take "CONTENT" for
-			// "content".
-			i := slices.IndexFunc(fields, func(f jsonField) bool { return f.name == k })
-			if i < 0 {
-				return join(k), unknownField(join(k)), true
-			}
-			if f, d, bad := mismatchAt(obj[k], fields[i].typ, join(k)); bad {
-				return f, d, bad
-			}
-		}
+		return mismatchStruct(v, t, at)
 	case reflect.Slice:
-		if t.Elem().Kind() == reflect.Uint8 {
-			if _, isStr := v.(string); !isStr {
-				return at("must be a base64 string")
-			}
-			return "", "", false
-		}
-		arr, isArr := v.([]any)
-		if !isArr {
-			return at("must be an array")
-		}
-		for i, e := range arr {
-			if f, d, bad := mismatchAt(e, t.Elem(), join(strconv.Itoa(i))); bad {
-				return f, d, bad
-			}
-		}
+		return mismatchSlice(v, t, at)
 	case reflect.Map:
 		obj, isObj := v.(map[string]any)
 		if !isObj {
-			return at("must be an object")
+			return at.bad("must be an object")
 		}
 		for _, k := range slices.Sorted(maps.Keys(obj)) {
-			if f, d, bad := mismatchAt(obj[k], t.Elem(), join(k)); bad {
+			if f, d, bad := mismatchAt(obj[k], t.Elem(), at.join(k)); bad {
 				return f, d, bad
 			}
 		}
+		return "", "", false
+	}
+	return mismatchScalar(v, t, at)
+}
+
+// mismatchPath is the dotted path of a value mismatchAt visits ("" at the
+// top: the body).
+type mismatchPath string
+
+func (p mismatchPath) bad(detail string) (string, string, bool) {
+	if p == "" {
+		return "body", detail, true
+	}
+	return string(p), detail, true
+}
+
+func (p mismatchPath) join(name string) string {
+	if p == "" {
+		return name
+	}
+	return string(p) + "." + name
+}
+
+func isScalar(k reflect.Kind) bool {
+	switch k {
+	case reflect.String, reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Float32, reflect.Float64:
+		return true
+	}
+	return false
+}
+
+func mismatchStruct(v any, t reflect.Type, at mismatchPath) (string, string, bool) {
+	obj, isObj := v.(map[string]any)
+	if !isObj {
+		return at.bad("must be an object")
+	}
+	fields := jsonFields(t)
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
+		// Exact names only: encoding/json would take "CONTENT" for
+		// "content".
+		i := slices.IndexFunc(fields, func(f jsonField) bool { return f.name == k })
+		if i < 0 {
+			return at.join(k), unknownField(at.join(k)), true
+		}
+		if f, d, bad := mismatchAt(obj[k], fields[i].typ, at.join(k)); bad {
+			return f, d, bad
+		}
+	}
+	return "", "", false
+}
+
+func mismatchSlice(v any, t reflect.Type, at mismatchPath) (string, string, bool) {
+	if t.Elem().Kind() == reflect.Uint8 {
+		if _, isStr := v.(string); !isStr {
+			return at.bad("must be a base64 string")
+		}
+		return "", "", false
+	}
+	arr, isArr := v.([]any)
+	if !isArr {
+		return at.bad("must be an array")
+	}
+	for i, e := range arr {
+		if f, d, bad := mismatchAt(e, t.Elem(), at.join(strconv.Itoa(i))); bad {
+			return f, d, bad
+		}
+	}
+	return "", "", false
+}
+
+func mismatchScalar(v any, t reflect.Type, at mismatchPath) (string, string, bool) {
+	switch t.Kind() {
 	case reflect.String:
 		if _, isStr := v.(string); !isStr {
-			return at("must be a string")
+			return at.bad("must be a string")
 		}
 	case reflect.Bool:
 		if _, isBool := v.(bool); !isBool {
-			return at("must be a boolean")
+			return at.bad("must be a boolean")
 		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		n, isNum := v.(json.Number)
 		if !isNum {
-			return at("must be a number")
+			return at.bad("must be a number")
 		}
 		if _, err := strconv.ParseInt(string(n), 10, t.Bits()); err != nil {
-			return at("must be an integer in range")
+			return at.bad("must be an integer in range")
 		}
 	case reflect.Float32, reflect.Float64:
 		if _, isNum := v.(json.Number); !isNum {
-			return at("must be a number")
+			return at.bad("must be a number")
 		}
 	}
 	return "", "", false
