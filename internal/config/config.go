@@ -173,77 +173,16 @@ func Parse(b []byte) (*Config, error) {
 }
 
 func (c *Config) check() error {
-	providers := map[string]bool{}
-	for i, p := range c.Providers {
-		if !nameRE.MatchString(p.Name) {
-			return fmt.Errorf("config: providers[%d].name %q is not a valid name", i, p.Name)
-		}
-		if providers[p.Name] {
-			return fmt.Errorf("config: provider %q is defined twice", p.Name)
-		}
-		providers[p.Name] = true
-		if p.NoAPIKey && p.APIKeyEnv != "" {
-			return fmt.Errorf("config: provider %q: no_api_key and api_key_env exclude each other: remove one", p.Name)
-		}
-		if p.MaxConcurrency < 0 || p.RequestsPerMinute < 0 || p.RequestsPerMinute > 600_000 {
-			return fmt.Errorf("config: provider %q: max_concurrency and requests_per_minute are 0 (no bound) or positive "+
-				"(requests_per_minute at most 600000)", p.Name)
-		}
-		switch p.Type {
-		case TypeOpenAI, TypeOpenAIChat, TypeAnthropic:
-		case TypeGoogle:
-			if u := strings.TrimRight(p.BaseURL, "/"); strings.HasSuffix(u, "/v1beta") || strings.HasSuffix(u, "/v1") {
-				return fmt.Errorf("config: provider %q: base_url for type %s is the address without the API version (genai adds /v1beta)", p.Name, p.Type)
-			}
-		case TypeOpenAICompatible:
-			if p.BaseURL == "" {
-				return fmt.Errorf("config: provider %q: base_url is required for type %s", p.Name, p.Type)
-			}
-		default:
-			return fmt.Errorf("config: provider %q: unknown type %q (openai, openai-chat, anthropic, openai-compatible, google)", p.Name, p.Type)
-		}
+	types, err := c.checkProviders()
+	if err != nil {
+		return err
 	}
-	types := map[string]string{}
-	for _, p := range c.Providers {
-		types[p.Name] = p.Type
+	models, err := c.checkModels(types)
+	if err != nil {
+		return err
 	}
-	models := map[string]bool{}
-	for i, m := range c.Models {
-		if !nameRE.MatchString(m.ID) {
-			return fmt.Errorf("config: models[%d].id %q is not a valid id", i, m.ID)
-		}
-		if models[m.ID] {
-			return fmt.Errorf("config: model %q is defined twice", m.ID)
-		}
-		models[m.ID] = true
-		if !providers[m.Provider] {
-			return fmt.Errorf("config: model %q: unknown provider %q", m.ID, m.Provider)
-		}
-		if m.Model == "" {
-			return fmt.Errorf("config: model %q: model (the provider's model name) is required", m.ID)
-		}
-		if err := m.checkOptions(types[m.Provider]); err != nil {
-			return fmt.Errorf("config: model %q: %w", m.ID, err)
-		}
-		if m.StrictTools != nil && *m.StrictTools && c.Workspace != "" {
-			// OpenAI's strict mode requires every property to be required;
-			// read_file and list_files have optional ones, so every call with
-			// the workspace tools would be refused by the API.
-			return fmt.Errorf("config: model %q: strict_tools cannot be used with a workspace: "+
-				"the read_file and list_files tools have optional properties, which strict mode refuses", m.ID)
-		}
-	}
-	if sp := c.SpawnAgent; sp != nil {
-		if sp.MaxDepth < 0 || sp.MaxDepth > 16 || sp.MaxChildrenPerTurn < 0 || sp.MaxChildrenPerTurn > 128 ||
-			sp.MaxChildrenPerChat < 0 || sp.MaxChildrenPerChat > 1024 {
-			return fmt.Errorf("config: spawn_agent: max_depth is at most 16, max_children_per_turn at most 128, " +
-				"max_children_per_chat at most 1024, none negative")
-		}
-		for _, m := range c.Models {
-			if m.StrictTools != nil && *m.StrictTools {
-				return fmt.Errorf("config: model %q: strict_tools cannot be used with spawn_agent, whose optional properties strict mode refuses", m.ID)
-			}
-		}
+	if err := c.checkSpawnAgent(); err != nil {
+		return err
 	}
 	if c.DefaultModel != "" && !models[c.DefaultModel] {
 		return fmt.Errorf("config: default_model %q is not one of the models", c.DefaultModel)
@@ -266,6 +205,99 @@ func (c *Config) check() error {
 	}
 	if c.DefaultModel == "" && len(c.Models) > 0 {
 		c.DefaultModel = c.Models[0].ID
+	}
+	return nil
+}
+
+// checkProviders checks each provider and returns their types by name.
+func (c *Config) checkProviders() (map[string]string, error) {
+	types := map[string]string{}
+	for i, p := range c.Providers {
+		if !nameRE.MatchString(p.Name) {
+			return nil, fmt.Errorf("config: providers[%d].name %q is not a valid name", i, p.Name)
+		}
+		if _, dup := types[p.Name]; dup {
+			return nil, fmt.Errorf("config: provider %q is defined twice", p.Name)
+		}
+		types[p.Name] = p.Type
+		if err := p.check(); err != nil {
+			return nil, err
+		}
+	}
+	return types, nil
+}
+
+func (p Provider) check() error {
+	if p.NoAPIKey && p.APIKeyEnv != "" {
+		return fmt.Errorf("config: provider %q: no_api_key and api_key_env exclude each other: remove one", p.Name)
+	}
+	if p.MaxConcurrency < 0 || p.RequestsPerMinute < 0 || p.RequestsPerMinute > 600_000 {
+		return fmt.Errorf("config: provider %q: max_concurrency and requests_per_minute are 0 (no bound) or positive "+
+			"(requests_per_minute at most 600000)", p.Name)
+	}
+	switch p.Type {
+	case TypeOpenAI, TypeOpenAIChat, TypeAnthropic:
+	case TypeGoogle:
+		if u := strings.TrimRight(p.BaseURL, "/"); strings.HasSuffix(u, "/v1beta") || strings.HasSuffix(u, "/v1") {
+			return fmt.Errorf("config: provider %q: base_url for type %s is the address without the API version (genai adds /v1beta)", p.Name, p.Type)
+		}
+	case TypeOpenAICompatible:
+		if p.BaseURL == "" {
+			return fmt.Errorf("config: provider %q: base_url is required for type %s", p.Name, p.Type)
+		}
+	default:
+		return fmt.Errorf("config: provider %q: unknown type %q (openai, openai-chat, anthropic, openai-compatible, google)", p.Name, p.Type)
+	}
+	return nil
+}
+
+// checkModels checks each model against the providers' types and returns
+// the set of model ids.
+func (c *Config) checkModels(types map[string]string) (map[string]bool, error) {
+	models := map[string]bool{}
+	for i, m := range c.Models {
+		if !nameRE.MatchString(m.ID) {
+			return nil, fmt.Errorf("config: models[%d].id %q is not a valid id", i, m.ID)
+		}
+		if models[m.ID] {
+			return nil, fmt.Errorf("config: model %q is defined twice", m.ID)
+		}
+		models[m.ID] = true
+		typ, known := types[m.Provider]
+		if !known {
+			return nil, fmt.Errorf("config: model %q: unknown provider %q", m.ID, m.Provider)
+		}
+		if m.Model == "" {
+			return nil, fmt.Errorf("config: model %q: model (the provider's model name) is required", m.ID)
+		}
+		if err := m.checkOptions(typ); err != nil {
+			return nil, fmt.Errorf("config: model %q: %w", m.ID, err)
+		}
+		if m.StrictTools != nil && *m.StrictTools && c.Workspace != "" {
+			// OpenAI's strict mode requires every property to be required;
+			// read_file and list_files have optional ones, so every call with
+			// the workspace tools would be refused by the API.
+			return nil, fmt.Errorf("config: model %q: strict_tools cannot be used with a workspace: "+
+				"the read_file and list_files tools have optional properties, which strict mode refuses", m.ID)
+		}
+	}
+	return models, nil
+}
+
+func (c *Config) checkSpawnAgent() error {
+	sp := c.SpawnAgent
+	if sp == nil {
+		return nil
+	}
+	if sp.MaxDepth < 0 || sp.MaxDepth > 16 || sp.MaxChildrenPerTurn < 0 || sp.MaxChildrenPerTurn > 128 ||
+		sp.MaxChildrenPerChat < 0 || sp.MaxChildrenPerChat > 1024 {
+		return fmt.Errorf("config: spawn_agent: max_depth is at most 16, max_children_per_turn at most 128, " +
+			"max_children_per_chat at most 1024, none negative")
+	}
+	for _, m := range c.Models {
+		if m.StrictTools != nil && *m.StrictTools {
+			return fmt.Errorf("config: model %q: strict_tools cannot be used with spawn_agent, whose optional properties strict mode refuses", m.ID)
+		}
 	}
 	return nil
 }
