@@ -69,69 +69,21 @@ func (s *Store) EditMessage(ctx context.Context, p EditParams) (EditResult, erro
 	var done []finished
 	err = s.tx(ctx, "edit", func(tx pgx.Tx) error {
 		res, done = EditResult{}, nil
-		chat, err := s.q.ChatLockForOwner(ctx, tx, dbgen.ChatLockForOwnerParams{ID: p.ChatID, OwnerID: p.OwnerID})
+		chat, target, err := s.editTarget(ctx, tx, p)
 		if err != nil {
 			return err
 		}
-		target, err := s.q.MessageGetInChat(ctx, tx, dbgen.MessageGetInChatParams{ChatID: chat.ID, ID: p.MessageID})
+		spec, err := s.editSpec(ctx, tx, p, target)
 		if err != nil {
 			return err
-		}
-		if target.Deleted || Visibility(target.Visibility) == VisibleModel {
-			return pgx.ErrNoRows // not part of what the client sees
-		}
-		if target.Role != client.RoleUser || MessageKind(target.Kind) != KindMessage {
-			return ErrNotEditable
-		}
-		spec := p.Request
-		switch p.Format {
-		case FormatClear:
-			spec = nil
-		case FormatPreserve:
-			spec = nil
-			if target.StructuredRequestID.Valid {
-				r, err := s.q.RequestGet(ctx, tx, target.StructuredRequestID.UUID)
-				if err != nil {
-					return err
-				}
-				spec = &RequestSpec{Name: r.Name, Description: r.Description, Schema: storedSchema(r.Schema)}
-			}
 		}
 		if p.Check != nil {
 			if err := p.Check(chatFrom(chat), spec); err != nil {
 				return err
 			}
 		}
-
-		discarded, err := s.q.RequestListPendingFrom(ctx, tx, dbgen.RequestListPendingFromParams{ChatID: chat.ID, FromID: target.ID})
-		if err != nil {
+		if err := s.discardFrom(ctx, tx, chat, target.ID, &res, &done); err != nil {
 			return err
-		}
-		deleted, err := s.q.MessageSoftDeleteFrom(ctx, tx, dbgen.MessageSoftDeleteFromParams{ChatID: chat.ID, FromID: target.ID})
-		if err != nil {
-			return err
-		}
-		for _, d := range deleted {
-			if Visibility(d.Visibility) != VisibleModel {
-				res.DeletedIDs = append(res.DeletedIDs, d.ID)
-			}
-		}
-		if _, err := s.q.QueueClear(ctx, tx, chat.ID); err != nil {
-			return err
-		}
-		if chat.SpawnAgents {
-			// The discarded turn's children are interrupted (docs/tools.md).
-			if _, err := s.q.ChatDetachChildren(ctx, tx, uuid.NullUUID{UUID: chat.ID, Valid: true}); err != nil {
-				return err
-			}
-		}
-		for _, r := range discarded {
-			rows, _, err := s.finishRequest(ctx, tx, chat.ID, Outcome{RequestID: r.RequestID, Status: client.OutputCancelled,
-				Code: client.CodeSuperseded, Message: "the message that asked for it was edited"}, &done)
-			if err != nil {
-				return err
-			}
-			res.Inserted = append(res.Inserted, rows...)
 		}
 		reqID, err := s.insertRequest(ctx, tx, chat.ID, spec)
 		if err != nil {
@@ -150,6 +102,81 @@ func (s *Store) EditMessage(ctx context.Context, p EditParams) (EditResult, erro
 		s.finishedCommitted(done)
 	}
 	return res, err
+}
+
+// editTarget locks the owner's chat and finds the user message to edit.
+func (s *Store) editTarget(ctx context.Context, tx pgx.Tx, p EditParams) (dbgen.Chat, dbgen.ChatMessage, error) {
+	chat, err := s.q.ChatLockForOwner(ctx, tx, dbgen.ChatLockForOwnerParams{ID: p.ChatID, OwnerID: p.OwnerID})
+	if err != nil {
+		return chat, dbgen.ChatMessage{}, err
+	}
+	target, err := s.q.MessageGetInChat(ctx, tx, dbgen.MessageGetInChatParams{ChatID: chat.ID, ID: p.MessageID})
+	if err != nil {
+		return chat, target, err
+	}
+	if target.Deleted || Visibility(target.Visibility) == VisibleModel {
+		return chat, target, pgx.ErrNoRows // not part of what the client sees
+	}
+	if target.Role != client.RoleUser || MessageKind(target.Kind) != KindMessage {
+		return chat, target, ErrNotEditable
+	}
+	return chat, target, nil
+}
+
+// editSpec is the replacement's structured request: the edit's own, none,
+// or the edited message's when the edit preserves it.
+func (s *Store) editSpec(ctx context.Context, tx pgx.Tx, p EditParams, target dbgen.ChatMessage) (*RequestSpec, error) {
+	switch p.Format {
+	case FormatClear:
+		return nil, nil
+	case FormatPreserve:
+		if !target.StructuredRequestID.Valid {
+			return nil, nil
+		}
+		r, err := s.q.RequestGet(ctx, tx, target.StructuredRequestID.UUID)
+		if err != nil {
+			return nil, err
+		}
+		return &RequestSpec{Name: r.Name, Description: r.Description, Schema: storedSchema(r.Schema)}, nil
+	}
+	return p.Request, nil
+}
+
+// discardFrom soft-deletes the history from message fromID on and clears
+// the queue, interrupts the discarded turn's children, and writes a
+// cancelled (superseded) receipt for every pending request discarded.
+func (s *Store) discardFrom(ctx context.Context, tx pgx.Tx, chat dbgen.Chat, fromID int64, res *EditResult, done *[]finished) error {
+	discarded, err := s.q.RequestListPendingFrom(ctx, tx, dbgen.RequestListPendingFromParams{ChatID: chat.ID, FromID: fromID})
+	if err != nil {
+		return err
+	}
+	deleted, err := s.q.MessageSoftDeleteFrom(ctx, tx, dbgen.MessageSoftDeleteFromParams{ChatID: chat.ID, FromID: fromID})
+	if err != nil {
+		return err
+	}
+	for _, d := range deleted {
+		if Visibility(d.Visibility) != VisibleModel {
+			res.DeletedIDs = append(res.DeletedIDs, d.ID)
+		}
+	}
+	if _, err := s.q.QueueClear(ctx, tx, chat.ID); err != nil {
+		return err
+	}
+	if chat.SpawnAgents {
+		// The discarded turn's children are interrupted (docs/tools.md).
+		if _, err := s.q.ChatDetachChildren(ctx, tx, uuid.NullUUID{UUID: chat.ID, Valid: true}); err != nil {
+			return err
+		}
+	}
+	for _, r := range discarded {
+		rows, _, err := s.finishRequest(ctx, tx, chat.ID, Outcome{RequestID: r.RequestID, Status: client.OutputCancelled,
+			Code: client.CodeSuperseded, Message: "the message that asked for it was edited"}, done)
+		if err != nil {
+			return err
+		}
+		res.Inserted = append(res.Inserted, rows...)
+	}
+	return nil
 }
 
 // DeleteQueued removes a queued message; a structured one gets its
