@@ -209,49 +209,10 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 	e.Store = store.New(e.Pool)
 	e.Metrics = prometheus.NewRegistry()
 	e.Store.Instrument(e.Metrics)
+	e.startModels(o)
+	serverTools, toolNames := workspaceTools(t, o)
 
-	base := o.ProviderURL
-	if base == "" {
-		e.Mock = mockllm.New(o.Mock)
-		mockSrv := httptest.NewServer(e.Mock)
-		t.Cleanup(mockSrv.Close)
-		base = mockSrv.URL
-	}
-	e.MockURL = base + "/v1"
-
-	cfg, err := mockConfig(o, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.Config = cfg
-	var serverTools []tools.Tool
-	var toolNames []string
-	if o.Workspace != "" {
-		if serverTools, err = tools.Workspace(o.Workspace); err != nil {
-			t.Fatal(err)
-		}
-	}
-	serverTools = append(serverTools, o.Tools...)
-	for _, st := range serverTools {
-		toolNames = append(toolNames, st.Name)
-	}
-	stopHooks, err := hooks.New(o.Hooks, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopHooks.SetRetry(2, 5*time.Millisecond)
-	po := provider.Options{Logger: e.Logger, Metrics: e.Metrics, Getenv: func(k string) string {
-		if k == apiKeyEnv {
-			return o.APIKey
-		}
-		return ""
-	}}
-	if o.ProviderTransport != nil {
-		po.HTTPClient = &http.Client{Transport: o.ProviderTransport}
-	}
-	e.Models = provider.NewRegistry(cfg, po)
-
-	t.Cleanup(e.Stop) // after the mock's Close above: the workers stop first
+	t.Cleanup(e.Stop) // after the mock's Close in startModels: the workers stop first
 	ctx, cancel := context.WithCancel(context.Background())
 	e.Hub = notify.New(e.Pool, e.Logger)
 	e.Store.Tell(e.Hub.ID(), e.Hub)
@@ -269,7 +230,65 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 	case <-time.After(30 * time.Second):
 		t.Fatal("testenv: notification hub did not start")
 	}
+	e.startAPI(o, toolNames)
+	if len(o.Webhooks) > 0 {
+		e.startWebhooks(ctx, &wg, o)
+	}
+	e.setRunnerOptions(o, serverTools, relay)
+	if !o.NoRunner {
+		e.StartRunner()
+	}
+	return e
+}
 
+// startModels points the provider registry at o.ProviderURL, or at a mock
+// started here.
+func (e *Env) startModels(o Options) {
+	base := o.ProviderURL
+	if base == "" {
+		e.Mock = mockllm.New(o.Mock)
+		mockSrv := httptest.NewServer(e.Mock)
+		e.t.Cleanup(mockSrv.Close)
+		base = mockSrv.URL
+	}
+	e.MockURL = base + "/v1"
+	cfg, err := mockConfig(o, base)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.Config = cfg
+	po := provider.Options{Logger: e.Logger, Metrics: e.Metrics, Getenv: func(k string) string {
+		if k == apiKeyEnv {
+			return o.APIKey
+		}
+		return ""
+	}}
+	if o.ProviderTransport != nil {
+		po.HTTPClient = &http.Client{Transport: o.ProviderTransport}
+	}
+	e.Models = provider.NewRegistry(cfg, po)
+}
+
+// workspaceTools are the server-side tools: the workspace's, then o.Tools.
+func workspaceTools(t testing.TB, o Options) ([]tools.Tool, []string) {
+	var serverTools []tools.Tool
+	if o.Workspace != "" {
+		var err error
+		if serverTools, err = tools.Workspace(o.Workspace); err != nil {
+			t.Fatal(err)
+		}
+	}
+	serverTools = append(serverTools, o.Tools...)
+	names := make([]string, 0, len(serverTools))
+	for _, st := range serverTools {
+		names = append(names, st.Name)
+	}
+	return serverTools, names
+}
+
+// startAPI serves the HTTP API on a test server, with the running slots
+// the runner opens and closes.
+func (e *Env) startAPI(o Options, toolNames []string) {
 	exp := map[string]bool{httpapi.ExperimentStructuredOutput: !o.StructuredOutputOff}
 	slots := handoff.New[store.Turn]() // opened and closed by the runner, started and stopped below
 	if o.NoHandoff {
@@ -285,20 +304,30 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 		e.Server.Shutdown()
 		e.API.Close()
 	})
+}
 
-	if len(o.Webhooks) > 0 {
-		wo := o.WebhookOptions
-		wo.Logger, wo.Metrics, wo.Wake = e.Logger, e.Metrics, e.Hub.Finished()
-		wo.Render = func(rs store.RequestState) (any, error) { return httpapi.RenderResult(rs) }
-		if e.Deliverer, err = webhooks.New(e.Store, o.Webhooks, wo); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Store.SyncWebhooks(t.Context(), e.Deliverer.Subscriptions()); err != nil {
-			t.Fatal(err)
-		}
-		wg.Go(func() { e.Deliverer.Run(ctx) })
+func (e *Env) startWebhooks(ctx context.Context, wg *sync.WaitGroup, o Options) {
+	wo := o.WebhookOptions
+	wo.Logger, wo.Metrics, wo.Wake = e.Logger, e.Metrics, e.Hub.Finished()
+	wo.Render = func(rs store.RequestState) (any, error) { return httpapi.RenderResult(rs) }
+	var err error
+	if e.Deliverer, err = webhooks.New(e.Store, o.Webhooks, wo); err != nil {
+		e.t.Fatal(err)
 	}
+	if err := e.Store.SyncWebhooks(e.t.Context(), e.Deliverer.Subscriptions()); err != nil {
+		e.t.Fatal(err)
+	}
+	wg.Go(func() { e.Deliverer.Run(ctx) })
+}
 
+// setRunnerOptions completes o.Runner with fast retries, two running slots
+// and the environment's parts, for StartRunner.
+func (e *Env) setRunnerOptions(o Options, serverTools []tools.Tool, relay *notify.Relay) {
+	stopHooks, err := hooks.New(o.Hooks, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	stopHooks.SetRetry(2, 5*time.Millisecond)
 	e.runnerOpts = o.Runner
 	if e.runnerOpts.RetryBase == 0 {
 		e.runnerOpts.RetryBase = 5 * time.Millisecond
@@ -310,7 +339,7 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 		e.runnerOpts.MaxRunning = 2
 	}
 	e.runnerOpts.Logger = e.Logger
-	e.runnerOpts.Slots = slots
+	e.runnerOpts.Slots = e.Slots
 	e.runnerOpts.Metrics = e.Metrics
 	e.runnerOpts.Tools = serverTools
 	e.runnerOpts.MCP = o.MCP
@@ -323,10 +352,6 @@ func start(t testing.TB, pool *pgxpool.Pool, o Options) *Env {
 	if e.runnerOpts.Preview == nil {
 		e.runnerOpts.Preview = relay
 	}
-	if !o.NoRunner {
-		e.StartRunner()
-	}
-	return e
 }
 
 // mockConfig configures one provider of type o.Provider on the mock, and
