@@ -347,67 +347,91 @@ func buildOpenAPI(routes []route, docs map[string]routeDoc) map[string]any {
 		if !ok {
 			continue
 		}
-		op := map[string]any{"operationId": d.op, "summary": d.summary, "description": d.description}
-		if rt.scope != scopeNone && rt.method+" "+rt.pattern == streamRoute {
-			op["security"] = []any{map[string]any{"bearerAuth": []string{}}, map[string]any{"streamTicket": []string{}}}
-		} else if rt.scope != scopeNone {
-			op["security"] = []any{map[string]any{"bearerAuth": []string{}}}
-		} else {
-			op["security"] = []any{}
-		}
-		if rt.scope != scopeNone {
-			// OpenAPI 3.0 lists no scopes for an http scheme: an extension
-			// names the token scope the route needs, and so does the text.
-			op["x-chatd-scope"] = string(rt.scope)
-			op["description"] = d.description + " Needs a token with the `" + string(rt.scope) + "` scope."
-		}
-		var params []any
-		for _, name := range patternParams(rt.pattern) {
-			pp := pathParams[name]
-			params = append(params, map[string]any{"name": name, "in": "path", "required": true,
-				"description": pp.description, "schema": pp.schema})
-		}
-		for _, q := range d.query {
-			params = append(params, map[string]any{"name": q.name, "in": "query", "required": false,
-				"description": q.description, "schema": q.schema})
-		}
-		for _, h := range append(d.headers, requestIDParam) {
-			params = append(params, map[string]any{"name": h.name, "in": "header", "required": false,
-				"description": h.description, "schema": h.schema})
-		}
-		if len(params) > 0 {
-			op["parameters"] = params
-		}
-		if d.request != nil {
-			op["requestBody"] = map[string]any{"required": true, "content": map[string]any{
-				"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(d.request))}}}
-		}
-		resps := map[string]any{}
-		for _, r := range d.responses {
-			out := map[string]any{"description": r.description}
-			switch b := r.body.(type) {
-			case nil:
-			case eventStream:
-				out["content"] = map[string]any{"text/event-stream": map[string]any{
-					"schema": g.eventSchema(string(b), streamEvents[rt.method+" "+rt.pattern])}}
-			case plainText:
-				out["content"] = map[string]any{"text/plain": map[string]any{"schema": map[string]any{
-					"type": "string", "description": string(b)}}}
-			default:
-				out["content"] = map[string]any{"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(r.body))}}
-			}
-			out["headers"] = responseHeaders(rt, d, r.status)
-			resps[strconv.Itoa(r.status)] = out
-		}
-		op["responses"] = resps
 		path := openAPIPath(rt.pattern)
 		item, _ := paths[path].(map[string]any)
 		if item == nil {
 			item = map[string]any{}
 			paths[path] = item
 		}
-		item[strings.ToLower(rt.method)] = op
+		item[strings.ToLower(rt.method)] = g.operation(rt, d)
 	}
+	return openAPIRoot(paths, g.components)
+}
+
+// operation is one route's OpenAPI operation object.
+func (g *schemaGen) operation(rt route, d routeDoc) map[string]any {
+	op := map[string]any{"operationId": d.op, "summary": d.summary, "description": d.description}
+	switch {
+	case rt.scope != scopeNone && rt.method+" "+rt.pattern == streamRoute:
+		op["security"] = []any{map[string]any{"bearerAuth": []string{}}, map[string]any{"streamTicket": []string{}}}
+	case rt.scope != scopeNone:
+		op["security"] = []any{map[string]any{"bearerAuth": []string{}}}
+	default:
+		op["security"] = []any{}
+	}
+	if rt.scope != scopeNone {
+		// OpenAPI 3.0 lists no scopes for an http scheme: an extension
+		// names the token scope the route needs, and so does the text.
+		op["x-chatd-scope"] = string(rt.scope)
+		op["description"] = d.description + " Needs a token with the `" + string(rt.scope) + "` scope."
+	}
+	if params := operationParams(rt, d); len(params) > 0 {
+		op["parameters"] = params
+	}
+	if d.request != nil {
+		op["requestBody"] = map[string]any{"required": true, "content": map[string]any{
+			"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(d.request))}}}
+	}
+	resps := map[string]any{}
+	for _, r := range d.responses {
+		out := map[string]any{"description": r.description}
+		if content := g.responseContent(rt, r); content != nil {
+			out["content"] = content
+		}
+		out["headers"] = responseHeaders(rt, d, r.status)
+		resps[strconv.Itoa(r.status)] = out
+	}
+	op["responses"] = resps
+	return op
+}
+
+// operationParams: the path's parameters, the documented query parameters
+// and headers, and X-Request-ID.
+func operationParams(rt route, d routeDoc) []any {
+	var params []any
+	for _, name := range patternParams(rt.pattern) {
+		pp := pathParams[name]
+		params = append(params, map[string]any{"name": name, "in": "path", "required": true,
+			"description": pp.description, "schema": pp.schema})
+	}
+	for _, q := range d.query {
+		params = append(params, map[string]any{"name": q.name, "in": "query", "required": false,
+			"description": q.description, "schema": q.schema})
+	}
+	for _, h := range append(d.headers, requestIDParam) {
+		params = append(params, map[string]any{"name": h.name, "in": "header", "required": false,
+			"description": h.description, "schema": h.schema})
+	}
+	return params
+}
+
+// responseContent is a response's body by media type; nil: no body.
+func (g *schemaGen) responseContent(rt route, r response) map[string]any {
+	switch b := r.body.(type) {
+	case nil:
+		return nil
+	case eventStream:
+		return map[string]any{"text/event-stream": map[string]any{
+			"schema": g.eventSchema(string(b), streamEvents[rt.method+" "+rt.pattern])}}
+	case plainText:
+		return map[string]any{"text/plain": map[string]any{"schema": map[string]any{
+			"type": "string", "description": string(b)}}}
+	}
+	return map[string]any{"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(r.body))}}
+}
+
+// openAPIRoot wraps the paths and the component schemas.
+func openAPIRoot(paths, schemas map[string]any) map[string]any {
 	return map[string]any{
 		"openapi": "3.0.3",
 		"servers": []any{map[string]any{"url": "/", "description": "The server that serves this document."}},
@@ -421,7 +445,7 @@ func buildOpenAPI(routes []route, docs map[string]routeDoc) map[string]any {
 		},
 		"paths": paths,
 		"components": map[string]any{
-			"schemas": g.components,
+			"schemas": schemas,
 			"securitySchemes": map[string]any{"bearerAuth": map[string]any{"type": "http", "scheme": "bearer",
 				"description": "A token from `chatd token create --user NAME`."},
 				"streamTicket": map[string]any{"type": "apiKey", "in": "query", "name": "ticket",
