@@ -54,65 +54,10 @@ func (s *Server) createChat(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p := store.NewChat{OwnerID: currentUser(r).ID}
-	p.Model = s.models.Default()
-	if body.Model != nil {
-		p.Model = *body.Model
-	}
-	if p.Model == "" {
-		return badField("model", "no model given and the server has no default model")
-	}
-	if !s.models.Has(p.Model) {
-		return badField("model", fmt.Sprintf("unknown model %q; available: %s", p.Model, strings.Join(s.models.IDs(), ", ")))
-	}
-	if body.SystemPrompt != nil {
-		if err := textField("system_prompt", *body.SystemPrompt, maxSystemPromptBytes); err != nil {
-			return err
-		}
-		p.SystemPrompt = *body.SystemPrompt
-	}
-	if body.Title != nil {
-		if err := textField("title", *body.Title, store.MaxTitleBytes); err != nil {
-			return err
-		}
-		p.Title = *body.Title
-	}
-	content, err := inputParts(body.Content)
-	if err != nil {
+	if err := s.chatBasics(&p, body); err != nil {
 		return err
 	}
-	p.Content = content
-	if body.PlanMode != nil && *body.PlanMode {
-		p.Mode = client.ModePlan
-	}
-	if body.ParentChatID != nil {
-		id, err := uuid.Parse(*body.ParentChatID)
-		if err != nil {
-			return badField("parent_chat_id", "must be a chat id")
-		}
-		if p.Mode == client.ModePlan {
-			return badField("plan_mode", "a child chat cannot be in plan mode")
-		}
-		p.ParentChatID = uuid.NullUUID{UUID: id, Valid: true}
-		p.Mode = client.ModeChild
-	}
-	tools, err := s.dynamicTools(body.DynamicTools)
-	if err != nil {
-		return err
-	}
-	p.DynamicTools = tools
-	if p.MCPServers, err = s.mcpServers(body.MCPServers, p.Model); err != nil {
-		return err
-	}
-	if body.SpawnAgents != nil && *body.SpawnAgents {
-		if !s.spawnAgents {
-			return badField("spawn_agents", "spawn_agent is not enabled on this server (spawn_agent in its configuration)")
-		}
-		p.SpawnAgents = true
-	}
-	if p.Request, err = s.admitFormat(body.ResponseFormat); err != nil {
-		return err
-	}
-	if err := s.checkStructured(p.Request, p.Mode, p.Model, tools); err != nil {
+	if err := s.chatCapabilities(&p, body); err != nil {
 		return err
 	}
 	if key != nil {
@@ -157,6 +102,76 @@ func (s *Server) createChat(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Location", "/api/v1/chats/"+chat.ID.String())
 	writeJSON(w, http.StatusCreated, out)
 	return nil
+}
+
+// chatBasics checks and copies the new chat's model, texts, first message
+// and mode.
+func (s *Server) chatBasics(p *store.NewChat, body createChatBody) error {
+	p.Model = s.models.Default()
+	if body.Model != nil {
+		p.Model = *body.Model
+	}
+	if p.Model == "" {
+		return badField("model", "no model given and the server has no default model")
+	}
+	if !s.models.Has(p.Model) {
+		return badField("model", fmt.Sprintf("unknown model %q; available: %s", p.Model, strings.Join(s.models.IDs(), ", ")))
+	}
+	if body.SystemPrompt != nil {
+		if err := textField("system_prompt", *body.SystemPrompt, maxSystemPromptBytes); err != nil {
+			return err
+		}
+		p.SystemPrompt = *body.SystemPrompt
+	}
+	if body.Title != nil {
+		if err := textField("title", *body.Title, store.MaxTitleBytes); err != nil {
+			return err
+		}
+		p.Title = *body.Title
+	}
+	content, err := inputParts(body.Content)
+	if err != nil {
+		return err
+	}
+	p.Content = content
+	if body.PlanMode != nil && *body.PlanMode {
+		p.Mode = client.ModePlan
+	}
+	if body.ParentChatID != nil {
+		id, err := uuid.Parse(*body.ParentChatID)
+		if err != nil {
+			return badField("parent_chat_id", "must be a chat id")
+		}
+		if p.Mode == client.ModePlan {
+			return badField("plan_mode", "a child chat cannot be in plan mode")
+		}
+		p.ParentChatID = uuid.NullUUID{UUID: id, Valid: true}
+		p.Mode = client.ModeChild
+	}
+	return nil
+}
+
+// chatCapabilities checks and copies what the new chat's agent may use
+// (dynamic tools, MCP servers, spawn_agent) and its structured request.
+func (s *Server) chatCapabilities(p *store.NewChat, body createChatBody) error {
+	tools, err := s.dynamicTools(body.DynamicTools)
+	if err != nil {
+		return err
+	}
+	p.DynamicTools = tools
+	if p.MCPServers, err = s.mcpServers(body.MCPServers, p.Model); err != nil {
+		return err
+	}
+	if body.SpawnAgents != nil && *body.SpawnAgents {
+		if !s.spawnAgents {
+			return badField("spawn_agents", "spawn_agent is not enabled on this server (spawn_agent in its configuration)")
+		}
+		p.SpawnAgents = true
+	}
+	if p.Request, err = s.admitFormat(body.ResponseFormat); err != nil {
+		return err
+	}
+	return s.checkStructured(p.Request, p.Mode, p.Model, tools)
 }
 
 func createAnswer(chat store.Chat, msg store.Message) (client.CreateChatResponse, error) {
