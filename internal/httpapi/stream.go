@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -191,9 +192,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	u := currentUser(r)
-	owner := u.ID
-	ctx := r.Context()
-	release, err := s.streamSlot(w, owner)
+	release, err := s.streamSlot(w, u.ID)
 	if err != nil {
 		return err
 	}
@@ -208,7 +207,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 
 	// The stream's reads are not cancelled mid-flight when the client
 	// leaves (a cancelled query costs the connection).
-	first, err := s.readStream(context.WithoutCancel(ctx), owner, StreamQuery{ChatID: chatID, Full: true}, cur.msg)
+	first, err := s.readStream(context.WithoutCancel(r.Context()), u.ID, StreamQuery{ChatID: chatID, Full: true}, cur.msg)
 	if err != nil {
 		return err // 404 and friends, before any byte is written
 	}
@@ -220,87 +219,131 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 		st.partials.due(out, st) != nil || out.flush() != nil {
 		return nil // the client went away
 	}
-	sub, fd, behind := s.feeds.join(chatID, owner, st.watermark)
+	sub, fd, behind := s.feeds.join(chatID, u.ID, st.watermark)
 	defer s.feeds.leave(fd, sub)
-
-	// ownRead reads for this stream alone: after joining a feed that had
-	// moved on, or after missing some of its reads. Until one succeeds the
-	// stream is behind (retry.due): the feed's reads may start above what
-	// it missed, so they are not applied, and the read is tried again soon.
-	var retry readRetry
-	defer retry.stop()
-	ownRead := func() error {
-		rd, err := s.readStream(context.WithoutCancel(ctx), owner, StreamQuery{ChatID: chatID, Watermark: st.watermark}, 0)
-		if isNotFound(err) {
-			_ = out.event("error", client.StreamError{Message: "The chat no longer exists."})
-			_ = out.flush()
-			return err
-		}
-		if err != nil {
-			retry.arm()
-			return nil //nolint:nilerr // transient (the database restarts): read again soon
-		}
-		retry.stop()
-		return s.apply(out, st, render(rd), false)
-	}
-	if behind && (ownRead() != nil || out.flush() != nil) {
+	ls := &liveStream{s: s, ctx: r.Context(), out: out, st: st, chatID: chatID, owner: u.ID, sub: sub, fd: fd, dsub: dsub}
+	defer ls.retry.stop()
+	if behind && (ls.ownRead() != nil || out.flush() != nil) {
 		return nil
 	}
+	defer st.partials.stop()
+	ls.run(revoked)
+	return nil
+}
 
+// errChatGone ends a live stream whose chat no longer exists.
+var errChatGone = errors.New("the chat no longer exists")
+
+// liveStream is a stream past its first read: the chat's feed, its deltas
+// and the reads it makes for itself.
+type liveStream struct {
+	s      *Server
+	ctx    context.Context
+	out    *sse
+	st     *streamState
+	chatID uuid.UUID
+	owner  uuid.UUID
+	sub    *feedSub
+	fd     *feed
+	dsub   *notify.DeltaSub
+	// Until one of its own reads succeeds the stream is behind
+	// (retry.due): the feed's reads may start above what it missed, so
+	// they are not applied, and the read is tried again soon.
+	retry readRetry
+}
+
+// ownRead reads for this stream alone: after joining a feed that had moved
+// on, or after missing some of its reads.
+func (ls *liveStream) ownRead() error {
+	rd, err := ls.s.readStream(context.WithoutCancel(ls.ctx), ls.owner, StreamQuery{ChatID: ls.chatID, Watermark: ls.st.watermark}, 0)
+	if isNotFound(err) {
+		_ = ls.out.event("error", client.StreamError{Message: "The chat no longer exists."})
+		_ = ls.out.flush()
+		return err
+	}
+	if err != nil {
+		ls.retry.arm()
+		return nil //nolint:nilerr // transient (the database restarts): read again soon
+	}
+	ls.retry.stop()
+	return ls.s.apply(ls.out, ls.st, render(rd), false)
+}
+
+// run sends live events until the client leaves, the server shuts down or
+// the credential is revoked.
+func (ls *liveStream) run(revoked <-chan struct{}) {
+	out, st := ls.out, ls.st
 	keepAlive := time.NewTicker(streamKeepAlive)
 	defer keepAlive.Stop()
-	defer st.partials.stop()
 	for {
+		var err error
 		select {
-		case <-ctx.Done():
-			return nil
-		case <-s.shutdown:
+		case <-ls.ctx.Done():
+			return
+		case <-ls.s.shutdown:
 			_ = out.comment("server shutting down")
-			return nil
+			return
 		case <-keepAlive.C:
-			if out.comment("keep-alive") != nil {
-				return nil
-			}
+			err = out.comment("keep-alive")
 		case <-revoked:
 			_ = out.event("error", errTokenGone)
-			return nil
+			return
 		case <-st.partials.c:
-			if st.partials.fire(out, st) != nil || out.flush() != nil {
-				return nil
+			if err = st.partials.fire(out, st); err == nil {
+				err = out.flush()
 			}
-		case <-retry.c:
-			if ownRead() != nil || out.flush() != nil {
-				return nil
+		case <-ls.retry.c:
+			if err = ls.ownRead(); err == nil {
+				err = out.flush()
 			}
-		case rd := <-sub.ch:
-			if sub.takeLost() || retry.due() {
-				if ownRead() != nil {
-					return nil
-				}
-				if retry.due() {
-					continue // still behind: rd could skip what the stream missed
-				}
-			}
-			if rd.Chat.ID == uuid.Nil {
-				_ = out.event("error", client.StreamError{Message: "The chat no longer exists."})
-				_ = out.flush()
-				return nil
-			}
-			// Deltas can overtake the read that tells this stream about
-			// their generation; they waited (bounded) for it.
-			if s.apply(out, st, rd, false) != nil || s.flushAhead(out, st, chatID) != nil || st.partials.due(out, st) != nil || out.flush() != nil {
-				return nil
-			}
-		case ds := <-dsub.C():
-			if s.deltas(out, st, chatID, fd, ds, dsub.Lost()) != nil || st.partials.due(out, st) != nil || out.flush() != nil {
-				return nil
-			}
+		case rd := <-ls.sub.ch:
+			err = ls.read(rd)
+		case ds := <-ls.dsub.C():
+			err = ls.s.deltas(out, st, ls.chatID, ls.fd, ds, ls.dsub.Lost())
+			err = ls.afterEvent(err)
 		case <-st.waitC:
-			if s.waited(out, st, chatID) != nil || st.partials.due(out, st) != nil || out.flush() != nil {
-				return nil
-			}
+			err = ls.afterEvent(ls.s.waited(out, st, ls.chatID))
+		}
+		if err != nil {
+			return
 		}
 	}
+}
+
+// read applies one of the feed's reads, or reads for itself when it has
+// fallen behind.
+func (ls *liveStream) read(rd *rendered) error {
+	if ls.sub.takeLost() || ls.retry.due() {
+		if err := ls.ownRead(); err != nil {
+			return err
+		}
+		if ls.retry.due() {
+			return nil // still behind: rd could skip what the stream missed
+		}
+	}
+	if rd.Chat.ID == uuid.Nil {
+		_ = ls.out.event("error", client.StreamError{Message: "The chat no longer exists."})
+		_ = ls.out.flush()
+		return errChatGone
+	}
+	// Deltas can overtake the read that tells this stream about their
+	// generation; they waited (bounded) for it.
+	if err := ls.s.apply(ls.out, ls.st, rd, false); err != nil {
+		return err
+	}
+	return ls.afterEvent(ls.s.flushAhead(ls.out, ls.st, ls.chatID))
+}
+
+// afterEvent sends the partial values that fell due and flushes, unless
+// err already ended the stream.
+func (ls *liveStream) afterEvent(err error) error {
+	if err != nil {
+		return err
+	}
+	if err := ls.st.partials.due(ls.out, ls.st); err != nil {
+		return err
+	}
+	return ls.out.flush()
 }
 
 // apply sends the events a read implies and advances the watermark; the
@@ -394,42 +437,29 @@ func chatError(c store.Chat) client.StreamError {
 // latest state, not every intermediate one).
 func (s *Server) watch(w http.ResponseWriter, r *http.Request) error {
 	u := currentUser(r)
-	owner := u.ID
 	ctx := r.Context()
-	release, err := s.streamSlot(w, owner)
+	release, err := s.streamSlot(w, u.ID)
 	if err != nil {
 		return err
 	}
 	defer release()
 	revoked, unwatch := s.watchToken(u)
 	defer unwatch()
-	sub := s.hub.SubscribeOwner(owner)
+	sub := s.hub.SubscribeOwner(u.ID)
 	defer sub.Close()
-	unfollow, err := s.hub.Follow(ctx, owner, uuid.Nil) // before the first read
+	unfollow, err := s.hub.Follow(ctx, u.ID, uuid.Nil) // before the first read
 	if err != nil {
 		return err
 	}
 	defer unfollow()
-	chats, err := s.allChats(ctx, owner)
+	chats, err := s.allChats(ctx, u.ID)
 	if err != nil {
 		return err
 	}
 	out, done := s.openSSE(w, 0)
 	defer done()
-	seen := map[uuid.UUID]int64{}
-	send := func(c store.Chat) error {
-		if seen[c.ID] >= c.SnapshotVersion {
-			return nil // coalesced: this change was already reported
-		}
-		seen[c.ID] = c.SnapshotVersion
-		return out.event("chat", toChat(c))
-	}
-	for _, c := range chats {
-		if send(c) != nil {
-			return nil
-		}
-	}
-	if out.flush() != nil {
+	wt := &chatWatch{s: s, out: out, owner: u.ID, seen: map[uuid.UUID]int64{}}
+	if wt.sendAll(chats) != nil {
 		return nil
 	}
 	keepAlive := time.NewTicker(streamKeepAlive)
@@ -450,30 +480,57 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		case <-sub.C():
 			ev, _ := sub.Next()
-			if ev.Snapshot == notify.SnapshotResync { // re-read everything
-				cs, err := s.allChats(ctx, owner)
-				if err != nil {
-					continue
-				}
-				for _, c := range cs {
-					if send(c) != nil {
-						return nil
-					}
-				}
-				if out.flush() != nil {
-					return nil
-				}
-				continue
-			}
-			c, err := s.store.GetChat(ctx, owner, ev.ChatID)
-			if err != nil {
-				continue
-			}
-			if send(c) != nil || out.flush() != nil {
+			if wt.changed(ctx, ev) != nil {
 				return nil
 			}
 		}
 	}
+}
+
+// chatWatch is a watch stream's state: the latest version of each chat
+// it reported.
+type chatWatch struct {
+	s     *Server
+	out   *sse
+	owner uuid.UUID
+	seen  map[uuid.UUID]int64
+}
+
+func (wt *chatWatch) send(c store.Chat) error {
+	if wt.seen[c.ID] >= c.SnapshotVersion {
+		return nil // coalesced: this change was already reported
+	}
+	wt.seen[c.ID] = c.SnapshotVersion
+	return wt.out.event("chat", toChat(c))
+}
+
+func (wt *chatWatch) sendAll(chats []store.Chat) error {
+	for _, c := range chats {
+		if err := wt.send(c); err != nil {
+			return err
+		}
+	}
+	return wt.out.flush()
+}
+
+// changed reports the chat of one notification, or re-reads every chat
+// after a resync. A failed read is skipped: the next change reads again.
+func (wt *chatWatch) changed(ctx context.Context, ev notify.Event) error {
+	if ev.Snapshot == notify.SnapshotResync {
+		cs, err := wt.s.allChats(ctx, wt.owner)
+		if err != nil {
+			return nil //nolint:nilerr // transient: the next change reads again
+		}
+		return wt.sendAll(cs)
+	}
+	c, err := wt.s.store.GetChat(ctx, wt.owner, ev.ChatID)
+	if err != nil {
+		return nil //nolint:nilerr // transient or gone: the next change reads again
+	}
+	if err := wt.send(c); err != nil {
+		return err
+	}
+	return wt.out.flush()
 }
 
 // allChats reads every chat of owner, a page at a time, newest activity
