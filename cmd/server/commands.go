@@ -85,7 +85,7 @@ func serverFlags(stderr io.Writer) (*flags, *serverArgs) {
 		configPath:        f.String("config", "CHATD_CONFIG", "", "JSON config file: providers, models, the default model, hooks, workspace, MCP servers, webhooks (docs/providers.md)"),
 		experiments:       f.String("experiments", "CHATD_EXPERIMENTS", "", "comma-separated experiments to enable; chat-structured-output admits structured requests"),
 		doMigrate:         f.Bool("migrate", "CHATD_MIGRATE", false, "apply pending migrations at start-up (always done for the local cluster)"),
-		maxRunning:        f.Int("max-running", "CHATD_MAX_RUNNING", runner.DefaultMaxRunning, "chats this process runs at once (0: none, an API-only replica); a chat waiting on its model holds no database connection, and a tenth is kept for users with nothing running (docs/runtime.md)"),
+		maxRunning:        f.Int("max-running", "CHATD_MAX_RUNNING", runner.DefaultMaxRunning, "chats this process runs at once (0: none, an API-only replica); a chat waiting on its model holds no database connection, and a tenth (at least one) is kept for users with nothing running (docs/runtime.md)"),
 		workers:           f.Int("workers", "CHATD_WORKERS", 0, "deprecated: the old name of --max-running; removed in the first release after 2027-03-01"),
 		maxRunningPerUser: f.Int("max-running-per-user", "CHATD_MAX_RUNNING_PER_USER", 0, "optional cap on one user's running chats across all replicas (0: none); the rest wait, runnable"),
 		dbMaxConns:        f.Int("db-max-conns", "CHATD_DB_MAX_CONNS", defaultDBMaxConns, "database connections this process keeps at most (its pool), whatever --max-running is"),

@@ -40,6 +40,16 @@ type Limits struct {
 	NoHandOff bool
 }
 
+// Headroom is how many of n slots are kept for chats whose owner has
+// nothing running: a tenth, and at least one whenever there are two slots,
+// so that a small pool (an operator bounding spend) is fair too.
+func Headroom(n int) int {
+	if n < 2 {
+		return 0
+	}
+	return max(1, n/10)
+}
+
 // Slots are one process's running slots. The zero value is closed: Take
 // and Reserve refuse until Open.
 type Slots[T any] struct {

@@ -197,3 +197,14 @@ func TestConcurrentUse(t *testing.T) {
 		t.Fatalf("used %d after close", s.Used())
 	}
 }
+
+// TestHeadroomSize: a tenth of the slots is kept, and at least one from
+// two slots up; one slot keeps none (it is the only one).
+func TestHeadroomSize(t *testing.T) {
+	t.Parallel()
+	for n, want := range map[int]int{0: 0, 1: 0, 2: 1, 4: 1, 9: 1, 10: 1, 19: 1, 20: 2, 2000: 200, 9000: 900} {
+		if got := Headroom(n); got != want {
+			t.Errorf("Headroom(%d) = %d, want %d", n, got, want)
+		}
+	}
+}

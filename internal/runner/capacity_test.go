@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -22,13 +23,23 @@ import (
 // aliceText marks alice's chats for the mock.
 const aliceText = "alice's long work"
 
-// TestHeadroomForAUserWithNothingRunning: alice holds 300 chats whose one
-// step streams for a minute, more than the runner's slots; bob's structured
-// turn (one 100 ms step) must get its receipt within 2 s, not after her
-// steps. A tenth of the slots is kept for owners with nothing running.
+// TestHeadroomForAUserWithNothingRunning: alice holds more chats than the
+// runner has slots, each a step that streams for a minute; bob's
+// structured turn (one 100 ms step) must get its receipt within 2 s, not
+// after her steps. Whatever the pool's size from 2 slots up, at least one
+// slot is kept for owners with nothing running (a tenth of a larger pool).
 func TestHeadroomForAUserWithNothingRunning(t *testing.T) {
 	t.Parallel()
-	const slots = 10
+	for _, tc := range []struct{ slots, chats, kept int }{{10, 300, 1}, {4, 8, 1}, {2, 8, 1}} {
+		t.Run(fmt.Sprintf("slots=%d", tc.slots), func(t *testing.T) {
+			t.Parallel()
+			headroomCase(t, tc.slots, tc.chats, tc.kept)
+		})
+	}
+}
+
+// headroomCase is one pool of TestHeadroomForAUserWithNothingRunning.
+func headroomCase(t *testing.T, slots, chats, kept int) {
 	var inFlight atomic.Int32
 	full := make(chan struct{}) // alice's chats hold every slot but the headroom
 	release := make(chan struct{})
@@ -39,7 +50,7 @@ func TestHeadroomForAUserWithNothingRunning(t *testing.T) {
 				time.Sleep(100 * time.Millisecond) // bob's model takes 100 ms
 				return nil
 			}
-			if inFlight.Add(1) == slots-slots/10 {
+			if inFlight.Add(1) == int32(slots-kept) {
 				once.Do(func() { close(full) })
 			}
 			select { // a step that streams for a minute
@@ -52,7 +63,7 @@ func TestHeadroomForAUserWithNothingRunning(t *testing.T) {
 	t.Cleanup(func() { close(release) })
 	alice, bob := env.Client("alice"), env.Client("bob")
 	ctx := t.Context()
-	for range 300 {
+	for range chats {
 		if _, err := alice.CreateChat(ctx, client.CreateChatRequest{Content: []client.MessagePart{client.TextPart(aliceText)}}); err != nil {
 			t.Fatal(err)
 		}
@@ -65,16 +76,21 @@ func TestHeadroomForAUserWithNothingRunning(t *testing.T) {
 
 	begin := time.Now()
 	_, req := create(t, bob, reportSchema)
-	if res := wait(t, bob, req); res.Status != client.OutputSucceeded {
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	res, err := bob.WaitStructuredOutput(wctx, req)
+	took := time.Since(begin)
+	switch {
+	case err != nil:
+		t.Fatalf("bob's receipt: %v after %s while alice's %d steps held the slots (want it within 2s)", err, took, inFlight.Load())
+	case res.Status != client.OutputSucceeded:
 		t.Fatalf("bob's result %+v", res)
-	}
-	if took := time.Since(begin); took > 2*time.Second {
+	case took > 2*time.Second:
 		t.Fatalf("bob's receipt took %s while alice's steps held the slots (want <= 2s)", took)
-	} else {
-		t.Logf("bob's receipt after %s; alice has %d steps in flight", took, inFlight.Load())
 	}
-	if n := inFlight.Load(); n != slots-slots/10 {
-		t.Fatalf("%d of alice's steps in flight, want %d (every slot but the headroom)", n, slots-slots/10)
+	t.Logf("bob's receipt after %s; alice has %d steps in flight", took, inFlight.Load())
+	if n := inFlight.Load(); n != int32(slots-kept) {
+		t.Fatalf("%d of alice's steps in flight, want %d (every slot but the %d kept)", n, slots-kept, kept)
 	}
 }
 

@@ -206,7 +206,7 @@ func (r *Runner) Run(ctx context.Context) {
 	defer stop()
 	var wg sync.WaitGroup
 	wg.Go(func() { r.maintain(ctx) })
-	r.slots.Open(handoff.Limits{Max: r.opts.MaxRunning, Headroom: r.opts.headroom(), Lease: r.opts.Lease,
+	r.slots.Open(handoff.Limits{Max: r.opts.MaxRunning, Headroom: handoff.Headroom(r.opts.MaxRunning), Lease: r.opts.Lease,
 		NoHandOff: r.opts.MaxRunningPerUser > 0},
 		func(sl *handoff.Slot, turn store.Turn) {
 			r.m.claimWait.Observe(0)
@@ -217,10 +217,6 @@ func (r *Runner) Run(ctx context.Context) {
 	<-r.slots.Close() // every chat run has ended: drained, or cut off and released
 	wg.Wait()
 }
-
-// headroom is how many of MaxRunning slots are kept for chats whose owner
-// has nothing running: a tenth.
-func (o *Options) headroom() int { return o.MaxRunning / 10 }
 
 // chainOne wakes the dispatcher to look for work.
 func (r *Runner) chainOne() {
