@@ -85,7 +85,7 @@ func serverFlags(stderr io.Writer) (*flags, *serverArgs) {
 		configPath:        f.String("config", "CHATD_CONFIG", "", "JSON config file: providers, models, the default model, hooks, workspace, MCP servers, webhooks (docs/providers.md)"),
 		experiments:       f.String("experiments", "CHATD_EXPERIMENTS", "", "comma-separated experiments to enable; chat-structured-output admits structured requests"),
 		doMigrate:         f.Bool("migrate", "CHATD_MIGRATE", false, "apply pending migrations at start-up (always done for the local cluster)"),
-		maxRunning:        f.Int("max-running", "CHATD_MAX_RUNNING", runner.DefaultMaxRunning, "chats this process runs at once (0: none, an API-only replica); a chat waiting on its model holds no database connection, and a tenth (at least one) is kept for users with nothing running (docs/runtime.md)"),
+		maxRunning:        f.Int("max-running", "CHATD_MAX_RUNNING", -1, "chats this process runs at once; -1: as many as its file descriptors and memory hold, each chat in flight holding a client and a provider connection (the start-up line says how many and what bound them); 0: none, an API-only replica. A chat waiting on its model holds no database connection, and a tenth (at least one) is kept for users with nothing running (docs/runtime.md)"),
 		workers:           f.Int("workers", "CHATD_WORKERS", 0, "deprecated: the old name of --max-running; removed in the first release after 2027-03-01"),
 		maxRunningPerUser: f.Int("max-running-per-user", "CHATD_MAX_RUNNING_PER_USER", 0, "optional cap on one user's running chats across all replicas (0: none); the rest wait, runnable"),
 		dbMaxConns:        f.Int("db-max-conns", "CHATD_DB_MAX_CONNS", defaultDBMaxConns, "database connections this process keeps at most (its pool), whatever --max-running is"),
@@ -158,11 +158,12 @@ func cmdServer(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer closeDebug()
 	srv := httpapi.NewHTTPServer(s.handler(*a.withConsole, console.Config{TraceURLTemplate: *a.traceURL, FrameAncestors: web.frameAncestors}))
-	bg := s.startLoops(ctx, *a.maxRunning > 0, gcTuned)
+	s.gate.Install(srv)
+	bg := s.startLoops(ctx, s.ceil.running > 0, gcTuned)
 	defer bg.stopAll()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	announce(stderr, f, a, cfg, exp, d, ln, traces, logger)
+	announce(stderr, f, a, cfg, exp, d, ln, traces, s.ceil, logger)
 	select {
 	case <-ctx.Done():
 		logger.Info("shutting down")
@@ -266,8 +267,8 @@ func jwtVerifier(a *serverArgs, logger *slog.Logger) (*jwtauth.Verifier, error) 
 
 // checkServerLimits checks the flags' numbers and durations.
 func checkServerLimits(a *serverArgs) error {
-	if *a.maxRunning < 0 || *a.maxRunning > maxMaxRunning {
-		return fmt.Errorf("--max-running must be from 0 to %d", maxMaxRunning)
+	if *a.maxRunning < -1 || *a.maxRunning > maxMaxRunning {
+		return fmt.Errorf("--max-running must be -1 (derived from the limits) or from 0 to %d", maxMaxRunning)
 	}
 	if *a.maxRunningPerUser < 0 {
 		return errors.New("--max-running-per-user must be 0 (no cap) or positive")
@@ -343,6 +344,8 @@ type server struct {
 	api       *httpapi.Server
 	deliverer *webhooks.Deliverer
 	run       *runner.Runner
+	ceil      ceiling
+	gate      *httpapi.ConnGate
 }
 
 // assembleServer builds the store, the hub, the API, the webhook deliverer
@@ -359,7 +362,11 @@ func assembleServer(ctx context.Context, a *serverArgs, cfg *config.Config, exp 
 		return nil, err
 	}
 	reg := newMetrics()
-	s = &server{st: store.New(d.pool)}
+	res := readResources(*a.dbMaxConns, cfg)
+	s = &server{st: store.New(d.pool), ceil: deriveCeiling(*a.maxRunning, res)}
+	s.ceil.warn(logger, res)
+	s.ceil.instrument(reg)
+	s.gate = httpapi.NewConnGate(s.ceil.conns, reg)
 	s.st.Instrument(reg)
 	d.txs.Instrument(reg)
 	s.hub = notify.New(d.pool, logger)
@@ -367,7 +374,7 @@ func assembleServer(ctx context.Context, a *serverArgs, cfg *config.Config, exp 
 	s.hub.Instrument(reg)
 	s.st.Tell(s.hub.ID(), s.hub)
 	s.relay = notify.NewRelay(d.pool, s.hub, logger)
-	models := provider.NewRegistry(cfg, provider.Options{Logger: logger, Calls: *a.maxRunning, Metrics: reg})
+	models := provider.NewRegistry(cfg, provider.Options{Logger: logger, Calls: s.ceil.running, Metrics: reg})
 	s.mcps = mcp.New(cfg.MCPServers, mcp.Options{Logger: logger, Metrics: reg, Reserved: []string{runner.FinalizerName}})
 	s.mcps.Start(ctx)
 	defer func() {
@@ -388,7 +395,7 @@ func assembleServer(ctx context.Context, a *serverArgs, cfg *config.Config, exp 
 	if s.deliverer, err = startWebhooks(ctx, s.st, s.hub, cfg, reg, logger); err != nil {
 		return nil, err
 	}
-	s.run = runner.New(s.st, models, s.hub, runner.Options{MaxRunning: *a.maxRunning, MaxRunningPerUser: *a.maxRunningPerUser, MaxSteps: *a.maxSteps,
+	s.run = runner.New(s.st, models, s.hub, runner.Options{MaxRunning: s.ceil.running, MaxRunningPerUser: *a.maxRunningPerUser, MaxSteps: *a.maxSteps,
 		Tools: serverTools, MCP: s.mcps, Spawn: spawn, Slots: s.slots,
 		Lease: *a.lease, DrainTimeout: *a.drain, ActionTimeout: *a.toolTimeout, SilenceTimeout: *a.silence,
 		ServerToolTimeout: *a.serverToolTimeout, MaxAttempts: *a.providerAttempts,
@@ -516,7 +523,7 @@ func (s *server) drain(srv *http.Server, l *loops) {
 
 // announce prints the banner on a terminal and logs the start.
 func announce(stderr io.Writer, f *flags, a *serverArgs, cfg *config.Config, exp map[string]bool, d *database, ln net.Listener,
-	traces *tracing.Tracing, logger *slog.Logger) {
+	traces *tracing.Tracing, ceil ceiling, logger *slog.Logger) {
 	if isTerminal(stderr) {
 		b := banner{base: "http://" + ln.Addr().String(), self: "chatd", console: *a.withConsole, cfg: cfg}
 		if strings.Contains(os.Args[0], "/") {
@@ -530,7 +537,9 @@ func announce(stderr io.Writer, f *flags, a *serverArgs, cfg *config.Config, exp
 		}
 		b.write(stderr)
 	}
-	logger.Info("chatd listening", slog.String("addr", "http://"+ln.Addr().String()), slog.Int("max_running", *a.maxRunning), slog.Int("db_max_conns", *a.dbMaxConns),
+	logger.Info("chatd listening", slog.String("addr", "http://"+ln.Addr().String()), slog.Int("max_running", ceil.running),
+		slog.String("max_running_bound", ceil.bound), slog.Int("max_connections", ceil.conns), slog.Int("descriptors", ceil.descriptors),
+		slog.Int("db_max_conns", *a.dbMaxConns),
 		slog.Bool("structured_output", exp[httpapi.ExperimentStructuredOutput]), slog.Bool("console", *a.withConsole), slog.Bool("local_database", d.local),
 		slog.String("traces", traces.String()))
 }

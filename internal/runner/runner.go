@@ -32,7 +32,8 @@ import (
 // Defaults of Options; the server's flags take theirs from here.
 const (
 	// DefaultMaxRunning is high: a chat waiting on its model costs a
-	// goroutine and some buffers, so a process keeps thousands in flight.
+	// goroutine and some buffers, so a process keeps thousands in flight
+	// (the server derives its own from its descriptors and memory).
 	DefaultMaxRunning        = 2000
 	DefaultLease             = 30 * time.Second
 	DefaultMaxSteps          = 25
