@@ -156,7 +156,7 @@ func turnTransactionBudget(t *testing.T, noHandoff bool, claims int64) {
 		}
 	}
 	env := testenv.OnPool(t, pool, testenv.Options{Mock: mockllm.Options{BeforeRespond: polled},
-		Runner: runner.Options{MaxRunning: 2}, NoHandoff: noHandoff, APISignals: signals})
+		Runner: runner.Options{MaxRunning: 3}, NoHandoff: noHandoff, APISignals: signals})
 	c := env.Client("alice")
 	turn := func() {
 		_, req := create(t, c, reportSchema)
@@ -260,7 +260,7 @@ func TestTurnTransactionBudgetWithWebhooks(t *testing.T) {
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	defer hook.Close()
 	env := testenv.OnPool(t, pool, testenv.Options{Mock: mockllm.Options{Latency: 50 * time.Millisecond},
-		Runner:         runner.Options{MaxRunning: 2},
+		Runner:         runner.Options{MaxRunning: 3},
 		Webhooks:       []config.Webhook{{Name: "ops", URL: hook.URL, Secret: "a-plain-secret-of-32-characters!"}},
 		WebhookOptions: webhooks.Options{Poll: time.Hour}}) // woken by the finishes only
 	defer env.Stop()
@@ -403,7 +403,7 @@ func replicaTurns(t *testing.T, cluster *pglocal.Cluster, admin *pgx.Conn, repli
 	var clients []*client.Client
 	for range replicas {
 		env := testenv.OnPool(t, pool, testenv.Options{Mock: mockllm.Options{Latency: 20 * time.Millisecond},
-			Runner: runner.Options{MaxRunning: 2}, NoHandoff: noHandoff})
+			Runner: runner.Options{MaxRunning: 3}, NoHandoff: noHandoff})
 		envs = append(envs, env)
 		clients = append(clients, env.Client("alice"))
 	}
@@ -561,7 +561,7 @@ func replicaTransactionBudget(t *testing.T, noHandoff, elsewhere bool, claims in
 func TestFollowUpHandOff(t *testing.T) {
 	t.Parallel()
 	bothPaths(t, func(t *testing.T, noHandoff bool, claims int64) {
-		env, txs := tracedEnv(t, testenv.Options{Runner: runner.Options{MaxRunning: 2}, NoHandoff: noHandoff})
+		env, txs := tracedEnv(t, testenv.Options{Runner: runner.Options{MaxRunning: 3}, NoHandoff: noHandoff})
 		c := env.Client("alice")
 		chat, req := create(t, c, reportSchema)
 		if res := wait(t, c, req); res.Status != client.OutputSucceeded {

@@ -10,18 +10,21 @@ import (
 
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/mockllm"
+	"github.com/chatd/chatd/internal/prom"
 	"github.com/chatd/chatd/internal/runner"
 	"github.com/chatd/chatd/internal/testenv"
 )
 
-// TestFairClaimAcrossUsers: alice's long turns hold every worker; bob's new
-// turn must not wait for them to end. A busy worker hands alice's chat back
-// at its next step boundary and claims bob's, so bob's receipt arrives
-// while both of alice's turns still run (each takes 40 steps).
+// TestFairClaimAcrossUsers: alice's and carol's long turns hold both
+// slots (carol's the headroom, kept for users with nothing running); bob's
+// new turn must not wait for them to end. A busy worker hands alice's chat
+// back at its next step boundary (she has more running than bob) and
+// claims bob's, so bob's receipt arrives while the long turns still run
+// (each takes 40 steps).
 func TestFairClaimAcrossUsers(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int32
-	started := make(chan struct{}) // both of alice's chats are in a provider step
+	started := make(chan struct{}) // alice's and carol's chats are in a provider step
 	long := &mockllm.Script{Steps: []mockllm.Step{{ToolCalls: []mockllm.ToolCall{{Name: "list_files", Arguments: `{}`}}}}, Then: mockllm.ThenRepeat}
 	env := testenv.New(t, testenv.Options{Workspace: t.TempDir(), Runner: runner.Options{MaxRunning: 2, MaxSteps: 40},
 		Mock: mockllm.Options{Latency: 30 * time.Millisecond, Scripts: map[string]*mockllm.Script{"long": long},
@@ -31,11 +34,11 @@ func TestFairClaimAcrossUsers(t *testing.T) {
 				}
 				return nil
 			}}})
-	alice, bob := env.Client("alice"), env.Client("bob")
+	alice, bob, carol := env.Client("alice"), env.Client("bob"), env.Client("carol")
 	ctx := t.Context()
 	var chats []uuid.UUID
-	for range 2 {
-		res, err := alice.CreateChat(ctx, client.CreateChatRequest{Content: []client.MessagePart{client.TextPart("[script:long] List the files, again and again.")}})
+	for _, c := range []*client.Client{alice, alice, carol} {
+		res, err := c.CreateChat(ctx, client.CreateChatRequest{Content: []client.MessagePart{client.TextPart("[script:long] List the files, again and again.")}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,22 +56,37 @@ func TestFairClaimAcrossUsers(t *testing.T) {
 		t.Fatalf("bob's result %+v", res)
 	}
 	took := time.Since(begin)
-	for _, id := range chats {
-		ch, err := alice.GetChat(ctx, id)
+	owners := []*client.Client{alice, alice, carol}
+	for i, id := range chats {
+		ch, err := owners[i].GetChat(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if ch.Status != client.StatusRunning {
-			t.Fatalf("bob's turn ended after %s, once alice's chat %s was %s: it waited for her turns to end", took, id, ch.Status)
+			t.Fatalf("bob's turn ended after %s, once chat %s was %s: it waited for the long turns to end", took, id, ch.Status)
 		}
 	}
-	t.Logf("bob's turn took %s while alice's two turns held both workers", took)
+	if n := yields(t, env); n < 1 {
+		t.Fatalf("no chat was handed back for bob's (chatd_fair_yields_total %v)", n)
+	}
+	t.Logf("bob's turn took %s while alice's and carol's turns held both slots", took)
 
-	// Handed back, alice's chats go on to the end of their turns.
-	for _, id := range chats {
-		waitIdle(t, alice, id)
-		if ch, err := alice.GetChat(ctx, id); err != nil || ch.Status != client.StatusWaiting {
-			t.Fatalf("alice's chat %s ended %+v (%v)", id, ch, err)
+	// Handed back, the long chats go on to the end of their turns.
+	for i, id := range chats {
+		waitIdle(t, owners[i], id)
+		if ch, err := owners[i].GetChat(ctx, id); err != nil || ch.Status != client.StatusWaiting {
+			t.Fatalf("chat %s ended %+v (%v)", id, ch, err)
 		}
 	}
+}
+
+// yields reads chatd_fair_yields_total.
+func yields(t *testing.T, env *testenv.Env) float64 {
+	t.Helper()
+	s, err := prom.Gather(env.Metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := s.Get("chatd_fair_yields_total")
+	return n
 }

@@ -389,9 +389,9 @@ func (h *holdChildren) await(t *testing.T, n int) {
 func TestSpawnAgentParentInterruptCancelsChildren(t *testing.T) {
 	t.Parallel()
 	hold := newHold("CHILD-HOLD")
-	// The held children keep two workers; the parent's interruption needs
-	// a third.
-	env := testenv.New(t, testenv.Options{Spawn: &runner.SpawnOptions{}, Runner: runner.Options{MaxRunning: 3}, Mock: mockllm.Options{BeforeRespond: hold.before,
+	// The held children keep two slots; the parent's interruption needs
+	// a third (and one more is kept for users with nothing running).
+	env := testenv.New(t, testenv.Options{Spawn: &runner.SpawnOptions{}, Runner: runner.Options{MaxRunning: 4}, Mock: mockllm.Options{BeforeRespond: hold.before,
 		StepFor: func(req *mockllm.Request) (mockllm.Step, bool) {
 			if strings.Contains(lastUser(req), "[parent]") {
 				return mockllm.Step{ToolCalls: []mockllm.ToolCall{
@@ -458,7 +458,7 @@ func TestSpawnAgentParentInterruptCancelsChildren(t *testing.T) {
 func TestSpawnAgentParentEditCancelsChildren(t *testing.T) {
 	t.Parallel()
 	hold := newHold("CHILD-EDIT")
-	env := testenv.New(t, testenv.Options{Spawn: &runner.SpawnOptions{}, Runner: runner.Options{MaxRunning: 3}, Mock: mockllm.Options{BeforeRespond: hold.before,
+	env := testenv.New(t, testenv.Options{Spawn: &runner.SpawnOptions{}, Runner: runner.Options{MaxRunning: 4}, Mock: mockllm.Options{BeforeRespond: hold.before,
 		StepFor: func(req *mockllm.Request) (mockllm.Step, bool) {
 			if strings.Contains(lastUser(req), "[parent]") {
 				return mockllm.Step{ToolCalls: []mockllm.ToolCall{spawnCall("call_1", "CHILD-EDIT", childSchema)}}, true

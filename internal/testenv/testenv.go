@@ -336,7 +336,7 @@ func (e *Env) setRunnerOptions(o Options, serverTools []tools.Tool, relay *notif
 		e.runnerOpts.RetryMax = 50 * time.Millisecond
 	}
 	if e.runnerOpts.MaxRunning == 0 {
-		e.runnerOpts.MaxRunning = 2
+		e.runnerOpts.MaxRunning = 3 // one of them kept for users with nothing running
 	}
 	e.runnerOpts.Logger = e.Logger
 	e.runnerOpts.Slots = e.Slots
