@@ -996,6 +996,48 @@ func (q *Queries) ChatRenewLeaseIfOwned(ctx context.Context, db DBTX, arg ChatRe
 	return lease_expires_at, err
 }
 
+const chatRenewLeasesIfOwned = `-- name: ChatRenewLeasesIfOwned :many
+WITH held AS (
+    SELECT c.id FROM chats c
+    JOIN ROWS FROM (unnest($2::uuid[]), unnest($3::uuid[])) AS h(id, worker_id) ON c.id = h.id AND c.worker_id = h.worker_id
+    FOR UPDATE OF c SKIP LOCKED
+)
+UPDATE chats SET lease_expires_at = now() + make_interval(secs => $1::float8)
+FROM held WHERE chats.id = held.id
+RETURNING chats.id
+`
+
+type ChatRenewLeasesIfOwnedParams struct {
+	LeaseSeconds float64
+	Ids          []uuid.UUID
+	WorkerIds    []uuid.UUID
+}
+
+// Renews in one statement the leases of the chats a process's workers
+// hold: each (id, worker_id) pair still owned. A row another transaction
+// holds (the worker's own commit, most often) is skipped, not waited for:
+// the caller renews it alone, since waiting here, with other rows locked,
+// could deadlock with a commit that locks a parent and then its child.
+func (q *Queries) ChatRenewLeasesIfOwned(ctx context.Context, db DBTX, arg ChatRenewLeasesIfOwnedParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, chatRenewLeasesIfOwned, arg.LeaseSeconds, arg.Ids, arg.WorkerIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const chatRequestCompaction = `-- name: ChatRequestCompaction :one
 UPDATE chats SET compaction_requested_at = now()
 WHERE id = $1 AND owner_id = $2

@@ -179,6 +179,7 @@ type Runner struct {
 	m       runnerMetrics
 	slots   *handoff.Slots[store.Turn]
 	claimed atomic.Int64  // chats held by this runner right now
+	leases  leases        // their claims, renewed together
 	chain   chan struct{} // a scan found work: look for more
 	owed    atomic.Bool   // a wake-up found no slot: look when one is released
 }
@@ -207,6 +208,8 @@ func (r *Runner) Run(ctx context.Context) {
 	defer stop()
 	var wg sync.WaitGroup
 	wg.Go(func() { r.maintain(ctx) })
+	renewCtx, stopRenewing := context.WithCancel(hard)
+	wg.Go(func() { r.renewLeases(renewCtx) })
 	r.slots.Open(handoff.Limits{Max: r.opts.MaxRunning, Headroom: handoff.Headroom(r.opts.MaxRunning), Lease: r.opts.Lease,
 		NoHandOff: r.opts.MaxRunningPerUser > 0},
 		func(sl *handoff.Slot, turn store.Turn) {
@@ -216,6 +219,7 @@ func (r *Runner) Run(ctx context.Context) {
 	r.chainOne() // whatever was left runnable before this process started
 	r.dispatch(ctx, hard)
 	<-r.slots.Close() // every chat run has ended: drained, or cut off and released
+	stopRenewing()
 	wg.Wait()
 }
 
@@ -351,8 +355,7 @@ func (r *Runner) runChat(ctx, hard context.Context, turn store.Turn) (yielded bo
 			log.Warn("release failed", slog.String("error", err.Error()))
 		}
 	}()
-	stopHeartbeat := r.heartbeat(chatCtx, cancel, chatID, claimID, log)
-	defer stopHeartbeat()
+	defer r.leases.hold(chatID, claimID, cancel, log)()
 
 	t := &turnRunner{deps: deps{store: r.store, models: r.models, opts: &r.opts, m: &r.m, log: log, worker: claimID}, sub: sub,
 		busy: r.slots.Contended}
@@ -414,52 +417,6 @@ func (r *Runner) runChat(ctx, hard context.Context, turn store.Turn) (yielded bo
 			r.m.yields.WithLabelValues().Inc()
 			return true
 		}
-	}
-}
-
-// heartbeat renews the chat's lease every third of its length until stop
-// is called or ctx ends, and cancels the chat's work when another worker
-// owns it. A timer, not a goroutine: most turns end before the first
-// renewal, and a goroutine per turn cost the scheduler two wake-ups (its
-// start and its exit) on every turn.
-func (r *Runner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, chatID, claimID uuid.UUID, log *slog.Logger) (stop func()) {
-	every := r.opts.Lease / 3
-	var (
-		mu      sync.Mutex
-		stopped bool
-		t       *time.Timer
-	)
-	renew := func() {
-		if ctx.Err() != nil {
-			return
-		}
-		// Not cancelled with the chat's work: a renewal in flight when the
-		// turn ends completes (a cancelled query costs the connection).
-		// The bound only matters when the database hangs.
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), every)
-		err := r.store.RenewLease(rctx, chatID, claimID, r.opts.Lease)
-		rcancel()
-		if errors.Is(err, store.ErrFenceMiss) {
-			cancel(errLeaseLost)
-			return
-		}
-		if err != nil && ctx.Err() == nil {
-			log.Warn("lease renewal failed", slog.String("error", err.Error()))
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if !stopped {
-			t.Reset(every)
-		}
-	}
-	mu.Lock()
-	t = time.AfterFunc(every, renew)
-	mu.Unlock()
-	return func() {
-		mu.Lock()
-		defer mu.Unlock()
-		stopped = true
-		t.Stop()
 	}
 }
 

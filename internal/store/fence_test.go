@@ -322,3 +322,61 @@ func TestMissedFenceLocksTheChatFirst(t *testing.T) {
 		t.Fatalf("request after the zombie: %+v %v", r.Request, err)
 	}
 }
+
+// TestRenewLeases: one statement renews the held chats still owned; a chat
+// another worker owns is not renewed, nor one whose row another
+// transaction holds (skipped, not waited for: RenewLease tells the two
+// apart), and a chat renewed keeps its lease from the database's clock.
+func TestRenewLeases(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	st := store.New(pool)
+	ctx := t.Context()
+	user := newUser(t, st, "alice")
+	var held []store.Held
+	for range 3 {
+		if _, _, err := st.CreateChat(ctx, store.NewChat{OwnerID: user.ID, Model: "m", Content: []jsonb.Part{jsonb.Text("go")}}); err != nil {
+			t.Fatal(err)
+		}
+		w := uuid.New()
+		c, err := st.Claim(ctx, w, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, store.Held{Chat: c.ID, Worker: w})
+	}
+	owned, lost, locked := held[0], held[1], held[2]
+	lost.Worker = uuid.New() // another worker's claim
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM chats WHERE id = $1 FOR UPDATE`, locked.Chat); err != nil {
+		t.Fatal(err)
+	}
+	renewed, err := st.RenewLeases(ctx, []store.Held{owned, lost, locked}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(renewed) != 1 || renewed[0] != owned.Chat {
+		t.Fatalf("renewed %v, want only %s", renewed, owned.Chat)
+	}
+	var left time.Duration
+	if err := pool.QueryRow(ctx, `SELECT extract(epoch FROM lease_expires_at - now()) * interval '1 second' FROM chats WHERE id = $1`,
+		owned.Chat).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left < 59*time.Minute {
+		t.Fatalf("the renewed lease has %s left, want about an hour", left)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RenewLease(ctx, locked.Chat, locked.Worker, time.Hour); err != nil {
+		t.Fatalf("the chat held by another transaction, renewed alone: %v", err)
+	}
+	if err := st.RenewLease(ctx, lost.Chat, lost.Worker, time.Hour); !errors.Is(err, store.ErrFenceMiss) {
+		t.Fatalf("the chat another worker owns, renewed alone: %v, want a fence miss", err)
+	}
+}

@@ -125,6 +125,34 @@ func (s *Store) RenewLease(ctx context.Context, chatID, worker uuid.UUID, lease 
 	return err
 }
 
+// Held is a chat a worker holds: the chat and the worker's claim.
+type Held struct {
+	Chat, Worker uuid.UUID
+}
+
+// RenewLeases extends, in one statement, the leases of the held chats
+// still owned, and returns those it renewed. A chat it did not return was
+// lost, or its row was held by another transaction (the worker's own
+// commit): renew it alone (RenewLease) to tell which. The renewal is not
+// flushed at commit (synchronous_commit off), as a claim is not: a
+// database crash that loses it lets another replica take the chat over
+// sooner, and the fence keeps the first worker's commits out.
+func (s *Store) RenewLeases(ctx context.Context, held []Held, lease time.Duration) ([]uuid.UUID, error) {
+	p := dbgen.ChatRenewLeasesIfOwnedParams{LeaseSeconds: lease.Seconds(),
+		Ids: make([]uuid.UUID, len(held)), WorkerIds: make([]uuid.UUID, len(held))}
+	for i, h := range held {
+		p.Ids[i], p.WorkerIds[i] = h.Chat, h.Worker
+	}
+	var renewed []uuid.UUID
+	opts := pgx.TxOptions{BeginQuery: "begin; set local synchronous_commit = off"}
+	err := pgx.BeginTxFunc(withPurpose(ctx, "renew_leases"), s.pool, opts, func(tx pgx.Tx) error {
+		var err error
+		renewed, err = s.q.ChatRenewLeasesIfOwned(ctx, tx, p)
+		return err
+	})
+	return renewed, mapError(err)
+}
+
 // Release gives a chat back (the worker is stopping).
 func (s *Store) Release(ctx context.Context, chatID, worker uuid.UUID) error {
 	_, err := s.q.ChatReleaseIfOwned(ctx, s.pool, dbgen.ChatReleaseIfOwnedParams{

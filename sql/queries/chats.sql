@@ -188,6 +188,21 @@ UPDATE chats SET lease_expires_at = now() + make_interval(secs => @lease_seconds
 WHERE id = @id AND worker_id = @worker_id
 RETURNING lease_expires_at;
 
+-- name: ChatRenewLeasesIfOwned :many
+-- Renews in one statement the leases of the chats a process's workers
+-- hold: each (id, worker_id) pair still owned. A row another transaction
+-- holds (the worker's own commit, most often) is skipped, not waited for:
+-- the caller renews it alone, since waiting here, with other rows locked,
+-- could deadlock with a commit that locks a parent and then its child.
+WITH held AS (
+    SELECT c.id FROM chats c
+    JOIN ROWS FROM (unnest(@ids::uuid[]), unnest(@worker_ids::uuid[])) AS h(id, worker_id) ON c.id = h.id AND c.worker_id = h.worker_id
+    FOR UPDATE OF c SKIP LOCKED
+)
+UPDATE chats SET lease_expires_at = now() + make_interval(secs => @lease_seconds::float8)
+FROM held WHERE chats.id = held.id
+RETURNING chats.id;
+
 -- name: ChatReleaseIfOwned :execrows
 -- A worker that stops (shutdown) gives the chat back so another can claim it.
 UPDATE chats SET worker_id = NULL, lease_expires_at = NULL
