@@ -73,6 +73,8 @@ func parse(args []string, stderr io.Writer) (bench.Options, error) {
 	fs.IntVar(&o.Rounds, "rounds", 3, "rounds (chatd window, then pgbench); medians are reported")
 	pgClients := fs.String("pgbench-clients", "", "comma list of pgbench client counts (default: --clients, none with a latency); the first is the ceiling")
 	fs.DurationVar(&o.PgbenchDuration, "pgbench-duration", 10*time.Second, "length of each pgbench run")
+	fs.DurationVar(&o.FloorDuration, "floor-duration", 5*time.Second, "length of each round's floor run: a bare pgx client writing a turn's rows, "+
+		"against which chatd's CPU per turn is reported (negative: no floor; none with --provider-latency)")
 	fs.BoolVar(&o.Fast, "fast", false, "run PostgreSQL with fsync and synchronous_commit off")
 	fs.StringVar(&o.OTLPSink, "otlp-sink", "", "serve an OTLP/HTTP trace sink on this address (e.g. 127.0.0.1:4318) for a traced chatd to export to; "+
 		"the report counts the spans it received")

@@ -106,6 +106,9 @@ type Options struct {
 	PgbenchClients []int
 	// PgbenchDuration is how long each pgbench run lasts.
 	PgbenchDuration time.Duration
+	// FloorDuration is how long the floor runs each round (Floor; 0:
+	// 5 s, negative: not at all). Without a provider latency only.
+	FloorDuration time.Duration
 	// Fast turns fsync and synchronous_commit off (the test clusters'
 	// settings); the default is PostgreSQL's durable defaults.
 	Fast bool
@@ -161,6 +164,12 @@ func (o *Options) defaults() {
 	}
 	if o.PgbenchDuration <= 0 {
 		o.PgbenchDuration = 10 * time.Second
+	}
+	if o.FloorDuration == 0 {
+		o.FloorDuration = 5 * time.Second
+	}
+	if o.capacity() {
+		o.FloorDuration = -1
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
@@ -232,6 +241,7 @@ type Round struct {
 	CommitsTurn  float64
 	WritesTurn   float64
 	Pgbench      map[int]float64 // clients → tps
+	Floor        *Floor          // the round's floor (nil: not run)
 	ServerCounts float64         // chatd's own count of requests it finished in the window (a cross-check)
 	Statements   []Statement     // with Options.Statements
 	// Purposes are chatd's own count of its transactions in the window, by
@@ -341,7 +351,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		defer cancel()
 		_ = cluster.Stop(stopCtx)
 	}()
-	dbs := []string{"pgbench"}
+	dbs := []string{"pgbench", "floor", "floor_bare"}
 	for _, b := range res.Builds {
 		dbs = append(dbs, b.DB)
 	}
@@ -406,6 +416,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := preparePgbench(ctx, cluster.URL("pgbench"), maxInt(o.PgbenchClients)); err != nil {
 		return nil, err
 	}
+	if o.FloorDuration >= 0 { // the floor writes into the schema of the build under test
+		if _, err := prepareDB(ctx, o.Chatd, cluster.URL("floor"), 1); err != nil {
+			return nil, err
+		}
+	}
 
 	for i := range o.Rounds {
 		order := slices.Clone(res.Builds)
@@ -436,9 +451,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			}
 			pg[n] = tps
 		}
+		floor, err := runFloorRound(ctx, o, cluster, res.Builds[0].DB, base.postmaster, i)
+		if err != nil {
+			return nil, fmt.Errorf("round %d: %w", i+1, err)
+		}
 		for _, b := range res.Builds {
 			r := rounds[b]
-			r.Pgbench = pg
+			r.Pgbench, r.Floor = pg, floor
 			b.Rounds = append(b.Rounds, *r)
 			fmt.Fprintf(o.Progress, "bench: round %d: %s: %s\n", i+1, b.Name, r.progress(o))
 		}

@@ -224,6 +224,7 @@ func (r *Result) reportDatabase(w io.Writer, rounds []Round, s Summary) {
 		fmt.Fprintf(w, "CPU per turn (median): %.1f ms = chatd %.1f + PostgreSQL %.1f + mockllm %.1f + clients %.1f; %d cores allow %.0f turns/s at that cost\n",
 			total, s.CPUChatd, s.CPUPostgres, s.CPUMock, s.CPUClients, r.Machine.Cores, float64(r.Machine.Cores)*1000/total)
 	}
+	r.reportFloor(w, rounds, s)
 	r.reportPurposes(w, rounds)
 	if len(rounds) > 0 && len(rounds[len(rounds)-1].Statements) > 0 {
 		rd := rounds[len(rounds)-1]
@@ -281,4 +282,48 @@ func (r *Result) reportPurposes(w io.Writer, rounds []Round) {
 		fmt.Fprintf(tw, "  %.2f\t%s\n", x.n, x.name)
 	}
 	tw.Flush()
+}
+
+// reportFloor writes the floors' figures and chatd's CPU per turn (chatd
+// and PostgreSQL) as a multiple of the schema floor's (client and
+// PostgreSQL): the median of the rounds' ratios, each round's floors
+// having run right after its chatd window, so that the machine's load hits
+// both alike.
+func (r *Result) reportFloor(w io.Writer, rounds []Round, s Summary) {
+	var ratio, pgRatio, bareRatio []float64
+	var schema, bare []FloorRun
+	for _, rd := range rounds {
+		f := rd.Floor
+		if f == nil || f.Schema.Turns == 0 || f.Bare.Turns == 0 {
+			continue
+		}
+		chatd := float64(rd.CPU.Chatd + rd.CPU.Postgres)
+		ratio = append(ratio, chatd/float64(max(f.Schema.Total(), 1)))
+		bareRatio = append(bareRatio, chatd/float64(max(f.Bare.Total(), 1)))
+		pgRatio = append(pgRatio, float64(rd.CPU.Postgres)/float64(max(f.Schema.CPU.Postgres, 1)))
+		schema, bare = append(schema, f.Schema), append(bare, f.Bare)
+	}
+	if len(ratio) == 0 {
+		return
+	}
+	for _, fl := range []struct {
+		name string
+		runs []FloorRun
+	}{{"the floor (a bare pgx client writing a turn's rows with chatd's bytes into chatd's schema, triggers and constraints included: " +
+		"2 transactions of one round trip each", schema}, {"the bare floor (the same rows in tables without triggers", bare}} {
+		col := func(f func(FloorRun) float64) float64 {
+			xs := make([]float64, len(fl.runs))
+			for i, x := range fl.runs {
+				xs[i] = f(x)
+			}
+			return median(xs)
+		}
+		c := col(func(x FloorRun) float64 { return float64(x.CPU.Client.Microseconds()) / 1000 })
+		p := col(func(x FloorRun) float64 { return float64(x.CPU.Postgres.Microseconds()) / 1000 })
+		fmt.Fprintf(w, "%s, %d statements, no reads, limits, HTTP or model): %.0f turns/s with %d clients; CPU per turn %.2f ms = client %.2f + PostgreSQL %.2f\n",
+			fl.name, fl.runs[0].Statements, col(func(x FloorRun) float64 { return x.TurnsPerSec }), r.Options.Clients, c+p, c, p)
+	}
+	fmt.Fprintf(w, "chatd's CPU per turn against the floor: %.2f× (median of the rounds' ratios, range %.2f–%.2f; against the bare floor %.2f×): "+
+		"chatd %.2f ms against the floor client's, PostgreSQL %.2f ms, %.2f× the floor's\n",
+		median(ratio), slices.Min(ratio), slices.Max(ratio), median(bareRatio), s.CPUChatd, s.CPUPostgres, median(pgRatio))
 }
