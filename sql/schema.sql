@@ -379,6 +379,23 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.chatd_runnable_count_within(p_owner uuid, p_max integer) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    n integer;
+BEGIN
+    SELECT count(*) INTO n FROM (
+        SELECT 1 FROM chats WHERE owner_id = p_owner AND status IN ('running', 'interrupting') LIMIT p_max + 1
+    ) r;
+    IF n > p_max THEN
+        RAISE EXCEPTION 'more than % runnable chats', p_max
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'chats_runnable_per_user';
+    END IF;
+    RETURN n;
+END
+$$;
+
 CREATE FUNCTION public.chatd_runnable_within(p_owner uuid, p_max integer) RETURNS boolean
     LANGUAGE plpgsql
     AS $$

@@ -1084,6 +1084,25 @@ func (q *Queries) ChatRequestCompaction(ctx context.Context, db DBTX, arg ChatRe
 	return i, err
 }
 
+const chatRunnableCountWithin = `-- name: ChatRunnableCountWithin :one
+SELECT chatd_runnable_count_within($1::uuid, $2::int)::integer
+`
+
+type ChatRunnableCountWithinParams struct {
+	OwnerID uuid.UUID
+	Max     int32
+}
+
+// The end of an admission that made a chat runnable: refuses it when the
+// owner has more than max runnable chats, else counts them
+// (sql/triggers/060_limits.sql).
+func (q *Queries) ChatRunnableCountWithin(ctx context.Context, db DBTX, arg ChatRunnableCountWithinParams) (int32, error) {
+	row := db.QueryRow(ctx, chatRunnableCountWithin, arg.OwnerID, arg.Max)
+	var column_1 int32
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const chatRunnableExists = `-- name: ChatRunnableExists :one
 SELECT EXISTS (
     SELECT 1 FROM chats
@@ -1094,24 +1113,6 @@ SELECT EXISTS (
 // Whether a runnable chat without a live owner exists (locked or not).
 func (q *Queries) ChatRunnableExists(ctx context.Context, db DBTX) (bool, error) {
 	row := db.QueryRow(ctx, chatRunnableExists)
-	var column_1 bool
-	err := row.Scan(&column_1)
-	return column_1, err
-}
-
-const chatRunnableWithin = `-- name: ChatRunnableWithin :one
-SELECT chatd_runnable_within($1::uuid, $2::int)::boolean
-`
-
-type ChatRunnableWithinParams struct {
-	OwnerID uuid.UUID
-	Max     int32
-}
-
-// The end of an admission that made a chat runnable: refuses it when the
-// owner has more than max runnable chats (sql/triggers/060_limits.sql).
-func (q *Queries) ChatRunnableWithin(ctx context.Context, db DBTX, arg ChatRunnableWithinParams) (bool, error) {
-	row := db.QueryRow(ctx, chatRunnableWithin, arg.OwnerID, arg.Max)
 	var column_1 bool
 	err := row.Scan(&column_1)
 	return column_1, err

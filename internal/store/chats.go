@@ -159,18 +159,6 @@ func (s *Store) CreateChat(ctx context.Context, p NewChat) (Chat, Message, error
 	return chat, msg, err
 }
 
-// queueRunnableWithin queues the check that an admission which made a chat
-// runnable leaves its owner within max runnable chats (none when max is 0):
-// after the writes, in the same batch, so it counts them.
-func (s *Store) queueRunnableWithin(ctx context.Context, pl *pipeline, owner uuid.UUID, max int) {
-	if max <= 0 {
-		return
-	}
-	pipeOne(pl, func(db dbgen.DBTX) (bool, error) {
-		return s.q.ChatRunnableWithin(ctx, db, dbgen.ChatRunnableWithinParams{OwnerID: owner, Max: int32(max)})
-	}, func(_ bool, err error) error { return err })
-}
-
 // queueRequest queues the insert of a structured request's ledger row,
 // when spec asks for one, and returns its id.
 func (s *Store) queueRequest(ctx context.Context, pl *pipeline, chatID uuid.UUID, spec *RequestSpec) uuid.NullUUID {

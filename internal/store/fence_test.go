@@ -3,6 +3,7 @@ package store_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -378,5 +379,57 @@ func TestRenewLeases(t *testing.T) {
 	}
 	if err := st.RenewLease(ctx, lost.Chat, lost.Worker, time.Hour); !errors.Is(err, store.ErrFenceMiss) {
 		t.Fatalf("the chat another worker owns, renewed alone: %v, want a fence miss", err)
+	}
+}
+
+// TestRunnableLimitCheckedOncePerSecond: admissions of an owner far below
+// --max-runnable-per-user count its runnable chats once, not every time
+// (each count scans an index every turn's end leaves an entry in), and an
+// owner at its limit is still refused.
+func TestRunnableLimitCheckedOncePerSecond(t *testing.T) {
+	t.Parallel()
+	cfg := dbtest.Config(t)
+	txs := store.Trace(cfg)
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	st := store.New(pool)
+	ctx := t.Context()
+	bob := newUser(t, st, "bob")
+	admit := func(u store.User, max int) (int64, error) {
+		before := txs.Snapshot()["admit"].Statements
+		_, _, err := st.CreateChat(ctx, store.NewChat{OwnerID: u.ID, Model: "m", Content: []jsonb.Part{jsonb.Text("go")}, MaxRunnable: max})
+		return txs.Snapshot()["admit"].Statements - before, err
+	}
+	// The admission right after a count (well within its second: a
+	// machine that stalls longer is given another user to try with).
+	for try := 0; ; try++ {
+		alice := newUser(t, st, fmt.Sprintf("alice%d", try))
+		checked, err := admit(alice, 5000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		begin := time.Now()
+		next, err := admit(alice, 5000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if time.Since(begin) > 500*time.Millisecond && try < 5 {
+			continue
+		}
+		if next != checked-1 {
+			t.Fatalf("the admission after a count of 1 of 5,000 sent %d statements, the counted one %d: want one fewer", next, checked)
+		}
+		break
+	}
+	for i := range 3 {
+		if _, err := admit(bob, 3); err != nil {
+			t.Fatalf("bob's admission %d of 3: %v", i+1, err)
+		}
+	}
+	if _, err := admit(bob, 3); !errors.Is(err, store.ErrTooManyRunnable) {
+		t.Fatalf("bob's fourth admission under a limit of 3: %v", err)
 	}
 }

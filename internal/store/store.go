@@ -92,6 +92,7 @@ type Store struct {
 	finished *prometheus.CounterVec // nil until Instrument
 	tokens   tokenCache
 	users    tokenCache // identities (X-Chatd-User, JWT subjects) to users
+	runnable runnableCounts
 
 	hub  uuid.UUID // this process, when Tell was called
 	tell Teller

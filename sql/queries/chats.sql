@@ -291,10 +291,11 @@ RETURNING *;
 -- name: ChatClearCompactionRequest :exec
 UPDATE chats SET compaction_requested_at = NULL WHERE id = @id;
 
--- name: ChatRunnableWithin :one
+-- name: ChatRunnableCountWithin :one
 -- The end of an admission that made a chat runnable: refuses it when the
--- owner has more than max runnable chats (sql/triggers/060_limits.sql).
-SELECT chatd_runnable_within(@owner_id::uuid, @max::int)::boolean;
+-- owner has more than max runnable chats, else counts them
+-- (sql/triggers/060_limits.sql).
+SELECT chatd_runnable_count_within(@owner_id::uuid, @max::int)::integer;
 
 -- name: ChatSetProviderRetryIfOwned :execrows
 -- Records the provider retry the owning worker waits out (00015); the

@@ -18,3 +18,23 @@ BEGIN
     RETURN true;
 END
 $$;
+
+-- chatd_runnable_count_within is chatd_runnable_within returning the count
+-- (at most p_max of them), so that an admitting process can skip the check
+-- for an owner it just counted far below the limit (store.runnableCounts).
+-- chatd_runnable_within stays for the replicas of the release before.
+CREATE OR REPLACE FUNCTION chatd_runnable_count_within(p_owner uuid, p_max integer) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    n integer;
+BEGIN
+    SELECT count(*) INTO n FROM (
+        SELECT 1 FROM chats WHERE owner_id = p_owner AND status IN ('running', 'interrupting') LIMIT p_max + 1
+    ) r;
+    IF n > p_max THEN
+        RAISE EXCEPTION 'more than % runnable chats', p_max
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'chats_runnable_per_user';
+    END IF;
+    RETURN n;
+END
+$$;
