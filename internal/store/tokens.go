@@ -23,10 +23,23 @@ import (
 const TokenCacheTTL = 5 * time.Second
 
 // tokenCache remembers successful lookups by token digest. Failures are
-// never cached: a token created a moment ago works at once.
+// never cached: a token created a moment ago works at once. The requests
+// that miss a token while a lookup of it is under way wait for that one
+// instead of asking the database too: with thousands of clients on one
+// token, the entry's expiry otherwise sent thousands of lookups at once,
+// which queued for the pool's connections behind each other.
 type tokenCache struct {
-	mu sync.Mutex
-	m  map[[32]byte]cachedToken
+	mu       sync.Mutex
+	m        map[[32]byte]cachedToken
+	inFlight map[[32]byte]*tokenLookup
+}
+
+// tokenLookup is a lookup under way; done is closed once user and err
+// are set.
+type tokenLookup struct {
+	done chan struct{}
+	user User
+	err  error
 }
 
 type cachedToken struct {
@@ -78,8 +91,35 @@ func (c *tokenCache) drop(id uuid.UUID) {
 	}
 }
 
+// join returns the lookup of key under way, or starts one (first).
+func (c *tokenCache) join(key [32]byte) (l *tokenLookup, first bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l, ok := c.inFlight[key]; ok {
+		return l, false
+	}
+	if c.inFlight == nil {
+		c.inFlight = map[[32]byte]*tokenLookup{}
+	}
+	l = &tokenLookup{done: make(chan struct{})}
+	c.inFlight[key] = l
+	return l, true
+}
+
+// finish ends a lookup started by join, caching what it found.
+func (c *tokenCache) finish(key [32]byte, l *tokenLookup, now time.Time) {
+	if l.err == nil {
+		c.put(key, l.user, now)
+	}
+	c.mu.Lock()
+	delete(c.inFlight, key)
+	c.mu.Unlock()
+	close(l.done)
+}
+
 // Authenticate resolves a bearer token to its user, from the cache when it
-// was looked up less than TokenCacheTTL ago.
+// was looked up less than TokenCacheTTL ago, or from the lookup of it
+// another request has under way.
 func (s *Store) Authenticate(ctx context.Context, token string) (User, error) {
 	var key [32]byte
 	copy(key[:], HashToken(token))
@@ -87,13 +127,22 @@ func (s *Store) Authenticate(ctx context.Context, token string) (User, error) {
 	if row, ok := s.tokens.get(key, now); ok {
 		return row, nil
 	}
-	row, err := s.q.TokenAuthenticate(ctx, s.pool, key[:])
-	if err != nil {
-		return User{}, mapError(err)
+	l, first := s.tokens.join(key)
+	if first {
+		// Not cancelled with this request: the others wait for it.
+		row, err := s.q.TokenAuthenticate(context.WithoutCancel(ctx), s.pool, key[:])
+		l.user, l.err = User{ID: row.ID, Name: row.Name, TokenID: row.TokenID, Scopes: scopesOf(row.Scopes), ActAs: row.ActAs}, mapError(err)
+		s.tokens.finish(key, l, now)
 	}
-	u := User{ID: row.ID, Name: row.Name, TokenID: row.TokenID, Scopes: scopesOf(row.Scopes), ActAs: row.ActAs}
-	s.tokens.put(key, u, now)
-	return u, nil
+	select {
+	case <-l.done:
+		if l.err != nil {
+			return User{}, l.err
+		}
+		return l.user, nil
+	case <-ctx.Done():
+		return User{}, ctx.Err()
+	}
 }
 
 // TokenLive says whether a token still exists and has not expired, asking

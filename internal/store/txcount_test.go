@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -132,5 +134,41 @@ func TestTokenLookupsAreCached(t *testing.T) {
 	}
 	if n := txs.Snapshot()["TokenAuthenticate"]; n.Commits != 3 {
 		t.Fatalf("%d token lookups reached the database, want 1 + 2 for the unknown token", n.Commits)
+	}
+}
+
+// TestTokenLookupsCoalesce: requests that miss the cache on one token at
+// once share a single database lookup, so that the expiry of a token many
+// clients share does not send the pool one lookup per request.
+func TestTokenLookupsCoalesce(t *testing.T) {
+	t.Parallel()
+	cfg := dbtest.Config(t)
+	txs := store.Trace(cfg)
+	st := store.New(dbtest.NewPool(t, cfg))
+	ctx := t.Context()
+	token, err := st.CreateToken(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const requests = 50
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, requests)
+	for range requests {
+		wg.Go(func() {
+			<-start
+			if u, err := st.Authenticate(ctx, token); err != nil || u.Name != "alice" {
+				errs <- fmt.Errorf("authenticate: %+v, %v", u, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if n := txs.Snapshot()["TokenAuthenticate"]; n.Commits >= requests/2 {
+		t.Fatalf("%d lookups reached the database for %d concurrent requests on one token, want few", n.Commits, requests)
 	}
 }
