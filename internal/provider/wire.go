@@ -363,6 +363,20 @@ func (o *Observation) event(data []byte) {
 		o.mu.Unlock()
 		return
 	}
+	if o.api == apiChat && o.knowsModel() && !chatChunkTells(data) {
+		// Most chunks carry a delta and nothing the observation keeps:
+		// no finish, no refusal, no usage (which a chunk without one
+		// resets, as fantasy does).
+		o.mu.Lock()
+		o.usage = reported{}
+		o.mu.Unlock()
+		return
+	}
+	o.decode(data)
+}
+
+// decode reads an event in full.
+func (o *Observation) decode(data []byte) {
 	var ev wireEvent
 	if json.Unmarshal(data, &ev) != nil {
 		return
@@ -448,4 +462,39 @@ func (o *Observation) event(data []byte) {
 			o.finish, o.terminal = geminiBlocked, true
 		}
 	}
+}
+
+// knowsModel reports whether the answering model is known (a later
+// chunk's is not kept).
+func (o *Observation) knowsModel() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.model != ""
+}
+
+// chatChunkKeys are the keys of a Chat Completions chunk the observation
+// reads beyond the model.
+var chatChunkKeys = [][]byte{[]byte(`"finish_reason"`), []byte(`"refusal"`), []byte(`"usage"`)}
+
+// chatChunkTells reports whether a Chat Completions chunk may set one of
+// chatChunkKeys: one of them with a value other than null. It errs on the
+// side of yes (such a key inside a string value is decoded too).
+func chatChunkTells(data []byte) bool {
+	for _, k := range chatChunkKeys {
+		for rest := data; ; {
+			i := bytes.Index(rest, k)
+			if i < 0 {
+				break
+			}
+			rest = rest[i+len(k):]
+			v := bytes.TrimLeft(rest, " \t\r\n")
+			if len(v) == 0 || v[0] != ':' {
+				continue
+			}
+			if !bytes.HasPrefix(bytes.TrimLeft(v[1:], " \t\r\n"), []byte("null")) {
+				return true
+			}
+		}
+	}
+	return false
 }
