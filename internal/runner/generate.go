@@ -155,7 +155,7 @@ func (a *action) stream(ctx context.Context, p *call, attempt int32) (res stepRe
 	defer cancelSilent(nil)
 	silence := time.AfterFunc(a.opts.SilenceTimeout, func() { cancelSilent(errProviderSilent) })
 	chatID := a.turn.Chat.ID
-	res = streamStep(silentCtx, p.model.LM, p.call, func(d Delta) {
+	emit := func(d Delta) {
 		silence.Reset(a.opts.SilenceTimeout)
 		seq++
 		d.HistoryVersion, d.Attempt, d.Seq = a.fence.HistoryVersion, attempt, seq
@@ -166,7 +166,15 @@ func (a *action) stream(ctx context.Context, p *call, attempt int32) (res stepRe
 		if d.RequestID != uuid.Nil && d.Text != "" {
 			a.opts.TestSignals.FinalizerFragment.Wait(silentCtx)
 		}
-	})
+	}
+	// The call runs on a goroutine of its own, which this one waits for.
+	// Its frames (fantasy's, the provider SDK's, net/http's) are deep: on
+	// top of the worker's they held a stack of 64 KiB for as long as the
+	// model took; alone they leave 32 KiB, the worker's 16 KiB, once a
+	// collection has shrunk them (a chat waiting on its model).
+	done := make(chan stepResult, 1)
+	go func() { done <- streamStep(silentCtx, p.model.LM, p.call, emit) }()
+	res = <-done
 	silence.Stop()
 	if res.Err != nil && errors.Is(context.Cause(silentCtx), errProviderSilent) && stepCtx.Err() == nil {
 		res.Err = &fantasy.ProviderError{Title: "stream stalled", TransientError: true,
