@@ -31,13 +31,16 @@ func tuneGC(getenv func(string) string) bool {
 // which grows with the chats in flight (their connections, buffers and
 // steps): at 400, a thousand chats waiting on their model held 0.6 MiB of
 // resident memory each. So the target falls from 400 as more than 32
-// chats run, in steps (400, 300, 200, 100, then 50 past 256 chats): the
-// garbage allowed stays near what 32 chats at 400 allow, and a chat in
-// flight costs about its live memory and stack.
+// chats run, in steps (400, 300, 200, 100, then 50 past 256 chats and 25
+// past 2,048): the garbage allowed stays near what 32 chats at 400 allow
+// until the chats' own 52 KiB of live heap and 80 KiB of stacks each
+// dominate, and a chat in flight costs about those.
 func gcPercentFor(n int) int {
 	switch {
 	case n <= 32:
 		return serverGCPercent
+	case n > 2048:
+		return 25
 	case n > 256:
 		return 50
 	}

@@ -26,7 +26,7 @@ func TestTuneGC(t *testing.T) {
 
 func TestGCPercentFor(t *testing.T) {
 	t.Parallel()
-	for n, want := range map[int]int{0: 400, 8: 400, 32: 400, 40: 300, 64: 200, 100: 100, 128: 100, 200: 100, 256: 100, 257: 50, 2000: 50} {
+	for n, want := range map[int]int{0: 400, 8: 400, 32: 400, 40: 300, 64: 200, 100: 100, 128: 100, 200: 100, 256: 100, 257: 50, 2000: 50, 2048: 50, 2049: 25, 9000: 25} {
 		if got := gcPercentFor(n); got != want {
 			t.Errorf("%d chats running: %d, want %d", n, got, want)
 		}
