@@ -285,7 +285,7 @@ func (r *Runner) serve(ctx, hard context.Context, sl *handoff.Slot, turn *store.
 			}
 			turn = &claim.Turn
 		}
-		if !r.runChat(ctx, hard, *turn) || ctx.Err() != nil {
+		if !r.runChat(ctx, hard, turn) || ctx.Err() != nil {
 			return
 		}
 		turn, chatID = nil, uuid.Nil
@@ -333,7 +333,7 @@ var errLeaseLost = errors.New("lease lost")
 // runChat drives a claimed chat until it is no longer ours to run. It
 // reports whether it handed the chat back for another user's (fairness: see
 // ChatAnotherOwnerWaits).
-func (r *Runner) runChat(ctx, hard context.Context, turn store.Turn) (yielded bool) {
+func (r *Runner) runChat(ctx, hard context.Context, turn *store.Turn) (yielded bool) {
 	r.claimed.Add(1)
 	defer r.claimed.Add(-1)
 	chatID, claimID := turn.Chat.ID, turn.Chat.WorkerID.UUID
@@ -372,7 +372,8 @@ func (r *Runner) runChat(ctx, hard context.Context, turn store.Turn) (yielded bo
 		var err error
 		if !read {
 			// Decide again from what is committed now.
-			if turn, err = r.store.LoadTurn(chatCtx, chatID); err != nil {
+			loaded, err := r.store.LoadTurn(chatCtx, chatID)
+			if err != nil {
 				if chatCtx.Err() != nil {
 					return
 				}
@@ -382,6 +383,7 @@ func (r *Runner) runChat(ctx, hard context.Context, turn store.Turn) (yielded bo
 				}
 				continue
 			}
+			turn = &loaded
 		}
 		t.yield = false
 		done, err := t.pass(spans.enter(chatCtx, turn, t), turn)

@@ -35,7 +35,7 @@ type turnSpan struct {
 
 // enter returns the context a pass on turn runs in, starting the turn's
 // span when the governing request changed; t's logger then names it.
-func (s *turnSpan) enter(ctx context.Context, turn store.Turn, t *turnRunner) context.Context {
+func (s *turnSpan) enter(ctx context.Context, turn *store.Turn, t *turnRunner) context.Context {
 	if !tracing.Enabled() {
 		return ctx
 	}

@@ -62,7 +62,7 @@ type counted struct {
 
 // pass performs the one action turn calls for. done reports that the chat
 // is no longer this worker's to run.
-func (t *turnRunner) pass(ctx context.Context, turn store.Turn) (bool, error) {
+func (t *turnRunner) pass(ctx context.Context, turn *store.Turn) (bool, error) {
 	if !turn.Chat.WorkerID.Valid || turn.Chat.WorkerID.UUID != t.worker {
 		return true, nil
 	}
@@ -125,7 +125,7 @@ func (t *turnRunner) attemptsMade(chat store.Chat) int32 {
 // action is one decision over one read of the chat.
 type action struct {
 	*turnRunner
-	turn  store.Turn
+	turn  *store.Turn
 	msgs  []parsed
 	fence store.Fence
 }
