@@ -249,9 +249,12 @@ type Round struct {
 	Purposes map[string]float64
 	// CPU is the CPU time per turn of each participant between the two
 	// readings (Linux only; zero elsewhere).
-	CPU         struct{ Chatd, Postgres, Mock, Clients time.Duration }
-	ProviderP50 float64 // seconds, from chatd's histogram (bucket interpolation)
-	CreateP50   float64 // seconds, POST /api/v1/chats as chatd timed it
+	CPU struct{ Chatd, Postgres, Mock, Clients time.Duration }
+	// Allocs and AllocBytes are chatd's Go heap allocations per finished
+	// request (its own count, between the window's two scrapes).
+	Allocs, AllocBytes float64
+	ProviderP50        float64 // seconds, from chatd's histogram (bucket interpolation)
+	CreateP50          float64 // seconds, POST /api/v1/chats as chatd timed it
 	// Capacity holds the figures of a run with a provider latency (nil
 	// without).
 	Capacity *Capacity
@@ -614,6 +617,9 @@ type serverView struct {
 	purposes map[string]float64 // committed transactions by purpose
 	provider float64            // provider step p50, seconds (first replica)
 	create   float64            // POST /api/v1/chats p50, seconds (first replica)
+	// mallocs and allocBytes are the Go heap allocations so far (every
+	// replica's): deterministic where CPU time is not.
+	mallocs, allocBytes float64
 }
 
 func scrape(ctx context.Context, cs []*client.Client) serverView {
@@ -629,6 +635,10 @@ func scrape(ctx context.Context, cs []*client.Client) serverView {
 		}
 		n, _ := s.Get("chatd_structured_requests_finished_total")
 		v.finished += n
+		n, _ = s.Get("go_memstats_mallocs_total")
+		v.mallocs += n
+		n, _ = s.Get("go_memstats_alloc_bytes_total")
+		v.allocBytes += n
 		for _, smp := range s.Series("chatd_db_transactions_total") {
 			if smp.Labels["outcome"] == "commit" {
 				v.purposes[smp.Labels["purpose"]] += smp.Value
@@ -737,6 +747,9 @@ func runRound(ctx context.Context, o Options, env roundEnv) (*Round, error) {
 	// chatd's own view, then stop it: its backends exit and flush.
 	view1 := scrape(ctx, firsts)
 	r.ServerCounts = view1.finished - view0.finished
+	if n := view1.finished - view0.finished; n > 0 {
+		r.Allocs, r.AllocBytes = (view1.mallocs-view0.mallocs)/n, (view1.allocBytes-view0.allocBytes)/n
+	}
 	r.ProviderP50, r.CreateP50 = view1.provider, view1.create
 	r.Purposes = map[string]float64{}
 	for p, n := range view1.purposes {

@@ -26,6 +26,8 @@ type Summary struct {
 	StatementsTurn             float64 // pg_stat_statements calls per turn (0 without it)
 	// CPU milliseconds per turn.
 	CPUChatd, CPUPostgres, CPUMock, CPUClients float64
+	// chatd's allocations per turn (objects, KiB).
+	Allocs, AllocKiB float64
 }
 
 // Summarize computes the medians of the first build.
@@ -55,6 +57,8 @@ func (r *Result) summarize(rounds []Round) Summary {
 	s.CPUPostgres = col(func(rd Round) float64 { return cpu(rd.CPU.Postgres) })
 	s.CPUMock = col(func(rd Round) float64 { return cpu(rd.CPU.Mock) })
 	s.CPUClients = col(func(rd Round) float64 { return cpu(rd.CPU.Clients) })
+	s.Allocs = col(func(rd Round) float64 { return rd.Allocs })
+	s.AllocKiB = col(func(rd Round) float64 { return rd.AllocBytes / 1024 })
 	s.Pgbench = map[int]float64{}
 	for _, n := range r.Options.PgbenchClients {
 		s.Pgbench[n] = col(func(rd Round) float64 { return rd.Pgbench[n] })
@@ -223,6 +227,9 @@ func (r *Result) reportDatabase(w io.Writer, rounds []Round, s Summary) {
 	if total := s.CPUChatd + s.CPUPostgres + s.CPUMock + s.CPUClients; total > 0 {
 		fmt.Fprintf(w, "CPU per turn (median): %.1f ms = chatd %.1f + PostgreSQL %.1f + mockllm %.1f + clients %.1f; %d cores allow %.0f turns/s at that cost\n",
 			total, s.CPUChatd, s.CPUPostgres, s.CPUMock, s.CPUClients, r.Machine.Cores, float64(r.Machine.Cores)*1000/total)
+	}
+	if s.Allocs > 0 {
+		fmt.Fprintf(w, "chatd's heap allocations per turn (median): %.0f objects, %.0f KiB (go_memstats, between the window's scrapes)\n", s.Allocs, s.AllocKiB)
 	}
 	r.reportFloor(w, rounds, s)
 	r.reportPurposes(w, rounds)
