@@ -29,8 +29,8 @@ const (
 	// pipes, webhook deliveries, the profiler.
 	fixedDescriptors = 64
 	// memoryPerChat is what a chat in flight may cost (its goroutines,
-	// connection buffers and step; measured at about 100 KiB with the
-	// benchmark's small turns, so longer prompts fit).
+	// connection buffers and step: 150–190 KiB of resident memory with
+	// the benchmark's small turns; longer prompts take more).
 	memoryPerChat = 256 << 10
 	// fixedMemory is the process's own before any chat.
 	fixedMemory = 100 << 20
