@@ -74,6 +74,9 @@ type ceiling struct {
 // memory. The client connections then get what the running chats' provider
 // connections leave.
 func deriveCeiling(flag int, res resources) ceiling {
+	if res.descriptors <= 0 { // unknown: not a bound
+		res.descriptors = math.MaxInt32
+	}
 	free := max(0, res.descriptors-fixedDescriptors-res.dbConns-res.descriptors/16)
 	c := ceiling{byDescriptors: free / descriptorsPerChat, byMemory: math.MaxInt32, descriptors: res.descriptors}
 	if res.providerCalls > 0 && res.providerCalls < free/descriptorsPerChat {

@@ -26,6 +26,7 @@ func TestDeriveCeiling(t *testing.T) {
 		// Providers bounded at 500 calls: the others wait without a connection.
 		{name: "bounded providers", flag: -1, res: resources{descriptors: 20000, memory: 24 * gib, dbConns: 24, providerCalls: 500}, running: 18162, bound: "descriptors", conns: 18162},
 		{name: "unknown memory", flag: -1, res: resources{descriptors: 1024, dbConns: 24}, running: 436, bound: "descriptors", conns: 436},
+		{name: "descriptors unknown", flag: -1, res: resources{memory: gib, dbConns: 24}, running: 3696, bound: "memory", conns: 2013262136},
 		{name: "a flag past the descriptors", flag: 50000, res: resources{descriptors: 20000, memory: 24 * gib, dbConns: 24}, running: 50000, bound: "flag", conns: minConns},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -39,7 +40,7 @@ func TestDeriveCeiling(t *testing.T) {
 			if tc.res.providerCalls > 0 {
 				providerConns = min(providerConns, tc.res.providerCalls)
 			}
-			if used := c.conns + providerConns + tc.res.dbConns + fixedDescriptors; tc.bound != "flag" && used > tc.res.descriptors {
+			if used := c.conns + providerConns + tc.res.dbConns + fixedDescriptors; tc.bound == "descriptors" && used > tc.res.descriptors {
 				t.Fatalf("%d descriptors in use at the ceiling, of %d", used, tc.res.descriptors)
 			}
 		})
