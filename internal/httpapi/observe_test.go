@@ -96,7 +96,7 @@ func TestMetricsAfterAStructuredTurn(t *testing.T) {
 	wantValue(t, s, 1, "chatd_structured_requests_finished_total")
 	wantValue(t, s, 1, "chatd_provider_call_duration_seconds_count", "model", "mock/model", "call", "step", "outcome", "ok")
 	wantValue(t, s, 0, "chatd_chats_claimed") // the workers stopped
-	wantValue(t, s, 2, "chatd_workers")
+	wantValue(t, s, 3, "chatd_workers")       // testenv's default --max-running
 	wantValue(t, s, 0, "chatd_open_streams")
 	wantValue(t, s, 1, "chatd_metrics_database_up")
 	wantValue(t, s, 0, "chatd_queued_messages")
