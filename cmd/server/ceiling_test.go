@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,40 +33,11 @@ import (
 func TestDescriptorCeiling(t *testing.T) {
 	t.Parallel()
 	const clients = 250
-	mock := proctest.Mockllm(t, "--latency", "2s")
-	bin := proctest.Build(t, "./cmd/server")
-	db := dbtest.NewURL(t)
-	dir := t.TempDir()
-	cfg := fmt.Sprintf(`{"providers":[{"name":"local","type":"openai-compatible","base_url":%q,"no_api_key":true}],
-		"models":[{"id":"local/mock","provider":"local","model":"mock-1"}],"default_model":"local/mock"}`, mock.URL+"/v1")
-	if err := os.WriteFile(filepath.Join(dir, "chatd.json"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	token, _, err := runCmd(ctx, "token", "create", "--user", "alice", "--database-url", db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := freeAddr(t)
-	cmd := exec.CommandContext(ctx, "sh", "-c", `ulimit -n 400 && exec "$0" "$@"`, bin, "server", "--listen", addr,
-		"--database-url", db, "--migrate", "--config", filepath.Join(dir, "chatd.json"),
-		"--experiments", "chat-structured-output", "--log-format", "text")
-	var logBuf bytes.Buffer
-	stderr := &syncWriter{w: &logBuf}
-	cmd.Stderr = stderr
-	logText := func() string {
-		stderr.mu.Lock()
-		defer stderr.mu.Unlock()
-		return logBuf.String()
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	base := "http://" + addr
-	waitReady(t, base)
-	started := logText()
+	cd := startChatd(t, ctx, []string{"--latency", "2s"}, []string{"sh", "-c", `ulimit -n 400 && exec "$0" "$@"`})
+	base, token := cd.base, cd.token
+	started := cd.log()
 	m := regexp.MustCompile(`max_running=(\d+) max_running_bound=descriptors max_connections=(\d+) descriptors=400`).FindStringSubmatch(started)
 	if m == nil {
 		t.Fatalf("the start-up line does not say the ceiling from 400 descriptors:\n%s", started)
@@ -73,13 +45,12 @@ func TestDescriptorCeiling(t *testing.T) {
 	if conns, _ := strconv.Atoi(m[2]); conns >= clients {
 		t.Fatalf("%s client connections allowed: the test's %d clients would not pass it", m[2], clients)
 	}
-
 	var mu sync.Mutex
 	refused, other := 0, []string{}
 	var wg sync.WaitGroup
 	for i := range clients {
 		wg.Go(func() {
-			n, err := turnWithRetries(ctx, base, strings.TrimSpace(token), i)
+			n, err := turnWithRetries(ctx, base, token, i)
 			mu.Lock()
 			defer mu.Unlock()
 			refused += n
@@ -90,9 +61,9 @@ func TestDescriptorCeiling(t *testing.T) {
 	}
 	wg.Wait()
 	if len(other) > 0 {
-		t.Fatalf("%d of %d clients' turns failed, e.g. %s\n%s", len(other), clients, other[0], logText())
+		t.Fatalf("%d of %d clients' turns failed, e.g. %s\n%s", len(other), clients, other[0], cd.log())
 	}
-	if log := logText(); strings.Contains(log, "too many open files") {
+	if log := cd.log(); strings.Contains(log, "too many open files") {
 		t.Fatalf("chatd ran out of descriptors:\n%s", log)
 	}
 	if refused == 0 {
@@ -112,50 +83,14 @@ func turnWithRetries(ctx context.Context, base, token string, i int) (int, error
 			Name: "r", Schema: json.RawMessage(`{"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"]}`)}},
 	})
 	refused := 0
-	call := func(method, path string, body []byte, out any) error {
-		for {
-			req, err := http.NewRequestWithContext(ctx, method, base+path, bytes.NewReader(body))
-			if err != nil {
-				return err
-			}
-			req.Header.Set("Authorization", "Bearer "+token)
-			req.Header.Set("Content-Type", "application/json")
-			res, err := hc.Do(req)
-			if err != nil {
-				return err
-			}
-			b, err := io.ReadAll(res.Body)
-			res.Body.Close()
-			if err != nil {
-				return err
-			}
-			if res.StatusCode == http.StatusServiceUnavailable {
-				after, err := strconv.Atoi(res.Header.Get("Retry-After"))
-				if err != nil {
-					return fmt.Errorf("503 without a Retry-After: %s", b)
-				}
-				refused++
-				select { // what the answer asks of the client
-				case <-time.After(time.Duration(after) * time.Second):
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-				continue
-			}
-			if res.StatusCode/100 != 2 {
-				return fmt.Errorf("%s %s: %d %s", method, path, res.StatusCode, b)
-			}
-			return json.Unmarshal(b, out)
-		}
-	}
 	var created client.CreateChatResponse
-	if err := call(http.MethodPost, "/api/v1/chats", body, &created); err != nil {
+	if err := callRetrying(ctx, hc, token, http.MethodPost, base+"/api/v1/chats", body, &created, &refused); err != nil {
 		return refused, err
 	}
 	id := created.Messages[0].StructuredOutputRequestID
 	for {
 		var res client.StructuredOutputResult
-		if err := call(http.MethodGet, "/api/v1/structured-outputs/"+id.String()+"?wait=30s", nil, &res); err != nil {
+		if err := callRetrying(ctx, hc, token, http.MethodGet, base+"/api/v1/structured-outputs/"+id.String()+"?wait=30s", nil, &res, &refused); err != nil {
 			return refused, err
 		}
 		switch res.Status {
@@ -166,4 +101,90 @@ func turnWithRetries(ctx context.Context, base, token string, i int) (int, error
 		}
 		return refused, fmt.Errorf("request %s ended %s", id, res.Status)
 	}
+}
+
+// callRetrying makes one call, retrying after each 503's Retry-After
+// (counted in refused), and decodes a 2xx answer into out.
+func callRetrying(ctx context.Context, hc *http.Client, token, method, url string, body []byte, out any, refused *int) error {
+	for {
+		req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		b, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		switch {
+		case err != nil:
+			return err
+		case res.StatusCode == http.StatusServiceUnavailable:
+			after, err := strconv.Atoi(res.Header.Get("Retry-After"))
+			if err != nil {
+				return fmt.Errorf("503 without a Retry-After: %s", b)
+			}
+			*refused++
+			select { // what the answer asks of the client
+			case <-time.After(time.Duration(after) * time.Second):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		case res.StatusCode/100 != 2:
+			return fmt.Errorf("%s %s: %d %s", method, url, res.StatusCode, b)
+		default:
+			return json.Unmarshal(b, out)
+		}
+	}
+}
+
+// chatdProc is the chatd binary serving a database with a mockllm
+// process as its model, and a token for alice.
+type chatdProc struct {
+	base, debug, token string
+	logBuf             *bytes.Buffer
+	logW               *syncWriter
+}
+
+// log is what chatd wrote to its standard error so far.
+func (c *chatdProc) log() string {
+	c.logW.mu.Lock()
+	defer c.logW.mu.Unlock()
+	return c.logBuf.String()
+}
+
+// startChatd starts mockllm with mockArgs and chatd (behind wrap, a
+// command line that execs it, when given) with its profiler on, and waits
+// until chatd is ready; both stop when the test ends.
+func startChatd(t *testing.T, ctx context.Context, mockArgs, wrap []string) *chatdProc {
+	t.Helper()
+	mock := proctest.Mockllm(t, mockArgs...)
+	bin := proctest.Build(t, "./cmd/server")
+	db := dbtest.NewURL(t)
+	dir := t.TempDir()
+	cfg := fmt.Sprintf(`{"providers":[{"name":"local","type":"openai-compatible","base_url":%q,"no_api_key":true}],
+		"models":[{"id":"local/mock","provider":"local","model":"mock-1"}],"default_model":"local/mock"}`, mock.URL+"/v1")
+	if err := os.WriteFile(filepath.Join(dir, "chatd.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	token, _, err := runCmd(ctx, "token", "create", "--user", "alice", "--database-url", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &chatdProc{base: "http://" + freeAddr(t), debug: freeAddr(t), token: strings.TrimSpace(token), logBuf: &bytes.Buffer{}}
+	c.logW = &syncWriter{w: c.logBuf}
+	args := append(slices.Clone(wrap), bin, "server", "--listen", strings.TrimPrefix(c.base, "http://"), "--debug-listen", c.debug,
+		"--database-url", db, "--migrate", "--config", filepath.Join(dir, "chatd.json"),
+		"--experiments", "chat-structured-output", "--log-format", "text")
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Stderr = c.logW
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	waitReady(t, c.base)
+	return c
 }

@@ -1,23 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/chatd/chatd/client"
-	"github.com/chatd/chatd/internal/dbtest"
-	"github.com/chatd/chatd/internal/proctest"
 	"github.com/chatd/chatd/internal/prom"
 )
 
@@ -31,35 +24,13 @@ import (
 func TestMemoryPerChatInFlight(t *testing.T) {
 	t.Parallel()
 	const chats = 300
-	mock := proctest.Mockllm(t, "--latency", "60s")
-	bin := proctest.Build(t, "./cmd/server")
-	db := dbtest.NewURL(t)
-	dir := t.TempDir()
-	cfg := fmt.Sprintf(`{"providers":[{"name":"local","type":"openai-compatible","base_url":%q,"no_api_key":true}],
-		"models":[{"id":"local/mock","provider":"local","model":"mock-1"}],"default_model":"local/mock"}`, mock.URL+"/v1")
-	if err := os.WriteFile(filepath.Join(dir, "chatd.json"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	token, _, err := runCmd(ctx, "token", "create", "--user", "alice", "--database-url", db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, debug := freeAddr(t), freeAddr(t)
-	cmd := exec.CommandContext(ctx, bin, "server", "--listen", addr, "--debug-listen", debug, "--database-url", db, "--migrate",
-		"--config", filepath.Join(dir, "chatd.json"), "--experiments", "chat-structured-output", "--log-level", "warn")
-	var logBuf bytes.Buffer
-	cmd.Stderr = &syncWriter{w: &logBuf}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	base := "http://" + addr
-	waitReady(t, base)
+	cd := startChatd(t, ctx, []string{"--latency", "60s"}, nil)
+	base, debug := cd.base, cd.debug
 	idle := weigh(t, base, debug)
 
-	c := client.New(base, strings.TrimSpace(token), &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: chats}})
+	c := client.New(base, cd.token, &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: chats}})
 	var wg sync.WaitGroup
 	for i := range chats {
 		wg.Go(func() {

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/dbtest"
 	"github.com/chatd/chatd/internal/testenv"
@@ -36,16 +38,7 @@ func TestSchemaFloorNotifiesNobody(t *testing.T) {
 	}
 	env.Stop() // nothing of chatd's notifies from here on
 
-	listen, err := env.Pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer listen.Release()
-	for _, ch := range []string{"chatd_chat", "chatd_work", "chatd_request"} {
-		if _, err := listen.Exec(ctx, "LISTEN "+ch); err != nil {
-			t.Fatal(err)
-		}
-	}
+	listen := listenOn(t, env, "chatd_chat", "chatd_work", "chatd_request")
 	owner, err := schemaFloor.setup(ctx, env.Pool)
 	if err != nil {
 		t.Fatal(err)
@@ -78,4 +71,20 @@ func TestSchemaFloorNotifiesNobody(t *testing.T) {
 		}
 		t.Fatalf("the floor notified %s %q", note.Channel, note.Payload)
 	}
+}
+
+// listenOn is a connection of env's pool listening on the channels.
+func listenOn(t *testing.T, env *testenv.Env, channels ...string) *pgxpool.Conn {
+	t.Helper()
+	conn, err := env.Pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Release)
+	for _, ch := range channels {
+		if _, err := conn.Exec(t.Context(), "LISTEN "+ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return conn
 }

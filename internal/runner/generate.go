@@ -167,14 +167,7 @@ func (a *action) stream(ctx context.Context, p *call, attempt int32) (res stepRe
 			a.opts.TestSignals.FinalizerFragment.Wait(silentCtx)
 		}
 	}
-	// The call runs on a goroutine of its own, which this one waits for.
-	// Its frames (fantasy's, the provider SDK's, net/http's) are deep: on
-	// top of the worker's they held a stack of 64 KiB for as long as the
-	// model took; alone they leave 32 KiB, the worker's 16 KiB, once a
-	// collection has shrunk them (a chat waiting on its model).
-	done := make(chan stepResult, 1)
-	go func() { done <- streamStep(silentCtx, p.model.LM, p.call, emit) }()
-	res = <-done
+	res = streamApart(silentCtx, p.model.LM, p.call, emit)
 	silence.Stop()
 	if res.Err != nil && errors.Is(context.Cause(silentCtx), errProviderSilent) && stepCtx.Err() == nil {
 		res.Err = &fantasy.ProviderError{Title: "stream stalled", TransientError: true,
@@ -200,6 +193,17 @@ func (a *action) stream(ctx context.Context, p *call, attempt int32) (res stepRe
 			slog.String("wire_finish", v.Raw), slog.Bool("refused", res.Refused), slog.Duration("took", time.Since(start)))
 	}
 	return res, cut
+}
+
+// streamApart runs streamStep on a goroutine of its own and waits for it.
+// The call's frames (fantasy's, the provider SDK's, net/http's) are deep:
+// on top of the worker's they held a stack of 64 KiB for as long as the
+// model took; apart they leave 32 KiB, and the worker's 16 KiB, once a
+// collection has shrunk them (a chat waiting on its model).
+func streamApart(ctx context.Context, lm fantasy.LanguageModel, call fantasy.Call, emit func(Delta)) stepResult {
+	done := make(chan stepResult, 1)
+	go func() { done <- streamStep(ctx, lm, call, emit) }()
+	return <-done
 }
 
 // watch cancels the step when the chat's status, owner or history moves.
