@@ -135,7 +135,7 @@ var formatCost = map[string]struct {
 	"relative-json-pointer": {fixedNs: 500, ns: 25, b: 8, fixedB: 2 << 10},
 }
 
-// The cost of checking a string against an enum set (enumset.go): the
+// The cost of checking a string against an enum set (compile_enumset.go): the
 // registry's lock and lookup, and hashing the string.
 const (
 	enumSetNs     = 600
@@ -215,7 +215,7 @@ func (e *estimate) add(ns, b float64) {
 func estimateCost(n *cnode, v *vnode, rawLen int) *estimate { return estimateWith(n, v, rawLen, 0) }
 
 // estimateWith is estimateCost with work done before it charged: the
-// ECMAScript matches of property names (ecmakeys.go), in ns.
+// ECMAScript matches of property names (ecma_keys.go), in ns.
 func estimateWith(n *cnode, v *vnode, rawLen int, doneNs float64) *estimate {
 	e := &estimate{root: v}
 	e.add(doneNs, 0)

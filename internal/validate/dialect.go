@@ -10,8 +10,8 @@ import "strings"
 // an annotation in this one (Draft-04 has no "const"; Draft-06 no "if"),
 // warned, except the few the later dialects removed, which a 2019-09 or
 // 2020-12 document would otherwise silently lose. The library compiles
-// Draft-07, so what differs is translated exactly (transform.go,
-// unevaluated.go): Draft-04's boolean exclusiveMaximum/exclusiveMinimum,
+// Draft-07, so what differs is translated exactly (dialect_translate.go,
+// dialect_unevaluated.go): Draft-04's boolean exclusiveMaximum/exclusiveMinimum,
 // 2019-09's and 2020-12's keywords beside "$ref", dependentRequired,
 // dependentSchemas, unevaluatedProperties/unevaluatedItems and
 // $recursiveRef/$dynamicRef where their meaning does not depend on the

@@ -31,7 +31,7 @@ import (
 // format chatd does not check is dropped before the library sees the
 // document). A patternProperties key the library matches with Go's
 // regexp by its source, which no format can stand in for: such a key is
-// handled by specialising the document (ecmakeys.go).
+// handled by specialising the document (ecma_keys.go).
 
 // ecmaFormat prefixes the format name standing for an ECMAScript pattern.
 const ecmaFormat = "\x00ecma\x00"

@@ -26,7 +26,7 @@ const (
 	MaxPatternTotal   = 16384     // compiled program instructions of all patterns together (catalogue: 2,882)
 	MaxPatternBytes   = 1024      // source length of one pattern (catalogue: 650)
 	MaxPatternInsts   = 1024      // compiled RE2 program size of one pattern, regexp/syntax instructions (catalogue: 683)
-	MaxEnumEntries    = 8192      // entries of one enum of strings, checked as a set above 256 (enumset.go; catalogue: 2,461)
+	MaxEnumEntries    = 8192      // entries of one enum of strings, checked as a set above 256 (compile_enumset.go; catalogue: 2,461)
 	MaxMixedEnums     = 2048      // entries of an enum with a value that is not a string (the library's check is quadratic)
 	MaxNames          = 512       // entries of one required or dependencies array (the library's duplicate check is quadratic; catalogue: 39)
 	MaxLiteralBytes   = 64 << 10  // compact JSON size of one const / enum / default / examples value (catalogue: 19,025)
@@ -76,18 +76,18 @@ const (
 	kwPatternProperties
 	kwDependencies
 	kwSchemaArray
-	kwRef         // $ref: a local reference (refs.go)
+	kwRef         // $ref: a local reference (admit_refs.go)
 	kwDefinitions // definitions, $defs: an object of schemas that apply nowhere by themselves
-	kwID          // $id (id at the root): an identifier (bundle.go)
+	kwID          // $id (id at the root): an identifier (admit_bundle.go)
 	kwAnnotation  // any JSON value, never asserted
 	kwNullable    // OpenAPI 3.0's nullable: true adds "null" to "type"
-	kwAnchor      // 2019-09's and 2020-12's $anchor: a plain-name fragment (bundle.go)
+	kwAnchor      // 2019-09's and 2020-12's $anchor: a plain-name fragment (admit_bundle.go)
 
 	kwExclusiveFlag     // Draft-04's boolean exclusiveMaximum / exclusiveMinimum
 	kwDependentRequired // an object of lists of names (dependencies' lists)
 	kwDependentSchemas  // an object of schemas (dependencies' schemas)
-	kwUnevaluated       // unevaluatedProperties / unevaluatedItems: a schema (unevaluated.go)
-	kwDynamicRef        // $recursiveRef, $dynamicRef: a reference resolved where it applies (bundle.go)
+	kwUnevaluated       // unevaluatedProperties / unevaluatedItems: a schema (dialect_unevaluated.go)
+	kwDynamicRef        // $recursiveRef, $dynamicRef: a reference resolved where it applies (admit_bundle.go)
 	kwDynamicAnchor     // $recursiveAnchor, $dynamicAnchor
 	kwUntranslatable    // refused (dialect.go)
 )
@@ -122,7 +122,7 @@ var keywords = map[string]kwKind{
 // ignored without a warning. A key whose name marks it as an annotation
 // ("_format", "x-order", "//": namedAnnotation) is ignored with a warning;
 // other unknown keywords are ignored too, with a warning, unless they look
-// like a typo of a validation keyword (admission.go).
+// like a typo of a validation keyword (admit_annotations.go).
 var EditorAnnotations = []string{
 	"markdownDescription", "markdownEnumDescriptions", "enumDescriptions", "enumItemLabels",
 	"deprecationMessage", "defaultSnippets", "doNotSuggest", "suggestSortText", "errorMessage",
@@ -194,8 +194,8 @@ type screened struct {
 	ecma      []string                   // sources of the patterns only the ECMAScript engine runs (ecma.go)
 	ecmaRE    map[string]*regexp2.Regexp // and their compiled form
 	uneval    map[string]unevalPlan      // unevaluatedProperties / unevaluatedItems pointer → its translation
-	enums     map[string][]string        // enums checked as sets, by format name (enumset.go)
-	ecmaKeys  map[string]*regexp2.Regexp // patternProperties keys only ECMAScript runs (ecmakeys.go)
+	enums     map[string][]string        // enums checked as sets, by format name (compile_enumset.go)
+	ecmaKeys  map[string]*regexp2.Regexp // patternProperties keys only ECMAScript runs (ecma_keys.go)
 }
 
 type screener struct {
@@ -216,13 +216,13 @@ type screener struct {
 	dynamic     map[string][]string // $dynamicAnchor name → the pointers of the schemas declaring it
 	unevaluated []string            // pointers of unevaluatedProperties / unevaluatedItems keywords
 	uneval      map[string]unevalPlan
-	evalMemo    map[evalKey]evalAnswer // unevaluated.go
+	evalMemo    map[evalKey]evalAnswer // dialect_unevaluated.go
 	detached    []string
 	refs        []refSite
 	warnings    []Warning
 	ecma        map[string]*regexp2.Regexp
-	enums       map[string][]string        // enums checked as sets, by format name (enumset.go)
-	ecmaKeys    map[string]*regexp2.Regexp // patternProperties keys only ECMAScript runs (ecmakeys.go)
+	enums       map[string][]string        // enums checked as sets, by format name (compile_enumset.go)
+	ecmaKeys    map[string]*regexp2.Regexp // patternProperties keys only ECMAScript runs (ecma_keys.go)
 	ecmaKeyPtrs []string                   // and where they are
 	problems    Problems                   // the refusals found so far (note)
 	stop        bool                       // a cap was passed, or MaxProblems found: screening stops
@@ -602,7 +602,7 @@ func (s *screener) schemaArray(arr []any, kp string, depth int, branches bool, b
 // pattern is compiled here once; its program size feeds the cost model.
 // A pattern RE2 cannot parse (lookaround, backreferences) is run by the
 // ECMAScript engine instead: a "pattern" as a format (ecma.go), a
-// patternProperties key (key) by specialising the document (ecmakeys.go).
+// patternProperties key (key) by specialising the document (ecma_keys.go).
 func (s *screener) pattern(src, ptr string, key bool) error {
 	s.patterns++
 	if s.patterns > MaxPatterns {

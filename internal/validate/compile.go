@@ -154,12 +154,12 @@ var slots = make(chan struct{}, max(2, runtime.GOMAXPROCS(0)))
 type Schema struct {
 	compiled *gojsonschema.Schema
 	model    *cnode
-	// Warnings say what was admitted but is not checked (admission.go):
+	// Warnings say what was admitted but is not checked (admit_annotations.go):
 	// the first MaxWarnings, in document order. Read only.
 	Warnings []Warning
 	ecma     []*ecmaEntry // registered while s lives (ecma.go)
 
-	// patternProperties keys only ECMAScript runs (ecmakeys.go): the
+	// patternProperties keys only ECMAScript runs (ecma_keys.go): the
 	// document to specialise, and the specialisations made
 	ecmaKeys []ecmaKey
 	template any

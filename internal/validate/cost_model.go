@@ -56,7 +56,7 @@ type cnode struct {
 	elseS               *cnode
 
 	// ref is the schema a "$ref" names; the library validates against it
-	// alone (its siblings are never assertions: screen.go, prepare).
+	// alone (its siblings are never assertions: admit_screen.go, prepare).
 	ref *cnode
 }
 

@@ -172,7 +172,7 @@ func TestNamedAnnotations(t *testing.T) {
 }
 
 // TestDiscriminatedUnions: a oneOf/anyOf whose branches are told apart by
-// one property's const/enum values is dispatched on it (transform.go,
+// one property's const/enum values is dispatched on it (dialect_translate.go,
 // discriminate), with the verdict the oracle gives the union as written,
 // for objects of every branch, with the property absent or of no branch,
 // and for values that are not objects. A catalogue value

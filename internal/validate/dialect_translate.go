@@ -144,7 +144,7 @@ func integerRange(lo, hi string) map[string]any {
 //     go: those dialects ignore them (the screening warned);
 //   - in a 2019-09 or 2020-12 document (modern), dependentRequired and
 //     dependentSchemas become dependencies, each unevaluated keyword the
-//     allOf entry its plan says (unevaluated.go), and a "$ref" (or a
+//     allOf entry its plan says (dialect_unevaluated.go), and a "$ref" (or a
 //     resolved "$recursiveRef"/"$dynamicRef") beside other keywords one
 //     more allOf entry, {"$ref": R}: there the siblings apply.
 //
@@ -224,7 +224,7 @@ func (p *preparer) node(node any, ptr string) {
 		obj["enum"] = distinct(e)
 	}
 	if values := setEnum(obj["enum"]); values != nil {
-		// checked as a set (enumset.go)
+		// checked as a set (compile_enumset.go)
 		delete(obj, "enum")
 		appendAllOf(obj, map[string]any{"type": "string", "format": enumSetName(values)})
 	}

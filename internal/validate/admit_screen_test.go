@@ -205,7 +205,7 @@ func TestScreenPatterns(t *testing.T) {
 		{`{"pattern":"(?=x)"}`, "", ""}, // ECMAScript: run by regexp2 (ecma.go)
 		{`{"pattern":"\\cA"}`, "", ""},
 		{`{"pattern":"(?<=a)(b)\\1"}`, "", ""},
-		{`{"patternProperties":{"^(?!@@)\\w+$":{}}}`, "", ""}, // ECMAScript: ecmakeys.go
+		{`{"patternProperties":{"^(?!@@)\\w+$":{}}}`, "", ""}, // ECMAScript: ecma_keys.go
 		{`{"patternProperties":{"^(?!x":{}}}`, "/patternProperties/^(?!x", "neither ECMAScript nor RE2 syntax"},
 		{`{"pattern":"(?!x"}`, "/pattern", "neither ECMAScript nor RE2 syntax"},
 		{`{"pattern":"a{2,1}"}`, "/pattern", "neither ECMAScript nor RE2 syntax"},
