@@ -30,13 +30,6 @@ type Warning struct {
 // document order.
 const MaxWarnings = 32
 
-// AnnotationFormats assert nothing by definition (OpenAPI: "password" is a
-// hint to obscure the input, "binary" any sequence of octets): admitted
-// without a warning.
-var AnnotationFormats = []string{"password", "binary"}
-
-var annotationFormats = map[string]bool{"password": true, "binary": true}
-
 // validationKeywords are the Draft-07 keywords whose loss would change a
 // verdict: an unknown keyword close to one of them is refused as a typo.
 var validationKeywords = []string{
