@@ -348,44 +348,163 @@ func (s *screener) schema(node any, ptr string, depth int, base *url.URL) error 
 	return s.note(countOrder(obj, ptr, "minProperties", "maxProperties"))
 }
 
+// keyword checks the value of one known keyword at a schema position and
+// screens the schemas it holds, by kind.
 func (s *screener) keyword(obj map[string]any, k, ptr string, depth int, base *url.URL) error {
 	v := obj[k]
 	kp := ptr + "/" + escapePointer(k)
 	kind, _ := s.kindAt(k, ptr)
 	switch kind {
 	case kwSchemaURI:
-		d, ok := dialectOf(v)
-		if ptr != "" && !s.dialect.modern() {
-			if !ok || d != s.dialect {
-				s.warn(kp, k, "$schema below the root is ignored in %s, which reads it only at the root: this schema is read as %s too", s.dialect, s.dialect)
-			}
-			return nil
-		}
-		if !ok {
-			return fail(kp, "unknown dialect: $schema must be one of %q (Draft-04), %q (Draft-06), %q (Draft-07), %q (2019-09) or %q (2020-12), "+
-				"each with or without the trailing \"#\"", Draft04URI, Draft06URI, Draft07URI, Draft2019URI, Draft2020URI)
-		}
-		if d != s.dialect {
-			return fail(kp, "a bundled schema must use the document's dialect: a different $schema below the root is not supported")
-		}
+		return s.schemaURI(v, k, ptr, kp)
 	case kwID, kwAnchor, kwDynamicAnchor, kwUntranslatable:
-		// read and registered by identify, or refused already
-	case kwExclusiveFlag:
-		if _, ok := v.(bool); !ok {
-			return fail(kp, "must be a boolean in %s (it makes %q exclusive)", s.dialect, strings.ToLower(k[9:10])+k[10:])
+		return nil // read and registered by identify, or refused already
+	case kwRef, kwDynamicRef:
+		return s.reference(obj, v, k, ptr, kp)
+	case kwUnevaluated, kwSchema, kwItems, kwSchemaArray:
+		return s.subschema(v, k, ptr, kp, kind, depth, base)
+	case kwDefinitions, kwProperties, kwDependentSchemas, kwPatternProperties, kwDependencies:
+		return s.schemaMap(v, ptr, kp, kind, depth, base)
+	case kwEnum, kwPattern, kwFormat, kwRequired, kwDependentRequired:
+		return s.assertion(v, k, kp, kind)
+	}
+	return s.literal(v, k, kp, kind)
+}
+
+// schemaURI checks a "$schema": the document's dialect at the root (and,
+// in 2019-09 and 2020-12, in bundled resources); ignored below the root
+// of an older dialect.
+func (s *screener) schemaURI(v any, k, ptr, kp string) error {
+	d, ok := dialectOf(v)
+	if ptr != "" && !s.dialect.modern() {
+		if !ok || d != s.dialect {
+			s.warn(kp, k, "$schema below the root is ignored in %s, which reads it only at the root: this schema is read as %s too", s.dialect, s.dialect)
 		}
-	case kwDynamicRef:
+		return nil
+	}
+	if !ok {
+		return fail(kp, "unknown dialect: $schema must be one of %q (Draft-04), %q (Draft-06), %q (Draft-07), %q (2019-09) or %q (2020-12), "+
+			"each with or without the trailing \"#\"", Draft04URI, Draft06URI, Draft07URI, Draft2019URI, Draft2020URI)
+	}
+	if d != s.dialect {
+		return fail(kp, "a bundled schema must use the document's dialect: a different $schema below the root is not supported")
+	}
+	return nil
+}
+
+// reference records a "$ref", "$recursiveRef" or "$dynamicRef" for
+// resolution once the whole document is screened (admit_refs.go).
+func (s *screener) reference(obj map[string]any, v any, k, ptr, kp string) error {
+	str, ok := v.(string)
+	if !ok {
+		return fail(kp, "must be a string")
+	}
+	if k == "$recursiveRef" && str != "#" {
+		return fail(kp, `must be "#" (2019-09 defines no other value)`)
+	}
+	s.refs = append(s.refs, refSite{node: obj, ptr: ptr, ref: str, key: k})
+	return nil
+}
+
+// subschema screens a keyword whose value is one schema, or a list of
+// them (items, allOf, anyOf, oneOf, prefixItems).
+func (s *screener) subschema(v any, k, ptr, kp string, kind kwKind, depth int, base *url.URL) error {
+	switch kind {
+	case kwUnevaluated:
+		s.unevaluated = append(s.unevaluated, kp)
+	case kwSchema:
+		if inPlace[k] {
+			s.inplace[ptr] = append(s.inplace[ptr], kp)
+		}
+	case kwItems:
+		if arr, ok := v.([]any); ok {
+			if s.dialect == draft2020 {
+				return fail(kp, "in 2020-12, items must be one schema (a list of schemas is prefixItems)")
+			}
+			return s.schemaArray(arr, kp, depth, false, base)
+		}
+	case kwSchemaArray:
+		arr, ok := v.([]any)
+		if !ok {
+			return fail(kp, "must be a non-empty array of schemas")
+		}
+		for i := range arr {
+			s.inplace[ptr] = append(s.inplace[ptr], kp+"/"+strconv.Itoa(i))
+		}
+		return s.schemaArray(arr, kp, depth, true, base)
+	}
+	return s.schema(v, kp, depth+1, base)
+}
+
+// schemaMap screens a keyword whose value is an object of schemas
+// (definitions, properties, dependentSchemas, patternProperties) or, for
+// dependencies, of schemas and lists of names.
+func (s *screener) schemaMap(v any, ptr, kp string, kind kwKind, depth int, base *url.URL) error {
+	m, ok := v.(map[string]any)
+	switch {
+	case ok:
+	case kind == kwPatternProperties:
+		return fail(kp, "must be an object whose keys are patterns and values are schemas")
+	case kind == kwDependencies:
+		return fail(kp, "must be an object whose values are schemas or arrays of property names")
+	default:
+		return fail(kp, "must be an object whose values are schemas")
+	}
+	for _, name := range sortedKeys(m) {
+		dp := kp + "/" + escapePointer(name)
+		switch kind {
+		case kwPatternProperties:
+			if err := s.pattern(name, dp, true); err != nil {
+				return err
+			}
+		case kwDependencies:
+			if _, isArr := m[name].([]any); isArr {
+				if err := stringSet(m[name], dp); err != nil {
+					return err
+				}
+				continue
+			}
+			s.inplace[ptr] = append(s.inplace[ptr], dp)
+		case kwDependentSchemas:
+			s.inplace[ptr] = append(s.inplace[ptr], dp)
+		}
+		if err := s.schema(m[name], dp, depth+1, base); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// assertion checks the value of a keyword that asserts something of
+// strings or objects beyond its own shape: enum (kept as a set when
+// large), pattern, format (an unknown one warned), required and
+// dependentRequired.
+func (s *screener) assertion(v any, k, kp string, kind kwKind) error {
+	switch kind {
+	case kwEnum:
+		if err := checkEnum(v, kp, s.dialect.modern()); err != nil {
+			return err
+		}
+		if values := setEnum(v); values != nil {
+			s.enums[enumSetName(values)] = values
+		}
+	case kwPattern:
 		str, ok := v.(string)
 		if !ok {
 			return fail(kp, "must be a string")
 		}
-		if k == "$recursiveRef" && str != "#" {
-			return fail(kp, `must be "#" (2019-09 defines no other value)`)
+		return s.pattern(str, kp, false)
+	case kwFormat:
+		name, ok := v.(string)
+		if !ok {
+			return fail(kp, "must be a string")
 		}
-		s.refs = append(s.refs, refSite{node: obj, ptr: ptr, ref: str, key: k})
-	case kwUnevaluated:
-		s.unevaluated = append(s.unevaluated, kp)
-		return s.schema(v, kp, depth+1, base)
+		if !formatSet[name] && !annotationFormats[name] {
+			s.warn(kp, k, "format %q is not checked (unknown formats are annotations); checked formats: %s; for numbers: %s",
+				name, strings.Join(Formats, ", "), strings.Join(NumericFormats, ", "))
+		}
+	case kwRequired:
+		return stringSet(v, kp)
 	case kwDependentRequired:
 		m, ok := v.(map[string]any)
 		if !ok {
@@ -396,61 +515,31 @@ func (s *screener) keyword(obj map[string]any, k, ptr string, depth int, base *u
 				return err
 			}
 		}
-	case kwDependentSchemas:
-		m, ok := v.(map[string]any)
-		if !ok {
-			return fail(kp, "must be an object whose values are schemas")
-		}
-		for _, name := range sortedKeys(m) {
-			dp := kp + "/" + escapePointer(name)
-			s.inplace[ptr] = append(s.inplace[ptr], dp)
-			if err := s.schema(m[name], dp, depth+1, base); err != nil {
-				return err
-			}
-		}
-	case kwNullable:
-		if _, ok := v.(bool); !ok {
-			return fail(kp, "must be a boolean")
-		}
-	case kwRef:
-		str, ok := v.(string)
-		if !ok {
-			return fail(kp, "must be a string")
-		}
-		s.refs = append(s.refs, refSite{node: obj, ptr: ptr, ref: str, key: k})
-	case kwDefinitions:
-		m, ok := v.(map[string]any)
-		if !ok {
-			return fail(kp, "must be an object whose values are schemas")
-		}
-		for _, name := range sortedKeys(m) {
-			if err := s.schema(m[name], kp+"/"+escapePointer(name), depth+1, base); err != nil {
-				return err
-			}
-		}
-	case kwAnnotation:
-		return literalSize(v, kp)
-	case kwString:
-		if _, ok := v.(string); !ok {
-			return fail(kp, "must be a string")
-		}
-	case kwBool:
-		if _, ok := v.(bool); !ok {
-			return fail(kp, "must be a boolean")
-		}
-	case kwLiteral:
+	}
+	return nil
+}
+
+// literal checks the shape of a keyword's value that holds no schema.
+func (s *screener) literal(v any, k, kp string, kind kwKind) error {
+	switch kind {
+	case kwAnnotation, kwLiteral:
 		return literalSize(v, kp)
 	case kwLiteralArray:
 		if _, ok := v.([]any); !ok {
 			return fail(kp, "must be an array")
 		}
 		return literalSize(v, kp)
-	case kwEnum:
-		if err := checkEnum(v, kp, s.dialect.modern()); err != nil {
-			return err
+	case kwString:
+		if _, ok := v.(string); !ok {
+			return fail(kp, "must be a string")
 		}
-		if values := setEnum(v); values != nil {
-			s.enums[enumSetName(values)] = values
+	case kwBool, kwNullable:
+		if _, ok := v.(bool); !ok {
+			return fail(kp, "must be a boolean")
+		}
+	case kwExclusiveFlag:
+		if _, ok := v.(bool); !ok {
+			return fail(kp, "must be a boolean in %s (it makes %q exclusive)", s.dialect, strings.ToLower(k[9:10])+k[10:])
 		}
 	case kwType:
 		return checkType(v, kp)
@@ -469,87 +558,6 @@ func (s *screener) keyword(obj map[string]any, k, ptr string, depth int, base *u
 	case kwCount:
 		if _, ok := countValue(v); !ok {
 			return fail(kp, "must be a non-negative integer")
-		}
-	case kwPattern:
-		str, ok := v.(string)
-		if !ok {
-			return fail(kp, "must be a string")
-		}
-		return s.pattern(str, kp, false)
-	case kwFormat:
-		name, ok := v.(string)
-		if !ok {
-			return fail(kp, "must be a string")
-		}
-		if !formatSet[name] && !annotationFormats[name] {
-			s.warn(kp, k, "format %q is not checked (unknown formats are annotations); checked formats: %s; for numbers: %s",
-				name, strings.Join(Formats, ", "), strings.Join(NumericFormats, ", "))
-		}
-	case kwSchema:
-		if inPlace[k] {
-			s.inplace[ptr] = append(s.inplace[ptr], kp)
-		}
-		return s.schema(v, kp, depth+1, base)
-	case kwItems:
-		if arr, ok := v.([]any); ok {
-			if s.dialect == draft2020 {
-				return fail(kp, "in 2020-12, items must be one schema (a list of schemas is prefixItems)")
-			}
-			return s.schemaArray(arr, kp, depth, false, base)
-		}
-		return s.schema(v, kp, depth+1, base)
-	case kwSchemaArray:
-		arr, ok := v.([]any)
-		if !ok {
-			return fail(kp, "must be a non-empty array of schemas")
-		}
-		for i := range arr {
-			s.inplace[ptr] = append(s.inplace[ptr], kp+"/"+strconv.Itoa(i))
-		}
-		return s.schemaArray(arr, kp, depth, true, base)
-	case kwRequired:
-		return stringSet(v, kp)
-	case kwProperties:
-		m, ok := v.(map[string]any)
-		if !ok {
-			return fail(kp, "must be an object whose values are schemas")
-		}
-		for _, name := range sortedKeys(m) {
-			if err := s.schema(m[name], kp+"/"+escapePointer(name), depth+1, base); err != nil {
-				return err
-			}
-		}
-	case kwPatternProperties:
-		m, ok := v.(map[string]any)
-		if !ok {
-			return fail(kp, "must be an object whose keys are patterns and values are schemas")
-		}
-		for _, pat := range sortedKeys(m) {
-			pp := kp + "/" + escapePointer(pat)
-			if err := s.pattern(pat, pp, true); err != nil {
-				return err
-			}
-			if err := s.schema(m[pat], pp, depth+1, base); err != nil {
-				return err
-			}
-		}
-	case kwDependencies:
-		m, ok := v.(map[string]any)
-		if !ok {
-			return fail(kp, "must be an object whose values are schemas or arrays of property names")
-		}
-		for _, name := range sortedKeys(m) {
-			dp := kp + "/" + escapePointer(name)
-			if _, isArr := m[name].([]any); isArr {
-				if err := stringSet(m[name], dp); err != nil {
-					return err
-				}
-				continue
-			}
-			s.inplace[ptr] = append(s.inplace[ptr], dp)
-			if err := s.schema(m[name], dp, depth+1, base); err != nil {
-				return err
-			}
 		}
 	}
 	return nil

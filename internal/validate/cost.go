@@ -203,98 +203,130 @@ func typeOK(types uint8, v *vnode) bool {
 func (e *estimate) applicators(n *cnode, v *vnode, pl int) float64 {
 	errs := 0.0
 	if len(n.anyOf) > 0 {
-		// The library stops at the first valid branch; a branch with no
-		// possible error is valid, so stopping there too is safe.
-		best := 0.0
-		for _, b := range n.anyOf {
-			k := e.sub(b, v, pl)
-			if k == 0 {
-				best = -1
-				break
-			}
-			best = max(best, k)
-		}
-		if best >= 0 {
-			e.merge(best)
-			errs += 1 + best
-			e.err(pl, 0)
-		}
+		errs += e.anyOf(n.anyOf, v, pl)
 	}
 	if len(n.oneOf) > 0 {
-		best, valid := 0.0, 0
-		for _, b := range n.oneOf {
-			k := e.sub(b, v, pl)
-			if k == 0 {
-				valid++
-			}
-			best = max(best, k)
-		}
-		if valid != 1 {
-			errs++
-			e.err(pl, 0)
-			if valid == 0 {
-				e.merge(best)
-				errs += best
-			}
-		}
+		errs += e.oneOf(n.oneOf, v, pl)
 	}
 	if len(n.allOf) > 0 {
-		sum := 0.0
-		for _, b := range n.allOf {
-			k := e.sub(b, v, pl)
-			e.merge(k)
-			sum += k
-		}
-		if sum > 0 {
-			errs += 1 + sum
-			e.err(pl, 0)
-		}
+		errs += e.allOf(n.allOf, v, pl)
 	}
 	if n.not != nil && e.sub(n.not, v, pl) == 0 {
 		errs += e.err(pl, 0)
 	}
 	if n.deps != nil {
-		if v.kind == kNumber {
-			e.parse(v.num) // isKind(Map) parses numbers
-		}
-		if v.kind == kObject {
-			obj := v.val.(map[string]any)
-			for _, k := range v.keys {
-				if e.over {
-					return errs
-				}
-				e.add(coef.iterNs, 0)
-				d, ok := n.deps[k.name]
-				if !ok {
-					continue
-				}
-				for _, name := range d.names {
-					if _, present := obj[name]; !present {
-						errs += e.err(pl, len(name))
-					}
-				}
-				if d.node != nil {
-					errs += e.eval(d.node, v, pl)
-				}
-			}
+		k, stopped := e.dependencies(n.deps, v, pl)
+		errs += k
+		if stopped {
+			return errs
 		}
 	}
 	if n.ifS != nil {
-		ifErrs := e.sub(n.ifS, v, pl)
-		branch := 0.0
-		if n.thenS != nil && ifErrs == 0 {
-			branch = e.sub(n.thenS, v, pl)
-		}
-		if n.elseS != nil && ifErrs > 0 {
-			branch = e.sub(n.elseS, v, pl)
-		}
-		if branch > 0 {
-			e.merge(branch)
-			errs += 1 + branch
-			e.err(pl, 0)
-		}
+		errs += e.conditional(n, v, pl)
 	}
 	return errs
+}
+
+// anyOf: the library stops at the first valid branch; a branch with no
+// possible error is valid, so stopping there too is safe.
+func (e *estimate) anyOf(branches []*cnode, v *vnode, pl int) float64 {
+	best := 0.0
+	for _, b := range branches {
+		k := e.sub(b, v, pl)
+		if k == 0 {
+			return 0
+		}
+		best = max(best, k)
+	}
+	e.merge(best)
+	e.err(pl, 0)
+	return 1 + best
+}
+
+// oneOf: every branch is evaluated; the errors of the worst one are kept
+// when none passes.
+func (e *estimate) oneOf(branches []*cnode, v *vnode, pl int) float64 {
+	best, valid := 0.0, 0
+	for _, b := range branches {
+		k := e.sub(b, v, pl)
+		if k == 0 {
+			valid++
+		}
+		best = max(best, k)
+	}
+	if valid == 1 {
+		return 0
+	}
+	e.err(pl, 0)
+	if valid != 0 {
+		return 1
+	}
+	e.merge(best)
+	return 1 + best
+}
+
+// allOf: every branch is evaluated and its errors kept.
+func (e *estimate) allOf(branches []*cnode, v *vnode, pl int) float64 {
+	sum := 0.0
+	for _, b := range branches {
+		k := e.sub(b, v, pl)
+		e.merge(k)
+		sum += k
+	}
+	if sum == 0 {
+		return 0
+	}
+	e.err(pl, 0)
+	return 1 + sum
+}
+
+// dependencies: each key of an object looked up; stopped is true when the
+// budget ran out on the way.
+func (e *estimate) dependencies(deps map[string]dep, v *vnode, pl int) (errs float64, stopped bool) {
+	if v.kind == kNumber {
+		e.parse(v.num) // isKind(Map) parses numbers
+	}
+	if v.kind != kObject {
+		return 0, false
+	}
+	obj := v.val.(map[string]any)
+	for _, k := range v.keys {
+		if e.over {
+			return errs, true
+		}
+		e.add(coef.iterNs, 0)
+		d, ok := deps[k.name]
+		if !ok {
+			continue
+		}
+		for _, name := range d.names {
+			if _, present := obj[name]; !present {
+				errs += e.err(pl, len(name))
+			}
+		}
+		if d.node != nil {
+			errs += e.eval(d.node, v, pl)
+		}
+	}
+	return errs, false
+}
+
+// conditional: "if", then the branch it selects.
+func (e *estimate) conditional(n *cnode, v *vnode, pl int) float64 {
+	ifErrs := e.sub(n.ifS, v, pl)
+	branch := 0.0
+	if n.thenS != nil && ifErrs == 0 {
+		branch = e.sub(n.thenS, v, pl)
+	}
+	if n.elseS != nil && ifErrs > 0 {
+		branch = e.sub(n.elseS, v, pl)
+	}
+	if branch == 0 {
+		return 0
+	}
+	e.merge(branch)
+	e.err(pl, 0)
+	return 1 + branch
 }
 
 func (e *estimate) str(n *cnode, v *vnode, pl int) float64 {
@@ -353,41 +385,9 @@ func (e *estimate) str(n *cnode, v *vnode, pl int) float64 {
 }
 
 func (e *estimate) array(n *cnode, v *vnode, pl int) float64 {
-	errs := 0.0
-	item := func(c *cnode, i int) {
-		e.add(coef.iterNs+coef.ctxNs, coef.ctxB)
-		k := e.sub(c, &v.kids[i], pl+1+digits(i))
-		e.merge(k)
-		errs += k
-	}
-	switch {
-	case n.itemsOne != nil:
-		for i := range v.kids {
-			if e.over {
-				return errs
-			}
-			item(n.itemsOne, i)
-		}
-	case len(n.itemsTuple) > 0:
-		for i := range min(len(n.itemsTuple), len(v.kids)) {
-			if e.over {
-				return errs
-			}
-			item(n.itemsTuple[i], i)
-		}
-		if len(v.kids) > len(n.itemsTuple) {
-			switch {
-			case n.addItemsFalse:
-				errs += e.err(pl, 0)
-			case n.addItems != nil:
-				for i := len(n.itemsTuple); i < len(v.kids); i++ {
-					if e.over {
-						return errs
-					}
-					item(n.addItems, i)
-				}
-			}
-		}
+	errs, stopped := e.items(n, v, pl)
+	if stopped {
+		return errs
 	}
 	if n.minItems >= 0 && len(v.kids) < n.minItems {
 		errs += e.err(pl, 12)
@@ -403,26 +403,76 @@ func (e *estimate) array(n *cnode, v *vnode, pl int) float64 {
 		}
 	}
 	if n.contains != nil {
-		best := 0.0
-		for i := range v.kids {
-			if e.over {
-				return errs
-			}
-			e.add(coef.iterNs+coef.ctxNs, coef.ctxB)
-			k := e.sub(n.contains, &v.kids[i], pl+1+digits(i))
-			if k == 0 { // certainly valid: the library stops here too
-				best = -1
-				break
-			}
-			best = max(best, k)
-		}
-		if best >= 0 {
-			e.merge(best)
-			errs += 1 + best
-			e.err(pl, 0)
+		k, stopped := e.contains(n.contains, v, pl)
+		errs += k
+		if stopped {
+			return errs
 		}
 	}
 	return errs
+}
+
+// items: items (one schema or a tuple) and additionalItems; stopped is
+// true when the budget ran out on the way.
+func (e *estimate) items(n *cnode, v *vnode, pl int) (errs float64, stopped bool) {
+	item := func(c *cnode, i int) {
+		e.add(coef.iterNs+coef.ctxNs, coef.ctxB)
+		k := e.sub(c, &v.kids[i], pl+1+digits(i))
+		e.merge(k)
+		errs += k
+	}
+	switch {
+	case n.itemsOne != nil:
+		for i := range v.kids {
+			if e.over {
+				return errs, true
+			}
+			item(n.itemsOne, i)
+		}
+	case len(n.itemsTuple) > 0:
+		for i := range min(len(n.itemsTuple), len(v.kids)) {
+			if e.over {
+				return errs, true
+			}
+			item(n.itemsTuple[i], i)
+		}
+		if len(v.kids) <= len(n.itemsTuple) {
+			break
+		}
+		switch {
+		case n.addItemsFalse:
+			errs += e.err(pl, 0)
+		case n.addItems != nil:
+			for i := len(n.itemsTuple); i < len(v.kids); i++ {
+				if e.over {
+					return errs, true
+				}
+				item(n.addItems, i)
+			}
+		}
+	}
+	return errs, false
+}
+
+// contains: the library stops at the first item that matches; an item
+// with no possible error matches, so stopping there too is safe. stopped
+// is true when the budget ran out on the way.
+func (e *estimate) contains(c *cnode, v *vnode, pl int) (errs float64, stopped bool) {
+	best := 0.0
+	for i := range v.kids {
+		if e.over {
+			return 0, true
+		}
+		e.add(coef.iterNs+coef.ctxNs, coef.ctxB)
+		k := e.sub(c, &v.kids[i], pl+1+digits(i))
+		if k == 0 {
+			return 0, false
+		}
+		best = max(best, k)
+	}
+	e.merge(best)
+	e.err(pl, 0)
+	return 1 + best, false
 }
 
 // uniqueErrors counts the duplicate errors uniqueItems reports (each item
@@ -468,10 +518,25 @@ func (e *estimate) object(n *cnode, v *vnode, pl int) float64 {
 			}
 		}
 	}
+	k, stopped := e.members(n, v, pl)
+	errs += k
+	if stopped {
+		return errs
+	}
+	if n.propNames != nil {
+		errs += e.propertyNames(n.propNames, v, pl)
+	}
+	return errs
+}
+
+// members: each member's properties, patternProperties and
+// additionalProperties; stopped is true when the budget ran out on the
+// way.
+func (e *estimate) members(n *cnode, v *vnode, pl int) (errs float64, stopped bool) {
 	nProps := float64(len(n.props))
 	for i := range v.keys {
 		if e.over {
-			return errs
+			return errs, true
 		}
 		k := &v.keys[i]
 		kpl := pl + 1 + len(k.name)
@@ -502,19 +567,23 @@ func (e *estimate) object(n *cnode, v *vnode, pl int) float64 {
 			}
 		}
 	}
-	if n.propNames != nil {
-		for i := range v.keys {
-			if e.over {
-				return errs
-			}
-			k := &v.keys[i]
-			key := vnode{val: k.name, kind: kString, runes: k.runes, size: k.size}
-			c := e.sub(n.propNames, &key, pl)
-			if c > 0 {
-				e.merge(c)
-				errs += 1 + c
-				e.err(pl, len(k.name))
-			}
+	return errs, false
+}
+
+// propertyNames: each name validated as a string.
+func (e *estimate) propertyNames(names *cnode, v *vnode, pl int) float64 {
+	errs := 0.0
+	for i := range v.keys {
+		if e.over {
+			return errs
+		}
+		k := &v.keys[i]
+		key := vnode{val: k.name, kind: kString, runes: k.runes, size: k.size}
+		c := e.sub(names, &key, pl)
+		if c > 0 {
+			e.merge(c)
+			errs += 1 + c
+			e.err(pl, len(k.name))
 		}
 	}
 	return errs

@@ -167,6 +167,8 @@ func (b *modelBuilder) target(ref string) *cnode {
 	return n
 }
 
+// fill makes n the model of the schema doc: a boolean schema, a
+// reference, or an object schema's assertions and subschemas.
 func (b *modelBuilder) fill(n *cnode, doc any) {
 	if pass, ok := doc.(bool); ok {
 		n.pass = -1
@@ -181,20 +183,36 @@ func (b *modelBuilder) fill(n *cnode, doc any) {
 		n.ref = b.target(ref)
 		return
 	}
-	sub := func(k string) *cnode {
-		if v, ok := m[k]; ok {
-			return b.node(v)
-		}
-		return nil
+	fillType(n, m)
+	fillLiterals(n, m)
+	fillCounts(n, m)
+	b.fillString(n, m)
+	b.fillArray(n, m)
+	b.fillObject(n, m)
+	n.allOf, n.anyOf, n.oneOf = b.list(m, "allOf"), b.list(m, "anyOf"), b.list(m, "oneOf")
+	n.not, n.ifS, n.thenS, n.elseS = b.sub(m, "not"), b.sub(m, "if"), b.sub(m, "then"), b.sub(m, "else")
+}
+
+// sub is the node of the schema m[k], nil when m has no k.
+func (b *modelBuilder) sub(m map[string]any, k string) *cnode {
+	if v, ok := m[k]; ok {
+		return b.node(v)
 	}
-	list := func(k string) []*cnode {
-		arr, _ := m[k].([]any)
-		out := make([]*cnode, len(arr))
-		for i, v := range arr {
-			out[i] = b.node(v)
-		}
-		return out
+	return nil
+}
+
+// list is the nodes of the schemas in the array m[k].
+func (b *modelBuilder) list(m map[string]any, k string) []*cnode {
+	arr, _ := m[k].([]any)
+	out := make([]*cnode, len(arr))
+	for i, v := range arr {
+		out[i] = b.node(v)
 	}
+	return out
+}
+
+// fillType reads "type" into a bit set and the length of its text.
+func fillType(n *cnode, m map[string]any) {
 	switch t := m["type"].(type) {
 	case string:
 		n.types, n.tlen = typeBits[t], len(t)
@@ -206,6 +224,10 @@ func (b *modelBuilder) fill(n *cnode, doc any) {
 			n.tlen += len(s) + 1
 		}
 	}
+}
+
+// fillLiterals reads const, enum and the numeric keywords.
+func fillLiterals(n *cnode, m map[string]any) {
 	if c, ok := m["const"]; ok {
 		n.hasConst, n.constLen, n.constKey = true, jsonSize(c), canonical(c, false)
 		n.constNums = literalNumbers(c, nil)
@@ -221,11 +243,15 @@ func (b *modelBuilder) fill(n *cnode, doc any) {
 	for _, k := range []string{"multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum"} {
 		if lit, ok := m[k].(json.Number); ok {
 			if ni, err := parseNumber(string(lit)); err == nil {
-				ns, b := bigFloatTextCost(ni)
-				n.numKws = append(n.numKws, numKw{name: k, lit: ni, errNs: ns, errB: b})
+				ns, nb := bigFloatTextCost(ni)
+				n.numKws = append(n.numKws, numKw{name: k, lit: ni, errNs: ns, errB: nb})
 			}
 		}
 	}
+}
+
+// fillCounts reads the count keywords; -1 is absent.
+func fillCounts(n *cnode, m map[string]any) {
 	count := func(k string) int {
 		if v, ok := m[k]; ok {
 			c, _ := countValue(v)
@@ -236,6 +262,11 @@ func (b *modelBuilder) fill(n *cnode, doc any) {
 	n.minLen, n.maxLen = count("minLength"), count("maxLength")
 	n.minItems, n.maxItems = count("minItems"), count("maxItems")
 	n.minProps, n.maxProps = count("minProperties"), count("maxProperties")
+}
+
+// fillString reads pattern and format, a format of our own standing for
+// an ECMAScript pattern or an enum set included.
+func (b *modelBuilder) fillString(n *cnode, m map[string]any) {
 	if p, ok := m["pattern"].(string); ok {
 		n.pat = b.pattern(p)
 	}
@@ -246,23 +277,28 @@ func (b *modelBuilder) fill(n *cnode, doc any) {
 	if e := enumSetOf(n.format); e != nil {
 		n.enumSet, n.format = e, ""
 	}
+}
 
+// fillArray reads the array keywords.
+func (b *modelBuilder) fillArray(n *cnode, m map[string]any) {
 	if items, ok := m["items"]; ok {
-		if arr, isArr := items.([]any); isArr {
-			n.itemsTuple = list("items")
-			_ = arr
+		if _, isArr := items.([]any); isArr {
+			n.itemsTuple = b.list(m, "items")
 		} else {
 			n.itemsOne = b.node(items)
 		}
 	}
-	if b, ok := m["additionalItems"].(bool); ok {
-		n.addItemsFalse = !b
+	if add, ok := m["additionalItems"].(bool); ok {
+		n.addItemsFalse = !add
 	} else {
-		n.addItems = sub("additionalItems")
+		n.addItems = b.sub(m, "additionalItems")
 	}
 	n.unique, _ = m["uniqueItems"].(bool)
-	n.contains = sub("contains")
+	n.contains = b.sub(m, "contains")
+}
 
+// fillObject reads the object keywords.
+func (b *modelBuilder) fillObject(n *cnode, m map[string]any) {
 	if req, ok := m["required"].([]any); ok {
 		for _, r := range req {
 			s, _ := r.(string)
@@ -280,32 +316,36 @@ func (b *modelBuilder) fill(n *cnode, doc any) {
 			n.patProps = append(n.patProps, patProp{pat: b.pattern(k), node: b.node(pp[k])})
 		}
 	}
-	if b, ok := m["additionalProperties"].(bool); ok {
-		n.addPropsFalse = !b
+	if add, ok := m["additionalProperties"].(bool); ok {
+		n.addPropsFalse = !add
 	} else {
-		n.addProps = sub("additionalProperties")
+		n.addProps = b.sub(m, "additionalProperties")
 	}
-	n.propNames = sub("propertyNames")
+	n.propNames = b.sub(m, "propertyNames")
 	if deps, ok := m["dependencies"].(map[string]any); ok {
-		n.deps = map[string]dep{}
-		for k, v := range deps {
-			if arr, isArr := v.([]any); isArr {
-				if len(arr) == 0 {
-					continue // the library registers nothing for []
-				}
-				d := dep{}
-				for _, e := range arr {
-					s, _ := e.(string)
-					d.names = append(d.names, s)
-				}
-				n.deps[k] = d
-			} else {
-				n.deps[k] = dep{node: b.node(v)}
-			}
-		}
+		b.fillDeps(n, deps)
 	}
-	n.allOf, n.anyOf, n.oneOf = list("allOf"), list("anyOf"), list("oneOf")
-	n.not, n.ifS, n.thenS, n.elseS = sub("not"), sub("if"), sub("then"), sub("else")
+}
+
+// fillDeps reads dependencies: lists of names and schemas.
+func (b *modelBuilder) fillDeps(n *cnode, deps map[string]any) {
+	n.deps = map[string]dep{}
+	for k, v := range deps {
+		arr, isArr := v.([]any)
+		if !isArr {
+			n.deps[k] = dep{node: b.node(v)}
+			continue
+		}
+		if len(arr) == 0 {
+			continue // the library registers nothing for []
+		}
+		d := dep{}
+		for _, e := range arr {
+			s, _ := e.(string)
+			d.names = append(d.names, s)
+		}
+		n.deps[k] = d
+	}
 }
 
 // literalNumbers appends the numbers found in a literal value.
