@@ -275,6 +275,9 @@ func (s *screener) limit(ptr, format string, args ...any) error {
 	return err
 }
 
+// schema screens the schema at ptr and, through its keywords, every
+// schema below it; depth is its nesting, base the URI its references
+// resolve against.
 func (s *screener) schema(node any, ptr string, depth int, base *url.URL) error {
 	if _, seen := s.positions[ptr]; seen {
 		return nil // a referenced schema under an unknown keyword, screened already
@@ -304,6 +307,29 @@ func (s *screener) schema(node any, ptr string, depth int, base *url.URL) error 
 		return s.note(err)
 	}
 	s.bases[ptr] = base
+	if err := s.classifyKeys(keys, ptr, ignored); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if _, known := s.kindAt(k, ptr); !known {
+			continue
+		}
+		// a nested schema's problems are noted already; its error stops
+		if err := s.note(s.keyword(obj, k, ptr, depth, base)); err != nil {
+			return err
+		}
+	}
+	if err := s.note(countOrder(obj, ptr, "minLength", "maxLength")); err != nil {
+		return err
+	}
+	return s.note(countOrder(obj, ptr, "minProperties", "maxProperties"))
+}
+
+// classifyKeys notes, for each key of the schema object at ptr, a
+// keyword of another dialect, one that cannot be translated or an unknown
+// one, and warns of annotations named as such and of keywords the
+// dialect ignores beside "$ref".
+func (s *screener) classifyKeys(keys []string, ptr string, ignored bool) error {
 	for _, k := range keys {
 		kp := ptr + "/" + escapePointer(k)
 		if other, err := s.otherDialect(k, ptr, kp); other {
@@ -333,19 +359,7 @@ func (s *screener) schema(node any, ptr string, depth int, base *url.URL) error 
 				"({\"allOf\":[{\"$ref\":...},{%q:...}]}), or declare %q, where keywords beside $ref apply", k, s.dialect, k, Draft2020URI)
 		}
 	}
-	for _, k := range keys {
-		if _, known := s.kindAt(k, ptr); !known {
-			continue
-		}
-		// a nested schema's problems are noted already; its error stops
-		if err := s.note(s.keyword(obj, k, ptr, depth, base)); err != nil {
-			return err
-		}
-	}
-	if err := s.note(countOrder(obj, ptr, "minLength", "maxLength")); err != nil {
-		return err
-	}
-	return s.note(countOrder(obj, ptr, "minProperties", "maxProperties"))
+	return nil
 }
 
 // keyword checks the value of one known keyword at a schema position and

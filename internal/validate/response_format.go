@@ -87,26 +87,47 @@ func ParseResponseFormat(raw json.RawMessage) (*Format, *FieldError) {
 	if err := onlyKeys(obj, field, "type", "json_schema"); err != nil {
 		return nil, err
 	}
-	typ, present := obj["type"]
-	if !present {
-		return nil, &FieldError{Field: field + ".type", Detail: `is required: "text" or "json_schema"`}
+	if text, fe := textFormat(obj, field); text || fe != nil {
+		return nil, fe
 	}
-	switch typ {
-	case "text":
-		if _, has := obj["json_schema"]; has {
-			return nil, &FieldError{Field: field + ".json_schema", Detail: `must not accompany type "text"`}
-		}
-		return nil, nil
-	case "json_schema":
-	default:
-		return nil, &FieldError{Field: field + ".type", Detail: `must be "text" or "json_schema"`}
-	}
-
 	js, ok := obj["json_schema"].(map[string]any)
 	if !ok {
 		return nil, &FieldError{Field: field + ".json_schema", Detail: "is required and must be an object"}
 	}
 	jf := field + ".json_schema"
+	f, fe := namedFormat(js, jf)
+	if fe != nil {
+		return nil, fe
+	}
+	if fe := f.compileSchema(raw, js, jf); fe != nil {
+		return nil, fe
+	}
+	return f, nil
+}
+
+// textFormat reads the envelope's "type": text is true for "text", false
+// for "json_schema".
+func textFormat(obj map[string]any, field string) (text bool, fe *FieldError) {
+	typ, present := obj["type"]
+	if !present {
+		return false, &FieldError{Field: field + ".type", Detail: `is required: "text" or "json_schema"`}
+	}
+	switch typ {
+	case "text":
+		if _, has := obj["json_schema"]; has {
+			return false, &FieldError{Field: field + ".json_schema", Detail: `must not accompany type "text"`}
+		}
+		return true, nil
+	case "json_schema":
+		return false, nil
+	default:
+		return false, &FieldError{Field: field + ".type", Detail: `must be "text" or "json_schema"`}
+	}
+}
+
+// namedFormat reads json_schema's members other than the schema: strict,
+// name and description.
+func namedFormat(js map[string]any, jf string) (*Format, *FieldError) {
 	if err := onlyKeys(js, jf, "name", "description", "schema", "strict"); err != nil {
 		return nil, err
 	}
@@ -138,24 +159,29 @@ func ParseResponseFormat(raw json.RawMessage) (*Format, *FieldError) {
 		}
 		f.Description = s
 	}
+	return f, nil
+}
+
+// compileSchema admits json_schema's schema, kept as the caller's bytes.
+func (f *Format) compileSchema(raw []byte, js map[string]any, jf string) *FieldError {
 	if _, has := js["schema"]; !has {
-		return nil, &FieldError{Field: jf + ".schema", Detail: "is required"}
+		return &FieldError{Field: jf + ".schema", Detail: "is required"}
 	}
 	if _, ok := js["schema"].(map[string]any); !ok {
-		return nil, &FieldError{Field: jf + ".schema", Detail: "(root): must be a JSON object (the value it describes may be any JSON type)"}
+		return &FieldError{Field: jf + ".schema", Detail: "(root): must be a JSON object (the value it describes may be any JSON type)"}
 	}
 	// The stored document is the caller's bytes, not a re-encoding.
 	schema := rawSchema(raw)
 	if schema == nil {
-		return nil, &FieldError{Field: jf + ".schema", Detail: "(root): cannot be read"}
+		return &FieldError{Field: jf + ".schema", Detail: "(root): cannot be read"}
 	}
 	compiled, err := CompileCached(schema)
 	if err != nil {
-		return nil, schemaError(jf+".schema", err)
+		return schemaError(jf+".schema", err)
 	}
 	f.Schema = schema
 	f.Compiled = compiled
-	return f, nil
+	return nil
 }
 
 // rawSchema extracts the raw bytes of json_schema.schema from an envelope

@@ -352,38 +352,8 @@ func (p *parser) object(depth int) (vnode, error) {
 		return n, nil
 	}
 	for {
-		p.skipSpace()
-		if p.pos >= len(p.buf) || p.buf[p.pos] != '"' {
-			return vnode{}, p.syntax("expecting an object key")
-		}
-		key, runes, ksize, err := p.str("object key")
-		if err != nil {
+		if err := p.member(&n, depth); err != nil {
 			return vnode{}, err
-		}
-		p.segs = append(p.segs, seg{key: key, idx: -1})
-		if len(key) > p.lim.MaxKeyBytes {
-			return vnode{}, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("object key is %d bytes, more than the limit of %d", len(key), p.lim.MaxKeyBytes)}
-		}
-		p.skipSpace()
-		if p.pos >= len(p.buf) || p.buf[p.pos] != ':' {
-			return vnode{}, p.syntax("expecting ':' after an object key")
-		}
-		p.pos++
-		p.skipSpace()
-		v, err := p.value(depth + 1)
-		if err != nil {
-			return vnode{}, err
-		}
-		p.segs = p.segs[:len(p.segs)-1]
-		n.size += int32(ksize) + 1 + v.size
-		n.nums += v.nums
-		n.nodes += v.nodes
-		if p.tree {
-			p.keys = push(p.keys, vkey{name: key, runes: int32(runes), size: int32(ksize)})
-			p.kids = push(p.kids, v)
-		} else {
-			p.names = push(p.names, key)
-			p.vals = push(p.vals, v.val)
 		}
 		p.skipSpace()
 		if p.pos < len(p.buf) && p.buf[p.pos] == ',' {
@@ -397,6 +367,55 @@ func (p *parser) object(depth int) (vnode, error) {
 		}
 		return vnode{}, p.syntax("expecting ',' or '}' in an object")
 	}
+	if err := p.closeObject(&n, nbase, vbase, kbase, keybase); err != nil {
+		return vnode{}, err
+	}
+	return n, nil
+}
+
+// member reads one "key": value of an object onto the scratch stacks and
+// adds its sizes to the object's.
+func (p *parser) member(n *vnode, depth int) error {
+	p.skipSpace()
+	if p.pos >= len(p.buf) || p.buf[p.pos] != '"' {
+		return p.syntax("expecting an object key")
+	}
+	key, runes, ksize, err := p.str("object key")
+	if err != nil {
+		return err
+	}
+	p.segs = append(p.segs, seg{key: key, idx: -1})
+	if len(key) > p.lim.MaxKeyBytes {
+		return &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("object key is %d bytes, more than the limit of %d", len(key), p.lim.MaxKeyBytes)}
+	}
+	p.skipSpace()
+	if p.pos >= len(p.buf) || p.buf[p.pos] != ':' {
+		return p.syntax("expecting ':' after an object key")
+	}
+	p.pos++
+	p.skipSpace()
+	v, err := p.value(depth + 1)
+	if err != nil {
+		return err
+	}
+	p.segs = p.segs[:len(p.segs)-1]
+	n.size += int32(ksize) + 1 + v.size
+	n.nums += v.nums
+	n.nodes += v.nodes
+	if p.tree {
+		p.keys = push(p.keys, vkey{name: key, runes: int32(runes), size: int32(ksize)})
+		p.kids = push(p.kids, v)
+	} else {
+		p.names = push(p.names, key)
+		p.vals = push(p.vals, v.val)
+	}
+	return nil
+}
+
+// closeObject makes the object's map (refusing a key written twice) and,
+// for a tree, its exactly sized members, from the scratch stacks above
+// the given bases.
+func (p *parser) closeObject(n *vnode, nbase, vbase, kbase, keybase int) error {
 	count := len(p.names) - nbase
 	if p.tree {
 		count = len(p.keys) - keybase
@@ -412,7 +431,7 @@ func (p *parser) object(depth int) (vnode, error) {
 		}
 		if _, dup := obj[key]; dup {
 			p.segs = append(p.segs, seg{key: key, idx: -1})
-			return vnode{}, &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("duplicate object key %q", key)}
+			return &ScanError{Pointer: p.ptr(), Detail: fmt.Sprintf("duplicate object key %q", key)}
 		}
 		obj[key] = val
 	}
@@ -421,7 +440,7 @@ func (p *parser) object(depth int) (vnode, error) {
 		n.kids = append([]vnode(nil), p.kids[kbase:]...)
 		n.keys = append([]vkey(nil), p.keys[keybase:]...)
 	}
-	return n, nil
+	return nil
 }
 
 func (p *parser) array(depth int) (vnode, error) {

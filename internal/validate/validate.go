@@ -237,7 +237,8 @@ func keyword(typ string) string {
 	return typ
 }
 
-// describe renders one error in our words from its type and details.
+// describe renders one error in our words from its type and details. It
+// is a table: one message per library error type.
 func describe(e gojsonschema.ResultError) string {
 	d := func(k string) string { return detail(e, k) }
 	var m string
