@@ -10,8 +10,6 @@ import (
 // Adversarial families: schemas at or near the caps paired with values that
 // grow with n. The verification test and the benchmarks grow each value to
 // the largest n the budget accepts (TestBudgetFamilies, BenchmarkFamilies).
-// V1-V15 are the shapes the estimator was designed against; V16 and above
-// are further shapes found while building it.
 type family struct {
 	name   string
 	schema string
@@ -25,8 +23,8 @@ func tree128(leaf string) string {
 	return `{"allOf":[` + repeatJoin(16, constant(inner)) + `]}`
 }
 
-// num64 is a 64-character number literal, the longest an earlier scan
-// admitted, written and in the plain decimal notation jsonb stores.
+// num64 is a 64-character number literal, written and in the plain
+// decimal notation jsonb stores.
 var num64 = strings.Repeat("7", 32) + "." + strings.Repeat("7", 31)
 
 // numMax is a MaxNumberLen-character literal, the longest the scan admits

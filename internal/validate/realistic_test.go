@@ -60,7 +60,8 @@ func realisticFamilies(t testing.TB) []realisticFamily {
 		}) + "}"
 	}
 	// Objects keyed by patternProperties holding short number arrays,
-	// with oneOf and if/then: the shape the old estimator refused at 6 KB.
+	// with oneOf and if/then: a pricing of every branch as failing would
+	// refuse it at 6 KB.
 	// The same with one pattern and the oneOf/if on each number.
 	readings := `{"type":"object","patternProperties":{"^[a-z]+_[0-9]+$":{"type":"array","maxItems":8,"items":` +
 		`{"oneOf":[{"type":"integer"},{"type":"number","multipleOf":0.25,"not":{"multipleOf":1}}],"if":{"minimum":0},"then":{"maximum":1000},"else":{"minimum":-100}}}},` +
@@ -92,10 +93,10 @@ var lineKinds = []string{"road", "river", "rail", "trail", "coast", "border", "p
 
 // fieldFamilies are catalogue-style shapes: maps keyed by patternProperties
 // holding short number arrays, with not, if or oneOf on each position (the
-// shape an earlier estimator refused at 6 KB while the library validated
-// it in about a millisecond: it applied every pattern's schema to every
-// key and priced not, if and oneOf as failing), a time series
-// keyed by date and a translations map.
+// library validates 6 KB of it in about a millisecond; an estimate that
+// applied every pattern's schema to every key and priced not, if and oneOf
+// as failing would refuse it), a time series keyed by date and a
+// translations map.
 func fieldFamilies() []realisticFamily {
 	lines := func(kinds int, position string) string {
 		return `{"type":"object","additionalProperties":false,"patternProperties":{` +

@@ -93,9 +93,6 @@ func storeOracle(raw []byte) (*oracle.Schema, error) {
 // place and cause; on the catalogue's instance files of admitted schemas
 // the verdicts agree with the oracle's (at least 99.5 %); and no value is
 // refused by the work budget that the oracle validates in under 50 ms.
-//
-// Before the caps were fitted to it the sample's admitted fraction was
-// 172/222 (0.775).
 func TestSchemaStore(t *testing.T) {
 	t.Parallel()
 	var hermetic, admitted, files, agree int
