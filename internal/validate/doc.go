@@ -31,12 +31,13 @@
 //
 // Dialect translation (dialect.go, dialect_translate.go,
 // dialect_unevaluated.go). The document's "$schema" decides which
-// keywords it has (dialect.go). The library compiles Draft-07 only, so the
-// screened document is rewritten into the plain Draft-07 document that
-// means the same: annotations dropped, Draft-04's flags, 2019-09's and
-// 2020-12's keywords translated, unevaluatedProperties and
-// unevaluatedItems planned (dialect_unevaluated.go), and the library's
-// defects steered around (adapt).
+// keywords it has (dialect.go). The library compiles Draft-07 only, so
+// the screened document is rewritten into the plain Draft-07 document
+// that means the same: prepare drops what asserts nothing and translates
+// 2019-09's and 2020-12's keywords (unevaluatedProperties and
+// unevaluatedItems as dialect_unevaluated.go plans them); after the
+// meta-schema check, fromDraft04 makes Draft-04's boolean bounds numeric
+// and adapt steers around the library's defects.
 //
 // Formats (formats.go). Which "format" names are checked, which apply to
 // numbers (translated into keywords) and which are annotations by
@@ -47,9 +48,11 @@
 // reaches the library as a format of our own, a patternProperties key by
 // specialising the document to each value's property names.
 //
-// Compile (compile.go, compile_enumset.go). Each translated document is
-// meta-validated against its dialect's meta-schema and compiled in a
-// deny-all loader; large enums of strings become a set lookup
+// Compile (compile.go, compile_enumset.go). compileScreened drives the
+// translation: the document, and every schema a reference names inside a
+// dropped key, is checked against its dialect's meta-schema, translated,
+// and compiled by the library in a deny-all loader, which never reads
+// anything; large enums of strings become a set lookup
 // (compile_enumset.go).
 //
 // Cost model (cost_model.go, cost.go and the other cost_*.go). Compiling
