@@ -29,92 +29,86 @@ func regexWidth(prog *syntax.Prog) int {
 	if n > maxWidthProg {
 		return n
 	}
-	w := &widthSim{prog: prog, words: (n + 63) / 64}
+	words := (n + 63) / 64
+	newSet := func() []uint64 { return make([]uint64, words) }
+	// closure adds pc and everything reachable from it without consuming
+	// input; at the start of the text only, "^" (EmptyBeginText) holds.
+	var stack []uint32
+	closure := func(set []uint64, pc uint32, atStart bool) {
+		stack = append(stack[:0], pc)
+		for len(stack) > 0 {
+			pc := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if set[pc/64]&(1<<(pc%64)) != 0 {
+				continue
+			}
+			set[pc/64] |= 1 << (pc % 64)
+			in := &prog.Inst[pc]
+			switch in.Op {
+			case syntax.InstAlt, syntax.InstAltMatch:
+				stack = append(stack, in.Out, in.Arg)
+			case syntax.InstCapture, syntax.InstNop:
+				stack = append(stack, in.Out)
+			case syntax.InstEmptyWidth:
+				if atStart || syntax.EmptyOp(in.Arg)&syntax.EmptyBeginText == 0 {
+					stack = append(stack, in.Out)
+				}
+			}
+		}
+	}
 	// after[pc]: what a rune instruction leads to, past the start
 	after := make([][]uint64, n)
 	for pc := range prog.Inst {
 		switch prog.Inst[pc].Op {
 		case syntax.InstRune, syntax.InstRune1, syntax.InstRuneAny, syntax.InstRuneAnyNotNL:
-			after[pc] = w.newSet()
-			w.closure(after[pc], prog.Inst[pc].Out, false)
+			after[pc] = newSet()
+			closure(after[pc], prog.Inst[pc].Out, false)
 		}
 	}
-	restart := w.newSet()
+	restart := newSet()
 	if prog.StartCond()&syntax.EmptyBeginText == 0 {
-		w.closure(restart, uint32(prog.Start), false)
+		closure(restart, uint32(prog.Start), false)
 	}
-	cur := w.newSet()
-	w.closure(cur, uint32(prog.Start), true)
+	cur := newSet()
+	closure(cur, uint32(prog.Start), true)
+	return widestSet(cur, restart, after)
+}
+
+// widestSet runs regexWidth's simulation from the set cur: each step is
+// what cur's rune instructions lead to (after) and a new thread
+// (restart). It returns the largest set seen once a set repeats, or the
+// program size when none does within the bound.
+func widestSet(cur, restart []uint64, after [][]uint64) int {
+	n, words := len(after), len(cur)
 	seen := map[string]bool{}
 	width := 0
 	for range n + maxWidthExtraSteps {
-		size, key := 0, make([]byte, 0, 8*w.words)
-		for _, x := range cur {
-			size += bits.OnesCount64(x)
-			key = append(key, byte(x), byte(x>>8), byte(x>>16), byte(x>>24), byte(x>>32), byte(x>>40), byte(x>>48), byte(x>>56))
+		size, key := 0, make([]byte, 0, 8*words)
+		for _, w := range cur {
+			size += bits.OnesCount64(w)
+			key = append(key, byte(w), byte(w>>8), byte(w>>16), byte(w>>24), byte(w>>32), byte(w>>40), byte(w>>48), byte(w>>56))
 		}
 		width = max(width, size)
 		if seen[string(key)] {
 			return max(width, 1)
 		}
 		seen[string(key)] = true
-		cur = w.step(cur, restart, after)
-	}
-	return n
-}
-
-// widthSim holds regexWidth's simulation: sets of instructions as bit
-// sets of words words.
-type widthSim struct {
-	prog  *syntax.Prog
-	words int
-	stack []uint32
-}
-
-func (w *widthSim) newSet() []uint64 { return make([]uint64, w.words) }
-
-// closure adds pc and everything reachable from it without consuming
-// input; at the start of the text only, "^" (EmptyBeginText) holds.
-func (w *widthSim) closure(set []uint64, pc uint32, atStart bool) {
-	w.stack = append(w.stack[:0], pc)
-	for len(w.stack) > 0 {
-		pc := w.stack[len(w.stack)-1]
-		w.stack = w.stack[:len(w.stack)-1]
-		if set[pc/64]&(1<<(pc%64)) != 0 {
-			continue
-		}
-		set[pc/64] |= 1 << (pc % 64)
-		in := &w.prog.Inst[pc]
-		switch in.Op {
-		case syntax.InstAlt, syntax.InstAltMatch:
-			w.stack = append(w.stack, in.Out, in.Arg)
-		case syntax.InstCapture, syntax.InstNop:
-			w.stack = append(w.stack, in.Out)
-		case syntax.InstEmptyWidth:
-			if atStart || syntax.EmptyOp(in.Arg)&syntax.EmptyBeginText == 0 {
-				w.stack = append(w.stack, in.Out)
-			}
-		}
-	}
-}
-
-// step is the set in flight after one more rune: what each rune
-// instruction of cur leads to, and a new thread (restart).
-func (w *widthSim) step(cur, restart []uint64, after [][]uint64) []uint64 {
-	next := w.newSet()
-	copy(next, restart)
-	for i, x := range cur {
-		for x != 0 {
-			pc := i*64 + bits.TrailingZeros64(x)
-			x &= x - 1
-			if a := after[pc]; a != nil {
-				for j := range next {
-					next[j] |= a[j]
+		next := make([]uint64, words)
+		copy(next, restart)
+		for i, w := range cur {
+			for w != 0 {
+				pc := i*64 + bits.TrailingZeros64(w)
+				w &= w - 1
+				if a := after[pc]; a != nil {
+					for j := range next {
+						next[j] |= a[j]
+					}
 				}
 			}
 		}
+		cur = next
 	}
-	return next
+	return n
 }
 
 // Bounds on regexWidth's own work: programs above maxWidthProg
