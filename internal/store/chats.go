@@ -77,31 +77,9 @@ func (s *Store) CreateChat(ctx context.Context, p NewChat) (Chat, Message, error
 	if err != nil {
 		return chat, msg, err
 	}
-	if p.Mode == "" {
-		p.Mode = client.ModeNormal
-	}
-	if p.Title == "" {
-		p.Title = titleFrom(p.Content)
-	}
-	if p.MCPServers == nil {
-		p.MCPServers = []string{} // NULL is not an empty list
-	}
-	if len(p.DynamicTools) == 0 {
-		p.DynamicTools = json.RawMessage("[]")
-	}
-	if p.ParentChatID.Valid {
-		p.Mode = client.ModeChild
-	}
 	// The admission's statements decide nothing that follows (the chat's
 	// id is ours): one batch.
-	ins := dbgen.ChatInsertParams{ID: uuid.New(),
-		OwnerID: p.OwnerID, ParentChatID: p.ParentChatID, Title: p.Title, Model: p.Model,
-		SystemPrompt: p.SystemPrompt, Mode: p.Mode, DynamicTools: p.DynamicTools, Status: client.StatusRunning,
-		McpServers: p.MCPServers, SpawnAgents: p.SpawnAgents,
-	}
-	if p.Claim != nil {
-		ins.WorkerID, ins.LeaseSeconds = uuid.NullUUID{UUID: p.Claim.Worker, Valid: true}, p.Claim.Lease.Seconds()
-	}
+	ins := p.insertParams()
 	var pl pipeline
 	pipeOne(&pl, func(db dbgen.DBTX) (dbgen.Chat, error) { return s.q.ChatInsert(ctx, db, ins) },
 		func(_ dbgen.Chat, err error) error { return err })
@@ -128,35 +106,70 @@ func (s *Store) CreateChat(ctx context.Context, p NewChat) (Chat, Message, error
 	} else {
 		pipeOne(&pl, func(db dbgen.DBTX) (dbgen.Chat, error) { return s.q.ChatGet(ctx, db, ins.ID) }, final)
 	}
-	if !p.ParentChatID.Valid && p.Key == nil {
-		// Nothing to read first or to write after: the batch alone is
-		// the transaction (PostgreSQL runs a batch sent outside one as
-		// one implicit transaction, committed at its end), one round trip.
-		err = mapError(s.pool.SendBatch(withPurpose(ctx, "admit"), &pl.b).Close())
-	} else {
-		err = s.tx(ctx, "admit", func(tx pgx.Tx) error {
-			if p.ParentChatID.Valid {
-				parent, err := s.q.ChatGetForOwner(ctx, tx, dbgen.ChatGetForOwnerParams{ID: p.ParentChatID.UUID, OwnerID: p.OwnerID})
-				if errors.Is(err, pgx.ErrNoRows) || (err == nil && parent.Mode == client.ModeChild) {
-					return ErrUnknownParent // children are one level deep
-				}
-				if err != nil {
-					return err
-				}
-			}
-			if err := pl.send(ctx, tx); err != nil {
-				return err
-			}
-			if p.Key != nil {
-				return s.saveAnswer(ctx, tx, p.OwnerID, p.Key, func() (int, []byte, error) { return p.Answer(chat, msg) })
-			}
-			return nil
-		})
-	}
+	err = s.admitChat(ctx, p, &pl, func() (int, []byte, error) { return p.Answer(chat, msg) })
 	if err == nil && p.Claim != nil {
 		p.Claim.Turn.Chat = chat
 	}
 	return chat, msg, err
+}
+
+// insertParams fills in the new chat's defaults and returns its row, with
+// the local claim's worker and lease when it has one.
+func (p *NewChat) insertParams() dbgen.ChatInsertParams {
+	if p.Mode == "" {
+		p.Mode = client.ModeNormal
+	}
+	if p.Title == "" {
+		p.Title = titleFrom(p.Content)
+	}
+	if p.MCPServers == nil {
+		p.MCPServers = []string{} // NULL is not an empty list
+	}
+	if len(p.DynamicTools) == 0 {
+		p.DynamicTools = json.RawMessage("[]")
+	}
+	if p.ParentChatID.Valid {
+		p.Mode = client.ModeChild
+	}
+	ins := dbgen.ChatInsertParams{ID: uuid.New(),
+		OwnerID: p.OwnerID, ParentChatID: p.ParentChatID, Title: p.Title, Model: p.Model,
+		SystemPrompt: p.SystemPrompt, Mode: p.Mode, DynamicTools: p.DynamicTools, Status: client.StatusRunning,
+		McpServers: p.MCPServers, SpawnAgents: p.SpawnAgents,
+	}
+	if p.Claim != nil {
+		ins.WorkerID, ins.LeaseSeconds = uuid.NullUUID{UUID: p.Claim.Worker, Valid: true}, p.Claim.Lease.Seconds()
+	}
+	return ins
+}
+
+// admitChat commits the admission's batch: alone, as one implicit
+// transaction, or in a transaction that checks the parent first and saves
+// the idempotent answer after.
+func (s *Store) admitChat(ctx context.Context, p NewChat, pl *pipeline, answer func() (int, []byte, error)) error {
+	if !p.ParentChatID.Valid && p.Key == nil {
+		// Nothing to read first or to write after: the batch alone is
+		// the transaction (PostgreSQL runs a batch sent outside one as
+		// one implicit transaction, committed at its end), one round trip.
+		return mapError(s.pool.SendBatch(withPurpose(ctx, "admit"), &pl.b).Close())
+	}
+	return s.tx(ctx, "admit", func(tx pgx.Tx) error {
+		if p.ParentChatID.Valid {
+			parent, err := s.q.ChatGetForOwner(ctx, tx, dbgen.ChatGetForOwnerParams{ID: p.ParentChatID.UUID, OwnerID: p.OwnerID})
+			if errors.Is(err, pgx.ErrNoRows) || (err == nil && parent.Mode == client.ModeChild) {
+				return ErrUnknownParent // children are one level deep
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if err := pl.send(ctx, tx); err != nil {
+			return err
+		}
+		if p.Key != nil {
+			return s.saveAnswer(ctx, tx, p.OwnerID, p.Key, answer)
+		}
+		return nil
+	})
 }
 
 // queueRequest queues the insert of a structured request's ledger row,
