@@ -388,79 +388,97 @@ func (o *Observation) decode(data []byte) {
 	}
 	switch o.api {
 	case apiChat:
-		// fantasy takes the usage of the last chunk (a chunk without one
-		// resets it), and only when total_tokens is not zero.
-		o.usage = chatUsage(ev.Usage)
-		for _, c := range ev.Choices {
-			if c.FinishReason != nil && *c.FinishReason != "" {
-				o.finish, o.terminal = *c.FinishReason, true
-			}
-			if c.Delta.Refusal != nil {
-				o.refusal.WriteString(*c.Delta.Refusal)
-			}
-		}
+		o.chatEvent(&ev)
 	case apiResponses:
-		switch ev.Type {
-		case "response.refusal.delta":
-			var d string
-			if json.Unmarshal(ev.Delta, &d) == nil {
-				o.refusal.WriteString(d)
-			}
-		case "response.refusal.done":
-			if o.refusal.Len() == 0 {
-				o.refusal.WriteString(ev.Refusal)
-			}
-		case "response.content_part.done":
-			if ev.Part != nil && ev.Part.Type == "refusal" && o.refusal.Len() == 0 {
-				o.refusal.WriteString(ev.Part.Refusal)
-			}
-		case "response.completed":
-			o.terminal, o.finish = true, "completed"
-			if ev.Response != nil {
-				o.usage = responsesUsage(ev.Response.Usage)
-			}
-		case "response.incomplete":
-			o.terminal, o.finish = true, "incomplete"
-			if ev.Response != nil && ev.Response.IncompleteDetails != nil {
-				o.finish = ev.Response.IncompleteDetails.Reason
-			}
-			if ev.Response != nil {
-				o.usage = responsesUsage(ev.Response.Usage)
-			}
-		}
+		o.responsesEvent(&ev)
 	case apiAnthropic:
-		switch ev.Type {
-		case "message_start":
-			if ev.Message != nil {
-				o.usage = anthropicUsage(ev.Message.Usage, reported{}, false)
-			}
-		case "message_delta":
-			var d struct {
-				StopReason *string `json:"stop_reason"`
-			}
-			if json.Unmarshal(ev.Delta, &d) == nil && d.StopReason != nil {
-				o.finish = *d.StopReason
-			}
-			o.usage = anthropicUsage(ev.Usage, o.usage, true)
-		case "message_stop":
-			o.terminal = true
-		}
+		o.anthropicEvent(&ev)
 	case apiGoogle:
-		// Every event carries the usage so far; the last one counts. A
-		// stream ends with a candidate's finishReason (or a blocked
-		// prompt); fantasy reports one cut after a function call as a
-		// complete tool-calls step.
-		if len(ev.UsageMetadata) > 0 {
-			o.usage = geminiReported(ev.UsageMetadata)
+		o.googleEvent(&ev)
+	}
+}
+
+// The per-API readers below run with o.mu held.
+
+func (o *Observation) chatEvent(ev *wireEvent) {
+	// fantasy takes the usage of the last chunk (a chunk without one
+	// resets it), and only when total_tokens is not zero.
+	o.usage = chatUsage(ev.Usage)
+	for _, c := range ev.Choices {
+		if c.FinishReason != nil && *c.FinishReason != "" {
+			o.finish, o.terminal = *c.FinishReason, true
 		}
-		for _, c := range ev.Candidates {
-			if c.FinishReason != "" {
-				o.finish, o.terminal = c.FinishReason, true
-			}
+		if c.Delta.Refusal != nil {
+			o.refusal.WriteString(*c.Delta.Refusal)
 		}
-		if ev.PromptFeedback != nil && ev.PromptFeedback.BlockReason != "" {
-			o.finish, o.terminal = geminiBlocked, true
+	}
+}
+
+func (o *Observation) responsesEvent(ev *wireEvent) {
+	switch ev.Type {
+	case "response.refusal.delta":
+		var d string
+		if json.Unmarshal(ev.Delta, &d) == nil {
+			o.refusal.WriteString(d)
 		}
+	case "response.refusal.done":
+		if o.refusal.Len() == 0 {
+			o.refusal.WriteString(ev.Refusal)
+		}
+	case "response.content_part.done":
+		if ev.Part != nil && ev.Part.Type == "refusal" && o.refusal.Len() == 0 {
+			o.refusal.WriteString(ev.Part.Refusal)
+		}
+	case "response.completed":
+		o.terminal, o.finish = true, "completed"
+		if ev.Response != nil {
+			o.usage = responsesUsage(ev.Response.Usage)
+		}
+	case "response.incomplete":
+		o.terminal, o.finish = true, "incomplete"
+		if ev.Response != nil && ev.Response.IncompleteDetails != nil {
+			o.finish = ev.Response.IncompleteDetails.Reason
+		}
+		if ev.Response != nil {
+			o.usage = responsesUsage(ev.Response.Usage)
+		}
+	}
+}
+
+func (o *Observation) anthropicEvent(ev *wireEvent) {
+	switch ev.Type {
+	case "message_start":
+		if ev.Message != nil {
+			o.usage = anthropicUsage(ev.Message.Usage, reported{}, false)
+		}
+	case "message_delta":
+		var d struct {
+			StopReason *string `json:"stop_reason"`
+		}
+		if json.Unmarshal(ev.Delta, &d) == nil && d.StopReason != nil {
+			o.finish = *d.StopReason
+		}
+		o.usage = anthropicUsage(ev.Usage, o.usage, true)
+	case "message_stop":
+		o.terminal = true
+	}
+}
+
+// googleEvent: every event carries the usage so far; the last one counts.
+// A stream ends with a candidate's finishReason (or a blocked prompt);
+// fantasy reports one cut after a function call as a complete tool-calls
+// step.
+func (o *Observation) googleEvent(ev *wireEvent) {
+	if len(ev.UsageMetadata) > 0 {
+		o.usage = geminiReported(ev.UsageMetadata)
+	}
+	for _, c := range ev.Candidates {
+		if c.FinishReason != "" {
+			o.finish, o.terminal = c.FinishReason, true
+		}
+	}
+	if ev.PromptFeedback != nil && ev.PromptFeedback.BlockReason != "" {
+		o.finish, o.terminal = geminiBlocked, true
 	}
 }
 
