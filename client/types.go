@@ -99,13 +99,16 @@ const (
 	CodeQueueDeleted ErrorCode = "queue_deleted"
 	// CodeSuperseded: the message that asked for it was edited.
 	CodeSuperseded ErrorCode = "superseded"
+	// CodeChatDeleted: its chat was deleted (by its owner, by retention or
+	// with its user).
+	CodeChatDeleted ErrorCode = "chat_deleted"
 )
 
 // ErrorCodes lists every ErrorCode; the structured_requests.error_code CHECK
 // constraint allows exactly these.
 func ErrorCodes() []ErrorCode {
 	return []ErrorCode{CodeValidationExhausted, CodeNotProduced, CodeConfiguration, CodeProviderError,
-		CodeRefused, CodeHookFailed, CodeInterrupted, CodeQueueDeleted, CodeSuperseded}
+		CodeRefused, CodeHookFailed, CodeInterrupted, CodeQueueDeleted, CodeSuperseded, CodeChatDeleted}
 }
 
 // ChatMode says how the agent works in a chat.

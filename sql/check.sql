@@ -313,3 +313,32 @@ FROM chats k
 JOIN chats p ON p.id = k.parent_chat_id
 WHERE k.spawn_state = 'awaited'
   AND (k.status IN ('waiting', 'error') OR p.status IN ('waiting', 'error'));
+
+-- name: deleted_chat_remains
+-- A deleted chat leaves only its tombstones (chat_tombstones,
+-- request_tombstones): no chat row under its id, and no structured request
+-- that is both tombstoned and still in the ledger. A request tombstone
+-- belongs to a chat tombstone (its foreign key).
+SELECT 'deleted_chat_remains' AS check_name, t.chat_id, NULL::uuid AS request_id, NULL::bigint AS message_id,
+       format('chat was %s at %s, but its row is still there', t.reason, t.deleted_at) AS detail
+FROM chat_tombstones t
+JOIN chats c ON c.id = t.chat_id
+UNION ALL
+SELECT 'deleted_chat_remains', r.chat_id, r.request_id, r.receipt_message_id,
+       format('request has a tombstone (chat %s) but is still in the ledger', t.chat_id)
+FROM request_tombstones t
+JOIN structured_requests r ON r.request_id = t.request_id;
+
+-- name: webhook_delivery_orphan
+-- A webhook delivery is owed for a finished request: one in the ledger, or,
+-- once its chat was deleted, one with a tombstone, whose outcome is the
+-- delivery's event. A delivery for neither would be claimed and never
+-- rendered.
+SELECT 'webhook_delivery_orphan' AS check_name, t.chat_id, d.request_id, NULL::bigint AS message_id,
+       CASE WHEN t.request_id IS NULL THEN format('delivery for webhook %s names no request, live or deleted', d.endpoint)
+            ELSE format('delivery for webhook %s carries %s, but the deleted request was %s', d.endpoint, d.event, t.status)
+       END AS detail
+FROM webhook_deliveries d
+LEFT JOIN request_tombstones t ON t.request_id = d.request_id
+WHERE NOT EXISTS (SELECT 1 FROM structured_requests r WHERE r.request_id = d.request_id)
+  AND (t.request_id IS NULL OR d.event <> 'structured_output.' || t.status);

@@ -14,6 +14,11 @@ const (
 	// a writer checks for followers under it shared (chatd_followed in
 	// triggers/005_followers.sql).
 	LockClassFollow = 17
+	// LockSweep (a single key), tried for its transaction by each batch of
+	// the retention and tombstone sweeps (SweepTryLock in
+	// queries/tombstones.sql): one replica sweeps at a time, the others
+	// skip their round.
+	LockSweep = 18
 	// LockTestTemplate (a single key) serialises the test binaries that
 	// build the template database on one server (internal/dbtest).
 	LockTestTemplate = 72707353

@@ -12,7 +12,7 @@ import (
 
 // advisoryLock matches an advisory lock's first argument: the key of a
 // single-key lock, the class of a two-key one.
-var advisoryLock = regexp.MustCompile(`pg_advisory_(?:xact_)?(?:un)?lock(?:_shared)?\((\d+)(,)?`)
+var advisoryLock = regexp.MustCompile(`pg_(?:try_)?advisory_(?:xact_)?(?:un)?lock(?:_shared)?\((\d+)(,)?`)
 
 // Every advisory lock in the SQL files and in the Go code that runs SQL
 // uses a key of locks.go, in its form (a class with a second key, or a
@@ -39,12 +39,13 @@ func TestAdvisoryLockKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, key := range []int{LockClassClaim, LockClassFollow, LockTestTemplate} {
+	for _, key := range []int{LockClassClaim, LockClassFollow, LockSweep, LockTestTemplate} {
 		if !seen[key] {
 			t.Errorf("lock key %d of sql/locks.go is taken nowhere: retire it with a comment", key)
 		}
 	}
-	if p := lockProblems("SELECT pg_advisory_xact_lock(99, 1); SELECT pg_advisory_lock(17)", map[int]bool{}); len(p) != 2 {
+	if p := lockProblems("SELECT pg_advisory_xact_lock(99, 1); SELECT pg_advisory_lock(17); SELECT pg_try_advisory_xact_lock(16)",
+		map[int]bool{}); len(p) != 3 {
 		t.Errorf("unknown keys and a class used as a single key: %q", p)
 	}
 }
@@ -53,7 +54,7 @@ func TestAdvisoryLockKeys(t *testing.T) {
 // locks.go in its form, and notes in seen the keys it found.
 func lockProblems(text string, seen map[int]bool) []string {
 	classes := map[int]bool{LockClassClaim: true, LockClassFollow: true}
-	singles := map[int]bool{LockTestTemplate: true}
+	singles := map[int]bool{LockSweep: true, LockTestTemplate: true}
 	var out []string
 	for _, m := range advisoryLock.FindAllStringSubmatch(text, -1) {
 		key, _ := strconv.Atoi(m[1])

@@ -3,6 +3,33 @@
 -- (sql/dump_test.go); make check-generated fails when it drifts. Do not edit:
 -- change sql/schema/ and sql/triggers/.
 
+CREATE FUNCTION public.chatd_chats_before_delete() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM 1 FROM structured_requests r WHERE r.chat_id = OLD.id AND r.status = 'pending';
+    IF FOUND THEN
+        RAISE EXCEPTION 'chat % has pending structured requests: cancel them first', OLD.id
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'chats_delete_requests_finished';
+    END IF;
+    IF OLD.spawn_state = 'awaited' AND EXISTS (SELECT 1 FROM chats p WHERE p.id = OLD.parent_chat_id) THEN
+        RAISE EXCEPTION 'chat % is awaited by its parent %: deliver its result first', OLD.id, OLD.parent_chat_id
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'chats_delete_awaited_child';
+    END IF;
+    INSERT INTO chat_tombstones (chat_id, owner_id, parent_chat_id, reason)
+    VALUES (OLD.id, OLD.owner_id, OLD.parent_chat_id,
+            coalesce(nullif(current_setting('chatd.delete_reason', true), ''), 'deleted'));
+    INSERT INTO request_tombstones (request_id, chat_id, status, error_code, error_message, usage, trace_parent,
+                                    created_at, finished_at)
+    SELECT r.request_id, r.chat_id, r.status, r.error_code, r.error_message, m.content #> '{1,outcome,usage}',
+           r.trace_parent, r.created_at, r.finished_at
+    FROM structured_requests r
+    LEFT JOIN chat_messages m ON m.id = r.receipt_message_id
+    WHERE r.chat_id = OLD.id;
+    RETURN OLD;
+END
+$$;
+
 CREATE FUNCTION public.chatd_chats_before_insert() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -124,6 +151,18 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.chatd_chats_not_deleted() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM chat_tombstones t WHERE t.chat_id = NEW.id) THEN
+        RAISE EXCEPTION 'chat % was deleted and cannot be created again', NEW.id
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'chats_not_deleted';
+    END IF;
+    RETURN NEW;
+END
+$$;
+
 CREATE FUNCTION public.chatd_chats_notify_delete() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -159,7 +198,7 @@ CREATE TABLE public.structured_requests (
     CONSTRAINT structured_requests_candidate_has_call CHECK (((candidate IS NULL) = (candidate_tool_call_id IS NULL))),
     CONSTRAINT structured_requests_check CHECK (((validation_rejections >= 0) AND (validation_rejections <= rejections))),
     CONSTRAINT structured_requests_description_check CHECK ((octet_length(description) <= 1024)),
-    CONSTRAINT structured_requests_error_code_check CHECK ((error_code = ANY (ARRAY['validation_exhausted'::text, 'not_produced'::text, 'configuration_error'::text, 'provider_error'::text, 'refused'::text, 'hook_failed'::text, 'interrupted'::text, 'queue_deleted'::text, 'superseded'::text]))),
+    CONSTRAINT structured_requests_error_code_check CHECK ((error_code = ANY (ARRAY['validation_exhausted'::text, 'not_produced'::text, 'configuration_error'::text, 'provider_error'::text, 'refused'::text, 'hook_failed'::text, 'interrupted'::text, 'queue_deleted'::text, 'superseded'::text, 'chat_deleted'::text]))),
     CONSTRAINT structured_requests_error_iff_unsuccessful CHECK (((status = ANY (ARRAY['failed'::text, 'cancelled'::text])) = (error_code IS NOT NULL))),
     CONSTRAINT structured_requests_finished_at CHECK (((status = 'pending'::text) = (finished_at IS NULL))),
     CONSTRAINT structured_requests_name_check CHECK ((name ~ '^[A-Za-z0-9_-]{1,64}$'::text)),
@@ -306,6 +345,15 @@ BEGIN
             NEW.id, NEW.structured_request_id
             USING ERRCODE = 'check_violation', CONSTRAINT = 'chat_messages_receipt_closes_request';
     END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION public.chatd_request_tombstones_after_delete() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    DELETE FROM webhook_deliveries d USING old_rows o WHERE d.request_id = o.request_id;
     RETURN NULL;
 END
 $$;
@@ -531,6 +579,15 @@ CREATE SEQUENCE public.chat_queued_messages_id_seq
 
 ALTER SEQUENCE public.chat_queued_messages_id_seq OWNED BY public.chat_queued_messages.id;
 
+CREATE TABLE public.chat_tombstones (
+    chat_id uuid NOT NULL,
+    owner_id uuid NOT NULL,
+    parent_chat_id uuid,
+    reason text NOT NULL,
+    deleted_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT chat_tombstones_reason_known CHECK ((reason = ANY (ARRAY['deleted'::text, 'expired'::text, 'erased'::text])))
+);
+
 CREATE TABLE public.chatd_trigger_state (
     singleton boolean DEFAULT true NOT NULL,
     files_hash text NOT NULL,
@@ -605,6 +662,7 @@ CREATE TABLE public.idempotency_keys (
     status integer NOT NULL,
     response bytea NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    chat_id uuid,
     CONSTRAINT idempotency_keys_fingerprint_check CHECK ((length(fingerprint) = 32)),
     CONSTRAINT idempotency_keys_key_check CHECK (((length(key) >= 1) AND (length(key) <= 255))),
     CONSTRAINT idempotency_keys_status_check CHECK (((status >= 200) AND (status <= 299)))
@@ -618,6 +676,19 @@ CREATE TABLE public.mcp_calls (
     attempts integer DEFAULT 1 NOT NULL,
     started_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT mcp_calls_attempts_positive CHECK ((attempts >= 1))
+);
+
+CREATE TABLE public.request_tombstones (
+    request_id uuid NOT NULL,
+    chat_id uuid NOT NULL,
+    status text NOT NULL,
+    error_code text,
+    error_message text,
+    usage jsonb,
+    trace_parent text,
+    created_at timestamp with time zone NOT NULL,
+    finished_at timestamp with time zone NOT NULL,
+    CONSTRAINT request_tombstones_finished CHECK ((status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'cancelled'::text])))
 );
 
 CREATE TABLE public.stream_tickets (
@@ -690,6 +761,9 @@ ALTER TABLE ONLY public.chat_queued_messages
 ALTER TABLE ONLY public.chat_queued_messages
     ADD CONSTRAINT chat_queued_messages_structured_request_id_key UNIQUE (structured_request_id);
 
+ALTER TABLE ONLY public.chat_tombstones
+    ADD CONSTRAINT chat_tombstones_pkey PRIMARY KEY (chat_id);
+
 ALTER TABLE ONLY public.chatd_trigger_state
     ADD CONSTRAINT chatd_trigger_state_pkey PRIMARY KEY (singleton);
 
@@ -704,6 +778,9 @@ ALTER TABLE ONLY public.idempotency_keys
 
 ALTER TABLE ONLY public.mcp_calls
     ADD CONSTRAINT mcp_calls_pkey PRIMARY KEY (message_id, tool_call_id);
+
+ALTER TABLE ONLY public.request_tombstones
+    ADD CONSTRAINT request_tombstones_pkey PRIMARY KEY (request_id);
 
 ALTER TABLE ONLY public.stream_tickets
     ADD CONSTRAINT stream_tickets_pkey PRIMARY KEY (digest);
@@ -736,6 +813,10 @@ CREATE INDEX chat_messages_request ON public.chat_messages USING btree (structur
 
 CREATE INDEX chat_queued_messages_chat ON public.chat_queued_messages USING btree (chat_id, id);
 
+CREATE INDEX chat_tombstones_deleted_at ON public.chat_tombstones USING btree (deleted_at);
+
+CREATE INDEX chat_tombstones_owner ON public.chat_tombstones USING btree (owner_id);
+
 CREATE INDEX chats_owner_runnable ON public.chats USING btree (owner_id) WHERE (status = ANY (ARRAY['running'::text, 'interrupting'::text]));
 
 CREATE INDEX chats_owner_updated ON public.chats USING btree (owner_id, updated_at DESC, id);
@@ -746,9 +827,17 @@ CREATE INDEX chats_requires_action_deadline ON public.chats USING btree (require
 
 CREATE INDEX chats_runnable ON public.chats USING btree (updated_at) WHERE (status = ANY (ARRAY['running'::text, 'interrupting'::text]));
 
-CREATE UNIQUE INDEX chats_spawn_call_unique ON public.chats USING btree (spawn_message_id, spawn_tool_call_id) WHERE (spawn_tool_call_id IS NOT NULL);
+CREATE UNIQUE INDEX chats_spawn_call_unique ON public.chats USING btree (spawn_message_id, spawn_tool_call_id) WHERE (spawn_message_id IS NOT NULL);
+
+CREATE INDEX chats_updated ON public.chats USING btree (updated_at);
+
+CREATE INDEX idempotency_keys_chat ON public.idempotency_keys USING btree (chat_id) WHERE (chat_id IS NOT NULL);
 
 CREATE INDEX idempotency_keys_created ON public.idempotency_keys USING btree (created_at);
+
+CREATE INDEX request_tombstones_chat ON public.request_tombstones USING btree (chat_id);
+
+CREATE INDEX stream_tickets_chat ON public.stream_tickets USING btree (chat_id);
 
 CREATE INDEX stream_tickets_expires ON public.stream_tickets USING btree (expires_at);
 
@@ -756,11 +845,17 @@ CREATE INDEX structured_requests_chat ON public.structured_requests USING btree 
 
 CREATE INDEX structured_requests_pending ON public.structured_requests USING btree (chat_id) WHERE (status = 'pending'::text);
 
+CREATE INDEX structured_requests_receipt ON public.structured_requests USING btree (receipt_message_id) WHERE (receipt_message_id IS NOT NULL);
+
 CREATE INDEX webhook_deliveries_due ON public.webhook_deliveries USING btree (next_attempt_at) WHERE (state = 'pending'::text);
+
+CREATE TRIGGER chatd_chats_before_delete BEFORE DELETE ON public.chats FOR EACH ROW EXECUTE FUNCTION public.chatd_chats_before_delete();
 
 CREATE TRIGGER chatd_chats_before_insert BEFORE INSERT ON public.chats FOR EACH ROW EXECUTE FUNCTION public.chatd_chats_before_insert();
 
 CREATE TRIGGER chatd_chats_before_update BEFORE UPDATE ON public.chats FOR EACH ROW EXECUTE FUNCTION public.chatd_chats_before_update();
+
+CREATE TRIGGER chatd_chats_not_deleted BEFORE INSERT ON public.chats FOR EACH ROW EXECUTE FUNCTION public.chatd_chats_not_deleted();
 
 CREATE TRIGGER chatd_chats_notify_delete AFTER DELETE ON public.chats REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION public.chatd_chats_notify_delete();
 
@@ -771,6 +866,8 @@ CREATE TRIGGER chatd_messages_before_write BEFORE INSERT OR UPDATE ON public.cha
 CREATE TRIGGER chatd_queue_touch BEFORE INSERT OR DELETE OR UPDATE ON public.chat_queued_messages FOR EACH ROW EXECUTE FUNCTION public.chatd_queue_touch();
 
 CREATE CONSTRAINT TRIGGER chatd_receipt_closes_request AFTER INSERT ON public.chat_messages DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN ((new.kind = 'receipt'::text)) EXECUTE FUNCTION public.chatd_receipt_closes_request();
+
+CREATE TRIGGER chatd_request_tombstones_after_delete AFTER DELETE ON public.request_tombstones REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION public.chatd_request_tombstones_after_delete();
 
 CREATE TRIGGER chatd_requests_guard BEFORE INSERT OR DELETE OR UPDATE ON public.structured_requests FOR EACH ROW EXECUTE FUNCTION public.chatd_requests_guard();
 
@@ -791,6 +888,9 @@ ALTER TABLE ONLY public.chat_queued_messages
 ALTER TABLE ONLY public.chat_queued_messages
     ADD CONSTRAINT chat_queued_messages_structured_request_id_fkey FOREIGN KEY (structured_request_id) REFERENCES public.structured_requests(request_id) DEFERRABLE INITIALLY DEFERRED;
 
+ALTER TABLE ONLY public.chat_tombstones
+    ADD CONSTRAINT chat_tombstones_owner_fk FOREIGN KEY (owner_id) REFERENCES public.users(id) ON DELETE CASCADE;
+
 ALTER TABLE ONLY public.chats
     ADD CONSTRAINT chats_owner_id_fkey FOREIGN KEY (owner_id) REFERENCES public.users(id) ON DELETE CASCADE;
 
@@ -801,10 +901,16 @@ ALTER TABLE ONLY public.chats
     ADD CONSTRAINT chats_spawn_message_fk FOREIGN KEY (spawn_message_id) REFERENCES public.chat_messages(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.idempotency_keys
+    ADD CONSTRAINT idempotency_keys_chat_fk FOREIGN KEY (chat_id) REFERENCES public.chats(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.idempotency_keys
     ADD CONSTRAINT idempotency_keys_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.mcp_calls
     ADD CONSTRAINT mcp_calls_message_fk FOREIGN KEY (message_id) REFERENCES public.chat_messages(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.request_tombstones
+    ADD CONSTRAINT request_tombstones_chat_fk FOREIGN KEY (chat_id) REFERENCES public.chat_tombstones(chat_id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.stream_tickets
     ADD CONSTRAINT stream_tickets_chat_id_fkey FOREIGN KEY (chat_id) REFERENCES public.chats(id) ON DELETE CASCADE;
@@ -820,6 +926,3 @@ ALTER TABLE ONLY public.structured_requests
 
 ALTER TABLE ONLY public.structured_requests
     ADD CONSTRAINT structured_requests_receipt_message_fk FOREIGN KEY (receipt_message_id) REFERENCES public.chat_messages(id) DEFERRABLE INITIALLY DEFERRED;
-
-ALTER TABLE ONLY public.webhook_deliveries
-    ADD CONSTRAINT webhook_deliveries_request_fk FOREIGN KEY (request_id) REFERENCES public.structured_requests(request_id) ON DELETE CASCADE;

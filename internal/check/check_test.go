@@ -25,7 +25,8 @@ func TestCheckFileIsWellFormed(t *testing.T) {
 	cs := check.Checks()
 	want := []string{"finished_request_receipt", "receipt_without_finished_request", "stranded_request",
 		"queued_in_idle_chat", "two_pending_in_history", "candidate_on_finished_request", "request_in_other_chat",
-		"counters_out_of_order", "stuck_chat", "webhook_outbox", "spawned_child_undelivered"}
+		"counters_out_of_order", "stuck_chat", "webhook_outbox", "spawned_child_undelivered", "deleted_chat_remains",
+		"webhook_delivery_orphan"}
 	if len(cs) != len(want) {
 		t.Fatalf("%d checks, want %d", len(cs), len(want))
 	}
@@ -212,7 +213,7 @@ func TestHealthyStatesAreClean(t *testing.T) {
 	}
 	f.expectClean()
 	// Deleting the queued request cancels it; editing the first message
-	// cancels the running one.
+	// cancels the running one; deleting a chat leaves its tombstones.
 	if _, _, err := f.st.DeleteQueued(t.Context(), f.owner, chat, res.Queued.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -223,6 +224,10 @@ func TestHealthyStatesAreClean(t *testing.T) {
 	}
 	if _, err := f.st.EditMessage(t.Context(), store.EditParams{OwnerID: f.owner, ChatID: chat, MessageID: h.Messages[0].ID,
 		Content: []jsonb.Part{jsonb.Text("edited")}, Format: store.FormatPreserve}); err != nil {
+		t.Fatal(err)
+	}
+	f.expectClean()
+	if _, err := f.st.DeleteChat(t.Context(), f.owner, chat); err != nil {
 		t.Fatal(err)
 	}
 	f.expectClean()
@@ -583,4 +588,34 @@ func TestWebhookOutbox(t *testing.T) {
 		f.exec(`UPDATE webhook_deliveries SET event = 'structured_output.failed' WHERE request_id = $1`, req)
 		f.expect(f.run(), "webhook_outbox", chat, req, "carries structured_output.failed, but the request succeeded")
 	})
+}
+
+func TestDeletedChatRemains(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	chat, req, _, _ := f.finishedChat()
+	f.broken(`INSERT INTO chat_tombstones (chat_id, owner_id, reason) VALUES ('`+chat.String()+`', '`+f.owner.String()+`', 'expired')`,
+		`INSERT INTO request_tombstones (request_id, chat_id, status, created_at, finished_at)
+		 VALUES ('`+req.String()+`', '`+chat.String()+`', 'succeeded', now(), now())`)
+	rep := f.run()
+	f.expect(rep, "deleted_chat_remains", chat, uuid.Nil, "chat was expired at")
+	f.expect(rep, "deleted_chat_remains", chat, req, "request has a tombstone")
+}
+
+func TestWebhookDeliveryOrphan(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	if err := f.st.SyncWebhooks(t.Context(), map[string][]string{"ops": {"structured_output.succeeded"}}); err != nil {
+		t.Fatal(err)
+	}
+	chat, req, _, _ := f.finishedChat()
+	if _, err := f.st.DeleteChat(t.Context(), f.owner, chat); err != nil {
+		t.Fatal(err)
+	}
+	f.expectClean() // the delivery is owed from the tombstone
+	f.exec(`UPDATE webhook_deliveries SET event = 'structured_output.failed' WHERE request_id = $1`, req)
+	f.expect(f.run(), "webhook_delivery_orphan", chat, req, "carries structured_output.failed, but the deleted request was succeeded")
+	nobody := uuid.New()
+	f.exec(`INSERT INTO webhook_deliveries (request_id, endpoint, event) VALUES ($1, 'ops', 'structured_output.succeeded')`, nobody)
+	f.expect(f.run(), "webhook_delivery_orphan", uuid.Nil, nobody, "names no request, live or deleted")
 }

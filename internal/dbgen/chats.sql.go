@@ -211,6 +211,26 @@ func (q *Queries) ChatClearCompactionRequest(ctx context.Context, db DBTX, id uu
 	return err
 }
 
+const chatContentCounts = `-- name: ChatContentCounts :one
+SELECT (SELECT count(*) FROM chat_messages m WHERE m.chat_id = ANY ($1::uuid[]))::bigint AS messages,
+       (SELECT count(*) FROM chat_queued_messages q WHERE q.chat_id = ANY ($1::uuid[]))::bigint AS queued,
+       (SELECT count(*) FROM structured_requests r WHERE r.chat_id = ANY ($1::uuid[]))::bigint AS requests
+`
+
+type ChatContentCountsRow struct {
+	Messages int64
+	Queued   int64
+	Requests int64
+}
+
+// The rows that go with chats when they are deleted, for the report.
+func (q *Queries) ChatContentCounts(ctx context.Context, db DBTX, ids []uuid.UUID) (ChatContentCountsRow, error) {
+	row := db.QueryRow(ctx, chatContentCounts, ids)
+	var i ChatContentCountsRow
+	err := row.Scan(&i.Messages, &i.Queued, &i.Requests)
+	return i, err
+}
+
 const chatCountAttempt = `-- name: ChatCountAttempt :one
 UPDATE chats SET generation_attempt = generation_attempt + 1
 WHERE id = $1
@@ -276,6 +296,43 @@ func (q *Queries) ChatCountByStatus(ctx context.Context, db DBTX) ([]ChatCountBy
 			return nil, err
 		}
 		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const chatDeleteMany = `-- name: ChatDeleteMany :many
+DELETE FROM chats
+WHERE id = ANY ($1::uuid[])
+  AND set_config('chatd.delete_reason', $2::text, true) IS NOT NULL
+RETURNING id
+`
+
+type ChatDeleteManyParams struct {
+	Ids    []uuid.UUID
+	Reason string
+}
+
+// Deletes chats locked by this transaction, their children with them (ON
+// DELETE CASCADE). The delete trigger (sql/triggers/070_deletion.sql)
+// refuses a chat with a pending request or awaited by its parent, and
+// leaves the tombstones, with @reason (the transaction's
+// chatd.delete_reason, set here before the first row goes).
+func (q *Queries) ChatDeleteMany(ctx context.Context, db DBTX, arg ChatDeleteManyParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, chatDeleteMany, arg.Ids, arg.Reason)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -619,6 +676,41 @@ func (q *Queries) ChatListAwaitedCalls(ctx context.Context, db DBTX, parentID uu
 	return items, nil
 }
 
+const chatListBusy = `-- name: ChatListBusy :many
+SELECT c.id FROM chats c
+WHERE c.id = ANY ($1::uuid[])
+  AND (c.status NOT IN ('waiting', 'error')
+       OR c.updated_at >= now() - make_interval(secs => $2::float8)
+       OR EXISTS (SELECT 1 FROM structured_requests r WHERE r.chat_id = c.id AND r.status = 'pending'))
+`
+
+type ChatListBusyParams struct {
+	Ids              []uuid.UUID
+	OlderThanSeconds float64
+}
+
+// Of chats this transaction locked, those the retention sweep must keep: not
+// idle, changed within @older_than_seconds, or with a pending request.
+func (q *Queries) ChatListBusy(ctx context.Context, db DBTX, arg ChatListBusyParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, chatListBusy, arg.Ids, arg.OlderThanSeconds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const chatListExpiredActions = `-- name: ChatListExpiredActions :many
 SELECT id FROM chats
 WHERE status = 'requires_action' AND requires_action_deadline < now()
@@ -640,6 +732,74 @@ func (q *Queries) ChatListExpiredActions(ctx context.Context, db DBTX, maxRows i
 			return nil, err
 		}
 		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const chatListExpiredLock = `-- name: ChatListExpiredLock :many
+SELECT c.id, c.owner_id, c.parent_chat_id, c.title, c.model, c.system_prompt, c.mode, c.dynamic_tools, c.status, c.worker_id, c.lease_expires_at, c.snapshot_version, c.snapshot_xact, c.history_version, c.generation_attempt, c.last_error, c.requires_action_deadline, c.compaction_requested_at, c.created_at, c.updated_at, c.mcp_servers, c.spawn_agents, c.spawn_depth, c.spawn_message_id, c.spawn_tool_call_id, c.spawn_state, c.provider_retry FROM chats c
+WHERE c.updated_at < now() - make_interval(secs => $1::float8)
+  AND c.parent_chat_id IS NULL
+  AND c.status IN ('waiting', 'error')
+  AND NOT EXISTS (SELECT 1 FROM structured_requests r WHERE r.chat_id = c.id AND r.status = 'pending')
+ORDER BY c.updated_at
+LIMIT $2
+FOR UPDATE OF c SKIP LOCKED
+`
+
+type ChatListExpiredLockParams struct {
+	OlderThanSeconds float64
+	MaxRows          int32
+}
+
+// The retention sweep's batch: chats without a parent (a child goes with
+// its tree) whose last visible change is older than @older_than_seconds,
+// idle, with no pending request, oldest first; locked, skipping rows
+// another transaction holds (they are busy: not expired).
+func (q *Queries) ChatListExpiredLock(ctx context.Context, db DBTX, arg ChatListExpiredLockParams) ([]Chat, error) {
+	rows, err := db.Query(ctx, chatListExpiredLock, arg.OlderThanSeconds, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Chat
+	for rows.Next() {
+		var i Chat
+		if err := rows.Scan(
+			&i.ID,
+			&i.OwnerID,
+			&i.ParentChatID,
+			&i.Title,
+			&i.Model,
+			&i.SystemPrompt,
+			&i.Mode,
+			&i.DynamicTools,
+			&i.Status,
+			&i.WorkerID,
+			&i.LeaseExpiresAt,
+			&i.SnapshotVersion,
+			&i.SnapshotXact,
+			&i.HistoryVersion,
+			&i.GenerationAttempt,
+			&i.LastError,
+			&i.RequiresActionDeadline,
+			&i.CompactionRequestedAt,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.McpServers,
+			&i.SpawnAgents,
+			&i.SpawnDepth,
+			&i.SpawnMessageID,
+			&i.SpawnToolCallID,
+			&i.SpawnState,
+			&i.ProviderRetry,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -720,6 +880,37 @@ func (q *Queries) ChatListForOwner(ctx context.Context, db DBTX, arg ChatListFor
 	return items, nil
 }
 
+const chatListRootsForOwner = `-- name: ChatListRootsForOwner :many
+SELECT id FROM chats WHERE owner_id = $1 AND parent_chat_id IS NULL ORDER BY id LIMIT $2
+`
+
+type ChatListRootsForOwnerParams struct {
+	OwnerID uuid.UUID
+	MaxRows int32
+}
+
+// An erasure's batch: the owner's chats without a parent (children go with
+// their tree).
+func (q *Queries) ChatListRootsForOwner(ctx context.Context, db DBTX, arg ChatListRootsForOwnerParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, chatListRootsForOwner, arg.OwnerID, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const chatLock = `-- name: ChatLock :one
 SELECT id FROM chats WHERE id = $1 FOR UPDATE
 `
@@ -776,6 +967,63 @@ func (q *Queries) ChatLockByID(ctx context.Context, db DBTX, id uuid.UUID) (Chat
 		&i.ProviderRetry,
 	)
 	return i, err
+}
+
+const chatLockChildren = `-- name: ChatLockChildren :many
+SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state, provider_retry FROM chats WHERE parent_chat_id = ANY ($1::uuid[]) ORDER BY id FOR UPDATE
+`
+
+// Takes the row locks of the children of chats this transaction holds. A
+// chat gets a child only in a transaction that locks it (a spawn commits
+// behind its parent's fence; a child created through the API takes its
+// parent's key share lock, for its foreign key), so once the parents are
+// locked their children are all here.
+func (q *Queries) ChatLockChildren(ctx context.Context, db DBTX, parentIds []uuid.UUID) ([]Chat, error) {
+	rows, err := db.Query(ctx, chatLockChildren, parentIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Chat
+	for rows.Next() {
+		var i Chat
+		if err := rows.Scan(
+			&i.ID,
+			&i.OwnerID,
+			&i.ParentChatID,
+			&i.Title,
+			&i.Model,
+			&i.SystemPrompt,
+			&i.Mode,
+			&i.DynamicTools,
+			&i.Status,
+			&i.WorkerID,
+			&i.LeaseExpiresAt,
+			&i.SnapshotVersion,
+			&i.SnapshotXact,
+			&i.HistoryVersion,
+			&i.GenerationAttempt,
+			&i.LastError,
+			&i.RequiresActionDeadline,
+			&i.CompactionRequestedAt,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.McpServers,
+			&i.SpawnAgents,
+			&i.SpawnDepth,
+			&i.SpawnMessageID,
+			&i.SpawnToolCallID,
+			&i.SpawnState,
+			&i.ProviderRetry,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const chatLockForOwner = `-- name: ChatLockForOwner :one
@@ -929,6 +1177,79 @@ func (q *Queries) ChatLockIfOwned(ctx context.Context, db DBTX, arg ChatLockIfOw
 		&i.ProviderRetry,
 	)
 	return i, err
+}
+
+const chatLockManyForOwner = `-- name: ChatLockManyForOwner :many
+SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state, provider_retry FROM chats WHERE id = ANY ($1::uuid[]) AND owner_id = $2 ORDER BY id FOR UPDATE
+`
+
+type ChatLockManyForOwnerParams struct {
+	Ids     []uuid.UUID
+	OwnerID uuid.UUID
+}
+
+// Takes the row locks of the owner's chats a delete starts from, in id
+// order (ChatLockChildren then locks their descendants, level by level:
+// parents before children, the order every transaction keeps).
+func (q *Queries) ChatLockManyForOwner(ctx context.Context, db DBTX, arg ChatLockManyForOwnerParams) ([]Chat, error) {
+	rows, err := db.Query(ctx, chatLockManyForOwner, arg.Ids, arg.OwnerID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Chat
+	for rows.Next() {
+		var i Chat
+		if err := rows.Scan(
+			&i.ID,
+			&i.OwnerID,
+			&i.ParentChatID,
+			&i.Title,
+			&i.Model,
+			&i.SystemPrompt,
+			&i.Mode,
+			&i.DynamicTools,
+			&i.Status,
+			&i.WorkerID,
+			&i.LeaseExpiresAt,
+			&i.SnapshotVersion,
+			&i.SnapshotXact,
+			&i.HistoryVersion,
+			&i.GenerationAttempt,
+			&i.LastError,
+			&i.RequiresActionDeadline,
+			&i.CompactionRequestedAt,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.McpServers,
+			&i.SpawnAgents,
+			&i.SpawnDepth,
+			&i.SpawnMessageID,
+			&i.SpawnToolCallID,
+			&i.SpawnState,
+			&i.ProviderRetry,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const chatOldestAge = `-- name: ChatOldestAge :one
+SELECT coalesce(extract(epoch FROM now() - min(updated_at)), 0)::float8 AS age_seconds FROM chats
+`
+
+// How long ago, on the database clock, the least recently changed chat
+// last changed visibly (the retention sweep's gauge); 0 without chats.
+func (q *Queries) ChatOldestAge(ctx context.Context, db DBTX) (float64, error) {
+	row := db.QueryRow(ctx, chatOldestAge)
+	var age_seconds float64
+	err := row.Scan(&age_seconds)
+	return age_seconds, err
 }
 
 const chatRecordAttemptIfOwned = `-- name: ChatRecordAttemptIfOwned :one

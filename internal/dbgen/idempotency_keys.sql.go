@@ -36,10 +36,11 @@ func (q *Queries) IdempotencyKeyGet(ctx context.Context, db DBTX, arg Idempotenc
 }
 
 const idempotencyKeyInsertIfFree = `-- name: IdempotencyKeyInsertIfFree :execrows
-INSERT INTO idempotency_keys (user_id, key, fingerprint, status, response)
-VALUES ($1, $2, $3, $4, $5)
+INSERT INTO idempotency_keys (user_id, key, fingerprint, status, response, chat_id)
+VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (user_id, key) DO UPDATE
-SET fingerprint = EXCLUDED.fingerprint, status = EXCLUDED.status, response = EXCLUDED.response, created_at = now()
+SET fingerprint = EXCLUDED.fingerprint, status = EXCLUDED.status, response = EXCLUDED.response,
+    chat_id = EXCLUDED.chat_id, created_at = now()
 WHERE idempotency_keys.created_at <= now() - interval '24 hours'
 `
 
@@ -49,12 +50,14 @@ type IdempotencyKeyInsertIfFreeParams struct {
 	Fingerprint []byte
 	Status      int32
 	Response    []byte
+	ChatID      uuid.NullUUID
 }
 
 // Inserted in the transaction that did the work. An expired row with the
 // same key is replaced; a live one (committed by a concurrent request with
 // the same key, which this statement waits for) leaves 0 rows, and the
 // caller rolls the work back.
+// The answer holds the chat's message: the key goes with the chat.
 func (q *Queries) IdempotencyKeyInsertIfFree(ctx context.Context, db DBTX, arg IdempotencyKeyInsertIfFreeParams) (int64, error) {
 	result, err := db.Exec(ctx, idempotencyKeyInsertIfFree,
 		arg.UserID,
@@ -62,6 +65,7 @@ func (q *Queries) IdempotencyKeyInsertIfFree(ctx context.Context, db DBTX, arg I
 		arg.Fingerprint,
 		arg.Status,
 		arg.Response,
+		arg.ChatID,
 	)
 	if err != nil {
 		return 0, err

@@ -85,6 +85,14 @@ type ChatQueuedMessage struct {
 	CreatedAt           time.Time
 }
 
+type ChatTombstone struct {
+	ChatID       uuid.UUID
+	OwnerID      uuid.UUID
+	ParentChatID uuid.NullUUID
+	Reason       string
+	DeletedAt    time.Time
+}
+
 type ChatdTriggerState struct {
 	Singleton bool
 	FilesHash string
@@ -98,6 +106,7 @@ type IdempotencyKey struct {
 	Status      int32
 	Response    []byte
 	CreatedAt   time.Time
+	ChatID      uuid.NullUUID
 }
 
 type McpCall struct {
@@ -107,6 +116,18 @@ type McpCall struct {
 	Tool       string
 	Attempts   int32
 	StartedAt  time.Time
+}
+
+type RequestTombstone struct {
+	RequestID    uuid.UUID
+	ChatID       uuid.UUID
+	Status       client.RequestStatus
+	ErrorCode    *client.ErrorCode
+	ErrorMessage *string
+	Usage        json.RawMessage
+	TraceParent  *string
+	CreatedAt    time.Time
+	FinishedAt   time.Time
 }
 
 type StreamTicket struct {

@@ -491,6 +491,54 @@ func (q *Queries) RequestListPendingFrom(ctx context.Context, db DBTX, arg Reque
 	return items, nil
 }
 
+const requestListPendingInChats = `-- name: RequestListPendingInChats :many
+SELECT request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at, attempts, admitted_by, finished_by, trace_parent FROM structured_requests WHERE chat_id = ANY ($1::uuid[]) AND status = 'pending'
+ORDER BY created_at, request_id
+`
+
+// The pending requests of chats a delete holds, which it cancels first.
+func (q *Queries) RequestListPendingInChats(ctx context.Context, db DBTX, chatIds []uuid.UUID) ([]StructuredRequest, error) {
+	rows, err := db.Query(ctx, requestListPendingInChats, chatIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []StructuredRequest
+	for rows.Next() {
+		var i StructuredRequest
+		if err := rows.Scan(
+			&i.RequestID,
+			&i.ChatID,
+			&i.Name,
+			&i.Description,
+			&i.Schema,
+			&i.Status,
+			&i.Rejections,
+			&i.ValidationRejections,
+			&i.Steps,
+			&i.Candidate,
+			&i.CandidateToolCallID,
+			&i.ErrorCode,
+			&i.ErrorMessage,
+			&i.ReceiptMessageID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.FinishedAt,
+			&i.Attempts,
+			&i.AdmittedBy,
+			&i.FinishedBy,
+			&i.TraceParent,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const requestRecordProgressIfPending = `-- name: RequestRecordProgressIfPending :one
 UPDATE structured_requests
 SET steps = steps + $1::integer,

@@ -11,6 +11,32 @@ import (
 	"github.com/google/uuid"
 )
 
+const userDelete = `-- name: UserDelete :execrows
+DELETE FROM users WHERE id = $1
+`
+
+// The user row, last: what is left of theirs goes with it (ON DELETE
+// CASCADE), their tombstones included.
+func (q *Queries) UserDelete(ctx context.Context, db DBTX, id uuid.UUID) (int64, error) {
+	result, err := db.Exec(ctx, userDelete, id)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const userFollowersDelete = `-- name: UserFollowersDelete :execrows
+DELETE FROM chat_followers WHERE owner_id = $1
+`
+
+func (q *Queries) UserFollowersDelete(ctx context.Context, db DBTX, ownerID uuid.UUID) (int64, error) {
+	result, err := db.Exec(ctx, userFollowersDelete, ownerID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const userGetByID = `-- name: UserGetByID :one
 SELECT id, name, created_at, issuer, subject FROM users WHERE id = $1
 `
@@ -26,6 +52,35 @@ func (q *Queries) UserGetByID(ctx context.Context, db DBTX, id uuid.UUID) (User,
 		&i.Subject,
 	)
 	return i, err
+}
+
+const userGetByName = `-- name: UserGetByName :one
+SELECT id, name, created_at, issuer, subject FROM users WHERE name = $1
+`
+
+func (q *Queries) UserGetByName(ctx context.Context, db DBTX, name string) (User, error) {
+	row := db.QueryRow(ctx, userGetByName, name)
+	var i User
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.CreatedAt,
+		&i.Issuer,
+		&i.Subject,
+	)
+	return i, err
+}
+
+const userIdempotencyKeysDelete = `-- name: UserIdempotencyKeysDelete :execrows
+DELETE FROM idempotency_keys WHERE user_id = $1
+`
+
+func (q *Queries) UserIdempotencyKeysDelete(ctx context.Context, db DBTX, userID uuid.UUID) (int64, error) {
+	result, err := db.Exec(ctx, userIdempotencyKeysDelete, userID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const userList = `-- name: UserList :many
@@ -65,6 +120,61 @@ func (q *Queries) UserList(ctx context.Context, db DBTX, arg UserListParams) ([]
 		return nil, err
 	}
 	return items, nil
+}
+
+const userLockByID = `-- name: UserLockByID :one
+SELECT id, name, created_at, issuer, subject FROM users WHERE id = $1 FOR UPDATE
+`
+
+// Taken by an erasure's last transaction: a chat, token or key inserted
+// for the user meanwhile waits for it (its foreign key check), then fails.
+func (q *Queries) UserLockByID(ctx context.Context, db DBTX, id uuid.UUID) (User, error) {
+	row := db.QueryRow(ctx, userLockByID, id)
+	var i User
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.CreatedAt,
+		&i.Issuer,
+		&i.Subject,
+	)
+	return i, err
+}
+
+const userStreamTicketsDelete = `-- name: UserStreamTicketsDelete :execrows
+DELETE FROM stream_tickets WHERE user_id = $1
+`
+
+func (q *Queries) UserStreamTicketsDelete(ctx context.Context, db DBTX, userID uuid.UUID) (int64, error) {
+	result, err := db.Exec(ctx, userStreamTicketsDelete, userID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const userTokensDelete = `-- name: UserTokensDelete :execrows
+DELETE FROM api_tokens WHERE user_id = $1
+`
+
+func (q *Queries) UserTokensDelete(ctx context.Context, db DBTX, userID uuid.UUID) (int64, error) {
+	result, err := db.Exec(ctx, userTokensDelete, userID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const userTombstonesDelete = `-- name: UserTombstonesDelete :execrows
+DELETE FROM chat_tombstones WHERE owner_id = $1
+`
+
+func (q *Queries) UserTombstonesDelete(ctx context.Context, db DBTX, ownerID uuid.UUID) (int64, error) {
+	result, err := db.Exec(ctx, userTombstonesDelete, ownerID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const userUpsertByName = `-- name: UserUpsertByName :one
@@ -115,4 +225,41 @@ func (q *Queries) UserUpsertBySubject(ctx context.Context, db DBTX, arg UserUpse
 		&i.Subject,
 	)
 	return i, err
+}
+
+const userWebhookDeliveriesDelete = `-- name: UserWebhookDeliveriesDelete :many
+WITH gone AS (
+    DELETE FROM webhook_deliveries d
+    USING request_tombstones r, chat_tombstones c
+    WHERE d.request_id = r.request_id AND r.chat_id = c.chat_id AND c.owner_id = $1
+    RETURNING d.state
+)
+SELECT state, count(*)::bigint AS deliveries FROM gone GROUP BY state
+`
+
+type UserWebhookDeliveriesDeleteRow struct {
+	State      string
+	Deliveries int64
+}
+
+// The webhook deliveries owed for the user's deleted chats' requests, by
+// state (pending ones were not yet sent).
+func (q *Queries) UserWebhookDeliveriesDelete(ctx context.Context, db DBTX, ownerID uuid.UUID) ([]UserWebhookDeliveriesDeleteRow, error) {
+	rows, err := db.Query(ctx, userWebhookDeliveriesDelete, ownerID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []UserWebhookDeliveriesDeleteRow
+	for rows.Next() {
+		var i UserWebhookDeliveriesDeleteRow
+		if err := rows.Scan(&i.State, &i.Deliveries); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

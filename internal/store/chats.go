@@ -106,7 +106,7 @@ func (s *Store) CreateChat(ctx context.Context, p NewChat) (Chat, Message, error
 	} else {
 		pipeOne(&pl, func(db dbgen.DBTX) (dbgen.Chat, error) { return s.q.ChatGet(ctx, db, ins.ID) }, final)
 	}
-	err = s.admitChat(ctx, p, &pl, func() (int, []byte, error) { return p.Answer(chat, msg) })
+	err = s.admitChat(ctx, p, ins.ID, &pl, func() (int, []byte, error) { return p.Answer(chat, msg) })
 	if err == nil && p.Claim != nil {
 		p.Claim.Turn.Chat = chat
 	}
@@ -145,7 +145,7 @@ func (p *NewChat) insertParams() dbgen.ChatInsertParams {
 // admitChat commits the admission's batch: alone, as one implicit
 // transaction, or in a transaction that checks the parent first and saves
 // the idempotent answer after.
-func (s *Store) admitChat(ctx context.Context, p NewChat, pl *pipeline, answer func() (int, []byte, error)) error {
+func (s *Store) admitChat(ctx context.Context, p NewChat, chatID uuid.UUID, pl *pipeline, answer func() (int, []byte, error)) error {
 	if !p.ParentChatID.Valid && p.Key == nil {
 		// Nothing to read first or to write after: the batch alone is
 		// the transaction (PostgreSQL runs a batch sent outside one as
@@ -166,7 +166,7 @@ func (s *Store) admitChat(ctx context.Context, p NewChat, pl *pipeline, answer f
 			return err
 		}
 		if p.Key != nil {
-			return s.saveAnswer(ctx, tx, p.OwnerID, p.Key, answer)
+			return s.saveAnswer(ctx, tx, p.OwnerID, chatID, p.Key, answer)
 		}
 		return nil
 	})
@@ -290,7 +290,7 @@ func (s *Store) SendMessage(ctx context.Context, p SendParams) (SendResult, erro
 			admitted = s.admitting(res.Queued.StructuredRequestID, p.OwnerID, p.ChatID)
 		}
 		if p.Key != nil {
-			return s.saveAnswer(ctx, tx, p.OwnerID, p.Key, func() (int, []byte, error) { return p.Answer(res) })
+			return s.saveAnswer(ctx, tx, p.OwnerID, p.ChatID, p.Key, func() (int, []byte, error) { return p.Answer(res) })
 		}
 		return nil
 	})
@@ -456,12 +456,22 @@ type RequestState struct {
 	// ProviderRetry is the chat's provider retry (Chat.ProviderRetry)
 	// while the request is pending and its turn runs.
 	ProviderRetry json.RawMessage
+	// Deleted is set when the request's chat was deleted: Request then
+	// holds only the outcome (no schema, attempts or receipt).
+	Deleted *Tombstone
 }
 
 // GetRequest returns the owner's structured request and its receipt, read
-// in one statement.
+// in one statement; once its chat was deleted, its tombstone.
 func (s *Store) GetRequest(ctx context.Context, owner, requestID uuid.UUID) (RequestState, error) {
 	row, err := s.q.RequestGetForOwnerWithReceipt(ctx, s.pool, dbgen.RequestGetForOwnerWithReceiptParams{RequestID: requestID, OwnerID: owner})
+	if errors.Is(err, pgx.ErrNoRows) {
+		st, by, terr := s.requestTombstone(ctx, s.pool, requestID)
+		if terr == nil && by != owner {
+			terr = pgx.ErrNoRows
+		}
+		return st, mapError(terr)
+	}
 	if err != nil {
 		return RequestState{}, mapError(err)
 	}

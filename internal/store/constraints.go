@@ -55,7 +55,6 @@ const (
 	WebhookSubscriptionsPkey             Constraint = "webhook_subscriptions_pkey"
 	WebhookSubscriptionsEventKnown       Constraint = "webhook_subscriptions_event_known"
 	WebhookDeliveriesPkey                Constraint = "webhook_deliveries_pkey"
-	WebhookDeliveriesRequestFk           Constraint = "webhook_deliveries_request_fk"
 	WebhookDeliveriesStateKnown          Constraint = "webhook_deliveries_state_known"
 	WebhookDeliveriesDeliveredAt         Constraint = "webhook_deliveries_delivered_at"
 	WebhookDeliveriesAttemptsNotNegative Constraint = "webhook_deliveries_attempts_not_negative"
@@ -115,6 +114,15 @@ const (
 	StreamTicketsTokenIDFkey  Constraint = "stream_tickets_token_id_fkey"
 
 	ChatFollowersPkey Constraint = "chat_followers_pkey" // written by internal/notify, never refused (upsert)
+
+	// Deletion (migration 00020).
+	IdempotencyKeysChatFk     Constraint = "idempotency_keys_chat_fk"
+	ChatTombstonesPkey        Constraint = "chat_tombstones_pkey"
+	ChatTombstonesOwnerFk     Constraint = "chat_tombstones_owner_fk"
+	ChatTombstonesReasonKnown Constraint = "chat_tombstones_reason_known"
+	RequestTombstonesPkey     Constraint = "request_tombstones_pkey"
+	RequestTombstonesChatFk   Constraint = "request_tombstones_chat_fk"
+	RequestTombstonesFinished Constraint = "request_tombstones_finished"
 )
 
 // Trigger invariants (sql/triggers/).
@@ -146,6 +154,15 @@ const (
 	// ChatsRunnablePerUser refuses an admission past the owner's runnable
 	// chats limit (ErrTooManyRunnable; chatd_runnable_within).
 	ChatsRunnablePerUser Constraint = "chats_runnable_per_user"
+
+	// ChatsDeleteRequestsFinished refuses deleting a chat with a pending
+	// structured request (its receipt is owed first).
+	ChatsDeleteRequestsFinished Constraint = "chats_delete_requests_finished"
+	// ChatsDeleteAwaitedChild refuses deleting a spawned child its living
+	// parent still awaits.
+	ChatsDeleteAwaitedChild Constraint = "chats_delete_awaited_child"
+	// ChatsNotDeleted refuses a chat under a deleted chat's id.
+	ChatsNotDeleted Constraint = "chats_not_deleted"
 )
 
 // IsConstraint reports whether err is a database error raised by one of

@@ -39,15 +39,17 @@ func (s *Store) IdempotentAnswer(ctx context.Context, owner uuid.UUID, key strin
 	return Answer{Fingerprint: row.Fingerprint, Status: int(row.Status), Body: row.Response}, nil
 }
 
-// saveAnswer records the answer of the work done in tx under the key. If
-// a live answer is there already the work must not commit: ErrKeyTaken.
-func (s *Store) saveAnswer(ctx context.Context, tx pgx.Tx, owner uuid.UUID, key *Idempotency, answer func() (int, []byte, error)) error {
+// saveAnswer records the answer of the work done in tx on chat under the
+// key. If a live answer is there already the work must not commit:
+// ErrKeyTaken.
+func (s *Store) saveAnswer(ctx context.Context, tx pgx.Tx, owner, chat uuid.UUID, key *Idempotency, answer func() (int, []byte, error)) error {
 	status, body, err := answer()
 	if err != nil {
 		return fmt.Errorf("render the answer to keep: %w", err)
 	}
 	n, err := s.q.IdempotencyKeyInsertIfFree(ctx, tx, dbgen.IdempotencyKeyInsertIfFreeParams{
-		UserID: owner, Key: key.Key, Fingerprint: key.Fingerprint, Status: int32(status), Response: body})
+		UserID: owner, Key: key.Key, Fingerprint: key.Fingerprint, Status: int32(status), Response: body,
+		ChatID: uuid.NullUUID{UUID: chat, Valid: true}})
 	if err != nil {
 		return err
 	}

@@ -127,6 +127,12 @@ func withoutAwaited(calls []jsonb.Part, awaited map[string]bool) (client []jsonb
 // unanswered, and the parent resumes once none of its calls is left. The
 // parent's row was locked first (Commit.ToParent).
 func (s *Store) deliver(ctx context.Context, tx pgx.Tx, child dbgen.Chat) (dbgen.Chat, error) {
+	return s.deliverWith(ctx, tx, child, s.spawnResult)
+}
+
+// deliverWith is deliver with the child's result made by result.
+func (s *Store) deliverWith(ctx context.Context, tx pgx.Tx, child dbgen.Chat,
+	result func(context.Context, pgx.Tx, dbgen.Chat) (jsonb.Part, error)) (dbgen.Chat, error) {
 	if child.SpawnState == nil || SpawnState(*child.SpawnState) != SpawnAwaited || !child.ParentChatID.Valid {
 		return child, nil
 	}
@@ -148,7 +154,7 @@ func (s *Store) deliver(ctx context.Context, tx pgx.Tx, child dbgen.Chat) (dbgen
 		}
 	}
 	if answered {
-		part, err := s.spawnResult(ctx, tx, child)
+		part, err := result(ctx, tx, child)
 		if err != nil {
 			return child, err
 		}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"time"
@@ -104,9 +105,14 @@ func (s *Store) DeliveryFailed(ctx context.Context, d Delivery, status int, reas
 }
 
 // RequestForDelivery reads a request and its receipt, whoever owns it (the
-// webhook payload is the receipt as the API's lookup renders it).
+// webhook payload is the receipt as the API's lookup renders it); once its
+// chat was deleted, its tombstone.
 func (s *Store) RequestForDelivery(ctx context.Context, requestID uuid.UUID) (RequestState, error) {
 	row, err := s.q.RequestGetWithReceipt(withPurpose(ctx, "webhook_read"), s.pool, requestID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		st, _, terr := s.requestTombstone(ctx, s.pool, requestID)
+		return st, mapError(terr)
+	}
 	if err != nil {
 		return RequestState{}, mapError(err)
 	}

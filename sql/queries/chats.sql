@@ -302,3 +302,67 @@ SELECT chatd_runnable_count_within(@owner_id::uuid, @max::int)::integer;
 -- trigger clears it when the history or status moves.
 UPDATE chats SET provider_retry = @provider_retry
 WHERE id = @id AND worker_id = @worker_id AND history_version = @history_version AND status = 'running';
+
+-- name: ChatLockManyForOwner :many
+-- Takes the row locks of the owner's chats a delete starts from, in id
+-- order (ChatLockChildren then locks their descendants, level by level:
+-- parents before children, the order every transaction keeps).
+SELECT * FROM chats WHERE id = ANY (@ids::uuid[]) AND owner_id = @owner_id ORDER BY id FOR UPDATE;
+
+-- name: ChatLockChildren :many
+-- Takes the row locks of the children of chats this transaction holds. A
+-- chat gets a child only in a transaction that locks it (a spawn commits
+-- behind its parent's fence; a child created through the API takes its
+-- parent's key share lock, for its foreign key), so once the parents are
+-- locked their children are all here.
+SELECT * FROM chats WHERE parent_chat_id = ANY (@parent_ids::uuid[]) ORDER BY id FOR UPDATE;
+
+-- name: ChatDeleteMany :many
+-- Deletes chats locked by this transaction, their children with them (ON
+-- DELETE CASCADE). The delete trigger (sql/triggers/070_deletion.sql)
+-- refuses a chat with a pending request or awaited by its parent, and
+-- leaves the tombstones, with @reason (the transaction's
+-- chatd.delete_reason, set here before the first row goes).
+DELETE FROM chats
+WHERE id = ANY (@ids::uuid[])
+  AND set_config('chatd.delete_reason', @reason::text, true) IS NOT NULL
+RETURNING id;
+
+-- name: ChatContentCounts :one
+-- The rows that go with chats when they are deleted, for the report.
+SELECT (SELECT count(*) FROM chat_messages m WHERE m.chat_id = ANY (@ids::uuid[]))::bigint AS messages,
+       (SELECT count(*) FROM chat_queued_messages q WHERE q.chat_id = ANY (@ids::uuid[]))::bigint AS queued,
+       (SELECT count(*) FROM structured_requests r WHERE r.chat_id = ANY (@ids::uuid[]))::bigint AS requests;
+
+-- name: ChatListExpiredLock :many
+-- The retention sweep's batch: chats without a parent (a child goes with
+-- its tree) whose last visible change is older than @older_than_seconds,
+-- idle, with no pending request, oldest first; locked, skipping rows
+-- another transaction holds (they are busy: not expired).
+SELECT c.* FROM chats c
+WHERE c.updated_at < now() - make_interval(secs => @older_than_seconds::float8)
+  AND c.parent_chat_id IS NULL
+  AND c.status IN ('waiting', 'error')
+  AND NOT EXISTS (SELECT 1 FROM structured_requests r WHERE r.chat_id = c.id AND r.status = 'pending')
+ORDER BY c.updated_at
+LIMIT @max_rows
+FOR UPDATE OF c SKIP LOCKED;
+
+-- name: ChatListBusy :many
+-- Of chats this transaction locked, those the retention sweep must keep: not
+-- idle, changed within @older_than_seconds, or with a pending request.
+SELECT c.id FROM chats c
+WHERE c.id = ANY (@ids::uuid[])
+  AND (c.status NOT IN ('waiting', 'error')
+       OR c.updated_at >= now() - make_interval(secs => @older_than_seconds::float8)
+       OR EXISTS (SELECT 1 FROM structured_requests r WHERE r.chat_id = c.id AND r.status = 'pending'));
+
+-- name: ChatOldestAge :one
+-- How long ago, on the database clock, the least recently changed chat
+-- last changed visibly (the retention sweep's gauge); 0 without chats.
+SELECT coalesce(extract(epoch FROM now() - min(updated_at)), 0)::float8 AS age_seconds FROM chats;
+
+-- name: ChatListRootsForOwner :many
+-- An erasure's batch: the owner's chats without a parent (children go with
+-- their tree).
+SELECT id FROM chats WHERE owner_id = @owner_id AND parent_chat_id IS NULL ORDER BY id LIMIT @max_rows;

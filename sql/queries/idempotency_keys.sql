@@ -8,10 +8,12 @@ WHERE user_id = @user_id AND key = @key AND created_at > now() - interval '24 ho
 -- same key is replaced; a live one (committed by a concurrent request with
 -- the same key, which this statement waits for) leaves 0 rows, and the
 -- caller rolls the work back.
-INSERT INTO idempotency_keys (user_id, key, fingerprint, status, response)
-VALUES (@user_id, @key, @fingerprint, @status, @response)
+-- The answer holds the chat's message: the key goes with the chat.
+INSERT INTO idempotency_keys (user_id, key, fingerprint, status, response, chat_id)
+VALUES (@user_id, @key, @fingerprint, @status, @response, @chat_id)
 ON CONFLICT (user_id, key) DO UPDATE
-SET fingerprint = EXCLUDED.fingerprint, status = EXCLUDED.status, response = EXCLUDED.response, created_at = now()
+SET fingerprint = EXCLUDED.fingerprint, status = EXCLUDED.status, response = EXCLUDED.response,
+    chat_id = EXCLUDED.chat_id, created_at = now()
 WHERE idempotency_keys.created_at <= now() - interval '24 hours';
 
 -- name: IdempotencyKeysDeleteExpired :execrows

@@ -92,3 +92,8 @@ SELECT * FROM structured_requests WHERE chat_id = @chat_id ORDER BY created_at D
 -- Structured requests not finished, queued ones included: a migration is
 -- reverted only once there are none (docs/operations.md, Rolling back).
 SELECT count(*)::bigint FROM structured_requests WHERE status = 'pending';
+
+-- name: RequestListPendingInChats :many
+-- The pending requests of chats a delete holds, which it cancels first.
+SELECT * FROM structured_requests WHERE chat_id = ANY (@chat_ids::uuid[]) AND status = 'pending'
+ORDER BY created_at, request_id;

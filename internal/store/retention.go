@@ -1,0 +1,118 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/chatd/chatd/internal/dbgen"
+)
+
+// Expiry is what one batch of the retention sweep did.
+type Expiry struct {
+	// Skipped: another replica holds the sweep lock (sql.LockSweep).
+	Skipped bool
+	// Found counts the chats the batch considered (at most its limit).
+	Found int
+	// Deletion: the chats it deleted, with their descendants.
+	Deletion
+}
+
+// ExpireChats deletes, in one transaction, up to limit chats (with their
+// descendants) whose last visible change is older than olderThan and that
+// are at rest: idle (waiting or error), with no pending structured request,
+// and so is every descendant, changed before olderThan too. A chat another
+// transaction holds is skipped (it is busy), and a tree with a descendant
+// not at rest is kept whole. Only one replica sweeps at a time: the others
+// get Skipped.
+func (s *Store) ExpireChats(ctx context.Context, olderThan time.Duration, limit int) (Expiry, error) {
+	var e Expiry
+	var done []finished
+	err := s.tx(ctx, "expire_chats", func(tx pgx.Tx) error {
+		e, done = Expiry{}, nil
+		locked, err := s.q.SweepTryLock(ctx, tx)
+		if err != nil || !locked {
+			e.Skipped = !locked
+			return err
+		}
+		secs := olderThan.Seconds()
+		roots, err := s.q.ChatListExpiredLock(ctx, tx, dbgen.ChatListExpiredLockParams{OlderThanSeconds: secs, MaxRows: int32(limit)})
+		if err != nil || len(roots) == 0 {
+			return err
+		}
+		e.Found = len(roots)
+		tree, err := s.lockTree(ctx, tx, roots)
+		if err != nil {
+			return err
+		}
+		if len(tree) > len(roots) {
+			busy, err := s.q.ChatListBusy(ctx, tx, dbgen.ChatListBusyParams{Ids: chatIDs(tree[len(roots):]), OlderThanSeconds: secs})
+			if err != nil {
+				return err
+			}
+			tree = withoutTreesOf(tree, busy)
+		}
+		if len(tree) == 0 {
+			return nil
+		}
+		return s.deleteTrees(ctx, tx, tree, DeletedExpired, &e.Deletion, &done)
+	})
+	if err == nil {
+		s.finishedCommitted(done)
+	}
+	return e, err
+}
+
+// withoutTreesOf drops from tree (parents first) every tree that holds one
+// of the busy chats.
+func withoutTreesOf(tree []dbgen.Chat, busy []uuid.UUID) []dbgen.Chat {
+	if len(busy) == 0 {
+		return tree
+	}
+	root := make(map[uuid.UUID]uuid.UUID, len(tree))
+	for _, c := range tree {
+		root[c.ID] = c.ID
+		if r, ok := root[c.ParentChatID.UUID]; c.ParentChatID.Valid && ok {
+			root[c.ID] = r
+		}
+	}
+	kept := map[uuid.UUID]bool{}
+	for _, c := range tree {
+		kept[root[c.ID]] = true
+	}
+	for _, id := range busy {
+		kept[root[id]] = false
+	}
+	out := tree[:0:0]
+	for _, c := range tree {
+		if kept[root[c.ID]] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// OldestChatAge is how long ago, on the database clock, the least recently
+// changed chat last changed visibly (0 without chats).
+func (s *Store) OldestChatAge(ctx context.Context) (time.Duration, error) {
+	secs, err := s.q.ChatOldestAge(withPurpose(ctx, "oldest_chat"), s.pool)
+	return time.Duration(secs * float64(time.Second)), mapError(err)
+}
+
+// SweepTombstones deletes up to limit chat tombstones older than ttl (with
+// their requests' tombstones and webhook deliveries), keeping those a
+// pending delivery still needs. Skipped: another replica sweeps.
+func (s *Store) SweepTombstones(ctx context.Context, ttl time.Duration, limit int) (n int64, skipped bool, err error) {
+	err = s.tx(ctx, "sweep_tombstones", func(tx pgx.Tx) error {
+		locked, err := s.q.SweepTryLock(ctx, tx)
+		if err != nil || !locked {
+			skipped = !locked
+			return err
+		}
+		n, err = s.q.TombstonesSweep(ctx, tx, dbgen.TombstonesSweepParams{TtlSeconds: ttl.Seconds(), MaxRows: int32(limit)})
+		return err
+	})
+	return n, skipped, err
+}
