@@ -242,6 +242,10 @@ func (a *action) check(ctx context.Context, cancel context.CancelCauseFunc, done
 			// (and the pool open a new one) every time a step ended
 			// during the read.
 			c, err := a.store.LoadChat(context.WithoutCancel(ctx), a.fence.ChatID)
+			if errors.Is(err, store.ErrNotFound) {
+				cancel(errChatChanged) // deleted: nothing of the step can commit
+				return
+			}
 			if err != nil {
 				continue
 			}

@@ -377,6 +377,10 @@ func (r *Runner) runChat(ctx, hard context.Context, turn *store.Turn) (yielded b
 				if chatCtx.Err() != nil {
 					return
 				}
+				if errors.Is(err, store.ErrNotFound) {
+					log.Debug("chat deleted: its turn stops")
+					return false
+				}
 				log.Error("reading the chat failed", slog.String("error", err.Error()))
 				if !sleep(chatCtx, r.opts.RetryBase) {
 					return
