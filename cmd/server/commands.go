@@ -38,6 +38,9 @@ import (
 	"github.com/chatd/chatd/internal/webhooks"
 )
 
+// defaultRetainTombstones: deleted chats' tombstones are kept 30 days.
+const defaultRetainTombstones = 30 * 24 * time.Hour
+
 // serverArgs are the flags of chatd server.
 type serverArgs struct {
 	listen            *string
@@ -73,6 +76,8 @@ type serverArgs struct {
 	jwtAudience       *string
 	jwtUserClaim      *string
 	jwksRefresh       *time.Duration
+	retainChats       *time.Duration
+	retainTombstones  *time.Duration
 }
 
 // serverFlags defines the flags of chatd server: the one source of its
@@ -113,6 +118,8 @@ func serverFlags(stderr io.Writer) (*flags, *serverArgs) {
 		jwtAudience:       f.String("jwt-audience", "CHATD_JWT_AUDIENCE", "", "a value the JWTs' aud must hold: chatd's client or API identifier at the identity provider"),
 		jwtUserClaim:      f.String("jwt-user-claim", "CHATD_JWT_USER_CLAIM", jwtauth.DefaultUserClaim, "the JWT claim naming the user (a string; a dotted path for a nested claim, e.g. app_metadata.user_id); with the issuer it keys the chatd user"),
 		jwksRefresh:       f.Duration("jwks-refresh", "CHATD_JWKS_REFRESH", jwtauth.DefaultRefreshInterval, "how often the identity provider's keys are fetched again; an unknown key id fetches them at once, at most once a minute"),
+		retainChats:       f.Duration("retain-chats", "CHATD_RETAIN_CHATS", 0, "delete chats whose last visible change is older than this, with their child chats, in small batches on one replica at a time; never a chat with a turn running or a request pending (0: keep every chat; docs/operations.md#retention)"),
+		retainTombstones:  f.Duration("retain-tombstones", "CHATD_RETAIN_TOMBSTONES", defaultRetainTombstones, "keep what a deleted chat leaves (its id, owner, reason and its requests' outcomes, which late lookups and webhook deliveries read) this long (0: forever)"),
 	}
 }
 
@@ -294,6 +301,9 @@ func checkServerLimits(a *serverArgs) error {
 	if *a.providerAttempts < 1 || *a.providerAttempts > 100 {
 		return errors.New("--provider-attempts must be from 1 to 100")
 	}
+	if *a.retainChats < 0 || *a.retainTombstones < 0 {
+		return errors.New("--retain-chats and --retain-tombstones must be 0 (off) or positive")
+	}
 	return nil
 }
 
@@ -399,7 +409,8 @@ func assembleServer(ctx context.Context, a *serverArgs, cfg *config.Config, exp 
 		Tools: serverTools, MCP: s.mcps, Spawn: spawn, Slots: s.slots,
 		Lease: *a.lease, DrainTimeout: *a.drain, ActionTimeout: *a.toolTimeout, SilenceTimeout: *a.silence,
 		ServerToolTimeout: *a.serverToolTimeout, MaxAttempts: *a.providerAttempts,
-		Hooks: stopHooks, CompactionThreshold: cfg.CompactionThreshold, Preview: s.relay, Logger: logger, Metrics: reg})
+		Hooks: stopHooks, CompactionThreshold: cfg.CompactionThreshold, Preview: s.relay, Logger: logger, Metrics: reg,
+		RetainChats: *a.retainChats, RetainTombstones: *a.retainTombstones})
 	return s, nil
 }
 

@@ -55,6 +55,7 @@ var (
 )
 
 func (r *Runner) instrument(reg *prometheus.Registry) {
+	r.instrumentRetention(reg)
 	prom.GaugeFunc(reg, "chatd_workers", "Chats this process can run at once (--max-running).",
 		func() float64 { return float64(r.opts.MaxRunning) })
 	prom.GaugeFunc(reg, "chatd_chats_claimed", "Chats this process's workers hold a lease on right now.",

@@ -92,8 +92,16 @@ type Options struct {
 	// DrainTimeout bounds how long in-flight work may continue after Run's
 	// context ends before it is cancelled and its chat released.
 	DrainTimeout time.Duration
-	Preview      Preview
-	Logger       *slog.Logger
+	// RetainChats, when positive, deletes chats at rest for longer
+	// (retention.go); RetentionBatch chats per transaction (default
+	// DefaultRetentionBatch).
+	RetainChats    time.Duration
+	RetentionBatch int
+	// RetainTombstones, when positive, deletes the tombstones of chats
+	// deleted longer ago; 0 keeps them.
+	RetainTombstones time.Duration
+	Preview          Preview
+	Logger           *slog.Logger
 	// Metrics, when set, receives the runner's metrics (see metrics.go).
 	Metrics *prometheus.Registry
 	// TestSignals are points tests hold; nil in production.
@@ -152,6 +160,9 @@ func (o *Options) defaults() {
 	if o.ActionTimeout <= 0 {
 		o.ActionTimeout = DefaultActionTimeout
 	}
+	if o.RetentionBatch <= 0 {
+		o.RetentionBatch = DefaultRetentionBatch
+	}
 	if o.Preview == nil {
 		o.Preview = nopPreview{}
 	}
@@ -177,6 +188,7 @@ type Runner struct {
 	log    *slog.Logger
 
 	m       runnerMetrics
+	rm      retentionMetrics
 	slots   *handoff.Slots[store.Turn]
 	claimed atomic.Int64  // chats held by this runner right now
 	leases  leases        // their claims, renewed together
@@ -210,6 +222,9 @@ func (r *Runner) Run(ctx context.Context) {
 	wg.Go(func() { r.maintain(ctx) })
 	renewCtx, stopRenewing := context.WithCancel(hard)
 	wg.Go(func() { r.renewLeases(renewCtx) })
+	if r.opts.RetainChats > 0 || r.opts.RetainTombstones > 0 {
+		wg.Go(func() { r.retain(ctx) })
+	}
 	r.slots.Open(handoff.Limits{Max: r.opts.MaxRunning, Headroom: handoff.Headroom(r.opts.MaxRunning), Lease: r.opts.Lease,
 		NoHandOff: r.opts.MaxRunningPerUser > 0},
 		func(sl *handoff.Slot, turn store.Turn) {
