@@ -416,7 +416,11 @@ BEGIN
             RAISE EXCEPTION 'structured request % cannot become % without its receipt', NEW.request_id, NEW.status
                 USING ERRCODE = 'check_violation', CONSTRAINT = 'structured_requests_finish_with_receipt';
         END IF;
-        NEW.finished_at := now();
+        -- An import (chatd import, which sets chatd.importing for its
+        -- transaction) keeps the finish time of the receipt it restores.
+        IF NEW.finished_at IS NULL OR current_setting('chatd.importing', true) IS DISTINCT FROM 'on' THEN
+            NEW.finished_at := now();
+        END IF;
         IF chatd_finish_announced(NEW) THEN
             PERFORM pg_notify('chatd_request', NEW.request_id::text); -- long polls (040_notify.sql)
         END IF;
@@ -505,6 +509,7 @@ BEGIN
     FROM (SELECT w.endpoint, w.event, w.since FROM webhook_subscriptions w
           WHERE w.event = 'structured_output.' || NEW.status FOR SHARE) s
     WHERE s.since IS NOT NULL
+      AND (current_setting('chatd.importing', true) IS DISTINCT FROM 'on' OR s.since <= NEW.finished_at)
     ON CONFLICT ON CONSTRAINT webhook_deliveries_pkey DO NOTHING;
     RETURN NULL;
 END

@@ -17,7 +17,7 @@ func TestCheckCommand(t *testing.T) {
 	url := dbtest.NewURL(t)
 
 	out, _, err := runCmd(ctx, "check", "--database-url", url)
-	if err != nil || !strings.Contains(out, "ok    stranded_request\n") || !strings.HasSuffix(out, "11 checks, 0 violations\n") {
+	if err != nil || !strings.Contains(out, "ok    stranded_request\n") || !strings.HasSuffix(out, "13 checks, 0 violations\n") {
 		t.Fatalf("check on a clean database: exit %d %v\n%s", exitCode(err), err, out)
 	}
 
@@ -45,7 +45,7 @@ func TestCheckCommand(t *testing.T) {
 	out, _, err = runCmd(ctx, "check", "--database-url", url)
 	if exitCode(err) != 1 || !strings.Contains(out, "FAIL  stranded_request (1)\n") ||
 		!strings.Contains(out, "stranded_request: chat="+chat.String()+" request="+req.String()+" message=") ||
-		!strings.Contains(out, "while its chat is waiting") || !strings.HasSuffix(out, "11 checks, 1 violations\n") {
+		!strings.Contains(out, "while its chat is waiting") || !strings.HasSuffix(out, "13 checks, 1 violations\n") {
 		t.Fatalf("check with a stranded request: exit %d %v\n%s", exitCode(err), err, out)
 	}
 

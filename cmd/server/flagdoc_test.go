@@ -107,6 +107,18 @@ are in [cli.md](cli.md); ` + "`mockllm`" + `'s flags in [mockllm.md](mockllm.md)
 		sections = append(sections, flagSection{"chatd token " + verb, tokenIntro[verb], f})
 	}
 	sections = append(sections, flagSection{"chatd check", "Reports invariant violations ([check.md](check.md)).", check})
+	user := userFlags(io.Discard)
+	addToolDatabaseFlags(user, io.Discard)
+	exp, _, _ := exportFlags(io.Discard)
+	addToolDatabaseFlags(exp, io.Discard)
+	imp, _ := importFlags(io.Discard)
+	addToolDatabaseFlags(imp, io.Discard)
+	sections = append(sections,
+		flagSection{"chatd user erase", "Deletes the user `NAME` and everything of theirs, and prints what went as JSON " +
+			"([operations.md](operations.md#erasing-a-user)).", user},
+		flagSection{"chatd export", "Writes a user's chats as JSON Lines ([operations.md](operations.md#export-and-import)).", exp},
+		flagSection{"chatd import", "Reads an export (`FILE`, or `-` for standard input) into the database " +
+			"([operations.md](operations.md#export-and-import)).", imp})
 	for _, s := range sections {
 		fmt.Fprintf(&b, "\n## `%s`\n\n%s\n\n", s.title, s.intro)
 		if err := writeFlagTable(&b, s.f); err != nil {

@@ -39,6 +39,9 @@ Usage:
   chatd token create --user NAME       create a user if needed and print a new API token
   chatd token list|revoke ...          list tokens; revoke one by its id
   chatd check [flags]                  check the database's invariants; exit 1 on violations
+  chatd user erase NAME                delete a user and everything of theirs; print what went
+  chatd export --user NAME             write a user's chats as JSON Lines
+  chatd import FILE|-                  read an export into the database
   chatd chat new|send|list|show|tail|interrupt ...
                                        use chats on a server (CHATD_URL, CHATD_TOKEN)
   chatd result [--wait] REQUEST_ID     print a structured request's result
@@ -105,6 +108,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdToken(ctx, args[1:], stdout, stderr)
 	case "check":
 		return cmdCheck(ctx, args[1:], stdout, stderr)
+	case "user":
+		return cmdUser(ctx, args[1:], stdout, stderr)
+	case "export":
+		return cmdExport(ctx, args[1:], stdout, stderr)
+	case "import":
+		return cmdImport(ctx, args[1:], stdout, stderr)
 	case "chat":
 		return cliStatus(cli.Chat(ctx, args[1:], cli.IO{Stdin: os.Stdin, Stdout: stdout, Stderr: stderr, Getenv: os.Getenv}))
 	case "result":

@@ -133,6 +133,46 @@ func (q *Queries) MessageGetLatestUserRequest(ctx context.Context, db DBTX, chat
 	return i, err
 }
 
+const messageImportMany = `-- name: MessageImportMany :many
+INSERT INTO chat_messages (chat_id, role, kind, visibility, content, structured_request_id, finish_reason, usage,
+                           compressed, deleted, created_at)
+SELECT $1::uuid, r.m->>'role', r.m->>'kind', r.m->>'visibility', r.m->'content',
+       (r.m->>'structured_request_id')::uuid, r.m->>'finish_reason', r.m->'usage',
+       coalesce((r.m->>'compressed')::boolean, false), coalesce((r.m->>'deleted')::boolean, false),
+       coalesce((r.m->>'created_at')::timestamptz, now())
+FROM jsonb_array_elements($2::jsonb) WITH ORDINALITY AS r(m, n)
+ORDER BY r.n
+RETURNING id
+`
+
+type MessageImportManyParams struct {
+	ChatID uuid.UUID
+	Rows   json.RawMessage
+}
+
+// An imported chat's history in one statement: rows is a JSON array of
+// objects with the columns as keys (an absent key is NULL, or the column
+// default). Ids are taken in the array's order, and returned in it.
+func (q *Queries) MessageImportMany(ctx context.Context, db DBTX, arg MessageImportManyParams) ([]int64, error) {
+	rows, err := db.Query(ctx, messageImportMany, arg.ChatID, arg.Rows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const messageInsert = `-- name: MessageInsert :one
 INSERT INTO chat_messages (chat_id, role, kind, visibility, content, structured_request_id, finish_reason, usage)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
@@ -325,6 +365,45 @@ type MessageListChangedForStreamParams struct {
 // included (a deletion means the client must reset its history).
 func (q *Queries) MessageListChangedForStream(ctx context.Context, db DBTX, arg MessageListChangedForStreamParams) ([]ChatMessage, error) {
 	rows, err := db.Query(ctx, messageListChangedForStream, arg.ChatID, arg.AfterRevision)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ChatMessage
+	for rows.Next() {
+		var i ChatMessage
+		if err := rows.Scan(
+			&i.ID,
+			&i.ChatID,
+			&i.Role,
+			&i.Kind,
+			&i.Visibility,
+			&i.Content,
+			&i.StructuredRequestID,
+			&i.FinishReason,
+			&i.Usage,
+			&i.Compressed,
+			&i.Deleted,
+			&i.Revision,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const messageListForChats = `-- name: MessageListForChats :many
+SELECT id, chat_id, role, kind, visibility, content, structured_request_id, finish_reason, usage, compressed, deleted, revision, created_at FROM chat_messages WHERE chat_id = ANY ($1::uuid[]) ORDER BY chat_id, id
+`
+
+// An export's messages: every row of the chats, deleted ones included.
+func (q *Queries) MessageListForChats(ctx context.Context, db DBTX, chatIds []uuid.UUID) ([]ChatMessage, error) {
+	rows, err := db.Query(ctx, messageListForChats, chatIds)
 	if err != nil {
 		return nil, err
 	}

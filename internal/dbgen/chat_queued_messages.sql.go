@@ -132,6 +132,36 @@ func (q *Queries) QueueList(ctx context.Context, db DBTX, chatID uuid.UUID) ([]C
 	return items, nil
 }
 
+const queueListForChats = `-- name: QueueListForChats :many
+SELECT id, chat_id, content, structured_request_id, created_at FROM chat_queued_messages WHERE chat_id = ANY ($1::uuid[]) ORDER BY chat_id, id
+`
+
+func (q *Queries) QueueListForChats(ctx context.Context, db DBTX, chatIds []uuid.UUID) ([]ChatQueuedMessage, error) {
+	rows, err := db.Query(ctx, queueListForChats, chatIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ChatQueuedMessage
+	for rows.Next() {
+		var i ChatQueuedMessage
+		if err := rows.Scan(
+			&i.ID,
+			&i.ChatID,
+			&i.Content,
+			&i.StructuredRequestID,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const queuePopHead = `-- name: QueuePopHead :one
 DELETE FROM chat_queued_messages
 WHERE id = (SELECT min(q.id) FROM chat_queued_messages q WHERE q.chat_id = $1)

@@ -512,6 +512,65 @@ func (q *Queries) ChatGetForOwner(ctx context.Context, db DBTX, arg ChatGetForOw
 	return i, err
 }
 
+const chatImport = `-- name: ChatImport :one
+INSERT INTO chats (id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, mcp_servers, spawn_agents,
+                   spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state, status, last_error, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::text[],
+        $10, $11, $12, $13, $14, $15,
+        $16, $17, $18)
+RETURNING id
+`
+
+type ChatImportParams struct {
+	ID              uuid.UUID
+	OwnerID         uuid.UUID
+	ParentChatID    uuid.NullUUID
+	Title           string
+	Model           string
+	SystemPrompt    string
+	Mode            client.ChatMode
+	DynamicTools    json.RawMessage
+	McpServers      []string
+	SpawnAgents     bool
+	SpawnDepth      int32
+	SpawnMessageID  *int64
+	SpawnToolCallID *string
+	SpawnState      *string
+	Status          client.ChatStatus
+	LastError       json.RawMessage
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
+// An imported chat (chatd import), at rest, with its own times: the
+// statements that follow in its transaction keep updated_at (the chat
+// was bumped by this transaction already).
+func (q *Queries) ChatImport(ctx context.Context, db DBTX, arg ChatImportParams) (uuid.UUID, error) {
+	row := db.QueryRow(ctx, chatImport,
+		arg.ID,
+		arg.OwnerID,
+		arg.ParentChatID,
+		arg.Title,
+		arg.Model,
+		arg.SystemPrompt,
+		arg.Mode,
+		arg.DynamicTools,
+		arg.McpServers,
+		arg.SpawnAgents,
+		arg.SpawnDepth,
+		arg.SpawnMessageID,
+		arg.SpawnToolCallID,
+		arg.SpawnState,
+		arg.Status,
+		arg.LastError,
+		arg.CreatedAt,
+		arg.UpdatedAt,
+	)
+	var id uuid.UUID
+	err := row.Scan(&id)
+	return id, err
+}
+
 const chatInsert = `-- name: ChatInsert :one
 INSERT INTO chats (id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, mcp_servers, spawn_agents, status,
                    worker_id, lease_expires_at)
@@ -711,6 +770,58 @@ func (q *Queries) ChatListBusy(ctx context.Context, db DBTX, arg ChatListBusyPar
 	return items, nil
 }
 
+const chatListChildren = `-- name: ChatListChildren :many
+SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state, provider_retry FROM chats WHERE parent_chat_id = ANY ($1::uuid[]) ORDER BY id
+`
+
+func (q *Queries) ChatListChildren(ctx context.Context, db DBTX, parentIds []uuid.UUID) ([]Chat, error) {
+	rows, err := db.Query(ctx, chatListChildren, parentIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Chat
+	for rows.Next() {
+		var i Chat
+		if err := rows.Scan(
+			&i.ID,
+			&i.OwnerID,
+			&i.ParentChatID,
+			&i.Title,
+			&i.Model,
+			&i.SystemPrompt,
+			&i.Mode,
+			&i.DynamicTools,
+			&i.Status,
+			&i.WorkerID,
+			&i.LeaseExpiresAt,
+			&i.SnapshotVersion,
+			&i.SnapshotXact,
+			&i.HistoryVersion,
+			&i.GenerationAttempt,
+			&i.LastError,
+			&i.RequiresActionDeadline,
+			&i.CompactionRequestedAt,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.McpServers,
+			&i.SpawnAgents,
+			&i.SpawnDepth,
+			&i.SpawnMessageID,
+			&i.SpawnToolCallID,
+			&i.SpawnState,
+			&i.ProviderRetry,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const chatListExpiredActions = `-- name: ChatListExpiredActions :many
 SELECT id FROM chats
 WHERE status = 'requires_action' AND requires_action_deadline < now()
@@ -834,6 +945,66 @@ func (q *Queries) ChatListForOwner(ctx context.Context, db DBTX, arg ChatListFor
 		arg.BeforeID,
 		arg.MaxRows,
 	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Chat
+	for rows.Next() {
+		var i Chat
+		if err := rows.Scan(
+			&i.ID,
+			&i.OwnerID,
+			&i.ParentChatID,
+			&i.Title,
+			&i.Model,
+			&i.SystemPrompt,
+			&i.Mode,
+			&i.DynamicTools,
+			&i.Status,
+			&i.WorkerID,
+			&i.LeaseExpiresAt,
+			&i.SnapshotVersion,
+			&i.SnapshotXact,
+			&i.HistoryVersion,
+			&i.GenerationAttempt,
+			&i.LastError,
+			&i.RequiresActionDeadline,
+			&i.CompactionRequestedAt,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.McpServers,
+			&i.SpawnAgents,
+			&i.SpawnDepth,
+			&i.SpawnMessageID,
+			&i.SpawnToolCallID,
+			&i.SpawnState,
+			&i.ProviderRetry,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const chatListRootsAfter = `-- name: ChatListRootsAfter :many
+SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state, provider_retry FROM chats WHERE owner_id = $1 AND parent_chat_id IS NULL AND id > $2 ORDER BY id LIMIT $3
+`
+
+type ChatListRootsAfterParams struct {
+	OwnerID uuid.UUID
+	AfterID uuid.UUID
+	MaxRows int32
+}
+
+// An export's page: the owner's chats without a parent, in id order after
+// @after_id (their descendants follow with ChatListChildren).
+func (q *Queries) ChatListRootsAfter(ctx context.Context, db DBTX, arg ChatListRootsAfterParams) ([]Chat, error) {
+	rows, err := db.Query(ctx, chatListRootsAfter, arg.OwnerID, arg.AfterID, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
@@ -1698,4 +1869,15 @@ func (q *Queries) ChatStartTurnFor(ctx context.Context, db DBTX, arg ChatStartTu
 		&i.ProviderRetry,
 	)
 	return i, err
+}
+
+const importBegin = `-- name: ImportBegin :exec
+SELECT set_config('chatd.importing', 'on', true)
+`
+
+// Marks the transaction as an import: finished requests keep the finish
+// time they are given (sql/triggers/030_requests.sql, 050_webhooks.sql).
+func (q *Queries) ImportBegin(ctx context.Context, db DBTX) error {
+	_, err := db.Exec(ctx, importBegin)
+	return err
 }

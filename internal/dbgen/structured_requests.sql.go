@@ -298,6 +298,65 @@ func (q *Queries) RequestGoverning(ctx context.Context, db DBTX, chatID uuid.UUI
 	return items, nil
 }
 
+const requestImportFinishMany = `-- name: RequestImportFinishMany :many
+UPDATE structured_requests r
+SET status = f.status, error_code = f.error_code, error_message = f.error_message, rejections = f.rejections,
+    validation_rejections = f.validation_rejections, steps = f.steps, attempts = coalesce(f.attempts, '[]'),
+    finished_at = f.finished_at,
+    receipt_message_id = (SELECT m.id FROM chat_messages m WHERE m.structured_request_id = r.request_id AND m.kind = 'receipt')
+FROM jsonb_to_recordset($2::jsonb) AS f(request_id uuid, status text, error_code text, error_message text, rejections integer,
+                                             validation_rejections integer, steps integer, attempts jsonb, finished_at timestamptz)
+WHERE r.request_id = f.request_id AND r.chat_id = $1 AND r.status = 'pending'
+RETURNING r.request_id
+`
+
+type RequestImportFinishManyParams struct {
+	ChatID uuid.UUID
+	Rows   json.RawMessage
+}
+
+// Finishes imported requests as the export had them, with the receipts
+// inserted before in the same transaction; in an import (ImportBegin) they
+// keep their finish time.
+func (q *Queries) RequestImportFinishMany(ctx context.Context, db DBTX, arg RequestImportFinishManyParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, requestImportFinishMany, arg.ChatID, arg.Rows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var request_id uuid.UUID
+		if err := rows.Scan(&request_id); err != nil {
+			return nil, err
+		}
+		items = append(items, request_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const requestImportMany = `-- name: RequestImportMany :exec
+INSERT INTO structured_requests (request_id, chat_id, name, description, schema, trace_parent, created_at)
+SELECT (r->>'request_id')::uuid, $1::uuid, r->>'name', coalesce(r->>'description', ''), r->'schema',
+       r->>'trace_parent', (r->>'created_at')::timestamptz
+FROM jsonb_array_elements($2::jsonb) r
+`
+
+type RequestImportManyParams struct {
+	ChatID uuid.UUID
+	Rows   json.RawMessage
+}
+
+// An imported chat's requests, pending until RequestImportFinishMany: rows
+// is a JSON array of objects with the columns as keys.
+func (q *Queries) RequestImportMany(ctx context.Context, db DBTX, arg RequestImportManyParams) error {
+	_, err := db.Exec(ctx, requestImportMany, arg.ChatID, arg.Rows)
+	return err
+}
+
 const requestInsert = `-- name: RequestInsert :one
 INSERT INTO structured_requests (request_id, chat_id, name, description, schema, admitted_by, trace_parent)
 VALUES ($1, $2, $3, $4, $5, $6, $7)
@@ -384,6 +443,52 @@ func (q *Queries) RequestLatestOfChat(ctx context.Context, db DBTX, chatID uuid.
 		&i.TraceParent,
 	)
 	return i, err
+}
+
+const requestListForChats = `-- name: RequestListForChats :many
+SELECT request_id, chat_id, name, description, schema, status, rejections, validation_rejections, steps, candidate, candidate_tool_call_id, error_code, error_message, receipt_message_id, created_at, updated_at, finished_at, attempts, admitted_by, finished_by, trace_parent FROM structured_requests WHERE chat_id = ANY ($1::uuid[]) ORDER BY chat_id, created_at, request_id
+`
+
+func (q *Queries) RequestListForChats(ctx context.Context, db DBTX, chatIds []uuid.UUID) ([]StructuredRequest, error) {
+	rows, err := db.Query(ctx, requestListForChats, chatIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []StructuredRequest
+	for rows.Next() {
+		var i StructuredRequest
+		if err := rows.Scan(
+			&i.RequestID,
+			&i.ChatID,
+			&i.Name,
+			&i.Description,
+			&i.Schema,
+			&i.Status,
+			&i.Rejections,
+			&i.ValidationRejections,
+			&i.Steps,
+			&i.Candidate,
+			&i.CandidateToolCallID,
+			&i.ErrorCode,
+			&i.ErrorMessage,
+			&i.ReceiptMessageID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.FinishedAt,
+			&i.Attempts,
+			&i.AdmittedBy,
+			&i.FinishedBy,
+			&i.TraceParent,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const requestListPendingForChat = `-- name: RequestListPendingForChat :many

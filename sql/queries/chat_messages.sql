@@ -92,3 +92,21 @@ SELECT * FROM chat_messages
 WHERE chat_id = @chat_id AND NOT deleted AND kind = 'message' AND role = 'assistant' AND visibility IN ('user', 'both')
 ORDER BY id DESC
 LIMIT 1;
+
+-- name: MessageListForChats :many
+-- An export's messages: every row of the chats, deleted ones included.
+SELECT * FROM chat_messages WHERE chat_id = ANY (@chat_ids::uuid[]) ORDER BY chat_id, id;
+
+-- name: MessageImportMany :many
+-- An imported chat's history in one statement: rows is a JSON array of
+-- objects with the columns as keys (an absent key is NULL, or the column
+-- default). Ids are taken in the array's order, and returned in it.
+INSERT INTO chat_messages (chat_id, role, kind, visibility, content, structured_request_id, finish_reason, usage,
+                           compressed, deleted, created_at)
+SELECT @chat_id::uuid, r.m->>'role', r.m->>'kind', r.m->>'visibility', r.m->'content',
+       (r.m->>'structured_request_id')::uuid, r.m->>'finish_reason', r.m->'usage',
+       coalesce((r.m->>'compressed')::boolean, false), coalesce((r.m->>'deleted')::boolean, false),
+       coalesce((r.m->>'created_at')::timestamptz, now())
+FROM jsonb_array_elements(@rows::jsonb) WITH ORDINALITY AS r(m, n)
+ORDER BY r.n
+RETURNING id;

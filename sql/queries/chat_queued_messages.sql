@@ -21,3 +21,6 @@ RETURNING *;
 
 -- name: QueueCount :one
 SELECT count(*)::integer FROM chat_queued_messages WHERE chat_id = @chat_id;
+
+-- name: QueueListForChats :many
+SELECT * FROM chat_queued_messages WHERE chat_id = ANY (@chat_ids::uuid[]) ORDER BY chat_id, id;

@@ -366,3 +366,27 @@ SELECT coalesce(extract(epoch FROM now() - min(updated_at)), 0)::float8 AS age_s
 -- An erasure's batch: the owner's chats without a parent (children go with
 -- their tree).
 SELECT id FROM chats WHERE owner_id = @owner_id AND parent_chat_id IS NULL ORDER BY id LIMIT @max_rows;
+
+-- name: ChatListRootsAfter :many
+-- An export's page: the owner's chats without a parent, in id order after
+-- @after_id (their descendants follow with ChatListChildren).
+SELECT * FROM chats WHERE owner_id = @owner_id AND parent_chat_id IS NULL AND id > @after_id ORDER BY id LIMIT @max_rows;
+
+-- name: ChatListChildren :many
+SELECT * FROM chats WHERE parent_chat_id = ANY (@parent_ids::uuid[]) ORDER BY id;
+
+-- name: ChatImport :one
+-- An imported chat (chatd import), at rest, with its own times: the
+-- statements that follow in its transaction keep updated_at (the chat
+-- was bumped by this transaction already).
+INSERT INTO chats (id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, mcp_servers, spawn_agents,
+                   spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state, status, last_error, created_at, updated_at)
+VALUES (@id, @owner_id, sqlc.narg(parent_chat_id), @title, @model, @system_prompt, @mode, @dynamic_tools, @mcp_servers::text[],
+        @spawn_agents, @spawn_depth, sqlc.narg(spawn_message_id), sqlc.narg(spawn_tool_call_id), sqlc.narg(spawn_state), @status,
+        sqlc.narg(last_error), @created_at, @updated_at)
+RETURNING id;
+
+-- name: ImportBegin :exec
+-- Marks the transaction as an import: finished requests keep the finish
+-- time they are given (sql/triggers/030_requests.sql, 050_webhooks.sql).
+SELECT set_config('chatd.importing', 'on', true);

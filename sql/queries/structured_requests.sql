@@ -97,3 +97,28 @@ SELECT count(*)::bigint FROM structured_requests WHERE status = 'pending';
 -- The pending requests of chats a delete holds, which it cancels first.
 SELECT * FROM structured_requests WHERE chat_id = ANY (@chat_ids::uuid[]) AND status = 'pending'
 ORDER BY created_at, request_id;
+
+-- name: RequestListForChats :many
+SELECT * FROM structured_requests WHERE chat_id = ANY (@chat_ids::uuid[]) ORDER BY chat_id, created_at, request_id;
+
+-- name: RequestImportMany :exec
+-- An imported chat's requests, pending until RequestImportFinishMany: rows
+-- is a JSON array of objects with the columns as keys.
+INSERT INTO structured_requests (request_id, chat_id, name, description, schema, trace_parent, created_at)
+SELECT (r->>'request_id')::uuid, @chat_id::uuid, r->>'name', coalesce(r->>'description', ''), r->'schema',
+       r->>'trace_parent', (r->>'created_at')::timestamptz
+FROM jsonb_array_elements(@rows::jsonb) r;
+
+-- name: RequestImportFinishMany :many
+-- Finishes imported requests as the export had them, with the receipts
+-- inserted before in the same transaction; in an import (ImportBegin) they
+-- keep their finish time.
+UPDATE structured_requests r
+SET status = f.status, error_code = f.error_code, error_message = f.error_message, rejections = f.rejections,
+    validation_rejections = f.validation_rejections, steps = f.steps, attempts = coalesce(f.attempts, '[]'),
+    finished_at = f.finished_at,
+    receipt_message_id = (SELECT m.id FROM chat_messages m WHERE m.structured_request_id = r.request_id AND m.kind = 'receipt')
+FROM jsonb_to_recordset(@rows::jsonb) AS f(request_id uuid, status text, error_code text, error_message text, rejections integer,
+                                             validation_rejections integer, steps integer, attempts jsonb, finished_at timestamptz)
+WHERE r.request_id = f.request_id AND r.chat_id = @chat_id AND r.status = 'pending'
+RETURNING r.request_id;

@@ -47,7 +47,11 @@ BEGIN
             RAISE EXCEPTION 'structured request % cannot become % without its receipt', NEW.request_id, NEW.status
                 USING ERRCODE = 'check_violation', CONSTRAINT = 'structured_requests_finish_with_receipt';
         END IF;
-        NEW.finished_at := now();
+        -- An import (chatd import, which sets chatd.importing for its
+        -- transaction) keeps the finish time of the receipt it restores.
+        IF NEW.finished_at IS NULL OR current_setting('chatd.importing', true) IS DISTINCT FROM 'on' THEN
+            NEW.finished_at := now();
+        END IF;
         IF chatd_finish_announced(NEW) THEN
             PERFORM pg_notify('chatd_request', NEW.request_id::text); -- long polls (040_notify.sql)
         END IF;

@@ -11,6 +11,9 @@
 -- The subscriptions are read FOR SHARE: a server installing a subscription
 -- (store.SyncWebhooks) takes the table in EXCLUSIVE mode before stamping
 -- since, so a receipt either commits before since or sees the subscription.
+--
+-- A receipt restored by an import keeps its finish time (030_requests.sql):
+-- it is owed only to subscriptions in force when it finished.
 CREATE OR REPLACE FUNCTION chatd_webhook_outbox() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -19,6 +22,7 @@ BEGIN
     FROM (SELECT w.endpoint, w.event, w.since FROM webhook_subscriptions w
           WHERE w.event = 'structured_output.' || NEW.status FOR SHARE) s
     WHERE s.since IS NOT NULL
+      AND (current_setting('chatd.importing', true) IS DISTINCT FROM 'on' OR s.since <= NEW.finished_at)
     ON CONFLICT ON CONSTRAINT webhook_deliveries_pkey DO NOTHING;
     RETURN NULL;
 END
