@@ -49,10 +49,10 @@ func (s *Store) EraseUser(ctx context.Context, name string) (Erasure, error) {
 	e := Erasure{UserID: u.ID, Name: u.Name}
 	err = s.tx(ctx, "erase_tokens", func(tx pgx.Tx) error {
 		var err error
-		if e.Tokens, err = s.q.UserTokensDelete(ctx, tx, u.ID); err != nil {
+		if e.StreamTickets, err = s.q.UserStreamTicketsDelete(ctx, tx, u.ID); err != nil {
 			return err
 		}
-		e.StreamTickets, err = s.q.UserStreamTicketsDelete(ctx, tx, u.ID)
+		e.Tokens, err = s.q.UserTokensDelete(ctx, tx, u.ID) // their tickets would go with them, uncounted
 		return err
 	})
 	if err != nil {
