@@ -104,16 +104,20 @@ test-failover: pg-deps failover-deps
 	go test $(TEST_FLAGS) -v -run '^TestFailover' ./internal/crashtest/
 
 ## crash-long: the SIGKILL crash test with many kill points, a longer
-## concurrency storm and a longer hostile-model storm (internal/crashtest).
-## CRASH_KILLS, STORM_OPS, HOSTILE_KILLS and CRASH_SEED shape it; the seed
-## is printed, and CRASH_SEED=N replays a run.
+## concurrency storm, a longer hostile-model storm and a bigger deletion
+## storm (internal/crashtest). CRASH_KILLS, STORM_OPS, HOSTILE_KILLS,
+## DELETE_STORM_CHATS, DELETE_STORM_KILLS and CRASH_SEED shape it; the
+## seed is printed, and CRASH_SEED=N replays a run.
 CRASH_KILLS ?= 500
 STORM_OPS ?= 200
 HOSTILE_KILLS ?= 200
+DELETE_STORM_CHATS ?= 200
+DELETE_STORM_KILLS ?= 20
 CRASH_SEED ?=
 crash-long: pg-deps
 	CHATD_CRASH_KILLS=$(CRASH_KILLS) CHATD_STORM_OPS=$(STORM_OPS) CHATD_HOSTILE_KILLS=$(HOSTILE_KILLS) CHATD_CRASH_SEED=$(CRASH_SEED) \
-	  go test -race -count=1 -timeout 4h -v -run '^(TestKillRestart|TestStorm|TestHostileModelStorm)$$' ./internal/crashtest/
+	  CHATD_DELETE_STORM_CHATS=$(DELETE_STORM_CHATS) CHATD_DELETE_STORM_KILLS=$(DELETE_STORM_KILLS) \
+	  go test -race -count=1 -timeout 4h -v -run '^(TestKillRestart|TestStorm|TestHostileModelStorm|TestDeleteStorm)$$' ./internal/crashtest/
 
 ## generate: sqlc's code (internal/dbgen), sql/schema.sql, the pg_dump
 ## of a migrated database (sql/dump_test.go), and docs/flags.md, the flag

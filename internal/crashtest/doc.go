@@ -68,6 +68,17 @@
 //     promotes the standby by itself.
 //   - TestFailoverAsynchronousStandby: what an asynchronous standby loses
 //     with the primary (docs/operations.md#synchronous-and-asynchronous-standbys).
+//   - TestDeleteOnAnotherReplica: a chat is deleted (by the test's own
+//     store, as another replica would) while server A's provider call of
+//     its structured turn is in flight — A frozen and thawed after, A
+//     SIGKILLed after, A SIGKILLed before; no row comes back, the request
+//     is cancelled (chat_deleted), server B delivers its webhook once.
+//   - TestDeleteStorm: TestKillRestart's servers, drivers and kills, with
+//     chats edited, interrupted and deleted meanwhile (40 chats, 3 kills;
+//     CHATD_DELETE_STORM_CHATS, CHATD_DELETE_STORM_KILLS). Afterwards no
+//     table has a row of a deleted chat, every request pending at its
+//     chat's deletion is tombstoned cancelled, every receipt reached the
+//     webhook, and `chatd check` is clean.
 //
 // The seeded tests print their seed (with -v, and on failure); set
 // CHATD_CRASH_SEED to replay one. The schedule of kills and every answer of

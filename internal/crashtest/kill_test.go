@@ -426,13 +426,17 @@ func (st slotTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // waitIdle polls the chat through the servers until it is idle, answering
-// the client tool calls it waits for.
+// the client tool calls it waits for; false: ctx ended, or the chat was
+// deleted.
 func (c *cluster) waitIdle(ctx context.Context, chat uuid.UUID, rng *rand.Rand) bool {
 	for ctx.Err() == nil {
 		cl := c.chatClient(chat, rng.Uint64())
 		ch, err := cl.GetChat(ctx, chat)
 		if err == nil && (ch.Status == client.StatusWaiting || ch.Status == client.StatusError) {
 			return true
+		}
+		if ae := (*client.APIError)(nil); errors.As(err, &ae) && ae.StatusCode == http.StatusNotFound {
+			return false
 		}
 		if err == nil && ch.Status == client.StatusRequiresAction {
 			c.answer(ctx, chat, rng)
