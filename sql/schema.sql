@@ -16,16 +16,18 @@ BEGIN
         RAISE EXCEPTION 'chat % is awaited by its parent %: deliver its result first', OLD.id, OLD.parent_chat_id
             USING ERRCODE = 'check_violation', CONSTRAINT = 'chats_delete_awaited_child';
     END IF;
-    INSERT INTO chat_tombstones (chat_id, owner_id, parent_chat_id, reason)
-    VALUES (OLD.id, OLD.owner_id, OLD.parent_chat_id,
-            coalesce(nullif(current_setting('chatd.delete_reason', true), ''), 'deleted'));
-    INSERT INTO request_tombstones (request_id, chat_id, status, error_code, error_message, usage, trace_parent,
-                                    created_at, finished_at)
-    SELECT r.request_id, r.chat_id, r.status, r.error_code, r.error_message, m.content #> '{1,outcome,usage}',
-           r.trace_parent, r.created_at, r.finished_at
-    FROM structured_requests r
-    LEFT JOIN chat_messages m ON m.id = r.receipt_message_id
-    WHERE r.chat_id = OLD.id;
+    PERFORM 1 FROM chat_tombstones t WHERE t.chat_id = OLD.id;
+    IF NOT FOUND THEN
+        INSERT INTO chat_tombstones (chat_id, owner_id, parent_chat_id, reason)
+        VALUES (OLD.id, OLD.owner_id, OLD.parent_chat_id, 'deleted');
+        INSERT INTO request_tombstones (request_id, chat_id, status, error_code, error_message, usage, trace_parent,
+                                        created_at, finished_at)
+        SELECT r.request_id, r.chat_id, r.status, r.error_code, r.error_message, m.content #> '{1,outcome,usage}',
+               r.trace_parent, r.created_at, r.finished_at
+        FROM structured_requests r
+        LEFT JOIN chat_messages m ON m.id = r.receipt_message_id
+        WHERE r.chat_id = OLD.id;
+    END IF;
     RETURN OLD;
 END
 $$;
@@ -822,6 +824,8 @@ CREATE INDEX chat_tombstones_deleted_at ON public.chat_tombstones USING btree (d
 
 CREATE INDEX chat_tombstones_owner ON public.chat_tombstones USING btree (owner_id);
 
+CREATE INDEX chats_idle_updated ON public.chats USING btree (updated_at) WHERE ((parent_chat_id IS NULL) AND (status = ANY (ARRAY['waiting'::text, 'error'::text])));
+
 CREATE INDEX chats_owner_runnable ON public.chats USING btree (owner_id) WHERE (status = ANY (ARRAY['running'::text, 'interrupting'::text]));
 
 CREATE INDEX chats_owner_updated ON public.chats USING btree (owner_id, updated_at DESC, id);
@@ -833,8 +837,6 @@ CREATE INDEX chats_requires_action_deadline ON public.chats USING btree (require
 CREATE INDEX chats_runnable ON public.chats USING btree (updated_at) WHERE (status = ANY (ARRAY['running'::text, 'interrupting'::text]));
 
 CREATE UNIQUE INDEX chats_spawn_call_unique ON public.chats USING btree (spawn_message_id, spawn_tool_call_id) WHERE (spawn_message_id IS NOT NULL);
-
-CREATE INDEX chats_updated ON public.chats USING btree (updated_at);
 
 CREATE INDEX idempotency_keys_chat ON public.idempotency_keys USING btree (chat_id) WHERE (chat_id IS NOT NULL);
 

@@ -304,24 +304,16 @@ func (q *Queries) ChatCountByStatus(ctx context.Context, db DBTX) ([]ChatCountBy
 }
 
 const chatDeleteMany = `-- name: ChatDeleteMany :many
-DELETE FROM chats
-WHERE id = ANY ($1::uuid[])
-  AND set_config('chatd.delete_reason', $2::text, true) IS NOT NULL
+DELETE FROM chats WHERE id = ANY ($1::uuid[])
 RETURNING id
 `
 
-type ChatDeleteManyParams struct {
-	Ids    []uuid.UUID
-	Reason string
-}
-
 // Deletes chats locked by this transaction, their children with them (ON
-// DELETE CASCADE). The delete trigger (sql/triggers/070_deletion.sql)
-// refuses a chat with a pending request or awaited by its parent, and
-// leaves the tombstones, with @reason (the transaction's
-// chatd.delete_reason, set here before the first row goes).
-func (q *Queries) ChatDeleteMany(ctx context.Context, db DBTX, arg ChatDeleteManyParams) ([]uuid.UUID, error) {
-	rows, err := db.Query(ctx, chatDeleteMany, arg.Ids, arg.Reason)
+// DELETE CASCADE), after TombstonesInsert. The delete trigger
+// (sql/triggers/070_deletion.sql) refuses a chat with a pending request or
+// awaited by its parent.
+func (q *Queries) ChatDeleteMany(ctx context.Context, db DBTX, ids []uuid.UUID) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, chatDeleteMany, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -851,8 +843,10 @@ func (q *Queries) ChatListExpiredActions(ctx context.Context, db DBTX, maxRows i
 }
 
 const chatListExpiredLock = `-- name: ChatListExpiredLock :many
-SELECT c.id, c.owner_id, c.parent_chat_id, c.title, c.model, c.system_prompt, c.mode, c.dynamic_tools, c.status, c.worker_id, c.lease_expires_at, c.snapshot_version, c.snapshot_xact, c.history_version, c.generation_attempt, c.last_error, c.requires_action_deadline, c.compaction_requested_at, c.created_at, c.updated_at, c.mcp_servers, c.spawn_agents, c.spawn_depth, c.spawn_message_id, c.spawn_tool_call_id, c.spawn_state, c.provider_retry FROM chats c
-WHERE c.updated_at < now() - make_interval(secs => $1::float8)
+WITH sweep AS (SELECT pg_try_advisory_xact_lock(18) AS locked)
+SELECT c.id, c.owner_id, c.parent_chat_id, c.title, c.model, c.system_prompt, c.mode, c.dynamic_tools, c.status, c.worker_id, c.lease_expires_at, c.snapshot_version, c.snapshot_xact, c.history_version, c.generation_attempt, c.last_error, c.requires_action_deadline, c.compaction_requested_at, c.created_at, c.updated_at, c.mcp_servers, c.spawn_agents, c.spawn_depth, c.spawn_message_id, c.spawn_tool_call_id, c.spawn_state, c.provider_retry FROM chats c, sweep
+WHERE sweep.locked
+  AND c.updated_at < now() - make_interval(secs => $1::float8)
   AND c.parent_chat_id IS NULL
   AND c.status IN ('waiting', 'error')
   AND NOT EXISTS (SELECT 1 FROM structured_requests r WHERE r.chat_id = c.id AND r.status = 'pending')
@@ -869,7 +863,9 @@ type ChatListExpiredLockParams struct {
 // The retention sweep's batch: chats without a parent (a child goes with
 // its tree) whose last visible change is older than @older_than_seconds,
 // idle, with no pending request, oldest first; locked, skipping rows
-// another transaction holds (they are busy: not expired).
+// another transaction holds (they are busy: not expired). Only in the
+// transaction that got the sweep's lock (18 is sql.LockSweep, tried once):
+// one replica sweeps at a time.
 func (q *Queries) ChatListExpiredLock(ctx context.Context, db DBTX, arg ChatListExpiredLockParams) ([]Chat, error) {
 	rows, err := db.Query(ctx, chatListExpiredLock, arg.OlderThanSeconds, arg.MaxRows)
 	if err != nil {
@@ -1412,10 +1408,12 @@ func (q *Queries) ChatLockManyForOwner(ctx context.Context, db DBTX, arg ChatLoc
 
 const chatOldestAge = `-- name: ChatOldestAge :one
 SELECT coalesce(extract(epoch FROM now() - min(updated_at)), 0)::float8 AS age_seconds FROM chats
+WHERE parent_chat_id IS NULL AND status IN ('waiting', 'error')
 `
 
-// How long ago, on the database clock, the least recently changed chat
-// last changed visibly (the retention sweep's gauge); 0 without chats.
+// How long ago, on the database clock, the least recently changed chat at
+// rest without a parent (a candidate of the retention sweep) last changed
+// visibly: the sweep's gauge; 0 without such chats.
 func (q *Queries) ChatOldestAge(ctx context.Context, db DBTX) (float64, error) {
 	row := db.QueryRow(ctx, chatOldestAge)
 	var age_seconds float64

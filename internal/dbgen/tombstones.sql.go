@@ -15,7 +15,6 @@ import (
 )
 
 const chatTombstoneGetForOwner = `-- name: ChatTombstoneGetForOwner :one
-
 SELECT chat_id, owner_id, parent_chat_id, reason, deleted_at FROM chat_tombstones WHERE chat_id = $1 AND owner_id = $2
 `
 
@@ -24,7 +23,6 @@ type ChatTombstoneGetForOwnerParams struct {
 	OwnerID uuid.UUID
 }
 
-// Tombstones of deleted chats (sql/schema/00020_deletion.sql).
 func (q *Queries) ChatTombstoneGetForOwner(ctx context.Context, db DBTX, arg ChatTombstoneGetForOwnerParams) (ChatTombstone, error) {
 	row := db.QueryRow(ctx, chatTombstoneGetForOwner, arg.ChatID, arg.OwnerID)
 	var i ChatTombstone
@@ -94,6 +92,34 @@ func (q *Queries) SweepTryLock(ctx context.Context, db DBTX) (bool, error) {
 	var locked bool
 	err := row.Scan(&locked)
 	return locked, err
+}
+
+const tombstonesInsert = `-- name: TombstonesInsert :exec
+
+WITH written AS (
+    INSERT INTO chat_tombstones (chat_id, owner_id, parent_chat_id, reason)
+    SELECT c.id, c.owner_id, c.parent_chat_id, $2 FROM chats c WHERE c.id = ANY ($1::uuid[])
+)
+INSERT INTO request_tombstones (request_id, chat_id, status, error_code, error_message, usage, trace_parent, created_at, finished_at)
+SELECT r.request_id, r.chat_id, r.status, r.error_code, r.error_message, m.content #> '{1,outcome,usage}',
+       r.trace_parent, r.created_at, r.finished_at
+FROM structured_requests r
+LEFT JOIN chat_messages m ON m.id = r.receipt_message_id
+WHERE r.chat_id = ANY ($1::uuid[])
+`
+
+type TombstonesInsertParams struct {
+	ChatIds []uuid.UUID
+	Reason  string
+}
+
+// Tombstones of deleted chats (sql/schema/00020_deletion.sql).
+// The tombstones of chats a transaction is about to delete (all of them,
+// descendants included, their requests finished), in one statement, with
+// @reason: the delete trigger then finds them and writes none row by row.
+func (q *Queries) TombstonesInsert(ctx context.Context, db DBTX, arg TombstonesInsertParams) error {
+	_, err := db.Exec(ctx, tombstonesInsert, arg.ChatIds, arg.Reason)
+	return err
 }
 
 const tombstonesSweep = `-- name: TombstonesSweep :execrows

@@ -13,7 +13,18 @@ import (
 
 // DefaultRetentionBatch is how many chats (each with its descendants) one
 // transaction of the retention sweep deletes at most.
-const DefaultRetentionBatch = 100
+const DefaultRetentionBatch = 500
+
+// The sweep sizes its batches so that each transaction (which holds its
+// chats' row locks and takes its share of the database) lasts about
+// retentionTarget: from retentionFirst chats, halved after a batch that
+// took longer than the target, doubled after one that took less than
+// half, between retentionMin and Options.RetentionBatch.
+const (
+	retentionTarget = 50 * time.Millisecond
+	retentionFirst  = 50
+	retentionMin    = 5
+)
 
 // retentionMetrics are the sweep's instruments.
 type retentionMetrics struct {
@@ -27,8 +38,9 @@ func (r *Runner) instrumentRetention(reg *prometheus.Registry) {
 		"Rows the retention sweep of this process deleted, by kind: chats (--retain-chats; descendants included), "+
 			"messages (theirs), tombstones (chat tombstones older than --retain-tombstones).", "kind")
 	r.rm.oldest = prom.Gauge(reg, "chatd_retention_oldest_chat_age_seconds",
-		"How long ago the least recently changed chat kept last changed, after this process's latest sweep "+
-			"(--retain-chats on): above the retention period, it is busy or another replica sweeps.").WithLabelValues()
+		"How long ago the least recently changed chat at rest (waiting or error, without a parent) last changed, "+
+			"after this process's latest sweep (--retain-chats on): above the retention period, another replica "+
+			"sweeps, or the sweep is behind.").WithLabelValues()
 	r.rm.batch = prom.Histogram(reg, "chatd_retention_batch_duration_seconds",
 		"Transactions of the retention sweep, from BEGIN to COMMIT: how long a batch holds its chats' row locks.",
 		prom.LatencyBuckets).WithLabelValues()
@@ -36,9 +48,9 @@ func (r *Runner) instrumentRetention(reg *prometheus.Registry) {
 
 // retain runs the retention sweep until ctx ends: about once per idle poll
 // it deletes the chats at rest for longer than RetainChats, a batch per
-// transaction, resting as long as each batch took before the next (the
-// sweep takes at most half of its connection's time), and then the
-// tombstones older than RetainTombstones. One replica sweeps at a time
+// transaction sized to last about retentionTarget, resting as long as each
+// batch took before the next (the sweep takes at most half of its
+// connection's time), and then the tombstones older than RetainTombstones. One replica sweeps at a time
 // (store.ExpireChats); the others skip their round.
 func (r *Runner) retain(ctx context.Context) {
 	for {
@@ -61,15 +73,13 @@ func (r *Runner) retain(ctx context.Context) {
 
 // expire deletes expired chats until none is left or ctx ends.
 func (r *Runner) expire(ctx, sctx context.Context) {
+	batch := min(retentionFirst, r.opts.RetentionBatch)
 	for ctx.Err() == nil {
 		start := time.Now()
-		e, err := r.store.ExpireChats(sctx, r.opts.RetainChats, r.opts.RetentionBatch)
+		e, err := r.store.ExpireChats(sctx, r.opts.RetainChats, batch)
 		took := time.Since(start)
 		if err != nil {
 			r.log.Warn("retention sweep failed", slog.String("error", err.Error()))
-			return
-		}
-		if e.Skipped {
 			return
 		}
 		r.rm.batch.Observe(took.Seconds())
@@ -79,8 +89,14 @@ func (r *Runner) expire(ctx, sctx context.Context) {
 			r.log.Debug("expired chats", slog.Int("chats", len(e.Chats)), slog.Int64("messages", e.Messages),
 				slog.Duration("took", took))
 		}
-		if e.Found < r.opts.RetentionBatch {
+		if e.Found < batch {
 			break
+		}
+		switch {
+		case took > retentionTarget:
+			batch = max(batch/2, retentionMin)
+		case took < retentionTarget/2:
+			batch = min(batch*2, r.opts.RetentionBatch)
 		}
 		select {
 		case <-ctx.Done():

@@ -40,8 +40,8 @@ func backdate(t *testing.T, env *testenv.Env, age time.Duration, chats []uuid.UU
 
 // TestRetentionSweep: with --retain-chats, the workers' sweep deletes the
 // chats at rest for longer, in batches, and counts them; a chat as old
-// whose turn runs (its request pending) is kept, and the gauge shows its
-// age.
+// whose turn runs (its request pending) is kept, and so is a young one,
+// whose age the gauge of the oldest chat at rest shows.
 func TestRetentionSweep(t *testing.T) {
 	t.Parallel()
 	h := newHolds(1)
@@ -49,7 +49,7 @@ func TestRetentionSweep(t *testing.T) {
 		Runner: runner.Options{RetainChats: time.Hour, RetentionBatch: 2, Poll: 20 * time.Millisecond, MaxRunning: 4}})
 	alice := env.Client("alice")
 	var idle []uuid.UUID
-	for i := range 5 {
+	for i := range 6 {
 		res, err := alice.CreateChat(t.Context(), client.CreateChatRequest{Content: []client.MessagePart{client.TextPart(fmt.Sprint("hello ", i))}})
 		if err != nil {
 			t.Fatal(err)
@@ -57,6 +57,8 @@ func TestRetentionSweep(t *testing.T) {
 		idle = append(idle, res.Chat.ID)
 		waitChat(t, alice, res.Chat.ID, func(c client.Chat) bool { return c.Status == client.StatusWaiting })
 	}
+	young := idle[len(idle)-1] // not backdated: kept
+	idle = idle[:len(idle)-1]
 	busy, req := createText(t, alice, "[hold] report")
 	h.wait(t, h.held, 1)
 	backdate(t, env, 48*time.Hour, append(idle, busy))
@@ -91,8 +93,11 @@ func TestRetentionSweep(t *testing.T) {
 	if n, _ := s.Get("chatd_retention_deleted_total", "kind", "messages"); n != 10 {
 		t.Errorf("messages deleted: %v", n)
 	}
-	if age, _ := s.Get("chatd_retention_oldest_chat_age_seconds"); age < 47*3600 {
-		t.Errorf("oldest chat kept: %vs", age)
+	if age, _ := s.Get("chatd_retention_oldest_chat_age_seconds"); age >= 3600 {
+		t.Errorf("oldest chat at rest kept: %vs old, past the retention", age)
+	}
+	if _, err := alice.GetChat(t.Context(), young); err != nil {
+		t.Errorf("the young chat: %v", err)
 	}
 	if n, _ := s.Get("chatd_retention_batch_duration_seconds"); n < 3 {
 		t.Errorf("%v batches observed", n)

@@ -93,8 +93,8 @@ type Options struct {
 	// context ends before it is cancelled and its chat released.
 	DrainTimeout time.Duration
 	// RetainChats, when positive, deletes chats at rest for longer
-	// (retention.go); RetentionBatch chats per transaction (default
-	// DefaultRetentionBatch).
+	// (retention.go); RetentionBatch chats per transaction at most
+	// (default DefaultRetentionBatch).
 	RetainChats    time.Duration
 	RetentionBatch int
 	// RetainTombstones, when positive, deletes the tombstones of chats

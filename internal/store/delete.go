@@ -169,12 +169,22 @@ func chatIDs(chats []dbgen.Chat) []uuid.UUID {
 // awaiting parent outside the trees gets its result, then the rows go.
 func (s *Store) deleteTrees(ctx context.Context, tx pgx.Tx, tree []dbgen.Chat, reason DeleteReason, d *Deletion, done *[]finished) error {
 	ids := chatIDs(tree)
-	counts, err := s.q.ChatContentCounts(ctx, tx, ids)
-	if err != nil {
-		return err
-	}
-	pending, err := s.q.RequestListPendingInChats(ctx, tx, ids)
-	if err != nil {
+	var counts dbgen.ChatContentCountsRow
+	var pending []dbgen.StructuredRequest
+	var pl pipeline
+	pipeOne(&pl, func(db dbgen.DBTX) (dbgen.ChatContentCountsRow, error) { return s.q.ChatContentCounts(ctx, db, ids) },
+		func(row dbgen.ChatContentCountsRow, err error) error {
+			counts = row
+			return err
+		})
+	pipeMany(&pl, func(db dbgen.DBTX) ([]dbgen.StructuredRequest, error) {
+		return s.q.RequestListPendingInChats(ctx, db, ids)
+	},
+		func(rows []dbgen.StructuredRequest, err error) error {
+			pending = rows
+			return err
+		})
+	if err := pl.send(ctx, tx); err != nil {
 		return err
 	}
 	first := len(*done)
@@ -200,7 +210,15 @@ func (s *Store) deleteTrees(ctx context.Context, tx pgx.Tx, tree []dbgen.Chat, r
 			}
 		}
 	}
-	if _, err := s.q.ChatDeleteMany(ctx, tx, dbgen.ChatDeleteManyParams{Ids: roots, Reason: string(reason)}); err != nil {
+	// The tombstones first, for the chats and their finished requests; then
+	// the rows, in one round trip.
+	pl = pipeline{}
+	pipeExec(&pl, func(db dbgen.DBTX) error {
+		return s.q.TombstonesInsert(ctx, db, dbgen.TombstonesInsertParams{ChatIds: ids, Reason: string(reason)})
+	}, func(err error) error { return err })
+	pipeMany(&pl, func(db dbgen.DBTX) ([]uuid.UUID, error) { return s.q.ChatDeleteMany(ctx, db, roots) },
+		func(_ []uuid.UUID, err error) error { return err })
+	if err := pl.send(ctx, tx); err != nil {
 		return err
 	}
 	d.Chats = append(d.Chats, ids...)

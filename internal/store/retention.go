@@ -12,9 +12,8 @@ import (
 
 // Expiry is what one batch of the retention sweep did.
 type Expiry struct {
-	// Skipped: another replica holds the sweep lock (sql.LockSweep).
-	Skipped bool
-	// Found counts the chats the batch considered (at most its limit).
+	// Found counts the chats the batch considered (at most its limit):
+	// none when another replica holds the sweep's lock (sql.LockSweep).
 	Found int
 	// Deletion: the chats it deleted, with their descendants.
 	Deletion
@@ -26,17 +25,12 @@ type Expiry struct {
 // and so is every descendant, changed before olderThan too. A chat another
 // transaction holds is skipped (it is busy), and a tree with a descendant
 // not at rest is kept whole. Only one replica sweeps at a time: the others
-// get Skipped.
+// find nothing.
 func (s *Store) ExpireChats(ctx context.Context, olderThan time.Duration, limit int) (Expiry, error) {
 	var e Expiry
 	var done []finished
 	err := s.tx(ctx, "expire_chats", func(tx pgx.Tx) error {
 		e, done = Expiry{}, nil
-		locked, err := s.q.SweepTryLock(ctx, tx)
-		if err != nil || !locked {
-			e.Skipped = !locked
-			return err
-		}
 		secs := olderThan.Seconds()
 		roots, err := s.q.ChatListExpiredLock(ctx, tx, dbgen.ChatListExpiredLockParams{OlderThanSeconds: secs, MaxRows: int32(limit)})
 		if err != nil || len(roots) == 0 {

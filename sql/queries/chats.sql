@@ -319,13 +319,10 @@ SELECT * FROM chats WHERE parent_chat_id = ANY (@parent_ids::uuid[]) ORDER BY id
 
 -- name: ChatDeleteMany :many
 -- Deletes chats locked by this transaction, their children with them (ON
--- DELETE CASCADE). The delete trigger (sql/triggers/070_deletion.sql)
--- refuses a chat with a pending request or awaited by its parent, and
--- leaves the tombstones, with @reason (the transaction's
--- chatd.delete_reason, set here before the first row goes).
-DELETE FROM chats
-WHERE id = ANY (@ids::uuid[])
-  AND set_config('chatd.delete_reason', @reason::text, true) IS NOT NULL
+-- DELETE CASCADE), after TombstonesInsert. The delete trigger
+-- (sql/triggers/070_deletion.sql) refuses a chat with a pending request or
+-- awaited by its parent.
+DELETE FROM chats WHERE id = ANY (@ids::uuid[])
 RETURNING id;
 
 -- name: ChatContentCounts :one
@@ -338,9 +335,13 @@ SELECT (SELECT count(*) FROM chat_messages m WHERE m.chat_id = ANY (@ids::uuid[]
 -- The retention sweep's batch: chats without a parent (a child goes with
 -- its tree) whose last visible change is older than @older_than_seconds,
 -- idle, with no pending request, oldest first; locked, skipping rows
--- another transaction holds (they are busy: not expired).
-SELECT c.* FROM chats c
-WHERE c.updated_at < now() - make_interval(secs => @older_than_seconds::float8)
+-- another transaction holds (they are busy: not expired). Only in the
+-- transaction that got the sweep's lock (18 is sql.LockSweep, tried once):
+-- one replica sweeps at a time.
+WITH sweep AS (SELECT pg_try_advisory_xact_lock(18) AS locked)
+SELECT c.* FROM chats c, sweep
+WHERE sweep.locked
+  AND c.updated_at < now() - make_interval(secs => @older_than_seconds::float8)
   AND c.parent_chat_id IS NULL
   AND c.status IN ('waiting', 'error')
   AND NOT EXISTS (SELECT 1 FROM structured_requests r WHERE r.chat_id = c.id AND r.status = 'pending')
@@ -358,9 +359,11 @@ WHERE c.id = ANY (@ids::uuid[])
        OR EXISTS (SELECT 1 FROM structured_requests r WHERE r.chat_id = c.id AND r.status = 'pending'));
 
 -- name: ChatOldestAge :one
--- How long ago, on the database clock, the least recently changed chat
--- last changed visibly (the retention sweep's gauge); 0 without chats.
-SELECT coalesce(extract(epoch FROM now() - min(updated_at)), 0)::float8 AS age_seconds FROM chats;
+-- How long ago, on the database clock, the least recently changed chat at
+-- rest without a parent (a candidate of the retention sweep) last changed
+-- visibly: the sweep's gauge; 0 without such chats.
+SELECT coalesce(extract(epoch FROM now() - min(updated_at)), 0)::float8 AS age_seconds FROM chats
+WHERE parent_chat_id IS NULL AND status IN ('waiting', 'error');
 
 -- name: ChatListRootsForOwner :many
 -- An erasure's batch: the owner's chats without a parent (children go with

@@ -1,5 +1,20 @@
 -- Tombstones of deleted chats (sql/schema/00020_deletion.sql).
 
+-- name: TombstonesInsert :exec
+-- The tombstones of chats a transaction is about to delete (all of them,
+-- descendants included, their requests finished), in one statement, with
+-- @reason: the delete trigger then finds them and writes none row by row.
+WITH written AS (
+    INSERT INTO chat_tombstones (chat_id, owner_id, parent_chat_id, reason)
+    SELECT c.id, c.owner_id, c.parent_chat_id, @reason FROM chats c WHERE c.id = ANY (@chat_ids::uuid[])
+)
+INSERT INTO request_tombstones (request_id, chat_id, status, error_code, error_message, usage, trace_parent, created_at, finished_at)
+SELECT r.request_id, r.chat_id, r.status, r.error_code, r.error_message, m.content #> '{1,outcome,usage}',
+       r.trace_parent, r.created_at, r.finished_at
+FROM structured_requests r
+LEFT JOIN chat_messages m ON m.id = r.receipt_message_id
+WHERE r.chat_id = ANY (@chat_ids::uuid[]);
+
 -- name: ChatTombstoneGetForOwner :one
 SELECT * FROM chat_tombstones WHERE chat_id = @chat_id AND owner_id = @owner_id;
 

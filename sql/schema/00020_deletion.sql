@@ -22,7 +22,8 @@
 -- table: the deferred foreign key from structured_requests to its receipt,
 -- the children spawned by a message (chats_spawn_call_unique's predicate
 -- did not follow from the cascade's equality), stream tickets by chat.
--- chats_updated orders the retention sweep and finds the oldest chat kept.
+-- chats_idle_updated orders the retention sweep's candidates (chats at
+-- rest without a parent) and finds the oldest of them kept.
 --
 -- An idempotency key's stored answer holds the message that created or was
 -- sent to its chat: it now names that chat and goes with it.
@@ -73,7 +74,7 @@ CREATE INDEX structured_requests_receipt ON structured_requests (receipt_message
 CREATE INDEX stream_tickets_chat ON stream_tickets (chat_id);
 DROP INDEX chats_spawn_call_unique;
 CREATE UNIQUE INDEX chats_spawn_call_unique ON chats (spawn_message_id, spawn_tool_call_id) WHERE spawn_message_id IS NOT NULL;
-CREATE INDEX chats_updated ON chats (updated_at);
+CREATE INDEX chats_idle_updated ON chats (updated_at) WHERE parent_chat_id IS NULL AND status IN ('waiting', 'error');
 
 -- +goose Down
 -- The delete triggers (sql/triggers/070_deletion.sql) write the tombstones:
@@ -84,7 +85,7 @@ DROP TRIGGER IF EXISTS chatd_chats_not_deleted ON chats;
 DROP FUNCTION IF EXISTS chatd_chats_not_deleted();
 DROP TRIGGER IF EXISTS chatd_request_tombstones_after_delete ON request_tombstones;
 DROP FUNCTION IF EXISTS chatd_request_tombstones_after_delete();
-DROP INDEX chats_updated;
+DROP INDEX chats_idle_updated;
 DROP INDEX chats_spawn_call_unique;
 CREATE UNIQUE INDEX chats_spawn_call_unique ON chats (spawn_message_id, spawn_tool_call_id) WHERE spawn_tool_call_id IS NOT NULL;
 DROP INDEX stream_tickets_chat;

@@ -11,11 +11,11 @@
 --   * it refuses a spawned child its parent still awaits, unless the parent
 --     goes in the same statement: the parent's tool call would wait for a
 --     result that never comes (the store delivers one first);
---   * it leaves tombstones: the chat's id, owner and reason, and each of
---     its requests' outcome (no value, schema or attempts), so that a late
---     lookup learns what happened instead of nothing.
--- The reason is the transaction's chatd.delete_reason ('deleted' when not
--- set: a delete by hand is an owner's delete).
+--   * it leaves tombstones: the chat's id, owner and reason ('deleted'),
+--     and each of its requests' outcome (no value, schema or attempts), so
+--     that a late lookup learns what happened instead of nothing — unless
+--     the transaction wrote them already, for all the chats it deletes in
+--     one statement, as the store does (TombstonesInsert), with its reason.
 --
 -- A tombstoned id cannot be used for a chat again: a worker, an import or
 -- an operator cannot bring a deleted chat back. Writes into a deleted chat
@@ -34,16 +34,18 @@ BEGIN
         RAISE EXCEPTION 'chat % is awaited by its parent %: deliver its result first', OLD.id, OLD.parent_chat_id
             USING ERRCODE = 'check_violation', CONSTRAINT = 'chats_delete_awaited_child';
     END IF;
-    INSERT INTO chat_tombstones (chat_id, owner_id, parent_chat_id, reason)
-    VALUES (OLD.id, OLD.owner_id, OLD.parent_chat_id,
-            coalesce(nullif(current_setting('chatd.delete_reason', true), ''), 'deleted'));
-    INSERT INTO request_tombstones (request_id, chat_id, status, error_code, error_message, usage, trace_parent,
-                                    created_at, finished_at)
-    SELECT r.request_id, r.chat_id, r.status, r.error_code, r.error_message, m.content #> '{1,outcome,usage}',
-           r.trace_parent, r.created_at, r.finished_at
-    FROM structured_requests r
-    LEFT JOIN chat_messages m ON m.id = r.receipt_message_id
-    WHERE r.chat_id = OLD.id;
+    PERFORM 1 FROM chat_tombstones t WHERE t.chat_id = OLD.id;
+    IF NOT FOUND THEN
+        INSERT INTO chat_tombstones (chat_id, owner_id, parent_chat_id, reason)
+        VALUES (OLD.id, OLD.owner_id, OLD.parent_chat_id, 'deleted');
+        INSERT INTO request_tombstones (request_id, chat_id, status, error_code, error_message, usage, trace_parent,
+                                        created_at, finished_at)
+        SELECT r.request_id, r.chat_id, r.status, r.error_code, r.error_message, m.content #> '{1,outcome,usage}',
+               r.trace_parent, r.created_at, r.finished_at
+        FROM structured_requests r
+        LEFT JOIN chat_messages m ON m.id = r.receipt_message_id
+        WHERE r.chat_id = OLD.id;
+    END IF;
     RETURN OLD;
 END
 $$;
