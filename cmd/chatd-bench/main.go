@@ -80,6 +80,9 @@ func parse(args []string, stderr io.Writer) (bench.Options, error) {
 		"the report counts the spans it received")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the work directory (cluster, chatd and mockllm logs)")
 	fs.BoolVar(&o.Statements, "statements", true, "load pg_stat_statements (when installed) and report the statements per turn")
+	fs.IntVar(&o.SeedChats, "seed-chats", 0, "write this many chats at rest into each round's database before its window, and report "+
+		"what the retention sweep did with them (give the build under test --server-flag=--retain-chats=1h); lock waits over 100 ms are counted")
+	fs.DurationVar(&o.SeedAge, "seed-age", 48*time.Hour, "how long ago the seeded chats last changed")
 	o.Settings = map[string]string{}
 	fs.Func("set", "a PostgreSQL setting name=value for the cluster (repeatable), e.g. --set commit_delay=100", func(v string) error {
 		k, val, ok := strings.Cut(v, "=")

@@ -119,6 +119,13 @@ type Options struct {
 	// Statements loads pg_stat_statements, when the installation has it,
 	// and reports each round's statements per turn.
 	Statements bool
+	// SeedChats, when positive, writes that many chats at rest, SeedAge
+	// old (default 48 h), into each round's database just before its
+	// window, and reports what the retention sweep (a build's
+	// --retain-chats) did with them; lock waits over 100 ms are logged
+	// (log_lock_waits, deadlock_timeout=100ms) and counted.
+	SeedChats int
+	SeedAge   time.Duration
 	// Progress receives progress lines (nil: discarded).
 	Progress io.Writer
 }
@@ -173,6 +180,9 @@ func (o *Options) defaults() {
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
+	}
+	if o.SeedChats > 0 && o.SeedAge <= 0 {
+		o.SeedAge = 48 * time.Hour
 	}
 }
 
@@ -258,6 +268,9 @@ type Round struct {
 	// Capacity holds the figures of a run with a provider latency (nil
 	// without).
 	Capacity *Capacity
+	// Sweep is what the retention sweep did with the seeded chats (nil
+	// without Options.SeedChats).
+	Sweep *Sweep
 }
 
 // Build is one chatd binary's part of a run.
@@ -342,6 +355,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Statements {
 		settings["shared_preload_libraries"] = "pg_stat_statements"
 	}
+	if o.SeedChats > 0 {
+		settings["log_lock_waits"], settings["deadlock_timeout"] = "on", "100ms"
+	}
 	for k, v := range o.Settings {
 		settings[k] = v
 	}
@@ -397,7 +413,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// round gets a database of its own: turns abandoned in one round would
 	// otherwise be the next one's backlog.
 	base := roundEnv{admin: admin, sampleURL: cluster.URL("postgres"), mockPID: mock.cmd.Process.Pid,
-		mockBase: strings.TrimSuffix(mockURL, "/v1"), postmaster: postmasterPID(cluster.Dir())}
+		mockBase: strings.TrimSuffix(mockURL, "/v1"), postmaster: postmasterPID(cluster.Dir()),
+		pgLog: filepath.Join(work, "pg", "postgres.log")}
 	envs := map[*Build]roundEnv{}
 	prepare := func(b *Build, db string) (roundEnv, error) {
 		if err := cluster.EnsureDatabase(ctx, db); err != nil {
@@ -662,6 +679,7 @@ type roundEnv struct {
 	mockPID    int
 	mockBase   string // mockllm's URL without /v1
 	postmaster int
+	pgLog      string // the cluster's log
 }
 
 func runRound(ctx context.Context, o Options, env roundEnv) (*Round, error) {
@@ -718,6 +736,15 @@ func runRound(ctx context.Context, o Options, env roundEnv) (*Round, error) {
 		}
 	}
 
+	var logAt int64
+	if o.SeedChats > 0 {
+		r.Sweep = &Sweep{Seeded: o.SeedChats}
+		fmt.Fprintf(o.Progress, "bench: seeding %d chats at rest, %s old\n", o.SeedChats, o.SeedAge)
+		if r.Sweep.SeedFor, err = seed(ctx, o, env.ch.dbURL); err != nil {
+			return nil, fmt.Errorf("seed: %w", err)
+		}
+		_, logAt = lockWaitLines(env.pgLog, 0)
+	}
 	l := load{clients: cs, n: o.Clients, window: o.Duration, maxTurns: o.Turns, wait: o.pollWait()}
 	var pk *peaks
 	if o.capacity() {
@@ -743,6 +770,14 @@ func runRound(ctx context.Context, o Options, env roundEnv) (*Round, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if sw := r.Sweep; sw != nil {
+		sweepMetrics(ctx, func(ctx context.Context, i int) ([]byte, error) { return firsts[i].Metrics(ctx) }, len(firsts), sw)
+		sw.Left = seededLeft(ctx, env.ch.dbURL)
+		sw.LockWaits, _ = lockWaitLines(env.pgLog, logAt)
+		if pk != nil {
+			sw.LongestXact = time.Duration(pk.xact.Load())
+		}
 	}
 	// chatd's own view, then stop it: its backends exit and flush.
 	view1 := scrape(ctx, firsts)

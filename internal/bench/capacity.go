@@ -217,12 +217,16 @@ func pgBackends(ctx context.Context, conn *pgx.Conn, db string) (int, error) {
 	return n, err
 }
 
-// peaks samples, while a load runs, chatd's connections to PostgreSQL and
-// its resident memory every 100 ms, and its goroutines every second.
+// peaks samples, while a load runs, chatd's connections to PostgreSQL, its
+// longest open transaction and its resident memory every 100 ms, and its
+// goroutines every second.
 type peaks struct {
 	pg, rss, goroutines atomic.Int64
-	stop                context.CancelFunc
-	done                chan struct{}
+	// xact is the longest open transaction of a chatd backend seen, in
+	// nanoseconds.
+	xact atomic.Int64
+	stop context.CancelFunc
+	done chan struct{}
 }
 
 func samplePeaks(ctx context.Context, pgURL, db string, pids []int, cs []*client.Client) (*peaks, error) {
@@ -245,6 +249,9 @@ func samplePeaks(ctx context.Context, pgURL, db string, pids []int, cs []*client
 		for i := 0; ; i++ {
 			if n, err := pgBackends(ctx, conn, db); err == nil {
 				raise(&p.pg, int64(n))
+			}
+			if d, err := longestXact(ctx, conn, db); err == nil {
+				raise(&p.xact, int64(d))
 			}
 			raise(&p.rss, rssKiB(pids))
 			if i%10 == 0 {

@@ -142,19 +142,22 @@ func (r *Result) Report(w io.Writer) {
 func (r *Result) compare(w io.Writer, a, b *Build) {
 	fmt.Fprintf(w, "\n== %s vs %s, round by round (each round ran both, in alternating order)\n\n", a.Name, b.Name)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "round\t%s turns/s\t%s turns/s\tratio\t%s p50 ms\t%s p50 ms\tp50 ratio\t\n", a.Name, b.Name, a.Name, b.Name)
-	var tps, p50 []float64
+	fmt.Fprintf(tw, "round\t%s turns/s\t%s turns/s\tratio\t%s p50 ms\t%s p50 ms\tp50 ratio\t%s p99 ms\t%s p99 ms\tp99 ratio\t\n",
+		a.Name, b.Name, a.Name, b.Name, a.Name, b.Name)
+	var tps, p50, p99 []float64
 	for i := range min(len(a.Rounds), len(b.Rounds)) {
 		ra, rb := a.Rounds[i], b.Rounds[i]
 		t := ra.TurnsPerSec / math.Max(rb.TurnsPerSec, 1e-9)
 		l := float64(ra.P50) / math.Max(float64(rb.P50), 1)
-		tps, p50 = append(tps, t), append(p50, l)
-		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.2f\t%s%s\t%s%s\t%.2f\t\n", i+1, ra.TurnsPerSec, rb.TurnsPerSec, t,
-			bound(ra.P50Open), ms(ra.P50), bound(rb.P50Open), ms(rb.P50), l)
+		h := float64(ra.P99) / math.Max(float64(rb.P99), 1)
+		tps, p50, p99 = append(tps, t), append(p50, l), append(p99, h)
+		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.2f\t%s%s\t%s%s\t%.2f\t%s%s\t%s%s\t%.2f\t\n", i+1, ra.TurnsPerSec, rb.TurnsPerSec, t,
+			bound(ra.P50Open), ms(ra.P50), bound(rb.P50Open), ms(rb.P50), l, bound(ra.P99Open), ms(ra.P99), bound(rb.P99Open), ms(rb.P99), h)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nturns/s ratio %s/%s: median %.2f (range %.2f–%.2f); p50 latency ratio: median %.2f (range %.2f–%.2f)\n",
-		a.Name, b.Name, median(tps), slices.Min(tps), slices.Max(tps), median(p50), slices.Min(p50), slices.Max(p50))
+	fmt.Fprintf(w, "\nturns/s ratio %s/%s: median %.2f (range %.2f–%.2f); p50 latency ratio: median %.2f (range %.2f–%.2f); "+
+		"p99 latency ratio: median %.2f (range %.2f–%.2f)\n", a.Name, b.Name, median(tps), slices.Min(tps), slices.Max(tps),
+		median(p50), slices.Min(p50), slices.Max(p50), median(p99), slices.Min(p99), slices.Max(p99))
 }
 
 // flagsText describes the flags a build's chatd got.
@@ -172,6 +175,9 @@ func (r *Result) reportBuild(w io.Writer, rounds []Round) {
 		r.reportCapacity(w, rounds)
 	} else {
 		r.reportTurns(w, rounds, s)
+	}
+	if o.SeedChats > 0 {
+		reportSweeps(w, "sweep", rounds)
 	}
 	r.reportDatabase(w, rounds, s)
 }
