@@ -16,8 +16,7 @@ BEGIN
         RAISE EXCEPTION 'chat % is awaited by its parent %: deliver its result first', OLD.id, OLD.parent_chat_id
             USING ERRCODE = 'check_violation', CONSTRAINT = 'chats_delete_awaited_child';
     END IF;
-    PERFORM 1 FROM chat_tombstones t WHERE t.chat_id = OLD.id;
-    IF NOT FOUND THEN
+    IF current_setting('chatd.tombstones', true) IS DISTINCT FROM 'written' THEN
         INSERT INTO chat_tombstones (chat_id, owner_id, parent_chat_id, reason)
         VALUES (OLD.id, OLD.owner_id, OLD.parent_chat_id, 'deleted');
         INSERT INTO request_tombstones (request_id, chat_id, status, error_code, error_message, usage, trace_parent,
@@ -169,7 +168,8 @@ CREATE FUNCTION public.chatd_chats_notify_delete() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    PERFORM pg_notify('chatd_chat', o.id::text || ' 0 ' || o.owner_id::text) FROM old_rows o;
+    PERFORM pg_notify('chatd_chat', o.id::text || ' 0 ' || o.owner_id::text) FROM old_rows o
+     WHERE o.worker_id IS NOT NULL OR chatd_followed(o.owner_id, o.id);
     RETURN NULL;
 END
 $$;

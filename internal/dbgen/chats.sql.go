@@ -421,6 +421,65 @@ func (q *Queries) ChatEndTurnIfQueueEmpty(ctx context.Context, db DBTX, arg Chat
 	return i, err
 }
 
+const chatExpireMany = `-- name: ChatExpireMany :one
+WITH sweep AS (
+    SELECT pg_try_advisory_xact_lock(18) AS locked, set_config('chatd.tombstones', 'written', true) AS flag
+), expired AS (
+    SELECT c.id, c.owner_id FROM chats c, sweep
+    WHERE sweep.locked AND sweep.flag IS NOT NULL
+      AND c.updated_at < now() - make_interval(secs => $1::float8)
+      AND c.parent_chat_id IS NULL
+      AND c.status IN ('waiting', 'error')
+      AND NOT EXISTS (SELECT 1 FROM structured_requests r WHERE r.chat_id = c.id AND r.status = 'pending')
+      AND NOT EXISTS (SELECT 1 FROM chats k WHERE k.parent_chat_id = c.id)
+    ORDER BY c.updated_at
+    LIMIT $2
+    FOR UPDATE OF c SKIP LOCKED
+), chat_tombstones_written AS (
+    INSERT INTO chat_tombstones (chat_id, owner_id, reason)
+    SELECT e.id, e.owner_id, 'expired' FROM expired e
+), request_tombstones_written AS (
+    INSERT INTO request_tombstones (request_id, chat_id, status, error_code, error_message, usage, trace_parent, created_at, finished_at)
+    SELECT r.request_id, r.chat_id, r.status, r.error_code, r.error_message, m.content #> '{1,outcome,usage}',
+           r.trace_parent, r.created_at, r.finished_at
+    FROM expired e
+    JOIN structured_requests r ON r.chat_id = e.id
+    LEFT JOIN chat_messages m ON m.id = r.receipt_message_id
+), gone AS (
+    DELETE FROM chats c USING expired e WHERE c.id = e.id
+    RETURNING c.id
+)
+SELECT coalesce((SELECT array_agg(g.id) FROM gone g), '{}')::uuid[] AS ids,
+       (SELECT count(*) FROM chat_messages m JOIN expired e ON m.chat_id = e.id)::bigint AS messages,
+       (SELECT locked FROM sweep)::boolean AS locked
+`
+
+type ChatExpireManyParams struct {
+	OlderThanSeconds float64
+	MaxRows          int32
+}
+
+type ChatExpireManyRow struct {
+	Ids      []uuid.UUID
+	Messages int64
+	Locked   bool
+}
+
+// The retention sweep's batch of chats without children, in one statement
+// (one round trip, no transaction around it): up to @max_rows chats without
+// a parent or children whose last visible change is older than
+// @older_than_seconds, idle, with no pending request, oldest first, skipping
+// rows another transaction holds (they are busy); their tombstones
+// (reason expired), then the rows. Only in the transaction that got the
+// sweep's lock (18 is sql.LockSweep): one replica sweeps at a time. Chats
+// with children go through ChatListExpiredLock.
+func (q *Queries) ChatExpireMany(ctx context.Context, db DBTX, arg ChatExpireManyParams) (ChatExpireManyRow, error) {
+	row := db.QueryRow(ctx, chatExpireMany, arg.OlderThanSeconds, arg.MaxRows)
+	var i ChatExpireManyRow
+	err := row.Scan(&i.Ids, &i.Messages, &i.Locked)
+	return i, err
+}
+
 const chatGet = `-- name: ChatGet :one
 SELECT id, owner_id, parent_chat_id, title, model, system_prompt, mode, dynamic_tools, status, worker_id, lease_expires_at, snapshot_version, snapshot_xact, history_version, generation_attempt, last_error, requires_action_deadline, compaction_requested_at, created_at, updated_at, mcp_servers, spawn_agents, spawn_depth, spawn_message_id, spawn_tool_call_id, spawn_state, provider_retry FROM chats WHERE id = $1
 `
@@ -848,6 +907,7 @@ SELECT c.id, c.owner_id, c.parent_chat_id, c.title, c.model, c.system_prompt, c.
 WHERE sweep.locked
   AND c.updated_at < now() - make_interval(secs => $1::float8)
   AND c.parent_chat_id IS NULL
+  AND EXISTS (SELECT 1 FROM chats k WHERE k.parent_chat_id = c.id)
   AND c.status IN ('waiting', 'error')
   AND NOT EXISTS (SELECT 1 FROM structured_requests r WHERE r.chat_id = c.id AND r.status = 'pending')
 ORDER BY c.updated_at
@@ -860,8 +920,9 @@ type ChatListExpiredLockParams struct {
 	MaxRows          int32
 }
 
-// The retention sweep's batch: chats without a parent (a child goes with
-// its tree) whose last visible change is older than @older_than_seconds,
+// The retention sweep's batch of chats with children (ChatExpireMany takes
+// the others): chats without a parent (a child goes with its tree) whose
+// last visible change is older than @older_than_seconds,
 // idle, with no pending request, oldest first; locked, skipping rows
 // another transaction holds (they are busy: not expired). Only in the
 // transaction that got the sweep's lock (18 is sql.LockSweep, tried once):

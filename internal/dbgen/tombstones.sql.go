@@ -96,9 +96,12 @@ func (q *Queries) SweepTryLock(ctx context.Context, db DBTX) (bool, error) {
 
 const tombstonesInsert = `-- name: TombstonesInsert :exec
 
-WITH written AS (
+WITH said AS (
+    SELECT set_config('chatd.tombstones', 'written', true) AS flag
+), written AS (
     INSERT INTO chat_tombstones (chat_id, owner_id, parent_chat_id, reason)
-    SELECT c.id, c.owner_id, c.parent_chat_id, $2 FROM chats c WHERE c.id = ANY ($1::uuid[])
+    SELECT c.id, c.owner_id, c.parent_chat_id, $2 FROM chats c, said
+    WHERE c.id = ANY ($1::uuid[]) AND said.flag IS NOT NULL
 )
 INSERT INTO request_tombstones (request_id, chat_id, status, error_code, error_message, usage, trace_parent, created_at, finished_at)
 SELECT r.request_id, r.chat_id, r.status, r.error_code, r.error_message, m.content #> '{1,outcome,usage}',
@@ -116,7 +119,8 @@ type TombstonesInsertParams struct {
 // Tombstones of deleted chats (sql/schema/00020_deletion.sql).
 // The tombstones of chats a transaction is about to delete (all of them,
 // descendants included, their requests finished), in one statement, with
-// @reason: the delete trigger then finds them and writes none row by row.
+// @reason; the transaction then says it wrote them (chatd.tombstones), so
+// that the delete trigger writes none row by row.
 func (q *Queries) TombstonesInsert(ctx context.Context, db DBTX, arg TombstonesInsertParams) error {
 	_, err := db.Exec(ctx, tombstonesInsert, arg.ChatIds, arg.Reason)
 	return err

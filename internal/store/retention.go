@@ -19,17 +19,39 @@ type Expiry struct {
 	Deletion
 }
 
-// ExpireChats deletes, in one transaction, up to limit chats (with their
-// descendants) whose last visible change is older than olderThan and that
-// are at rest: idle (waiting or error), with no pending structured request,
-// and so is every descendant, changed before olderThan too. A chat another
-// transaction holds is skipped (it is busy), and a tree with a descendant
-// not at rest is kept whole. Only one replica sweeps at a time: the others
-// find nothing.
+// ExpireChats deletes up to limit chats (with their descendants) whose
+// last visible change is older than olderThan and that are at rest: idle
+// (waiting or error), with no pending structured request, and so is every
+// descendant, changed before olderThan too. A chat another transaction
+// holds is skipped (it is busy), and a tree with a descendant not at rest
+// is kept whole. Chats without children go first, in one statement
+// (ChatExpireMany); chats with children, if the batch has room left, in a
+// transaction that locks each tree. Only one replica sweeps at a time: the
+// others find nothing.
 func (s *Store) ExpireChats(ctx context.Context, olderThan time.Duration, limit int) (Expiry, error) {
+	row, err := s.q.ChatExpireMany(withPurpose(ctx, "expire_chats"), s.pool,
+		dbgen.ChatExpireManyParams{OlderThanSeconds: olderThan.Seconds(), MaxRows: int32(limit)})
+	if err != nil {
+		return Expiry{}, mapError(err)
+	}
+	e := Expiry{Found: len(row.Ids), Deletion: Deletion{Chats: row.Ids, Messages: row.Messages}}
+	if !row.Locked || e.Found == limit {
+		return e, nil
+	}
+	trees, err := s.expireTrees(ctx, olderThan, limit-e.Found)
+	e.Found += trees.Found
+	e.Chats = append(e.Chats, trees.Chats...)
+	e.Messages += trees.Messages
+	e.Queued += trees.Queued
+	e.Requests += trees.Requests
+	return e, err
+}
+
+// expireTrees is ExpireChats for chats with children.
+func (s *Store) expireTrees(ctx context.Context, olderThan time.Duration, limit int) (Expiry, error) {
 	var e Expiry
 	var done []finished
-	err := s.tx(ctx, "expire_chats", func(tx pgx.Tx) error {
+	err := s.tx(ctx, "expire_trees", func(tx pgx.Tx) error {
 		e, done = Expiry{}, nil
 		secs := olderThan.Seconds()
 		roots, err := s.q.ChatListExpiredLock(ctx, tx, dbgen.ChatListExpiredLockParams{OlderThanSeconds: secs, MaxRows: int32(limit)})
@@ -41,14 +63,11 @@ func (s *Store) ExpireChats(ctx context.Context, olderThan time.Duration, limit 
 		if err != nil {
 			return err
 		}
-		if len(tree) > len(roots) {
-			busy, err := s.q.ChatListBusy(ctx, tx, dbgen.ChatListBusyParams{Ids: chatIDs(tree[len(roots):]), OlderThanSeconds: secs})
-			if err != nil {
-				return err
-			}
-			tree = withoutTreesOf(tree, busy)
+		busy, err := s.q.ChatListBusy(ctx, tx, dbgen.ChatListBusyParams{Ids: chatIDs(tree[len(roots):]), OlderThanSeconds: secs})
+		if err != nil {
+			return err
 		}
-		if len(tree) == 0 {
+		if tree = withoutTreesOf(tree, busy); len(tree) == 0 {
 			return nil
 		}
 		return s.deleteTrees(ctx, tx, tree, DeletedExpired, &e.Deletion, &done)

@@ -3,10 +3,14 @@
 -- name: TombstonesInsert :exec
 -- The tombstones of chats a transaction is about to delete (all of them,
 -- descendants included, their requests finished), in one statement, with
--- @reason: the delete trigger then finds them and writes none row by row.
-WITH written AS (
+-- @reason; the transaction then says it wrote them (chatd.tombstones), so
+-- that the delete trigger writes none row by row.
+WITH said AS (
+    SELECT set_config('chatd.tombstones', 'written', true) AS flag
+), written AS (
     INSERT INTO chat_tombstones (chat_id, owner_id, parent_chat_id, reason)
-    SELECT c.id, c.owner_id, c.parent_chat_id, @reason FROM chats c WHERE c.id = ANY (@chat_ids::uuid[])
+    SELECT c.id, c.owner_id, c.parent_chat_id, @reason FROM chats c, said
+    WHERE c.id = ANY (@chat_ids::uuid[]) AND said.flag IS NOT NULL
 )
 INSERT INTO request_tombstones (request_id, chat_id, status, error_code, error_message, usage, trace_parent, created_at, finished_at)
 SELECT r.request_id, r.chat_id, r.status, r.error_code, r.error_message, m.content #> '{1,outcome,usage}',

@@ -14,8 +14,9 @@
 --   * it leaves tombstones: the chat's id, owner and reason ('deleted'),
 --     and each of its requests' outcome (no value, schema or attempts), so
 --     that a late lookup learns what happened instead of nothing — unless
---     the transaction wrote them already, for all the chats it deletes in
---     one statement, as the store does (TombstonesInsert), with its reason.
+--     the transaction writes them itself, for all the chats it deletes in
+--     one statement, with its reason, as the store does: it says so in
+--     chatd.tombstones ('written', for the rest of the transaction).
 --
 -- A tombstoned id cannot be used for a chat again: a worker, an import or
 -- an operator cannot bring a deleted chat back. Writes into a deleted chat
@@ -34,8 +35,7 @@ BEGIN
         RAISE EXCEPTION 'chat % is awaited by its parent %: deliver its result first', OLD.id, OLD.parent_chat_id
             USING ERRCODE = 'check_violation', CONSTRAINT = 'chats_delete_awaited_child';
     END IF;
-    PERFORM 1 FROM chat_tombstones t WHERE t.chat_id = OLD.id;
-    IF NOT FOUND THEN
+    IF current_setting('chatd.tombstones', true) IS DISTINCT FROM 'written' THEN
         INSERT INTO chat_tombstones (chat_id, owner_id, parent_chat_id, reason)
         VALUES (OLD.id, OLD.owner_id, OLD.parent_chat_id, 'deleted');
         INSERT INTO request_tombstones (request_id, chat_id, status, error_code, error_message, usage, trace_parent,
