@@ -111,7 +111,7 @@ func cmdExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer closeDB()
-	u, err := st.UserByName(ctx, *user)
+	u, err := st.FindUser(ctx, *user)
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("export: no user %q", *user)
 	}

@@ -45,7 +45,7 @@ func clean(t *testing.T, pool *pgxpool.Pool) {
 // exportOf exports the named user of st into a buffer.
 func exportOf(t *testing.T, st *store.Store, name string) []byte {
 	t.Helper()
-	u, err := st.UserByName(t.Context(), name)
+	u, err := st.FindUser(t.Context(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestRoundTrip(t *testing.T) {
 			t.Errorf("chat %s differs:\n  was %s\n  now %s", chat, strings.Join(was, "\n      "), strings.Join(now, "\n      "))
 		}
 	}
-	alice, err := dst.UserByName(ctx, "alice")
+	alice, err := dst.FindUser(ctx, "alice")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +299,7 @@ func heapBytes() uint64 {
 // throughout, and returns how far its peak rose above where it was.
 func exportPeak(t *testing.T, st *store.Store, name string, w io.Writer) (export.Counts, int64) {
 	t.Helper()
-	u, err := st.UserByName(t.Context(), name)
+	u, err := st.FindUser(t.Context(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +402,7 @@ func sameExports(t *testing.T, file *os.File, st *store.Store) {
 	}
 	pr, pw := io.Pipe()
 	go func() {
-		u, err := st.UserByName(context.Background(), "alice")
+		u, err := st.FindUser(context.Background(), "alice")
 		if err == nil {
 			_, err = export.User(context.Background(), st, u.ID, u.Name, pw)
 		}

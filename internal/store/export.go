@@ -14,8 +14,8 @@ import (
 	"github.com/chatd/chatd/internal/dbgen"
 )
 
-// UserByName returns the named user (ErrNotFound: none).
-func (s *Store) UserByName(ctx context.Context, name string) (User, error) {
+// FindUser returns the named user, never creating one (ErrNotFound: none).
+func (s *Store) FindUser(ctx context.Context, name string) (User, error) {
 	u, err := s.q.UserGetByName(ctx, s.pool, name)
 	return User{ID: u.ID, Name: u.Name}, mapError(err)
 }
