@@ -129,6 +129,10 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	if out == nil || resp.StatusCode == http.StatusNoContent {
 		return nil
 	}
+	if w, ok := out.(io.Writer); ok {
+		_, err = io.Copy(w, resp.Body)
+		return err
+	}
 	if raw, ok := out.(*[]byte); ok {
 		*raw, err = io.ReadAll(resp.Body)
 		return err
@@ -179,6 +183,20 @@ func (c *Client) ListChildChats(ctx context.Context, parent uuid.UUID, limit int
 func (c *Client) GetChat(ctx context.Context, chat uuid.UUID) (Chat, error) {
 	var out Chat
 	return out, c.do(ctx, http.MethodGet, "/api/v1/chats/"+chat.String(), nil, &out)
+}
+
+// DeleteChat deletes a chat and its child chats: pending structured
+// requests get their cancelled receipt (chat_deleted) first. Deleting a
+// deleted chat is a 404.
+func (c *Client) DeleteChat(ctx context.Context, chat uuid.UUID) (DeleteChatResponse, error) {
+	var out DeleteChatResponse
+	return out, c.do(ctx, http.MethodDelete, "/api/v1/chats/"+chat.String(), nil, &out)
+}
+
+// ExportChat writes the chat and its child chats to w in the export format
+// (JSON Lines, which chatd import reads).
+func (c *Client) ExportChat(ctx context.Context, chat uuid.UUID, w io.Writer) error {
+	return c.do(ctx, http.MethodGet, "/api/v1/chats/"+chat.String()+"/export", nil, w)
 }
 
 // SendMessage sends a message; it is queued while a turn runs.
@@ -346,4 +364,17 @@ func (c *Client) ListUsers(ctx context.Context, limit int, cursor string) (ListU
 	}
 	var out ListUsersResponse
 	return out, c.do(ctx, http.MethodGet, path, nil, &out)
+}
+
+// EraseUser erases the named user and everything of theirs (admin scope)
+// and returns what went.
+func (c *Client) EraseUser(ctx context.Context, name string) (ErasureReport, error) {
+	var out ErasureReport
+	return out, c.do(ctx, http.MethodDelete, "/api/v1/users/"+url.PathEscape(name), nil, &out)
+}
+
+// ExportUser writes every chat of the named user to w in the export format
+// (admin scope), as the server streams it.
+func (c *Client) ExportUser(ctx context.Context, name string, w io.Writer) error {
+	return c.do(ctx, http.MethodGet, "/api/v1/users/"+url.PathEscape(name)+"/export", nil, w)
 }

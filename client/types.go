@@ -539,6 +539,10 @@ type StructuredOutputResult struct {
 	// ProviderRetry is the chat's provider retry while the request is
 	// pending (Chat.ProviderRetry).
 	ProviderRetry *ProviderRetry `json:"provider_retry,omitempty"`
+	// ChatDeleted is set once the request's chat was deleted: the lookup
+	// then answers from its tombstone, with the outcome (status, error,
+	// usage) but no value, receipt or attempts.
+	ChatDeleted *ChatDeletion `json:"chat_deleted,omitempty"`
 }
 
 // Error is the body of every error response.

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/export"
 	"github.com/chatd/chatd/internal/store"
 )
@@ -88,10 +87,7 @@ func cmdUser(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
-	return enc.Encode(client.ErasureReport{UserID: e.UserID, User: e.Name, Chats: e.Chats, Messages: e.Messages,
-		QueuedMessages: e.QueuedMessages, StructuredRequests: e.Requests, CancelledRequests: e.Cancelled, Tokens: e.Tokens,
-		IdempotencyKeys: e.IdempotencyKeys, StreamTickets: e.StreamTickets, Followers: e.Followers,
-		WebhookDeliveries: e.WebhookDeliveries, UnsentWebhookDeliveries: e.Unsent, Tombstones: e.Tombstones})
+	return enc.Encode(e.Report())
 }
 
 func cmdExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {

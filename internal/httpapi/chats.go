@@ -701,6 +701,9 @@ func toResult(st store.RequestState) (client.StructuredOutputResult, error) {
 			out.ProviderRetry = &r
 		}
 	}
+	if st.Deleted != nil {
+		return tombstoneResult(out, st), nil
+	}
 	if st.Receipt == nil {
 		return out, nil
 	}
@@ -720,4 +723,22 @@ func toResult(st store.RequestState) (client.StructuredOutputResult, error) {
 		}
 	}
 	return out, nil
+}
+
+// tombstoneResult is a deleted chat's request as its tombstone keeps it:
+// the outcome, without value, receipt or attempts.
+func tombstoneResult(out client.StructuredOutputResult, st store.RequestState) client.StructuredOutputResult {
+	out.ChatDeleted = &client.ChatDeletion{Reason: client.DeletionReason(st.Deleted.Reason), DeletedAt: st.Deleted.DeletedAt.UTC()}
+	if st.Request.ErrorCode != nil {
+		out.Error = &client.StructuredOutputError{Code: *st.Request.ErrorCode}
+		if st.Request.ErrorMessage != nil {
+			out.Error.Message = *st.Request.ErrorMessage
+		}
+	}
+	var u client.Usage
+	if len(st.Deleted.Usage) > 0 && json.Unmarshal(st.Deleted.Usage, &u) == nil {
+		out.Usage = &u
+	}
+	out.Attempts = nil
+	return out
 }

@@ -99,6 +99,8 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, err error) {
 		ae = errorf(http.StatusRequestEntityTooLarge, "Request body exceeds %d bytes.", mbe.Limit)
 	case errors.Is(err, store.ErrNotFound):
 		ae = errNotFound
+	case errors.Is(err, store.ErrChatDeleted):
+		ae = deletedError(err)
 	case errors.Is(err, store.ErrQueueFull):
 		ae = errorf(http.StatusConflict, "The chat's queue is full (20 messages); wait for the running turn or delete queued messages.")
 	case errors.Is(err, store.ErrConflict):
@@ -120,6 +122,17 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, err error) {
 		ae = errorf(http.StatusInternalServerError, "Internal error.")
 	}
 	writeJSON(w, ae.status, client.Error{Message: ae.message, Validations: ae.validations})
+}
+
+// deletedError is the 404 of a chat that was deleted: it says when and
+// why (its tombstone), and to whom the id belonged is not told (only its
+// owner learns of the tombstone).
+func deletedError(err error) *apiError {
+	var de *store.DeletedError
+	if errors.As(err, &de) {
+		return errorf(http.StatusNotFound, "The chat was deleted (%s) at %s.", de.Reason, de.At.UTC().Format(time.RFC3339))
+	}
+	return errorf(http.StatusNotFound, "The chat was deleted.")
 }
 
 // conflictError words a store conflict (409) for clients.

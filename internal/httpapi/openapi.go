@@ -89,8 +89,13 @@ var typeDocs = map[string]string{
 	"User": "A chatd user: one named by an operator, or an identity provider's user, keyed by `issuer` and `subject` " +
 		"and named `idp:` and a digest of them.",
 	"ListUsersResponse": "A page of users by name.",
-	"MessagePartEvent":  "Stream event `message_part`: a preview fragment of the step being generated. Not a result.",
-	"PreviewReset":      "Stream event `preview_reset`: previews of earlier generations are void.",
+	"DeleteChatResponse": "What DELETE /api/v1/chats/{chat} removed: the chat and its child chats, and the structured " +
+		"requests it cancelled (`chat_deleted`).",
+	"ChatDeletion": "A deleted chat's tombstone, as the lookup of one of its structured requests tells it.",
+	"ErasureReport": "What erasing a user removed, counted in rows; `cancelled_requests` were pending and got their " +
+		"cancelled receipt (`chat_deleted`) first.",
+	"MessagePartEvent": "Stream event `message_part`: a preview fragment of the step being generated. Not a result.",
+	"PreviewReset":     "Stream event `preview_reset`: previews of earlier generations are void.",
 	"StructuredOutputPartial": "Stream event `structured_output_partial`: the value the finalizer call's arguments show so far, " +
 		"while the model writes them. Never a result: it may still fail validation, and `preview_reset` voids it.",
 	"QueueEvent":     "Stream event `queue`: the whole queue after a change.",
@@ -221,19 +226,23 @@ var fieldDocs = map[string]map[string]any{
 	"EditMessageResponse.message": {"description": "The replacement."},
 	"EditMessageResponse.messages": {"description": "Every client-visible row the edit inserted, in id order: " +
 		"the cancellation receipts, then the replacement."},
-	"EditMessageResponse.deleted_message_ids":   {"description": "The client-visible messages the edit discarded."},
-	"DeleteQueuedResponse.messages":             {"description": "The `cancelled` receipt of a structured queued message; empty otherwise."},
-	"CreateChatResponse.warnings":               {"maxItems": client.MaxSchemaWarnings, "description": "What the response_format schema holds that chatd admitted but does not check (the first 32, in document order); absent when there is nothing."},
-	"SendMessageResponse.warnings":              {"maxItems": client.MaxSchemaWarnings, "description": "As CreateChatResponse.warnings."},
-	"EditMessageResponse.warnings":              {"maxItems": client.MaxSchemaWarnings, "description": "As CreateChatResponse.warnings, for a format the edit set (none when it kept or cleared the format)."},
-	"SchemaWarning.location":                    {"description": "The JSON Pointer of the keyword in the schema (`\"\"` is the root)."},
-	"ToolResultsRequest.results":                {"minItems": 1, "maxItems": 128},
-	"ToolResult.output":                         {"description": "Any JSON value, at most 256 KiB."},
-	"ToolResult.is_error":                       {"description": "The tool failed; `output` explains why."},
-	"SendMessageResponse.queued":                {"description": "True when the message went to the queue."},
-	"ListMessagesResponse.has_more":             {"description": "More messages follow; ask again with `after_id` set to the last id."},
-	"ListChatsResponse.next_cursor":             {"description": "Present when older chats remain: pass it as `cursor` for the next page."},
-	"StructuredOutputResult.status":             {"enum": client.RequestStatuses()},
+	"EditMessageResponse.deleted_message_ids": {"description": "The client-visible messages the edit discarded."},
+	"DeleteQueuedResponse.messages":           {"description": "The `cancelled` receipt of a structured queued message; empty otherwise."},
+	"CreateChatResponse.warnings":             {"maxItems": client.MaxSchemaWarnings, "description": "What the response_format schema holds that chatd admitted but does not check (the first 32, in document order); absent when there is nothing."},
+	"SendMessageResponse.warnings":            {"maxItems": client.MaxSchemaWarnings, "description": "As CreateChatResponse.warnings."},
+	"EditMessageResponse.warnings":            {"maxItems": client.MaxSchemaWarnings, "description": "As CreateChatResponse.warnings, for a format the edit set (none when it kept or cleared the format)."},
+	"SchemaWarning.location":                  {"description": "The JSON Pointer of the keyword in the schema (`\"\"` is the root)."},
+	"ToolResultsRequest.results":              {"minItems": 1, "maxItems": 128},
+	"ToolResult.output":                       {"description": "Any JSON value, at most 256 KiB."},
+	"ToolResult.is_error":                     {"description": "The tool failed; `output` explains why."},
+	"SendMessageResponse.queued":              {"description": "True when the message went to the queue."},
+	"ListMessagesResponse.has_more":           {"description": "More messages follow; ask again with `after_id` set to the last id."},
+	"ListChatsResponse.next_cursor":           {"description": "Present when older chats remain: pass it as `cursor` for the next page."},
+	"StructuredOutputResult.status":           {"enum": client.RequestStatuses()},
+	"StructuredOutputResult.chat_deleted": {"description": "Set once the request's chat was deleted: the answer comes from its tombstone, " +
+		"with the outcome (`status`, `error`, `usage`) but no `value`, `receipt_message_id` or `attempts`."},
+	"ChatDeletion.reason": {"enum": client.DeletionReasons(), "description": "`deleted` by its owner (or an operator), `expired` " +
+		"under the retention period, `erased` with its user."},
 	"StructuredOutputResult.value":              {"description": "As StructuredOutput.value: present exactly when `succeeded`, possibly JSON null."},
 	"StructuredOutputResult.receipt_message_id": {"description": "The receipt message, once terminal."},
 	"StructuredOutputResult.usage":              {"description": "As StructuredOutput.usage: the receipt's sum, once terminal."},
@@ -301,6 +310,9 @@ func (g *schemaGen) eventSchema(descr string, events []sseEvent) map[string]any 
 // plainText documents a text/plain response.
 type plainText string
 
+// jsonLines documents an export: JSON Lines (application/x-ndjson).
+type jsonLines string
+
 // pathParams describe the wildcards of the route patterns.
 var pathParams = map[string]struct {
 	description string
@@ -311,6 +323,7 @@ var pathParams = map[string]struct {
 	"queued":     {"The queued message's id.", map[string]any{"type": "integer", "format": "int64", "minimum": 1}},
 	"request_id": {"The structured request's UUID.", map[string]any{"type": "string", "format": "uuid"}},
 	"token":      {"The token's id (not its secret).", map[string]any{"type": "string", "format": "uuid"}},
+	"user":       {"The user's name (as GET /api/v1/users lists it).", map[string]any{"type": "string", "minLength": 1}},
 }
 
 var wildcardRE = regexp.MustCompile(`\{([^}]*)\}`)
@@ -423,6 +436,9 @@ func (g *schemaGen) responseContent(rt route, r response) map[string]any {
 	case eventStream:
 		return map[string]any{"text/event-stream": map[string]any{
 			"schema": g.eventSchema(string(b), streamEvents[rt.method+" "+rt.pattern])}}
+	case jsonLines:
+		return map[string]any{exportContentType: map[string]any{"schema": map[string]any{
+			"type": "string", "description": string(b)}}}
 	case plainText:
 		return map[string]any{"text/plain": map[string]any{"schema": map[string]any{
 			"type": "string", "description": string(b)}}}

@@ -37,6 +37,11 @@ type response struct {
 // cursorPattern is a stream's event id (cursor).
 const cursorPattern = "^[0-9]+(:[0-9]+:[0-9]+:[0-9]+)?$"
 
+// exportLines is the body of the export routes.
+const exportLines = jsonLines("JSON Lines (docs/operations.md#export-and-import): a `chatd_export` header line, then each chat followed by its " +
+		"`structured_request`, `message` and `queued_message` lines, a chat's children after it, and an `end` line counting them. " +
+		"An export cut short lacks its end line; `chatd import` reads it.")
+
 // Responses shared by many routes.
 var (
 	resp400 = response{http.StatusBadRequest, "The request is invalid; `validations` names the field at fault " +
@@ -133,6 +138,23 @@ func routeDocs() map[string]routeDoc { //nolint:funlen // a table: one entry per
 			responses: withBody(response{http.StatusOK, "The updated chat.", client.Chat{}},
 				resp401, resp404, response{http.StatusConflict, "Plan mode would drop a pending structured request, or the chat is a child chat.", client.Error{}},
 				resp500)},
+		"DELETE /api/v1/chats/{chat}": {op: "DeleteChat", summary: "Delete a chat",
+			description: "Deletes the chat and its child chats in one transaction. A running turn is fenced first (no worker " +
+				"on any replica writes into the chat afterwards); every structured request still pending gets its `cancelled` " +
+				"receipt (`chat_deleted`), delivered to webhooks and to the lookup; a spawned child its parent awaits answers " +
+				"the parent's call with an error result; then the messages, queue, requests and tool results go. A tombstone " +
+				"remains (docs/operations.md#deleting-expiring-and-exporting): the lookup of the chat's requests answers " +
+				"their outcome with `chat_deleted` set, and open streams of the chat end with an `error` event of code " +
+				"`chat_deleted`. Deleting again answers 404 saying when and why the chat was deleted. No request body.",
+			responses: []response{{http.StatusOK, "The deleted chats and the requests the deletion cancelled.", client.DeleteChatResponse{}},
+				resp401, response{http.StatusNotFound, "No such chat of the caller's, or the chat was deleted before (the message " +
+					"says when and why), or the id is malformed.", client.Error{}}, resp500}},
+		"GET /api/v1/chats/{chat}/export": {op: "ExportChat", summary: "Export a chat",
+			description: "The chat and its child chats with their structured requests, messages (model-only rows, receipts " +
+				"and deleted rows included) and queued messages, read in one snapshot, in the export format that `chatd import` reads.",
+			responses: []response{{http.StatusOK, "The export.", exportLines},
+				resp401, response{http.StatusNotFound, "No such chat of the caller's (a deleted one says so), or the id is malformed.", client.Error{}},
+				resp500}},
 		"GET /api/v1/chats/{chat}/messages": {op: "ListMessages", summary: "List messages and the queue",
 			description: "Client-visible messages with id greater than `after_id`, oldest first, receipts included, " +
 				"plus the whole queue, read in one snapshot.",
@@ -293,5 +315,18 @@ func tokenRouteDocs() map[string]routeDoc {
 				{"cursor", "The previous page's `next_cursor`.", map[string]any{"type": "string"}}},
 			responses: []response{{http.StatusOK, "The users.", client.ListUsersResponse{}},
 				{http.StatusBadRequest, "`limit` is out of range.", client.Error{}}, resp401, resp500}},
+		"DELETE /api/v1/users/{user}": {op: "EraseUser", summary: "Erase a user",
+			description: "What `chatd user erase` does: deletes the user and everything of theirs — their tokens and stream " +
+				"tickets first, then every chat as DELETE /api/v1/chats/{chat} does (reason `erased`), then their idempotency " +
+				"keys, follower rows, the webhook deliveries owed for their requests (sent or not), their tombstones and the user " +
+				"row — and answers what went. Tokens cached by other replicas stop working within 5 seconds. Erasing again " +
+				"answers 404. No request body.",
+			responses: []response{{http.StatusOK, "What the erasure removed, counted.", client.ErasureReport{}}, resp401,
+				response{http.StatusNotFound, "No such user.", client.Error{}}, resp500}},
+		"GET /api/v1/users/{user}/export": {op: "ExportUser", summary: "Export a user's chats",
+			description: "What `chatd export --user` writes: every chat of the user in the export format, streamed a page of " +
+				"100 top-level chats (with their descendants) per read-only snapshot, so memory does not grow with the number of chats.",
+			responses: []response{{http.StatusOK, "The export.", exportLines}, resp401,
+				response{http.StatusNotFound, "No such user.", client.Error{}}, resp500}},
 	}
 }

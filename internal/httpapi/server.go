@@ -256,6 +256,8 @@ func (s *Server) routeTable() []route {
 		{"GET", "/api/v1/chats/watch", scopeRead, s.watch},
 		{"GET", "/api/v1/chats/{chat}", scopeRead, s.getChat},
 		{"PATCH", "/api/v1/chats/{chat}", scopeWrite, s.updateChat},
+		{"DELETE", "/api/v1/chats/{chat}", scopeWrite, s.deleteChat},
+		{"GET", "/api/v1/chats/{chat}/export", scopeRead, s.exportChat},
 		{"GET", "/api/v1/chats/{chat}/messages", scopeRead, s.listMessages},
 		{"GET", "/api/v1/chats/{chat}/stream", scopeRead, s.stream},
 		{"POST", "/api/v1/chats/{chat}/stream-ticket", scopeRead, s.streamTicket},
@@ -270,6 +272,8 @@ func (s *Server) routeTable() []route {
 		{"GET", "/api/v1/tokens", scopeAdmin, s.listTokens},
 		{"DELETE", "/api/v1/tokens/{token}", scopeAdmin, s.revokeToken},
 		{"GET", "/api/v1/users", scopeAdmin, s.listUsers},
+		{"DELETE", "/api/v1/users/{user}", scopeAdmin, s.eraseUser},
+		{"GET", "/api/v1/users/{user}/export", scopeAdmin, s.exportUser},
 	}
 }
 

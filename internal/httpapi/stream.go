@@ -231,8 +231,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// errChatGone ends a live stream whose chat no longer exists.
-var errChatGone = errors.New("the chat no longer exists")
+// errStreamChatGone ends a live stream whose chat no longer exists.
+var errStreamChatGone = errors.New("the chat no longer exists")
 
 // liveStream is a stream past its first read: the chat's feed, its deltas
 // and the reads it makes for itself.
@@ -257,7 +257,7 @@ type liveStream struct {
 func (ls *liveStream) ownRead() error {
 	rd, err := ls.s.readStream(context.WithoutCancel(ls.ctx), ls.owner, StreamQuery{ChatID: ls.chatID, Watermark: ls.st.watermark}, 0)
 	if isNotFound(err) {
-		_ = ls.out.event("error", client.StreamError{Message: "The chat no longer exists."})
+		_ = ls.out.event("error", errChatGone)
 		_ = ls.out.flush()
 		return err
 	}
@@ -322,9 +322,9 @@ func (ls *liveStream) read(rd *rendered) error {
 		}
 	}
 	if rd.Chat.ID == uuid.Nil {
-		_ = ls.out.event("error", client.StreamError{Message: "The chat no longer exists."})
+		_ = ls.out.event("error", errChatGone)
 		_ = ls.out.flush()
-		return errChatGone
+		return errStreamChatGone
 	}
 	// Deltas can overtake the read that tells this stream about their
 	// generation; they waited (bounded) for it.
@@ -562,3 +562,6 @@ func (s *Server) Shutdown() {
 
 // Streams reports the number of open streams.
 func (s *Server) Streams() int64 { return s.streams.Load() }
+
+// errChatGone ends the streams of a chat that was deleted.
+var errChatGone = client.StreamError{Code: client.CodeChatDeleted, Message: "The chat was deleted."}

@@ -54,6 +54,14 @@ func (c *collector) until(t *testing.T, what string, match func(client.StreamEve
 				return got
 			}
 		case err := <-c.errs:
+			// The events read before the error were sent before it: a
+			// stream's last event must not lose the race to its end.
+			for len(c.events) > 0 {
+				ev := <-c.events
+				if got = append(got, ev); match(ev) {
+					return got
+				}
+			}
 			t.Fatalf("stream ended waiting for %s: %v (got %s)", what, err, kinds(got))
 		case <-timeout:
 			t.Fatalf("no %s within 60s (got %s)", what, kinds(got))

@@ -6,6 +6,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/chatd/chatd/client"
 	"github.com/chatd/chatd/internal/dbgen"
 )
 
@@ -58,6 +59,9 @@ func (s *Store) EraseUser(ctx context.Context, name string) (Erasure, error) {
 	if err != nil {
 		return e, err
 	}
+	// This process stops at once; the others within TokenCacheTTL.
+	s.tokens.dropUser(u.ID)
+	s.users.dropUser(u.ID)
 	for {
 		var d Deletion
 		var done []finished
@@ -165,4 +169,12 @@ func (e *Erasure) add(d Deletion) {
 	e.QueuedMessages += d.Queued
 	e.Requests += d.Requests
 	e.Cancelled += int64(len(d.Cancelled))
+}
+
+// Report is the erasure as the API and chatd user erase print it.
+func (e Erasure) Report() client.ErasureReport {
+	return client.ErasureReport{UserID: e.UserID, User: e.Name, Chats: e.Chats, Messages: e.Messages,
+		QueuedMessages: e.QueuedMessages, StructuredRequests: e.Requests, CancelledRequests: e.Cancelled, Tokens: e.Tokens,
+		IdempotencyKeys: e.IdempotencyKeys, StreamTickets: e.StreamTickets, Followers: e.Followers,
+		WebhookDeliveries: e.WebhookDeliveries, UnsentWebhookDeliveries: e.Unsent, Tombstones: e.Tombstones}
 }

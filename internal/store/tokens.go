@@ -117,6 +117,17 @@ func (c *tokenCache) finish(key [32]byte, l *tokenLookup, now time.Time) {
 	close(l.done)
 }
 
+// dropUser forgets the user's entries (an erasure on this process).
+func (c *tokenCache) dropUser(id uuid.UUID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, e := range c.m {
+		if e.user.ID == id {
+			delete(c.m, k)
+		}
+	}
+}
+
 // Authenticate resolves a bearer token to its user, from the cache when it
 // was looked up less than TokenCacheTTL ago, or from the lookup of it
 // another request has under way.

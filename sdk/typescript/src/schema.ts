@@ -62,7 +62,11 @@ export interface paths {
         get: operations["GetChat"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * Delete a chat
+         * @description Deletes the chat and its child chats in one transaction. A running turn is fenced first (no worker on any replica writes into the chat afterwards); every structured request still pending gets its `cancelled` receipt (`chat_deleted`), delivered to webhooks and to the lookup; a spawned child its parent awaits answers the parent's call with an error result; then the messages, queue, requests and tool results go. A tombstone remains (docs/operations.md#deleting-expiring-and-exporting): the lookup of the chat's requests answers their outcome with `chat_deleted` set, and open streams of the chat end with an `error` event of code `chat_deleted`. Deleting again answers 404 saying when and why the chat was deleted. No request body. Needs a token with the `write` scope.
+         */
+        delete: operations["DeleteChat"];
         options?: never;
         head?: never;
         /**
@@ -86,6 +90,26 @@ export interface paths {
          * @description Asks for the chat's history before its current turn to be summarised for the model (originals are kept, marked compressed, and no longer sent to the provider). It happens at the chat's next step, or at the start of its next turn if it is idle. Receipts are never summarised and budgets are unaffected. No request body. Needs a token with the `write` scope.
          */
         post: operations["Compact"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/chats/{chat}/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Export a chat
+         * @description The chat and its child chats with their structured requests, messages (model-only rows, receipts and deleted rows included) and queued messages, read in one snapshot, in the export format that `chatd import` reads. Needs a token with the `read` scope.
+         */
+        get: operations["ExportChat"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -340,6 +364,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/users/{user}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Erase a user
+         * @description What `chatd user erase` does: deletes the user and everything of theirs — their tokens and stream tickets first, then every chat as DELETE /api/v1/chats/{chat} does (reason `erased`), then their idempotency keys, follower rows, the webhook deliveries owed for their requests (sent or not), their tombstones and the user row — and answers what went. Tokens cached by other replicas stop working within 5 seconds. Erasing again answers 404. No request body. Needs a token with the `admin` scope.
+         */
+        delete: operations["EraseUser"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/users/{user}/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Export a user's chats
+         * @description What `chatd export --user` writes: every chat of the user in the export format, streamed a page of 100 top-level chats (with their descendants) per read-only snapshot, so memory does not grow with the number of chats. Needs a token with the `admin` scope.
+         */
+        get: operations["ExportUser"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -475,6 +539,16 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
         };
+        /** @description A deleted chat's tombstone, as the lookup of one of its structured requests tells it. */
+        ChatDeletion: {
+            /** Format: date-time */
+            deleted_at: string;
+            /**
+             * @description `deleted` by its owner (or an operator), `expired` under the retention period, `erased` with its user.
+             * @enum {string}
+             */
+            reason: "deleted" | "expired" | "erased";
+        };
         /** @description A committed message. A receipt is an assistant message with `structured_output`. */
         ChatMessage: {
             /** Format: uuid */
@@ -548,6 +622,11 @@ export interface components {
             secret: string;
             token: components["schemas"]["Token"];
         };
+        /** @description What DELETE /api/v1/chats/{chat} removed: the chat and its child chats, and the structured requests it cancelled (`chat_deleted`). */
+        DeleteChatResponse: {
+            cancelled_request_ids: string[];
+            deleted_chat_ids: string[];
+        };
         /** @description The deleted queued message and its cancellation receipt, if it was structured. */
         DeleteQueuedResponse: {
             /** @description The `cancelled` receipt of a structured queued message; empty otherwise. */
@@ -582,6 +661,36 @@ export interface components {
             messages: components["schemas"]["ChatMessage"][];
             /** @description As CreateChatResponse.warnings, for a format the edit set (none when it kept or cleared the format). */
             warnings?: components["schemas"]["SchemaWarning"][];
+        };
+        /** @description What erasing a user removed, counted in rows; `cancelled_requests` were pending and got their cancelled receipt (`chat_deleted`) first. */
+        ErasureReport: {
+            /** Format: int64 */
+            cancelled_requests: number;
+            /** Format: int64 */
+            chats: number;
+            /** Format: int64 */
+            followers: number;
+            /** Format: int64 */
+            idempotency_keys: number;
+            /** Format: int64 */
+            messages: number;
+            /** Format: int64 */
+            queued_messages: number;
+            /** Format: int64 */
+            stream_tickets: number;
+            /** Format: int64 */
+            structured_requests: number;
+            /** Format: int64 */
+            tokens: number;
+            /** Format: int64 */
+            tombstones: number;
+            /** Format: int64 */
+            unsent_webhook_deliveries: number;
+            user: string;
+            /** Format: uuid */
+            user_id: string;
+            /** Format: int64 */
+            webhook_deliveries: number;
         };
         /** @description The body of every error response. */
         Error: {
@@ -800,7 +909,7 @@ export interface components {
             /** @description On a `failed` receipt (a message): the request's rejected attempts, in order (at most 3, as many as it had). Absent when there were none, and always absent from the lookup's `error`, which lists them as its own `attempts`. */
             attempts?: components["schemas"]["Attempt"][];
             /** @enum {string} */
-            code: "validation_exhausted" | "not_produced" | "configuration_error" | "provider_error" | "refused" | "hook_failed" | "interrupted" | "queue_deleted" | "superseded";
+            code: "validation_exhausted" | "not_produced" | "configuration_error" | "provider_error" | "refused" | "hook_failed" | "interrupted" | "queue_deleted" | "superseded" | "chat_deleted";
             /** @description A sentence for people; do not parse it. For `validation_exhausted` and `not_produced` it says how many attempts were rejected and the first error of the last (`3 attempts were rejected; the last: /command must be of type string, not integer.`); the attempts list every error. */
             message: string;
         };
@@ -827,6 +936,8 @@ export interface components {
         StructuredOutputResult: {
             /** @description The request's rejected attempts so far, whatever its status: the repairs a `succeeded` request needed, or why a `failed` one failed (the receipt's `error.attempts`; the lookup's `error` leaves them out). Absent when there were none. */
             attempts?: components["schemas"]["Attempt"][];
+            /** @description Set once the request's chat was deleted: the answer comes from its tombstone, with the outcome (`status`, `error`, `usage`) but no `value`, `receipt_message_id` or `attempts`. */
+            chat_deleted?: components["schemas"]["ChatDeletion"];
             /** Format: uuid */
             chat_id: string;
             error?: components["schemas"]["StructuredOutputError"];
@@ -1459,6 +1570,106 @@ export interface operations {
             };
         };
     };
+    DeleteChat: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Act for this user (a token with the act-as capability only; otherwise 403): with an identity provider configured, the user's subject there (the value of the server's --jwt-user-claim), the same user as that user's own JWT; without one, a user name. The user is created on first use; the request is then theirs in every respect, with the token's scopes less `admin`. */
+                "X-Chatd-User"?: string;
+                /** @description An id for this request, echoed in the response and logged as `request_id`: 1 to 128 visible ASCII characters without quotes or backslashes (otherwise a fresh UUID is used). */
+                "X-Request-ID"?: string;
+            };
+            path: {
+                /** @description The chat's id. */
+                chat: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deleted chats and the requests the deletion cancelled. */
+            200: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeleteChatResponse"];
+                };
+            };
+            /** @description An unknown or repeated query parameter, or an unusable `X-Chatd-User` (`validations` names it). */
+            400: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No bearer token, or the token is not valid: an unknown, revoked or expired API token, or a JWT the server refuses (expired, not yet valid, another audience or issuer, an unknown key, a bad signature, a disallowed algorithm, too large, a claim of the wrong type). `WWW-Authenticate` says why in `error_description`, never echoing the token. */
+            401: {
+                headers: {
+                    /** @description The Bearer challenge. */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token lacks the route's scope (`WWW-Authenticate` names it: `error="insufficient_scope", scope="write"`), or `X-Chatd-User` was sent with a credential that may not act for users. */
+            403: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such chat of the caller's, or the chat was deleted before (the message says when and why), or the id is malformed. */
+            404: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An internal error; the message carries no details. */
+            500: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database could not be reached or dropped the connection; retry after `Retry-After` seconds. A write answered 503 may have been applied if the connection was lost while it committed: repeat a create or send with the same `Idempotency-Key`, or read the state first. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     UpdateChat: {
         parameters: {
             query?: never;
@@ -1671,6 +1882,106 @@ export interface operations {
                 };
             };
             /** @description No such resource of the caller's (another user's chat is a 404 too), or an id in the path is malformed. */
+            404: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An internal error; the message carries no details. */
+            500: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database could not be reached or dropped the connection; retry after `Retry-After` seconds. A write answered 503 may have been applied if the connection was lost while it committed: repeat a create or send with the same `Idempotency-Key`, or read the state first. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    ExportChat: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Act for this user (a token with the act-as capability only; otherwise 403): with an identity provider configured, the user's subject there (the value of the server's --jwt-user-claim), the same user as that user's own JWT; without one, a user name. The user is created on first use; the request is then theirs in every respect, with the token's scopes less `admin`. */
+                "X-Chatd-User"?: string;
+                /** @description An id for this request, echoed in the response and logged as `request_id`: 1 to 128 visible ASCII characters without quotes or backslashes (otherwise a fresh UUID is used). */
+                "X-Request-ID"?: string;
+            };
+            path: {
+                /** @description The chat's id. */
+                chat: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The export. */
+            200: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": string;
+                };
+            };
+            /** @description An unknown or repeated query parameter, or an unusable `X-Chatd-User` (`validations` names it). */
+            400: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No bearer token, or the token is not valid: an unknown, revoked or expired API token, or a JWT the server refuses (expired, not yet valid, another audience or issuer, an unknown key, a bad signature, a disallowed algorithm, too large, a claim of the wrong type). `WWW-Authenticate` says why in `error_description`, never echoing the token. */
+            401: {
+                headers: {
+                    /** @description The Bearer challenge. */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token lacks the route's scope (`WWW-Authenticate` names it: `error="insufficient_scope", scope="write"`), or `X-Chatd-User` was sent with a credential that may not act for users. */
+            403: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such chat of the caller's (a deleted one says so), or the id is malformed. */
             404: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
@@ -3249,6 +3560,206 @@ export interface operations {
             };
             /** @description The token lacks the route's scope (`WWW-Authenticate` names it: `error="insufficient_scope", scope="write"`), or `X-Chatd-User` was sent with a credential that may not act for users. */
             403: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An internal error; the message carries no details. */
+            500: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database could not be reached or dropped the connection; retry after `Retry-After` seconds. A write answered 503 may have been applied if the connection was lost while it committed: repeat a create or send with the same `Idempotency-Key`, or read the state first. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    EraseUser: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Act for this user (a token with the act-as capability only; otherwise 403): with an identity provider configured, the user's subject there (the value of the server's --jwt-user-claim), the same user as that user's own JWT; without one, a user name. The user is created on first use; the request is then theirs in every respect, with the token's scopes less `admin`. */
+                "X-Chatd-User"?: string;
+                /** @description An id for this request, echoed in the response and logged as `request_id`: 1 to 128 visible ASCII characters without quotes or backslashes (otherwise a fresh UUID is used). */
+                "X-Request-ID"?: string;
+            };
+            path: {
+                /** @description The user's name (as GET /api/v1/users lists it). */
+                user: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What the erasure removed, counted. */
+            200: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErasureReport"];
+                };
+            };
+            /** @description An unknown or repeated query parameter, or an unusable `X-Chatd-User` (`validations` names it). */
+            400: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No bearer token, or the token is not valid: an unknown, revoked or expired API token, or a JWT the server refuses (expired, not yet valid, another audience or issuer, an unknown key, a bad signature, a disallowed algorithm, too large, a claim of the wrong type). `WWW-Authenticate` says why in `error_description`, never echoing the token. */
+            401: {
+                headers: {
+                    /** @description The Bearer challenge. */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token lacks the route's scope (`WWW-Authenticate` names it: `error="insufficient_scope", scope="write"`), or `X-Chatd-User` was sent with a credential that may not act for users. */
+            403: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such user. */
+            404: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An internal error; the message carries no details. */
+            500: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database could not be reached or dropped the connection; retry after `Retry-After` seconds. A write answered 503 may have been applied if the connection was lost while it committed: repeat a create or send with the same `Idempotency-Key`, or read the state first. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    ExportUser: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Act for this user (a token with the act-as capability only; otherwise 403): with an identity provider configured, the user's subject there (the value of the server's --jwt-user-claim), the same user as that user's own JWT; without one, a user name. The user is created on first use; the request is then theirs in every respect, with the token's scopes less `admin`. */
+                "X-Chatd-User"?: string;
+                /** @description An id for this request, echoed in the response and logged as `request_id`: 1 to 128 visible ASCII characters without quotes or backslashes (otherwise a fresh UUID is used). */
+                "X-Request-ID"?: string;
+            };
+            path: {
+                /** @description The user's name (as GET /api/v1/users lists it). */
+                user: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The export. */
+            200: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": string;
+                };
+            };
+            /** @description An unknown or repeated query parameter, or an unusable `X-Chatd-User` (`validations` names it). */
+            400: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No bearer token, or the token is not valid: an unknown, revoked or expired API token, or a JWT the server refuses (expired, not yet valid, another audience or issuer, an unknown key, a bad signature, a disallowed algorithm, too large, a claim of the wrong type). `WWW-Authenticate` says why in `error_description`, never echoing the token. */
+            401: {
+                headers: {
+                    /** @description The Bearer challenge. */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token lacks the route's scope (`WWW-Authenticate` names it: `error="insufficient_scope", scope="write"`), or `X-Chatd-User` was sent with a credential that may not act for users. */
+            403: {
+                headers: {
+                    /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
+                    "X-Request-ID"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such user. */
+            404: {
                 headers: {
                     /** @description The request's id: the request's own `X-Request-ID` if acceptable, otherwise a fresh UUID. */
                     "X-Request-ID"?: string;

@@ -31,6 +31,17 @@ class AttemptError(BaseModel):
     """
 
 
+class ChatDeletion(BaseModel):
+    model_config = ConfigDict(
+        extra='allow',
+    )
+    deleted_at: AwareDatetime
+    reason: Literal['deleted', 'expired', 'erased']
+    """
+    `deleted` by its owner (or an operator), `expired` under the retention period, `erased` with its user.
+    """
+
+
 class CreateTokenRequest(BaseModel):
     model_config = ConfigDict(
         extra='allow',
@@ -53,6 +64,14 @@ class CreateTokenRequest(BaseModel):
     """
 
 
+class DeleteChatResponse(BaseModel):
+    model_config = ConfigDict(
+        extra='allow',
+    )
+    cancelled_request_ids: list[UUID]
+    deleted_chat_ids: list[UUID]
+
+
 class DynamicTool(BaseModel):
     model_config = ConfigDict(
         extra='allow',
@@ -66,6 +85,26 @@ class DynamicTool(BaseModel):
     A JSON Schema object for the tool's arguments, at most 256 KiB and 64 levels deep.
     """
     name: Annotated[str, Field(pattern='^[A-Za-z0-9_-]{1,64}$')]
+
+
+class ErasureReport(BaseModel):
+    model_config = ConfigDict(
+        extra='allow',
+    )
+    cancelled_requests: int
+    chats: int
+    followers: int
+    idempotency_keys: int
+    messages: int
+    queued_messages: int
+    stream_tickets: int
+    structured_requests: int
+    tokens: int
+    tombstones: int
+    unsent_webhook_deliveries: int
+    user: str
+    user_id: UUID
+    webhook_deliveries: int
 
 
 class FilePart(BaseModel):
@@ -722,7 +761,7 @@ class StructuredOutputError(BaseModel):
     """
     On a `failed` receipt (a message): the request's rejected attempts, in order (at most 3, as many as it had). Absent when there were none, and always absent from the lookup's `error`, which lists them as its own `attempts`.
     """
-    code: Literal['validation_exhausted', 'not_produced', 'configuration_error', 'provider_error', 'refused', 'hook_failed', 'interrupted', 'queue_deleted', 'superseded']
+    code: Literal['validation_exhausted', 'not_produced', 'configuration_error', 'provider_error', 'refused', 'hook_failed', 'interrupted', 'queue_deleted', 'superseded', 'chat_deleted']
     message: str
     """
     A sentence for people; do not parse it. For `validation_exhausted` and `not_produced` it says how many attempts were rejected and the first error of the last (`3 attempts were rejected; the last: /command must be of type string, not integer.`); the attempts list every error.
@@ -736,6 +775,10 @@ class StructuredOutputResult(BaseModel):
     attempts: list[Attempt] | None = None
     """
     The request's rejected attempts so far, whatever its status: the repairs a `succeeded` request needed, or why a `failed` one failed (the receipt's `error.attempts`; the lookup's `error` leaves them out). Absent when there were none.
+    """
+    chat_deleted: ChatDeletion | None = None
+    """
+    Set once the request's chat was deleted: the answer comes from its tombstone, with the outcome (`status`, `error`, `usage`) but no `value`, `receipt_message_id` or `attempts`.
     """
     chat_id: UUID
     error: StructuredOutputError | None = None
