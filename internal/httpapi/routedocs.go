@@ -39,8 +39,8 @@ const cursorPattern = "^[0-9]+(:[0-9]+:[0-9]+:[0-9]+)?$"
 
 // exportLines is the body of the export routes.
 const exportLines = jsonLines("JSON Lines (docs/operations.md#export-and-import): a `chatd_export` header line, then each chat followed by its " +
-		"`structured_request`, `message` and `queued_message` lines, a chat's children after it, and an `end` line counting them. " +
-		"An export cut short lacks its end line; `chatd import` reads it.")
+	"`structured_request`, `message` and `queued_message` lines, a chat's children after it, and an `end` line counting them. " +
+	"An export cut short lacks its end line; `chatd import` reads it.")
 
 // Responses shared by many routes.
 var (
