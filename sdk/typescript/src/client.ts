@@ -35,6 +35,16 @@ export type CreateTokenRequest = Schemas["CreateTokenRequest"];
 export type CreateTokenResponse = Schemas["CreateTokenResponse"];
 export type User = Schemas["User"];
 
+/** What deleting a chat removed, and what erasing a user removed. */
+export type DeleteChatResponse = Schemas["DeleteChatResponse"];
+export type ErasureReport = Schemas["ErasureReport"];
+/**
+ * One line of an export (docs/operations.md#export-and-import): its `type`
+ * is `chatd_export` (the header), `chat`, `structured_request`, `message`,
+ * `queued_message` or `end` (the last, counting the others).
+ */
+export type ExportLine = { type: string } & Record<string, unknown>;
+
 export interface ClientOptions {
   /** The server, e.g. http://127.0.0.1:8080. */
   baseUrl: string;
@@ -121,6 +131,20 @@ export class ChatdClient {
 
   deleteQueued(chat: string, queued: number, o: CallOptions = {}): Promise<Schemas["DeleteQueuedResponse"]> {
     return this.call("DELETE", `/api/v1/chats/${enc(chat)}/queue/${queued}`, undefined, o);
+  }
+
+  /**
+   * Deletes a chat and its child chats: a running turn stops, pending
+   * structured requests get their cancelled receipt (chat_deleted), then the
+   * content goes. Deleting it again is a 404 (ChatdError) saying when and why.
+   */
+  deleteChat(chat: string, o: CallOptions = {}): Promise<DeleteChatResponse> {
+    return this.call("DELETE", `/api/v1/chats/${enc(chat)}`, undefined, o);
+  }
+
+  /** The export of a chat and its child chats, line by line (JSON Lines that `chatd import` reads). */
+  exportChat(chat: string, o: CallOptions = {}): AsyncGenerator<ExportLine> {
+    return this.lines(`/api/v1/chats/${enc(chat)}/export`, o);
   }
 
   interrupt(chat: string, o: CallOptions = {}): Promise<Chat> {
@@ -218,6 +242,39 @@ export class ChatdClient {
   /** Lists users by name, a page at a time (admin scope). */
   listUsers(q: { limit?: number; cursor?: string } = {}, o: CallOptions = {}): Promise<Schemas["ListUsersResponse"]> {
     return this.call("GET", `/api/v1/users${query({ limit: q.limit, cursor: q.cursor })}`, undefined, o);
+  }
+
+  /** Erases a user and everything of theirs (admin scope); answers what went. Erasing again is a 404. */
+  eraseUser(name: string, o: CallOptions = {}): Promise<ErasureReport> {
+    return this.call("DELETE", `/api/v1/users/${enc(name)}`, undefined, o);
+  }
+
+  /** The export of every chat of a user (admin scope), streamed line by line. */
+  exportUser(name: string, o: CallOptions = {}): AsyncGenerator<ExportLine> {
+    return this.lines(`/api/v1/users/${enc(name)}/export`, o);
+  }
+
+  /** Reads a JSON Lines answer as it arrives; an answer cut short throws (it lacks its `end` line). */
+  private async *lines(path: string, o: CallOptions): AsyncGenerator<ExportLine> {
+    const headers = { ...(await this.auth()), Accept: "application/x-ndjson" };
+    const resp = await this.fetchImpl(this.baseUrl + path, { headers, signal: o.signal ?? null });
+    if (!resp.ok || !resp.body) throw await errorOf(resp);
+    const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+    let rest = "";
+    let ended = false;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      rest += value;
+      let nl: number;
+      while ((nl = rest.indexOf("\n")) >= 0) {
+        const line = JSON.parse(rest.slice(0, nl)) as ExportLine;
+        rest = rest.slice(nl + 1);
+        ended = line.type === "end";
+        yield line;
+      }
+    }
+    if (!ended) throw new Error("chatd: the export ended without its end line");
   }
 
   /** The credentials of a request: the current token, and X-Chatd-User when acting for a user. */

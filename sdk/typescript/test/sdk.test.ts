@@ -451,3 +451,31 @@ test("the token API, and a backend acting for a user by subject", async () => {
   await admin.revokeToken(made.token.id);
   await assert.rejects(backend.listChats(), (e: unknown) => e instanceof ChatdError && e.status === 401);
 });
+
+test("export and delete a chat; export and erase a user (admin)", async () => {
+  const c = new ChatdClient({ baseUrl, token });
+  const created = await c.createChat({ content: [{ type: "text", text: "hold-me: export then delete" }] });
+  const types: string[] = [];
+  for await (const line of c.exportChat(created.chat.id)) types.push(line.type);
+  assert.equal(types[0], "chatd_export");
+  assert.equal(types.at(-1), "end");
+  assert.ok(types.includes("chat") && types.includes("message"));
+  const deleted = await c.deleteChat(created.chat.id);
+  assert.deepEqual(deleted.deleted_chat_ids, [created.chat.id]);
+  await assert.rejects(c.deleteChat(created.chat.id), (e: unknown) => e instanceof ChatdError && e.status === 404 && /was deleted/.test(e.message));
+  await assert.rejects(c.getChat(created.chat.id), (e: unknown) => e instanceof ChatdError && e.status === 404);
+
+  const admin = new ChatdClient({ baseUrl, token: adminToken });
+  const made = await admin.createToken({ user: "sdk-erased" });
+  const erased = new ChatdClient({ baseUrl, token: made.secret });
+  await erased.createChat({ content: [{ type: "text", text: "hold-me: sentinel" }] });
+  let chats = 0;
+  for await (const line of admin.exportUser("sdk-erased")) if (line.type === "chat") chats++;
+  assert.equal(chats, 1);
+  await assert.rejects(erased.eraseUser("sdk-erased"), (e: unknown) => e instanceof ChatdError && e.status === 403);
+  const report = await admin.eraseUser("sdk-erased");
+  assert.equal(report.user, "sdk-erased");
+  assert.equal(report.chats, 1);
+  assert.equal(report.tokens, 1);
+  await assert.rejects(admin.eraseUser("sdk-erased"), (e: unknown) => e instanceof ChatdError && e.status === 404);
+});

@@ -256,6 +256,15 @@ class Client:
     def delete_queued(self, chat_id: str, queued_id: int) -> t.DeleteQueuedResponse:
         return self._request(c.Call("DELETE", f"/api/v1/chats/{_p(chat_id)}/queue/{int(queued_id)}", c.DELETE_QUEUED))
 
+    def delete_chat(self, chat_id: str) -> t.DeleteChatResponse:
+        """Deletes a chat and its child chats: a running turn stops, pending structured requests get their
+        cancelled receipt (chat_deleted), then the content goes. Deleting it again raises NotFoundError."""
+        return self._request(c.Call("DELETE", f"/api/v1/chats/{_p(chat_id)}", c.DELETE_CHAT))
+
+    def export_chat(self, chat_id: str) -> Iterator[dict[str, Any]]:
+        """The export of a chat and its child chats, line by line (the JSON Lines `chatd import` reads)."""
+        return self._lines(f"/api/v1/chats/{_p(chat_id)}/export")
+
     def interrupt(self, chat_id: str) -> t.Chat:
         return self._request(c.Call("POST", f"/api/v1/chats/{_p(chat_id)}/interrupt", c.CHAT))
 
@@ -304,6 +313,31 @@ class Client:
             if not page.next_cursor:
                 return
             cursor = page.next_cursor
+
+    # Users (admin scope)
+
+    def erase_user(self, name: str) -> t.ErasureReport:
+        """Erases a user and everything of theirs, and answers what went (admin scope)."""
+        return self._request(c.Call("DELETE", f"/api/v1/users/{_p(name)}", c.ERASURE))
+
+    def export_user(self, name: str) -> Iterator[dict[str, Any]]:
+        """The export of every chat of a user, streamed line by line (admin scope)."""
+        return self._lines(f"/api/v1/users/{_p(name)}/export")
+
+    def _lines(self, path: str) -> Iterator[dict[str, Any]]:
+        lines = c.ExportLines()
+        try:
+            with self._http.stream("GET", self.base_url + path, headers={**c.EXPORT_HEADERS, **self._auth()},
+                                   timeout=self._timeout) as resp:
+                if not resp.is_success:
+                    resp.read()
+                    raise error_of(resp)
+                for line in resp.iter_lines():
+                    if (obj := lines.decode(line)) is not None:
+                        yield obj
+        except httpx.TransportError as e:
+            raise APIConnectionError(f"chatd: GET {path}: {e!r}") from e
+        lines.check(path)
 
     # Structured requests
 

@@ -170,6 +170,8 @@ LIST_CHATS = TypeAdapter(t.ListChatsResponse)
 LIST_MESSAGES = TypeAdapter(t.ListMessagesResponse)
 EDIT = TypeAdapter(t.EditMessageResponse)
 DELETE_QUEUED = TypeAdapter(t.DeleteQueuedResponse)
+DELETE_CHAT = TypeAdapter(t.DeleteChatResponse)
+ERASURE = TypeAdapter(t.ErasureReport)
 TOOL_RESULTS = TypeAdapter(t.ToolResultsResponse)
 LOOKUP = TypeAdapter(t.StructuredOutputResult)
 TICKET = TypeAdapter(t.StreamTicket)
@@ -291,3 +293,26 @@ def is_fatal_stream_status(status: int) -> bool:
 
 
 OnReconnect = Callable[[ReconnectInfo], None]
+
+
+EXPORT_HEADERS = {"Accept": "application/x-ndjson"}
+
+
+class ExportLines:
+    """Decodes an export's JSON Lines, and tells a whole export (its `end` line last) from a cut one."""
+
+    def __init__(self) -> None:
+        self.ended = False
+
+    def decode(self, line: str) -> dict[str, Any] | None:
+        if not line.strip():
+            return None
+        obj = cast(dict[str, Any], json.loads(line))
+        self.ended = obj.get("type") == "end"
+        return obj
+
+    def check(self, path: str) -> None:
+        if not self.ended:
+            from ._errors import APIConnectionError
+
+            raise APIConnectionError(f"chatd: GET {path}: the export ended without its end line")
