@@ -391,3 +391,45 @@ func chatInterrupt(ctx context.Context, args []string, io IO) error {
 	fmt.Fprint(io.Stdout, renderChat(ch))
 	return nil
 }
+
+func chatDelete(ctx context.Context, args []string, io IO) error {
+	f := newFlagSet("delete", "chatd chat delete CHAT", io)
+	c, chat, err := f.chatArg(args)
+	if err != nil {
+		return err
+	}
+	res, err := c.DeleteChat(ctx, chat)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(io.Stdout, "deleted %d chat(s)", len(res.DeletedChatIDs))
+	if n := len(res.CancelledRequestIDs); n > 0 {
+		fmt.Fprintf(io.Stdout, "; cancelled %d structured request(s) (chat_deleted)", n)
+	}
+	fmt.Fprintln(io.Stdout)
+	return nil
+}
+
+func chatExport(ctx context.Context, args []string, io IO) error {
+	f := newFlagSet("export", "chatd chat export CHAT", io)
+	c, chat, err := f.chatArg(args)
+	if err != nil {
+		return err
+	}
+	return c.ExportChat(ctx, chat, io.Stdout)
+}
+
+// chatArg parses a command whose one argument is a chat id, and makes its
+// client.
+func (f *flagSet) chatArg(args []string) (*client.Client, uuid.UUID, error) {
+	pos, err := f.parse(args, 1, "a CHAT id")
+	if err != nil {
+		return nil, uuid.Nil, err
+	}
+	chat, err := parseChat(pos[0])
+	if err != nil {
+		return nil, uuid.Nil, err
+	}
+	c, err := f.client()
+	return c, chat, err
+}

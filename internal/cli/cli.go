@@ -97,6 +97,11 @@ the token is CHATD_TOKEN, from "chatd token create --user NAME"):
         follow a chat live, reconnecting after a dropped connection
   interrupt CHAT
         stop the running turn
+  delete CHAT
+        delete a chat and its child chats (pending structured requests are
+        cancelled, code chat_deleted); prints what went
+  export CHAT
+        the chat and its child chats as JSON Lines (what chatd import reads)
 
 Exit status: 0 done (a result succeeded), 1 a result failed or was cancelled,
 2 a usage, connection or server error.
@@ -110,7 +115,7 @@ func Chat(ctx context.Context, args []string, io IO) int {
 	}
 	cmds := map[string]func(context.Context, []string, IO) error{
 		"new": chatNew, "send": chatSend, "list": chatList, "show": chatShow, "tail": chatTail,
-		"interrupt": chatInterrupt,
+		"interrupt": chatInterrupt, "delete": chatDelete, "export": chatExport,
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(io.Stdout, chatUsage)

@@ -253,6 +253,19 @@ func TestChatCommands(t *testing.T) {
 	if f := strings.Fields(lines(out)[1]); len(f) < 2 || f[1] != "finished" {
 		t.Errorf("list prints the status as %q, want finished:\n%s", f, out)
 	}
+
+	// export prints the chat as JSON Lines; delete removes it, and a
+	// second delete is a 404 that says it was deleted.
+	code, out, errOut = r.run(ctx, "chat", "export", chat)
+	if l := lines(out); code != 0 || len(l) < 4 || !strings.Contains(l[0], `"type":"chatd_export"`) || !strings.Contains(l[len(l)-1], `"type":"end"`) {
+		t.Fatalf("export: exit %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut := r.run(ctx, "chat", "delete", chat); code != 0 || out != "deleted 1 chat(s)\n" {
+		t.Fatalf("delete: exit %d %q %q", code, out, errOut)
+	}
+	if code, _, errOut := r.run(ctx, "chat", "delete", chat); code != cli.ExitUsage || !strings.Contains(errOut, "was deleted") {
+		t.Fatalf("second delete: exit %d %q", code, errOut)
+	}
 }
 
 // cutFirstStream is a proxy to chatd that ends the first stream it carries
