@@ -1,6 +1,6 @@
 // One chat: its history, queue, pending tool calls and the preview of what
 // the model is writing, live over the chat's stream; forms to send, edit,
-// interrupt and delete queued messages.
+// interrupt, delete queued messages and delete the chat (after a confirm).
 
 import { api, followChat, APIError } from "./api.js";
 import { h, badge, pretty, time, showErrors, announce } from "./dom.js";
@@ -21,6 +21,14 @@ export function chatView(id, signal) {
   const calls = h("section", { class: "calls", hidden: true });
   const queue = h("section", { class: "queue", hidden: true });
   const interrupt = h("button", { type: "button", class: "danger", disabled: true, onclick: () => doInterrupt() }, "Interrupt");
+  // Deleting asks first, in the page: what goes, and a button that does it.
+  const remove = h("button", { type: "button", class: "danger", id: "delete-chat", onclick: () => askDelete(true) }, "Delete chat");
+  const confirmDelete = h("div", { class: "confirm", role: "alertdialog", "aria-labelledby": "delete-question", hidden: true },
+    h("p", { id: "delete-question" }, "Delete this chat, its child chats and everything in them? A running turn stops and " +
+      "pending structured requests are cancelled (chat_deleted). This cannot be undone."),
+    h("div", { class: "buttons" },
+      h("button", { type: "button", class: "danger", id: "delete-confirm", onclick: () => doDelete() }, "Delete"),
+      h("button", { type: "button", id: "delete-cancel", onclick: () => askDelete(false) }, "Cancel")));
 
   // The latest message, when it is a receipt: how the last turn ended.
   const lastReceipt = () => {
@@ -191,6 +199,24 @@ export function chatView(id, signal) {
     }
   };
 
+  const askDelete = (ask) => {
+    confirmDelete.hidden = !ask;
+    remove.disabled = ask;
+    (ask ? confirmDelete.querySelector("#delete-cancel") : remove).focus();
+  };
+
+  const doDelete = async () => {
+    alert.textContent = "";
+    try {
+      await api("DELETE", `/chats/${id}`, undefined, { signal });
+      announce("Chat deleted.");
+      location.hash = "#/chats";
+    } catch (e) {
+      if (!signal.aborted) alert.textContent = e.message;
+      askDelete(false);
+    }
+  };
+
   const deleteQueued = async (q) => {
     alert.textContent = "";
     try {
@@ -267,7 +293,7 @@ export function chatView(id, signal) {
 
   return h("section", { class: "chat" },
     head.childElementCount ? head : (head.append(h("h1", { tabindex: -1 }, "Chat")), head),
-    h("div", { class: "buttons" }, interrupt), alert, history, preview, calls, queue, sendForm);
+    h("div", { class: "buttons" }, interrupt, remove), confirmDelete, alert, history, preview, calls, queue, sendForm);
 }
 
 function partView(p) {
