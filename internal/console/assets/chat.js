@@ -23,12 +23,12 @@ export function chatView(id, signal) {
   const interrupt = h("button", { type: "button", class: "danger", disabled: true, onclick: () => doInterrupt() }, "Interrupt");
   // Deleting asks first, in the page: what goes, and a button that does it.
   const remove = h("button", { type: "button", class: "danger", id: "delete-chat", onclick: () => askDelete(true) }, "Delete chat");
+  const cancelDelete = h("button", { type: "button", id: "delete-cancel", onclick: () => askDelete(false) }, "Cancel");
   const confirmDelete = h("div", { class: "confirm", role: "alertdialog", "aria-labelledby": "delete-question", hidden: true },
     h("p", { id: "delete-question" }, "Delete this chat, its child chats and everything in them? A running turn stops and " +
       "pending structured requests are cancelled (chat_deleted). This cannot be undone."),
     h("div", { class: "buttons" },
-      h("button", { type: "button", class: "danger", id: "delete-confirm", onclick: () => doDelete() }, "Delete"),
-      h("button", { type: "button", id: "delete-cancel", onclick: () => askDelete(false) }, "Cancel")));
+      h("button", { type: "button", class: "danger", id: "delete-confirm", onclick: () => doDelete() }, "Delete"), cancelDelete));
 
   // The latest message, when it is a receipt: how the last turn ended.
   const lastReceipt = () => {
@@ -202,7 +202,7 @@ export function chatView(id, signal) {
   const askDelete = (ask) => {
     confirmDelete.hidden = !ask;
     remove.disabled = ask;
-    (ask ? confirmDelete.querySelector("#delete-cancel") : remove).focus();
+    (ask ? cancelDelete : remove).focus();
   };
 
   const doDelete = async () => {
