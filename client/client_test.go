@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -262,6 +263,28 @@ func TestEveryMethod(t *testing.T) {
 		t.Fatalf("the backend as alice: %+v %v", got, err)
 	}
 	check("RevokeToken", admin.RevokeToken(ctx, made.Token.ID))
+
+	// Export and delete a chat; export and erase a user (admin).
+	var exported bytes.Buffer
+	check("ExportChat", c.ExportChat(ctx, tools.Chat.ID, &exported))
+	if !strings.HasPrefix(exported.String(), `{"type":"chatd_export"`) || !strings.Contains(exported.String(), `{"type":"end"`) {
+		t.Fatalf("export %.300s", exported.String())
+	}
+	gone, err := c.DeleteChat(ctx, tools.Chat.ID)
+	check("DeleteChat", err)
+	if len(gone.DeletedChatIDs) != 1 || gone.DeletedChatIDs[0] != tools.Chat.ID {
+		t.Fatalf("delete %+v", gone)
+	}
+	exported.Reset()
+	check("ExportUser", admin.ExportUser(ctx, "backend", &exported))
+	if !strings.Contains(exported.String(), `"user":"backend"`) {
+		t.Fatalf("user export %.300s", exported.String())
+	}
+	erased, err := admin.EraseUser(ctx, "backend")
+	check("EraseUser", err)
+	if erased.User != "backend" {
+		t.Fatalf("erasure %+v", erased)
+	}
 
 	ct := reflect.TypeFor[*client.Client]()
 	for i := range ct.NumMethod() {
