@@ -129,7 +129,13 @@ func (r *Runner) renewOne(ctx context.Context, h store.Held, le *lease, now time
 	err := r.store.RenewLease(ctx, h.Chat, h.Worker, r.opts.Lease)
 	switch {
 	case errors.Is(err, store.ErrFenceMiss):
-		le.lost(errLeaseLost)
+		// Another owner, or no chat at all: a deletion while this process
+		// could not hear of it (frozen, or cut off).
+		cause := errLeaseLost
+		if _, err := r.store.LoadChat(ctx, h.Chat); errors.Is(err, store.ErrNotFound) {
+			cause = errChatGone
+		}
+		le.lost(cause)
 	case err != nil:
 		le.log.Warn("lease renewal failed", slog.String("error", err.Error()))
 	default:

@@ -342,8 +342,24 @@ func (r *Runner) claim(ctx context.Context, chatID uuid.UUID, sl *handoff.Slot) 
 	}
 }
 
-// errLeaseLost cancels a chat's work when the heartbeat finds another owner.
-var errLeaseLost = errors.New("lease lost")
+// errLeaseLost cancels a chat's work when the heartbeat finds another owner;
+// errChatGone when it finds the chat deleted.
+var (
+	errLeaseLost = errors.New("lease lost")
+	errChatGone  = errors.New("chat deleted")
+)
+
+// stopped reports whether the chat's work was cancelled, saying so when
+// the chat was deleted.
+func stopped(ctx, chatCtx context.Context, log *slog.Logger) bool {
+	if ctx.Err() == nil && chatCtx.Err() == nil {
+		return false
+	}
+	if errors.Is(context.Cause(chatCtx), errChatGone) {
+		log.Debug("chat deleted: its turn stops")
+	}
+	return true
+}
 
 // runChat drives a claimed chat until it is no longer ours to run. It
 // reports whether it handed the chat back for another user's (fairness: see
@@ -381,15 +397,15 @@ func (r *Runner) runChat(ctx, hard context.Context, turn *store.Turn) (yielded b
 	defer spans.end()
 	misses := 0
 	for read := true; ; read = false {
-		if ctx.Err() != nil || chatCtx.Err() != nil {
-			return false // draining (released above, for another replica), or the lease is lost
+		if stopped(ctx, chatCtx, log) {
+			return false // draining (released above, for another replica), the lease is lost, or the chat deleted
 		}
 		var err error
 		if !read {
 			// Decide again from what is committed now.
 			loaded, err := r.store.LoadTurn(chatCtx, chatID)
 			if err != nil {
-				if chatCtx.Err() != nil {
+				if stopped(ctx, chatCtx, log) {
 					return
 				}
 				if errors.Is(err, store.ErrNotFound) {
