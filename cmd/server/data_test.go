@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/bench"
 	"github.com/chatd/chatd/internal/dbtest"
 )
 
@@ -27,7 +29,7 @@ func TestDataCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	pool := dbtest.NewPool(t, cfg)
-	dbtest.SeedChats(t, pool, "alice", 3, time.Hour, "hello")
+	seedChats(t, pool, "alice", 3, time.Hour, "hello")
 	file := filepath.Join(t.TempDir(), "alice.jsonl")
 	_, errOut, err := runCmd(ctx, "export", "--user", "alice", "--output", file, "--database-url", from)
 	if err != nil || !strings.Contains(errOut, "exported 3 chats, 9 messages") {
@@ -67,4 +69,14 @@ func TestDataCommands(t *testing.T) {
 	if _, _, err := runCmd(ctx, "import", filepath.Join(t.TempDir(), "missing"), "--database-url", to); exitCode(err) != 1 {
 		t.Errorf("import of a missing file: %v", err)
 	}
+}
+
+// seedChats writes n chats of the user name at rest (bench.SeedChats).
+func seedChats(t *testing.T, pool *pgxpool.Pool, name string, n int, age time.Duration, text string) uuid.UUID {
+	t.Helper()
+	owner, err := bench.SeedChatsIn(t.Context(), pool, name, n, age, text)
+	if err != nil {
+		t.Fatalf("seed %d chats: %v", n, err)
+	}
+	return owner
 }

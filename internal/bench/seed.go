@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/chatd/chatd/internal/prom"
 )
@@ -176,4 +177,15 @@ func reportSweeps(w io.Writer, name string, rounds []Round) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
+}
+
+// SeedChatsIn runs SeedChats in a transaction of its own on pool.
+func SeedChatsIn(ctx context.Context, pool *pgxpool.Pool, name string, n int, age time.Duration, text string) (uuid.UUID, error) {
+	var owner uuid.UUID
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var err error
+		owner, err = SeedChats(ctx, tx, name, n, age, text)
+		return err
+	})
+	return owner, err
 }

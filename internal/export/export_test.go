@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/bench"
 	"github.com/chatd/chatd/internal/check"
 	"github.com/chatd/chatd/internal/dbtest"
 	"github.com/chatd/chatd/internal/export"
@@ -162,7 +163,7 @@ func TestRoundTrip(t *testing.T) {
 	ctx := t.Context()
 	from, to := dbtest.New(t), dbtest.New(t)
 	src, dst := store.New(from), store.New(to)
-	owner := dbtest.SeedChats(t, from, "alice", 20, time.Hour, "seeded")
+	owner := seedChats(t, from, "alice", 20, time.Hour, "seeded")
 	spec := &store.RequestSpec{Name: "n", Description: "d", Schema: json.RawMessage(`{"type":"integer"}`)}
 	idleChat(t, src, owner, uuid.NullUUID{}, spec, &store.Outcome{Status: client.OutputFailed, Code: client.CodeNotProduced, Message: "no"})
 	parent := idleChat(t, src, owner, uuid.NullUUID{}, nil, nil)
@@ -264,7 +265,7 @@ func TestImportRefusesBrokenExports(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	from := dbtest.New(t)
-	dbtest.SeedChats(t, from, "alice", 3, time.Hour, "seeded")
+	seedChats(t, from, "alice", 3, time.Hour, "seeded")
 	whole := exportOf(t, store.New(from), "alice")
 	ls := strings.SplitAfter(strings.TrimSuffix(string(whole), "\n"), "\n")
 	cases := map[string]string{
@@ -362,8 +363,8 @@ func TestExportStreamsAtConstantMemory(t *testing.T) {
 	from := dbtest.New(t)
 	st := store.New(from)
 	text := strings.Repeat("a long message ", 1100) // 16 KB: a page of chats is 1.6 MB
-	dbtest.SeedChats(t, from, "alice", n, time.Hour, text)
-	dbtest.SeedChats(t, from, "bob", n/4, time.Hour, text)
+	seedChats(t, from, "alice", n, time.Hour, text)
+	seedChats(t, from, "bob", n/4, time.Hour, text)
 	small := &countingWriter{w: io.Discard}
 	_, smallPeak := exportPeak(t, st, "bob", small)
 	file, err := os.CreateTemp(t.TempDir(), "export-*.jsonl")
@@ -427,4 +428,14 @@ func sameExports(t *testing.T, file *os.File, st *store.Store) {
 	if rest, ok := <-want; ok {
 		t.Fatalf("the re-export ends after %d groups; next was %s", n, rest.chat)
 	}
+}
+
+// seedChats writes n chats of the user name at rest (bench.SeedChats).
+func seedChats(t *testing.T, pool *pgxpool.Pool, name string, n int, age time.Duration, text string) uuid.UUID {
+	t.Helper()
+	owner, err := bench.SeedChatsIn(t.Context(), pool, name, n, age, text)
+	if err != nil {
+		t.Fatalf("seed %d chats: %v", n, err)
+	}
+	return owner
 }
