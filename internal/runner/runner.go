@@ -361,6 +361,40 @@ func stopped(ctx, chatCtx context.Context, log *slog.Logger) bool {
 	return true
 }
 
+// releaseIfStopping: when the runner stops (drained or cut off), it hands
+// the chat back at once rather than leaving it to the lease. The release is
+// guarded by worker_id, so it is a no-op for a chat this worker no longer
+// owns.
+func (r *Runner) releaseIfStopping(ctx context.Context, chatID, claimID uuid.UUID, log *slog.Logger) {
+	if ctx.Err() == nil {
+		return
+	}
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer rcancel()
+	if err := r.store.Release(rctx, chatID, claimID); err != nil {
+		log.Warn("release failed", slog.String("error", err.Error()))
+	}
+}
+
+// reload reads the chat's turn again. ok is false when the turn stops
+// (the runner or the chat's work ended, or the chat was deleted); a nil
+// turn with ok means the read failed and is to be tried again.
+func (r *Runner) reload(ctx, chatCtx context.Context, chatID uuid.UUID, log *slog.Logger) (turn *store.Turn, ok bool) {
+	loaded, err := r.store.LoadTurn(chatCtx, chatID)
+	if err == nil {
+		return &loaded, true
+	}
+	if stopped(ctx, chatCtx, log) {
+		return nil, false
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		log.Debug("chat deleted: its turn stops")
+		return nil, false
+	}
+	log.Error("reading the chat failed", slog.String("error", err.Error()))
+	return nil, sleep(chatCtx, r.opts.RetryBase)
+}
+
 // runChat drives a claimed chat until it is no longer ours to run. It
 // reports whether it handed the chat back for another user's (fairness: see
 // ChatAnotherOwnerWaits).
@@ -373,19 +407,7 @@ func (r *Runner) runChat(ctx, hard context.Context, turn *store.Turn) (yielded b
 	defer cancel(nil)
 	sub := r.hub.Subscribe(chatID)
 	defer sub.Close()
-	// Stopping (drained or cut off): hand the chat back at once rather than
-	// leaving it to the lease. The release is guarded by worker_id, so it is
-	// a no-op for a chat this worker no longer owns.
-	defer func() {
-		if ctx.Err() == nil {
-			return
-		}
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer rcancel()
-		if err := r.store.Release(rctx, chatID, claimID); err != nil {
-			log.Warn("release failed", slog.String("error", err.Error()))
-		}
-	}()
+	defer r.releaseIfStopping(ctx, chatID, claimID, log)
 	defer r.leases.hold(chatID, claimID, cancel, log)()
 
 	t := &turnRunner{deps: deps{store: r.store, models: r.models, opts: &r.opts, m: &r.m, log: log, worker: claimID}, sub: sub,
@@ -400,25 +422,16 @@ func (r *Runner) runChat(ctx, hard context.Context, turn *store.Turn) (yielded b
 		if stopped(ctx, chatCtx, log) {
 			return false // draining (released above, for another replica), the lease is lost, or the chat deleted
 		}
-		var err error
 		if !read {
 			// Decide again from what is committed now.
-			loaded, err := r.store.LoadTurn(chatCtx, chatID)
-			if err != nil {
-				if stopped(ctx, chatCtx, log) {
-					return
-				}
-				if errors.Is(err, store.ErrNotFound) {
-					log.Debug("chat deleted: its turn stops")
-					return false
-				}
-				log.Error("reading the chat failed", slog.String("error", err.Error()))
-				if !sleep(chatCtx, r.opts.RetryBase) {
-					return
-				}
+			loaded, ok := r.reload(ctx, chatCtx, chatID, log)
+			if !ok {
+				return false
+			}
+			if loaded == nil {
 				continue
 			}
-			turn = &loaded
+			turn = loaded
 		}
 		t.yield = false
 		done, err := t.pass(spans.enter(chatCtx, turn, t), turn)
