@@ -301,18 +301,10 @@ type Result struct {
 // Run runs the benchmark.
 func Run(ctx context.Context, o Options) (*Result, error) {
 	o.defaults()
-	res := &Result{Options: o, Machine: readMachine()}
-	res.Builds = []*Build{{Name: "chatd", Chatd: o.Chatd, DB: "chatd", Flags: o.serverFlags(o.ServerFlags)}}
-	if o.Baseline != "" {
-		res.Builds = append(res.Builds, &Build{Name: "baseline", Chatd: o.Baseline, DB: "chatd_baseline", Flags: o.serverFlags(o.BaselineFlags)})
-	}
-	for _, bin := range []string{o.Chatd, o.MockLLM, o.Baseline} {
-		if bin == "" {
-			continue
-		}
-		if _, err := os.Stat(bin); err != nil {
-			return nil, fmt.Errorf("%w (run make build first)", err)
-		}
+	res := &Result{Options: o, Machine: readMachine(), Builds: o.builds()}
+	pgbench, err := checkInputs(&o, res)
+	if err != nil {
+		return nil, err
 	}
 	if o.OTLPSink != "" {
 		stop, err := serveSink(o.OTLPSink, res)
@@ -321,13 +313,92 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		defer stop()
 	}
-	binDir, err := pglocal.FindBinaries()
+	work, err := workDir(o)
 	if err != nil {
 		return nil, err
 	}
-	pgbench := filepath.Join(binDir, "pgbench")
+	if !o.Keep {
+		defer os.RemoveAll(work)
+	}
+	cluster, err := startCluster(ctx, o, work)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = cluster.Stop(stopCtx)
+	}()
+	admin, err := openAdmin(ctx, o, cluster, res)
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close(context.Background())
+	mock, mockURL, err := startMock(ctx, o.MockLLM, mockArgs(o.ProviderLatency, o.ProviderChunks), filepath.Join(work, "mockllm.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = mock.stop() }()
+	cfgPath, err := writeMockConfig(work, mockURL)
+	if err != nil {
+		return nil, err
+	}
+	br := &benchRun{o: o, res: res, cluster: cluster, work: work, cfgPath: cfgPath, pgbench: pgbench,
+		envs: map[*Build]roundEnv{},
+		base: roundEnv{admin: admin, sampleURL: cluster.URL("postgres"), mockPID: mock.cmd.Process.Pid,
+			mockBase: strings.TrimSuffix(mockURL, "/v1"), postmaster: postmasterPID(cluster.Dir()),
+			pgLog: filepath.Join(work, "pg", "postgres.log")}}
+	if err := br.prepareAll(ctx); err != nil {
+		return nil, err
+	}
+	for i := range o.Rounds {
+		if err := br.round(ctx, i); err != nil {
+			return nil, err
+		}
+	}
+	res.Rounds = res.Builds[0].Rounds
+	return res, nil
+}
+
+// builds are the chatd binaries the run compares: the one under test and
+// the baseline, if any.
+func (o Options) builds() []*Build {
+	bs := []*Build{{Name: "chatd", Chatd: o.Chatd, DB: "chatd", Flags: o.serverFlags(o.ServerFlags)}}
+	if o.Baseline != "" {
+		bs = append(bs, &Build{Name: "baseline", Chatd: o.Baseline, DB: "chatd_baseline", Flags: o.serverFlags(o.BaselineFlags)})
+	}
+	return bs
+}
+
+// workDir makes the run's directory, which the cluster's account enters.
+func workDir(o Options) (string, error) {
+	work, err := os.MkdirTemp("", "chatd-bench-")
+	if err != nil {
+		return "", err
+	}
+	_ = os.Chmod(work, 0o755)
+	fmt.Fprintf(o.Progress, "bench: work directory %s\n", work)
+	return work, nil
+}
+
+// checkInputs checks that the binaries exist and finds pgbench; without
+// pg_stat_statements installed, the run goes on without statement counts.
+func checkInputs(o *Options, res *Result) (pgbench string, err error) {
+	for _, bin := range []string{o.Chatd, o.MockLLM, o.Baseline} {
+		if bin == "" {
+			continue
+		}
+		if _, err := os.Stat(bin); err != nil {
+			return "", fmt.Errorf("%w (run make build first)", err)
+		}
+	}
+	binDir, err := pglocal.FindBinaries()
+	if err != nil {
+		return "", err
+	}
+	pgbench = filepath.Join(binDir, "pgbench")
 	if _, err := os.Stat(pgbench); err != nil {
-		return nil, fmt.Errorf("pgbench not found next to postgres in %s", binDir)
+		return "", fmt.Errorf("pgbench not found next to postgres in %s", binDir)
 	}
 	if o.Statements {
 		if _, err := os.Stat(filepath.Join(binDir, "..", "lib", "pg_stat_statements.so")); err != nil {
@@ -336,19 +407,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			res.Options.Statements = false
 		}
 	}
+	return pgbench, nil
+}
 
-	work, err := os.MkdirTemp("", "chatd-bench-")
-	if err != nil {
-		return nil, err
-	}
-	_ = os.Chmod(work, 0o755) // the cluster's account must enter it
-	if !o.Keep {
-		defer os.RemoveAll(work)
-	}
-	fmt.Fprintf(o.Progress, "bench: work directory %s\n", work)
-
-	// PostgreSQL's durable defaults unless asked not to, said explicitly
-	// (pglocal's throwaway clusters turn durability off).
+// startCluster starts the run's PostgreSQL: durable by default, said
+// explicitly (pglocal's throwaway clusters turn durability off).
+func startCluster(ctx context.Context, o Options, work string) (*pglocal.Cluster, error) {
 	durable := map[bool]string{true: "off", false: "on"}[o.Fast]
 	settings := map[string]string{"max_connections": "300",
 		"fsync": durable, "synchronous_commit": durable, "full_page_writes": durable}
@@ -361,15 +425,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	for k, v := range o.Settings {
 		settings[k] = v
 	}
-	cluster, err := pglocal.Start(ctx, pglocal.Options{Dir: filepath.Join(work, "pg"), Ephemeral: !o.Keep, Settings: settings})
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = cluster.Stop(stopCtx)
-	}()
+	return pglocal.Start(ctx, pglocal.Options{Dir: filepath.Join(work, "pg"), Ephemeral: !o.Keep, Settings: settings})
+}
+
+// openAdmin creates the run's databases and connects to the cluster as its
+// administrator, recording its version and settings in res.
+func openAdmin(ctx context.Context, o Options, cluster *pglocal.Cluster, res *Result) (*pgx.Conn, error) {
 	dbs := []string{"pgbench", "floor", "floor_bare"}
 	for _, b := range res.Builds {
 		dbs = append(dbs, b.DB)
@@ -383,107 +444,126 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer admin.Close(context.Background())
-	if o.Statements {
-		if _, err := admin.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
-			return nil, err
+	err = func() error {
+		if o.Statements {
+			if _, err := admin.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
+				return err
+			}
 		}
-	}
-	if err := admin.QueryRow(ctx, "SHOW server_version").Scan(&res.Postgres); err != nil {
-		return nil, err
-	}
-	if res.Settings, err = readSettings(ctx, admin); err != nil {
-		return nil, err
-	}
-
-	mock, mockURL, err := startMock(ctx, o.MockLLM, mockArgs(o.ProviderLatency, o.ProviderChunks), filepath.Join(work, "mockllm.log"))
+		if err := admin.QueryRow(ctx, "SHOW server_version").Scan(&res.Postgres); err != nil {
+			return err
+		}
+		res.Settings, err = readSettings(ctx, admin)
+		return err
+	}()
 	if err != nil {
+		admin.Close(context.Background())
 		return nil, err
 	}
-	defer func() { _ = mock.stop() }()
+	return admin, nil
+}
+
+// writeMockConfig writes the chatd config that points at mockllm.
+func writeMockConfig(work, mockURL string) (string, error) {
 	cfgPath := filepath.Join(work, "chatd.json")
 	cfg := fmt.Sprintf(`{"providers":[{"name":"mock","type":"openai-compatible","base_url":%q,"api_key_env":"BENCH_UNUSED_KEY"}],
   "models":[{"id":"bench/mock","provider":"mock","model":"mock-1","context_window":32768,"max_output_tokens":4096}],
   "default_model":"bench/mock"}`, mockURL)
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		return nil, err
-	}
+	return cfgPath, os.WriteFile(cfgPath, []byte(cfg), 0o644)
+}
 
-	// Each build: its schema and a token per user. With a latency, each
-	// round gets a database of its own: turns abandoned in one round would
-	// otherwise be the next one's backlog.
-	base := roundEnv{admin: admin, sampleURL: cluster.URL("postgres"), mockPID: mock.cmd.Process.Pid,
-		mockBase: strings.TrimSuffix(mockURL, "/v1"), postmaster: postmasterPID(cluster.Dir()),
-		pgLog: filepath.Join(work, "pg", "postgres.log")}
-	envs := map[*Build]roundEnv{}
-	prepare := func(b *Build, db string) (roundEnv, error) {
-		if err := cluster.EnsureDatabase(ctx, db); err != nil {
-			return roundEnv{}, err
-		}
-		env := base
-		env.db = db
-		env.ch = &chatdRunner{bin: b.Chatd, dbURL: cluster.URL(db), config: cfgPath, flags: b.Flags, replicas: o.Replicas,
-			logPath: filepath.Join(work, b.Name+".log")}
-		tokens, err := prepareDB(ctx, b.Chatd, env.ch.dbURL, o.Users)
-		env.tokens = tokens
-		return env, err
-	}
-	for _, b := range res.Builds {
-		if envs[b], err = prepare(b, b.DB); err != nil {
-			return nil, err
-		}
-	}
-	if err := preparePgbench(ctx, cluster.URL("pgbench"), maxInt(o.PgbenchClients)); err != nil {
-		return nil, err
-	}
-	if o.FloorDuration >= 0 { // the floor writes into the schema of the build under test
-		if _, err := prepareDB(ctx, o.Chatd, cluster.URL("floor"), 1); err != nil {
-			return nil, err
-		}
-	}
+// benchRun is a run's shared state between its rounds.
+type benchRun struct {
+	o       Options
+	res     *Result
+	cluster *pglocal.Cluster
+	work    string
+	cfgPath string
+	pgbench string
+	base    roundEnv
+	envs    map[*Build]roundEnv
+}
 
-	for i := range o.Rounds {
-		order := slices.Clone(res.Builds)
-		if i%2 == 1 {
-			slices.Reverse(order) // alternate, so that drift in the load hits both alike
-		}
-		rounds := map[*Build]*Round{}
-		for _, b := range order {
-			fmt.Fprintf(o.Progress, "bench: round %d: %s\n", i+1, b.Name)
-			env := envs[b]
-			if o.capacity() && i > 0 {
-				if env, err = prepare(b, fmt.Sprintf("%s_%d", b.DB, i+1)); err != nil {
-					return nil, err
-				}
-			}
-			r, err := runRound(ctx, o, env)
-			if err != nil {
-				return nil, fmt.Errorf("round %d (%s): %w", i+1, b.Name, err)
-			}
-			rounds[b] = r
-		}
-		pg := map[int]float64{}
-		for _, n := range o.PgbenchClients {
-			fmt.Fprintf(o.Progress, "bench: round %d: pgbench with %d clients for %s\n", i+1, n, o.PgbenchDuration)
-			tps, err := runPgbench(ctx, pgbench, cluster.URL("pgbench"), n, o.PgbenchDuration, work)
-			if err != nil {
-				return nil, fmt.Errorf("round %d: %w", i+1, err)
-			}
-			pg[n] = tps
-		}
-		floor, err := runFloorRound(ctx, o, cluster, res.Builds[0].DB, base.postmaster, i)
+// prepare gives build b the database db: its schema and a token per user.
+func (br *benchRun) prepare(ctx context.Context, b *Build, db string) (roundEnv, error) {
+	if err := br.cluster.EnsureDatabase(ctx, db); err != nil {
+		return roundEnv{}, err
+	}
+	env := br.base
+	env.db = db
+	env.ch = &chatdRunner{bin: b.Chatd, dbURL: br.cluster.URL(db), config: br.cfgPath, flags: b.Flags, replicas: br.o.Replicas,
+		logPath: filepath.Join(br.work, b.Name+".log")}
+	tokens, err := prepareDB(ctx, b.Chatd, env.ch.dbURL, br.o.Users)
+	env.tokens = tokens
+	return env, err
+}
+
+// prepareAll prepares each build's database, pgbench's and the floor's.
+func (br *benchRun) prepareAll(ctx context.Context) error {
+	for _, b := range br.res.Builds {
+		env, err := br.prepare(ctx, b, b.DB)
 		if err != nil {
-			return nil, fmt.Errorf("round %d: %w", i+1, err)
+			return err
 		}
-		for _, b := range res.Builds {
-			r := rounds[b]
-			r.Pgbench, r.Floor = pg, floor
-			b.Rounds = append(b.Rounds, *r)
-			fmt.Fprintf(o.Progress, "bench: round %d: %s: %s\n", i+1, b.Name, r.progress(o))
+		br.envs[b] = env
+	}
+	if err := preparePgbench(ctx, br.cluster.URL("pgbench"), maxInt(br.o.PgbenchClients)); err != nil {
+		return err
+	}
+	if br.o.FloorDuration >= 0 { // the floor writes into the schema of the build under test
+		if _, err := prepareDB(ctx, br.o.Chatd, br.cluster.URL("floor"), 1); err != nil {
+			return err
 		}
 	}
-	res.Rounds = res.Builds[0].Rounds
-	return res, nil
+	return nil
+}
+
+// round runs round i: each build (in alternating order, so that drift in
+// the load hits both alike), pgbench and the floor. With a latency, each
+// round gets a database of its own: turns abandoned in one round would
+// otherwise be the next one's backlog.
+func (br *benchRun) round(ctx context.Context, i int) error {
+	o := br.o
+	order := slices.Clone(br.res.Builds)
+	if i%2 == 1 {
+		slices.Reverse(order)
+	}
+	rounds := map[*Build]*Round{}
+	for _, b := range order {
+		fmt.Fprintf(o.Progress, "bench: round %d: %s\n", i+1, b.Name)
+		env := br.envs[b]
+		if o.capacity() && i > 0 {
+			var err error
+			if env, err = br.prepare(ctx, b, fmt.Sprintf("%s_%d", b.DB, i+1)); err != nil {
+				return err
+			}
+		}
+		r, err := runRound(ctx, o, env)
+		if err != nil {
+			return fmt.Errorf("round %d (%s): %w", i+1, b.Name, err)
+		}
+		rounds[b] = r
+	}
+	pg := map[int]float64{}
+	for _, n := range o.PgbenchClients {
+		fmt.Fprintf(o.Progress, "bench: round %d: pgbench with %d clients for %s\n", i+1, n, o.PgbenchDuration)
+		tps, err := runPgbench(ctx, br.pgbench, br.cluster.URL("pgbench"), n, o.PgbenchDuration, br.work)
+		if err != nil {
+			return fmt.Errorf("round %d: %w", i+1, err)
+		}
+		pg[n] = tps
+	}
+	floor, err := runFloorRound(ctx, o, br.cluster, br.res.Builds[0].DB, br.base.postmaster, i)
+	if err != nil {
+		return fmt.Errorf("round %d: %w", i+1, err)
+	}
+	for _, b := range br.res.Builds {
+		r := rounds[b]
+		r.Pgbench, r.Floor = pg, floor
+		b.Rounds = append(b.Rounds, *r)
+		fmt.Fprintf(o.Progress, "bench: round %d: %s: %s\n", i+1, b.Name, r.progress(o))
+	}
+	return nil
 }
 
 // prepareDB migrates a build's database up and creates a token for each
@@ -697,90 +777,191 @@ func runRound(ctx context.Context, o Options, env roundEnv) (*Round, error) {
 	// One transport for every client, keeping a connection per client
 	// between its calls.
 	httpc := &http.Client{Transport: &http.Transport{MaxIdleConns: 4 * o.Clients, MaxIdleConnsPerHost: 4 * o.Clients}}
-	cs := make([][]*client.Client, len(bases))
-	var firsts []*client.Client // a client per replica, for /metrics
+	cs, firsts := roundClients(bases, env.tokens, httpc)
+	if err := warmUp(ctx, o, cs); err != nil {
+		return nil, err
+	}
+	st, err := startMeasuring(ctx, o, env, firsts)
+	if err != nil {
+		return nil, err
+	}
+	logAt, err := r.seedSweep(ctx, o, env)
+	if err != nil {
+		return nil, err
+	}
+	l := load{clients: cs, n: o.Clients, window: o.Duration, maxTurns: o.Turns, wait: o.pollWait()}
+	pk, err := r.startCapacity(ctx, o, env, &l, httpc, st.pids, firsts)
+	if err != nil {
+		return nil, err
+	}
+	turns, windowStart, windowEnd, err := drive(ctx, l)
+	if pk != nil {
+		r.finishCapacity(ctx, pk, l, httpc, env.mockBase)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.finishSweep(ctx, env, firsts, logAt, pk)
+	// chatd's own view, then stop it: its backends exit and flush.
+	r.chatdView(st.view, scrape(ctx, firsts))
+	httpc.CloseIdleConnections()
+	stopped = true
+	after, cpu1, wall, err := r.stopAndRead(ctx, o, env, st)
+	if err != nil {
+		return nil, err
+	}
+	r.count(turns, windowStart, windowEnd)
+	r.perTurn(st.before, after, st.cpu, cpu1, wall)
+	if r.Failed > 0 && !o.capacity() {
+		return nil, fmt.Errorf("%d of %d turns did not succeed (see the chatd log)", r.Failed, r.TotalTurns)
+	}
+	return r, nil
+}
+
+// measureStart is what a round's figures are measured from.
+type measureStart struct {
+	before counters
+	view   serverView
+	pids   []int
+	cpu    cpuSample
+	at     time.Time
+}
+
+// startMeasuring reads the database's counters, chatd's metrics and the
+// CPU used so far, and resets pg_stat_statements.
+func startMeasuring(ctx context.Context, o Options, env roundEnv, firsts []*client.Client) (measureStart, error) {
+	var st measureStart
+	var err error
+	if st.before, err = snapshot(ctx, env.admin, env.db, false); err != nil {
+		return st, err
+	}
+	st.view = scrape(ctx, firsts)
+	st.pids = env.ch.pids()
+	st.cpu, st.at = sampleCPU(st.pids, env.mockPID, env.postmaster), time.Now()
+	if o.Statements {
+		if _, err := env.admin.Exec(ctx, "SELECT pg_stat_statements_reset()"); err != nil {
+			return st, err
+		}
+	}
+	return st, nil
+}
+
+// stopAndRead stops chatd (its backends exit and flush) and reads the
+// database's counters, the CPU used and the statements' counts.
+func (r *Round) stopAndRead(ctx context.Context, o Options, env roundEnv, st measureStart) (counters, cpuSample, time.Duration, error) {
+	cpu1, wall := sampleCPU(st.pids, env.mockPID, env.postmaster), time.Since(st.at)
+	if err := env.ch.stop(); err != nil {
+		return counters{}, cpu1, wall, err
+	}
+	after, err := snapshot(ctx, env.admin, env.db, true)
+	if err != nil {
+		return after, cpu1, wall, err
+	}
+	cpu1.postgres = clusterCPU(env.postmaster) // chatd's backends have exited and been reaped
+	if o.Statements {
+		if r.Statements, err = readStatements(ctx, env.admin, env.db); err != nil {
+			return after, cpu1, wall, err
+		}
+	}
+	return after, cpu1, wall, nil
+}
+
+// finishSweep records what the retention sweep did with the seeded chats.
+func (r *Round) finishSweep(ctx context.Context, env roundEnv, firsts []*client.Client, logAt int64, pk *peaks) {
+	sw := r.Sweep
+	if sw == nil {
+		return
+	}
+	sweepMetrics(ctx, func(ctx context.Context, i int) ([]byte, error) { return firsts[i].Metrics(ctx) }, len(firsts), sw)
+	sw.Left = seededLeft(ctx, env.ch.dbURL)
+	sw.LockWaits, _ = lockWaitLines(env.pgLog, logAt)
+	if pk != nil {
+		sw.LongestXact = time.Duration(pk.xact.Load())
+	}
+}
+
+// roundClients makes a client per replica and token, and returns the first
+// client of each replica apart (for /metrics).
+func roundClients(bases, tokens []string, httpc *http.Client) (cs [][]*client.Client, firsts []*client.Client) {
+	cs = make([][]*client.Client, len(bases))
 	for i, base := range bases {
-		for _, token := range env.tokens {
+		for _, token := range tokens {
 			cs[i] = append(cs[i], client.New(base, token, httpc))
 		}
 		firsts = append(firsts, cs[i][0])
 	}
+	return cs, firsts
+}
 
-	// Warm up: connections opened, statements prepared, caches filled.
-	// With a latency a few clients do it; the window's ramp brings the
-	// load up.
+// warmUp opens connections, prepares statements and fills caches, then
+// lets the statistics settle. With a latency a few clients do it; the
+// window's ramp brings the load up.
+func warmUp(ctx context.Context, o Options, cs [][]*client.Client) error {
 	warm := load{clients: cs, n: o.Clients, window: o.Warmup, wait: o.pollWait()}
 	if o.capacity() {
 		warm.n, warm.drain, warm.tolerant, warm.errs = min(o.Clients, 8), o.Drain, true, newTally()
 	}
 	fmt.Fprintf(o.Progress, "bench: %d clients over %d user(s) on %d replica(s), warm-up %s with %d, then %s idle for the statistics to settle\n",
-		o.Clients, o.Users, len(bases), o.Warmup, warm.n, statsSettle)
+		o.Clients, o.Users, len(cs), o.Warmup, warm.n, statsSettle)
 	if _, _, _, err := drive(ctx, warm); err != nil {
-		return nil, err
+		return err
 	}
 	select {
 	case <-time.After(statsSettle):
+		return nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
-	before, err := snapshot(ctx, env.admin, env.db, false)
-	if err != nil {
-		return nil, err
-	}
-	view0 := scrape(ctx, firsts)
-	pids := env.ch.pids()
-	cpu0, t0 := sampleCPU(pids, env.mockPID, env.postmaster), time.Now()
-	if o.Statements {
-		if _, err := env.admin.Exec(ctx, "SELECT pg_stat_statements_reset()"); err != nil {
-			return nil, err
-		}
-	}
+}
 
-	var logAt int64
-	if o.SeedChats > 0 {
-		r.Sweep = &Sweep{Seeded: o.SeedChats}
-		fmt.Fprintf(o.Progress, "bench: seeding %d chats at rest, %s old\n", o.SeedChats, o.SeedAge)
-		if r.Sweep.SeedFor, err = seed(ctx, o, env.ch.dbURL); err != nil {
-			return nil, fmt.Errorf("seed: %w", err)
-		}
-		_, logAt = lockWaitLines(env.pgLog, 0)
+// seedSweep writes the chats at rest the retention sweep is to delete
+// (Options.SeedChats) and returns where the PostgreSQL log stood.
+func (r *Round) seedSweep(ctx context.Context, o Options, env roundEnv) (logAt int64, err error) {
+	if o.SeedChats <= 0 {
+		return 0, nil
 	}
-	l := load{clients: cs, n: o.Clients, window: o.Duration, maxTurns: o.Turns, wait: o.pollWait()}
-	var pk *peaks
-	if o.capacity() {
-		l.lead, l.ramp, l.drain, l.tolerant, l.errs, l.inFlight = o.lead(), o.Ramp, o.Drain, true, newTally(), &gauge{}
-		r.Capacity = &Capacity{RSSBefore: rssKiB(pids), GoroutinesBefore: goroutines(ctx, firsts)}
-		if _, _, r.Capacity.ProviderCalls, err = mockStats(ctx, httpc, env.mockBase, true); err != nil {
-			return nil, err
-		}
-		if pk, err = samplePeaks(ctx, env.sampleURL, env.db, pids, firsts); err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(o.Progress, "bench: ramp over %s, window from %s for %s, then at most %s for the turns in flight\n",
-			o.Ramp, o.lead(), o.Duration, o.Drain)
+	r.Sweep = &Sweep{Seeded: o.SeedChats}
+	fmt.Fprintf(o.Progress, "bench: seeding %d chats at rest, %s old\n", o.SeedChats, o.SeedAge)
+	if r.Sweep.SeedFor, err = seed(ctx, o, env.ch.dbURL); err != nil {
+		return 0, fmt.Errorf("seed: %w", err)
 	}
-	turns, windowStart, windowEnd, err := drive(ctx, l)
-	if pk != nil {
-		c := r.Capacity
-		c.PeakPG, c.RSSPeak, c.PeakGoroutines = pk.finish()
-		c.HTTPErrors, c.Receipts, c.PeakInFlight = l.errs.http, l.errs.receipts, int(l.inFlight.peak.Load())
-		if _, peak, calls, err := mockStats(ctx, httpc, env.mockBase, false); err == nil {
-			c.PeakProvider, c.ProviderCalls = peak, calls-c.ProviderCalls
-		}
+	_, logAt = lockWaitLines(env.pgLog, 0)
+	return logAt, nil
+}
+
+// startCapacity readies a run with a provider latency: the load's ramp,
+// drain and tallies, the figures before it and the peaks' sampler (nil
+// without a latency).
+func (r *Round) startCapacity(ctx context.Context, o Options, env roundEnv, l *load, httpc *http.Client, pids []int, firsts []*client.Client) (*peaks, error) {
+	if !o.capacity() {
+		return nil, nil
 	}
+	l.lead, l.ramp, l.drain, l.tolerant, l.errs, l.inFlight = o.lead(), o.Ramp, o.Drain, true, newTally(), &gauge{}
+	r.Capacity = &Capacity{RSSBefore: rssKiB(pids), GoroutinesBefore: goroutines(ctx, firsts)}
+	var err error
+	if _, _, r.Capacity.ProviderCalls, err = mockStats(ctx, httpc, env.mockBase, true); err != nil {
+		return nil, err
+	}
+	pk, err := samplePeaks(ctx, env.sampleURL, env.db, pids, firsts)
 	if err != nil {
 		return nil, err
 	}
-	if sw := r.Sweep; sw != nil {
-		sweepMetrics(ctx, func(ctx context.Context, i int) ([]byte, error) { return firsts[i].Metrics(ctx) }, len(firsts), sw)
-		sw.Left = seededLeft(ctx, env.ch.dbURL)
-		sw.LockWaits, _ = lockWaitLines(env.pgLog, logAt)
-		if pk != nil {
-			sw.LongestXact = time.Duration(pk.xact.Load())
-		}
+	fmt.Fprintf(o.Progress, "bench: ramp over %s, window from %s for %s, then at most %s for the turns in flight\n",
+		o.Ramp, o.lead(), o.Duration, o.Drain)
+	return pk, nil
+}
+
+func (r *Round) finishCapacity(ctx context.Context, pk *peaks, l load, httpc *http.Client, mockBase string) {
+	c := r.Capacity
+	c.PeakPG, c.RSSPeak, c.PeakGoroutines = pk.finish()
+	c.HTTPErrors, c.Receipts, c.PeakInFlight = l.errs.http, l.errs.receipts, int(l.inFlight.peak.Load())
+	if _, peak, calls, err := mockStats(ctx, httpc, mockBase, false); err == nil {
+		c.PeakProvider, c.ProviderCalls = peak, calls-c.ProviderCalls
 	}
-	// chatd's own view, then stop it: its backends exit and flush.
-	view1 := scrape(ctx, firsts)
+}
+
+// chatdView records what chatd's own metrics counted in the round.
+func (r *Round) chatdView(view0, view1 serverView) {
 	r.ServerCounts = view1.finished - view0.finished
 	if n := view1.finished - view0.finished; n > 0 {
 		r.Allocs, r.AllocBytes = (view1.mallocs-view0.mallocs)/n, (view1.allocBytes-view0.allocBytes)/n
@@ -792,24 +973,11 @@ func runRound(ctx context.Context, o Options, env roundEnv) (*Round, error) {
 			r.Purposes[p] = d
 		}
 	}
-	httpc.CloseIdleConnections()
-	cpu1, wall := sampleCPU(pids, env.mockPID, env.postmaster), time.Since(t0)
-	stopped = true
-	if err := env.ch.stop(); err != nil {
-		return nil, err
-	}
-	after, err := snapshot(ctx, env.admin, env.db, true)
-	if err != nil {
-		return nil, err
-	}
-	cpu1.postgres = clusterCPU(env.postmaster) // chatd's backends have exited and been reaped
-	if o.Statements {
-		if r.Statements, err = readStatements(ctx, env.admin, env.db); err != nil {
-			return nil, err
-		}
-	}
+}
 
-	r.count(turns, windowStart, windowEnd)
+// perTurn divides the database's counters and the CPU sampled by the
+// turns; with a latency, the CPU is also given in cores.
+func (r *Round) perTurn(before, after counters, cpu0, cpu1 cpuSample, wall time.Duration) {
 	r.Commits = after.commits - before.commits
 	r.Rollbacks = after.rollbacks - before.rollbacks
 	r.Sessions = after.sessions - before.sessions
@@ -827,10 +995,6 @@ func runRound(ctx context.Context, o Options, env roundEnv) (*Round, error) {
 		c.Cores.Chatd, c.Cores.Postgres = cores(cpu1.chatd-cpu0.chatd), cores(cpu1.postgres-cpu0.postgres)
 		c.Cores.Mock, c.Cores.Clients = cores(cpu1.mock-cpu0.mock), cores(cpu1.clients-cpu0.clients)
 	}
-	if r.Failed > 0 && !o.capacity() {
-		return nil, fmt.Errorf("%d of %d turns did not succeed (see the chatd log)", r.Failed, r.TotalTurns)
-	}
-	return r, nil
 }
 
 // count computes the round's turn figures: the receipts that arrived in
