@@ -5,7 +5,7 @@ export GOFLAGS := -buildvcs=false
 # package: internal/crashtest takes 2–9 minutes alone and over 12 on a loaded machine.
 TEST_FLAGS ?= -race -count=1 -timeout 25m
 
-.PHONY: js-deps py-deps generate-sdk all build run mockllm test test-flaky test-short test-failover bench bench-all fuzz crash-long generate check-generated vet lint pg-deps pgbouncer-deps failover-deps mcp-deps oidc-deps clean
+.PHONY: js-deps py-deps generate-sdk all build run mockllm test test-flaky test-short test-failover bench bench-all fuzz crash-long generate check-generated vet lint check-size pg-deps pgbouncer-deps failover-deps mcp-deps oidc-deps clean
 
 all: build
 
@@ -144,6 +144,11 @@ vet:
 ## dependencies stay out of chatd's go.mod.
 lint: vet
 	go tool -modfile=tools/lint/go.mod golangci-lint run ./...
+
+## check-size: non-test functions over 80 lines (golangci-lint's funlen,
+## also part of lint). A table says so with //nolint:funlen and its reason.
+check-size:
+	go tool -modfile=tools/lint/go.mod golangci-lint run --enable-only funlen ./...
 
 ## js-deps: node and npm (Debian's, when missing) and the SDKs' npm packages,
 ## pinned by sdk/typescript/package-lock.json and sdk/ai-sdk/package-lock.json
