@@ -52,7 +52,7 @@ func parse(args []string, stderr io.Writer) (bench.Options, error) {
 	fs.IntVar(&o.Replicas, "replicas", 1, "chatd processes sharing the database (clients are spread over them)")
 	fs.IntVar(&o.Clients, "clients", 8, "concurrent chats (each client runs structured turns back to back)")
 	fs.IntVar(&o.Users, "users", 1, "users the clients are spread over, a token each (client i is user i mod --users)")
-	fs.IntVar(&o.Workers, "workers", 0, "each replica's --workers (0: as many as --clients; -1: no --workers flag, chatd's default)")
+	fs.IntVar(&o.Workers, "workers", 0, "each replica's --workers (0: enough for every client's turn at once, the slot kept for users with nothing running included; -1: no --workers flag, chatd's default)")
 	fs.Func("server-flag", "a flag for the chatd under test, after the others (repeatable), e.g. --server-flag=--max-running=8", func(v string) error {
 		o.ServerFlags = append(o.ServerFlags, v)
 		return nil

@@ -44,6 +44,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/chatd/chatd/client"
+	"github.com/chatd/chatd/internal/handoff"
 	"github.com/chatd/chatd/internal/pglocal"
 	"github.com/chatd/chatd/internal/prom"
 )
@@ -69,8 +70,9 @@ type Options struct {
 	// Users spread the clients: client i runs as user i mod Users, each
 	// user with a token of its own (default 1, the user "bench").
 	Users int
-	// Workers is each replica's --workers (0: as many as Clients; -1: no
-	// --workers flag at all, chatd's default).
+	// Workers is each replica's --workers (0: enough for every client's
+	// turn to run at once, the slot kept for users with nothing running
+	// included; -1: no --workers flag at all, chatd's default).
 	Workers int
 	// ServerFlags are passed to the chatd under test after the others,
 	// BaselineFlags to the baseline.
@@ -136,7 +138,7 @@ func (o *Options) defaults() {
 	}
 	switch {
 	case o.Workers == 0:
-		o.Workers = o.Clients
+		o.Workers = slotsFor(o.Clients)
 	case o.Workers < 0:
 		o.Workers = -1
 	}
@@ -184,6 +186,17 @@ func (o *Options) defaults() {
 	if o.SeedChats > 0 && o.SeedAge <= 0 {
 		o.SeedAge = 48 * time.Hour
 	}
+}
+
+// slotsFor is the least --max-running whose slots, less those chatd keeps
+// for users with nothing running (handoff.Headroom), run n turns at once.
+// An older build that keeps fewer gets spare slots, which cost nothing.
+func slotsFor(n int) int {
+	w := n
+	for w-handoff.Headroom(w) < n {
+		w++
+	}
+	return w
 }
 
 // serverFlags are the flags a build's chatd gets beyond the benchmark's

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chatd/chatd/internal/handoff"
 )
 
 func TestPercentileAndMedian(t *testing.T) {
@@ -119,5 +121,22 @@ func TestSummaryAndReport(t *testing.T) {
 	res.Report(&b)
 	if want := "turns/s ratio chatd/baseline: median 2.00 (range 2.00–3.00); p50 latency ratio: median 0.50 (range 0.25–0.75)"; !strings.Contains(b.String(), want) {
 		t.Errorf("report lacks %q:\n%s", want, b.String())
+	}
+}
+
+// TestWorkersForEveryClient: by default each client's turn has a slot of
+// its own beside the one chatd keeps for users with nothing running, so a
+// benchmark of one user's N clients is not one slot short.
+func TestWorkersForEveryClient(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ clients, workers int }{{1, 1}, {2, 3}, {8, 9}, {16, 17}, {100, 111}} {
+		o := Options{Clients: c.clients}
+		o.defaults()
+		if o.Workers != c.workers {
+			t.Errorf("%d clients: --workers %d, want %d", c.clients, o.Workers, c.workers)
+		}
+		if free := o.Workers - handoff.Headroom(o.Workers); free < c.clients {
+			t.Errorf("%d clients: %d slots for them", c.clients, free)
+		}
 	}
 }

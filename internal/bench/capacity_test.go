@@ -138,14 +138,15 @@ func TestOptionsForCapacity(t *testing.T) {
 	if o.Duration != 6*time.Minute || o.lead() != time.Minute || o.Drain != 3*time.Minute || o.pollWait() != 90*time.Second {
 		t.Errorf("defaults at 60s: %+v", o)
 	}
-	// Without a latency: the zero-latency benchmark's defaults.
+	// Without a latency: the zero-latency benchmark's defaults (8 clients
+	// and a slot kept for users with nothing running).
 	o = Options{}
 	o.defaults()
-	if o.Clients != 8 || o.Workers != 8 || o.Duration != 10*time.Second || o.lead() != 0 || o.Drain != 0 ||
+	if o.Clients != 8 || o.Workers != 9 || o.Duration != 10*time.Second || o.lead() != 0 || o.Drain != 0 ||
 		o.pollWait() != 30*time.Second || !slices.Equal(o.PgbenchClients, []int{8}) || o.capacity() {
 		t.Errorf("zero-latency defaults: %+v", o)
 	}
-	if f := o.serverFlags([]string{"--x"}); !slices.Equal(f, []string{"--workers", "8", "--x"}) {
+	if f := o.serverFlags([]string{"--x"}); !slices.Equal(f, []string{"--workers", "9", "--x"}) {
 		t.Errorf("flags %q", f)
 	}
 	o = Options{ProviderLatency: 50 * time.Millisecond}
