@@ -131,6 +131,15 @@ func (s *Slots[T]) Take() (*Slot, bool) {
 	return &Slot{Headroom: headroom, release: s.releaseOne}, true
 }
 
+// OthersContended reports, for a caller holding one slot, whether every
+// slot outside the headroom is taken by others: the caller's slot is then
+// the headroom, whenever it was taken.
+func (s *Slots[T]) OthersContended() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.used-1 >= s.lim.Max-s.lim.Headroom
+}
+
 // Contended reports whether every slot outside the headroom is taken.
 func (s *Slots[T]) Contended() bool {
 	s.mu.Lock()

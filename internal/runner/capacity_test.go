@@ -30,21 +30,26 @@ const aliceText = "alice's long work"
 // slot is kept for owners with nothing running (a tenth of a larger pool).
 func TestHeadroomForAUserWithNothingRunning(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct{ slots, chats, kept int }{{10, 300, 1}, {4, 8, 1}, {2, 8, 1}} {
-		t.Run(fmt.Sprintf("slots=%d", tc.slots), func(t *testing.T) {
+	for _, tc := range []struct {
+		slots, chats, kept int
+		late               bool
+	}{{10, 300, 1, false}, {4, 8, 1, false}, {2, 8, 1, false}, {2, 8, 1, true}, {4, 8, 1, true}} {
+		t.Run(fmt.Sprintf("slots=%d/late=%v", tc.slots, tc.late), func(t *testing.T) {
 			t.Parallel()
-			headroomCase(t, tc.slots, tc.chats, tc.kept)
+			headroomCase(t, tc.slots, tc.chats, tc.kept, tc.late)
 		})
 	}
 }
 
-// headroomCase is one pool of TestHeadroomForAUserWithNothingRunning.
-func headroomCase(t *testing.T, slots, chats, kept int) {
+// headroomCase is one pool of TestHeadroomForAUserWithNothingRunning. With
+// late, the runner starts after alice's chats are waiting, so that every
+// slot claims at once: the headroom's claim must still see the others'.
+func headroomCase(t *testing.T, slots, chats, kept int, late bool) {
 	var inFlight atomic.Int32
 	full := make(chan struct{}) // alice's chats hold every slot but the headroom
 	release := make(chan struct{})
 	var once sync.Once
-	env := testenv.New(t, testenv.Options{Runner: runner.Options{MaxRunning: slots, DrainTimeout: time.Second},
+	env := testenv.New(t, testenv.Options{Runner: runner.Options{MaxRunning: slots, DrainTimeout: time.Second}, NoRunner: late,
 		Mock: mockllm.Options{BeforeRespond: func(ctx context.Context, req *mockllm.Request) error {
 			if !strings.Contains(firstUser(req), aliceText) {
 				time.Sleep(100 * time.Millisecond) // bob's model takes 100 ms
@@ -67,6 +72,9 @@ func headroomCase(t *testing.T, slots, chats, kept int) {
 		if _, err := alice.CreateChat(ctx, client.CreateChatRequest{Content: []client.MessagePart{client.TextPart(aliceText)}}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if late {
+		env.StartRunner()
 	}
 	select {
 	case <-full:

@@ -190,7 +190,11 @@ type Runner struct {
 	m       runnerMetrics
 	rm      retentionMetrics
 	slots   *handoff.Slots[store.Turn]
-	claimed atomic.Int64  // chats held by this runner right now
+	claimed atomic.Int64 // chats held by this runner right now
+	// claimMu: a claim for the slot of the headroom runs alone, after this
+	// process's other claims committed, so that its count of the owner's
+	// running chats sees them (concurrent statements would not).
+	claimMu sync.RWMutex
 	leases  leases        // their claims, renewed together
 	chain   chan struct{} // a scan found work: look for more
 	owed    atomic.Bool   // a wake-up found no slot: look when one is released
@@ -323,8 +327,18 @@ func (r *Runner) release(sl *handoff.Slot) {
 func (r *Runner) claim(ctx context.Context, chatID uuid.UUID, sl *handoff.Slot) (store.Claim, error) {
 	p := store.ClaimParams{Worker: uuid.New(), Chat: chatID, Lease: r.opts.Lease, CountAttempt: true,
 		OwnerBelow: int32(r.opts.MaxRunningPerUser)}
-	if sl.Headroom {
+	// Whether this slot is the headroom is decided now, not when it was
+	// taken (slots taken together would all think themselves ordinary),
+	// and while holding claimMu: a headroom claim waits for the ordinary
+	// claims that decided before it, so its count sees them.
+	r.claimMu.RLock()
+	if r.slots.OthersContended() {
+		r.claimMu.RUnlock()
+		r.claimMu.Lock()
+		defer r.claimMu.Unlock()
 		p.OwnerBelow = 1 // an owner with nothing running
+	} else {
+		defer r.claimMu.RUnlock()
 	}
 	for try := 1; ; try++ {
 		c, err := r.store.ClaimTurn(ctx, p)
