@@ -268,7 +268,10 @@ func TestStreamsUnderFailingReadsMissNothing(t *testing.T) {
 		}
 		return mockllm.Step{}, false
 	}
-	env := testenv.New(t, testenv.Options{APISignals: &httpapi.TestSignals{StreamRead: flaky}, Workspace: dir,
+	// Announced turns (no hand-off) are claimed by a worker: the claims
+	// bump the chat's snapshot without a row a client sees, the empty
+	// reads this test must exercise (a hand-off writes none).
+	env := testenv.New(t, testenv.Options{APISignals: &httpapi.TestSignals{StreamRead: flaky}, Workspace: dir, NoHandoff: true,
 		Mock: mockllm.Options{StepFor: step, ChunkDelay: time.Millisecond}})
 	c := env.Client("alice")
 	ctx := t.Context()
